@@ -1,0 +1,82 @@
+"""boundloop: a bounded, explicit, observable agent loop for Claude.
+
+The model proposes; the software decides. See `AgentLoop`.
+"""
+
+from __future__ import annotations
+
+from .errors import BudgetExceeded as BudgetExceeded
+from .errors import ConfigurationError as ConfigurationError
+from .errors import ContextExceeded as ContextExceeded
+from .errors import EvidenceMissing as EvidenceMissing
+from .errors import LoopError as LoopError
+from .errors import NeedsHuman as NeedsHuman
+from .errors import PolicyBlocked as PolicyBlocked
+from .errors import Refused as Refused
+from .errors import RunCancelled as RunCancelled
+from .errors import RunError as RunError
+from .errors import RunFailed as RunFailed
+from .errors import ScriptExhausted as ScriptExhausted
+from .errors import Truncated as Truncated
+from .errors import UnhandledStop as UnhandledStop
+from .handlers.dispatch import CallResult as CallResult
+from .handlers.stops import Route as Route
+from .handlers.stops import SignalContext as SignalContext
+from .handlers.tools import RetryableToolError as RetryableToolError
+from .handlers.tools import Tool as Tool
+from .handlers.tools import ToolContext as ToolContext
+from .handlers.tools import tool as tool
+from .loop import AgentLoop as AgentLoop
+from .metrics.instruments import LoopMetrics as LoopMetrics
+from .model import Model as Model
+from .model import ScriptedClient as ScriptedClient
+from .policy import Policy as Policy
+from .policy import ToolCall as ToolCall
+from .prices import Price as Price
+from .state import Budget as Budget
+from .state import LoopResult as LoopResult
+from .state import LoopState as LoopState
+from .state import StopReason as StopReason
+from .state import TraceEvent as TraceEvent
+from .state import Usage as Usage
+from .statemachine.guards import Verdict as Verdict
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentLoop",
+    "Budget",
+    "BudgetExceeded",
+    "CallResult",
+    "ConfigurationError",
+    "ContextExceeded",
+    "EvidenceMissing",
+    "LoopError",
+    "LoopMetrics",
+    "LoopResult",
+    "LoopState",
+    "Model",
+    "NeedsHuman",
+    "Policy",
+    "PolicyBlocked",
+    "Price",
+    "Refused",
+    "RetryableToolError",
+    "Route",
+    "RunCancelled",
+    "RunError",
+    "RunFailed",
+    "ScriptExhausted",
+    "ScriptedClient",
+    "SignalContext",
+    "StopReason",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "TraceEvent",
+    "Truncated",
+    "UnhandledStop",
+    "Usage",
+    "Verdict",
+    "tool",
+]

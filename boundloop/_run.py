@@ -1,0 +1,717 @@
+"""One run of an `AgentLoop`: the `transitions` model, and the work of each state.
+
+The driver (`Run.drive`) awaits the work of the current state — the model call in
+`propose`, the tool task group in `act` — stores its outcome as `verdict`, then fires the
+state's trigger; the table's guards read the verdict. Nothing here awaits inside a
+`transitions` callback, so anyio cancellation and timeouts propagate untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final, cast
+
+import anthropic
+import anyio
+from anthropic.types import ContentBlockParam, Message, MessageParam, ToolUseBlock
+
+from .errors import UnhandledStop
+from .handlers.dispatch import (
+    FAILED_OUTCOMES,
+    CallResult,
+    DispatchConfig,
+    Outcome,
+    Planned,
+    dispatch,
+    refused,
+)
+from .handlers.stops import Route, SignalContext, answer_text
+from .handlers.tools import ToolInputError
+from .policy import ToolCall
+from .state import JSON, LoopResult, LoopState, StopReason, TraceEvent, TraceKind
+from .statemachine.guards import Verdict
+from .statemachine.table import Phase, Trigger
+
+if TYPE_CHECKING:
+    from .loop import AgentLoop
+
+API_KEY: Final = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
+"""Anthropic API keys: never written to the trace, the errors or the logs."""
+
+_LIMITS: Final = {
+    StopReason.MAX_STEPS: "max_steps",
+    StopReason.MAX_TOOL_CALLS: "max_tool_calls",
+    StopReason.TIMEOUT: "timeout_s",
+    StopReason.TOKEN_BUDGET: "max_total_tokens",
+    StopReason.COST_BUDGET: "max_cost_usd",
+}
+
+
+def canonical(name: str, tool_input: object) -> str:
+    """The identity of a call for repeat detection: tool name and canonical JSON input."""
+    return name + "\x00" + json.dumps(tool_input, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class Run:
+    """The state of one run while it executes; added to the loop's machine as a model."""
+
+    phase: str  # maintained by transitions (model_attribute="phase")
+
+    def __init__(self, loop: AgentLoop, goal: str, *, task_id: str | None) -> None:
+        self.loop = loop
+        self.verdict = Verdict.CONTINUE
+        self.state = LoopState(
+            task_id=task_id or uuid.uuid4().hex,
+            trace_id=uuid.uuid4().hex,
+            goal=goal,
+            started_at=time.time(),
+            messages=[{"role": "user", "content": goal}],
+        )
+        self.trace: list[TraceEvent] = []
+        self.started = time.perf_counter()
+        self.entered = self.started
+        self.deadline: float | None = None
+        self.request: dict[str, Any] = {}
+        self.response: Message | None = None
+        self.calls: list[ToolCall] = []
+        """The tool_use blocks of the latest response."""
+        self.slots: list[CallResult | None] = []
+        """Answers to `calls`, by block index: decided in validate, filled in act."""
+        self.planned: list[Planned] = []
+        self.open_calls = False
+        """The last assistant message has tool_use blocks not yet answered."""
+        self.succeeded: dict[str, CallResult] = {}
+        """Canonical call -> its successful result, for repeat detection."""
+        self.cancel_requested = False
+        self._work: dict[str, Callable[[], Awaitable[Trigger]]] = {
+            Phase.ASSEMBLE: self._assemble,
+            Phase.PROPOSE: self._propose,
+            Phase.VALIDATE: self._validate,
+            Phase.ACT: self._act,
+            Phase.OBSERVE: self._observe,
+        }
+        budget = loop.budget
+        self._dispatch_config = DispatchConfig(
+            task_id=self.state.task_id,
+            trace_id=self.state.trace_id,
+            default_timeout_s=budget.tool_timeout_s,
+            max_retries=budget.max_tool_retries,
+            retry_backoff_s=budget.retry_backoff_s,
+            max_output_chars=loop.max_tool_output_chars,
+            raise_errors=loop.on_tool_error == "raise",
+            may_attempt=self._take_tool_call,
+        )
+
+    # -- driving -------------------------------------------------------------------------
+
+    async def execute(self, cancel: anyio.Event | None) -> None:
+        """Drive the run to `stopped` under its time budget and cancel event.
+
+        Raises:
+            UnhandledStop: the API sent a stop_reason with no handler.
+            Exception: a tool's exception with `on_tool_error="raise"`; a bug.
+            anyio's cancellation exception: the caller cancelled the task (re-raised).
+        """
+        timeout = self.loop.budget.timeout_s
+        if timeout is not None:
+            self.deadline = anyio.current_time() + timeout
+        try:
+            with anyio.CancelScope(deadline=self.deadline or float("inf")) as scope:
+                if cancel is None:
+                    await self.drive()
+                else:
+                    await self._drive_cancellable(cancel, scope)
+            if scope.cancelled_caught and self.phase != Phase.STOPPED:
+                if self.cancel_requested:
+                    self.halt(StopReason.CANCELLED, "the cancel event was set")
+                else:
+                    self.halt(StopReason.TIMEOUT, f"the run exceeded timeout_s={timeout}")
+        except anyio.get_cancelled_exc_class():
+            # Cancellation from outside: answer every call, record it, and re-raise it. `halt`
+            # never awaits, so there is nothing to shield; an awaited checkpoint would need
+            # `anyio.move_on_after(n, shield=True)` here.
+            self.halt(StopReason.CANCELLED, "the task running the loop was cancelled")
+            raise
+        except BaseException as exc:
+            self.error("exception", exc)
+            self.halt(StopReason.FAILED, f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, UnhandledStop):
+                exc.result = self.result()
+            raise
+        finally:
+            self._record_stop()
+
+    async def _drive_cancellable(self, cancel: anyio.Event, scope: anyio.CancelScope) -> None:
+        async def watch() -> None:
+            await cancel.wait()
+            self.cancel_requested = True
+            scope.cancel()
+
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(watch)
+                await self.drive()
+                group.cancel_scope.cancel()
+        except BaseExceptionGroup as group_error:
+            # One failure in the host task: surface it as itself, not as a group.
+            if len(group_error.exceptions) == 1:
+                raise group_error.exceptions[0] from None
+            raise
+
+    async def drive(self) -> None:
+        """Await each state's work and fire its trigger until the run is stopped."""
+        work = self._work
+        while self.phase != Phase.STOPPED:
+            trigger = await work[self.phase]()
+            self.fire(trigger)
+
+    def fire(self, trigger: Trigger) -> None:
+        """Fire a trigger; trace and measure the transition it took."""
+        source = self.phase
+        dest = self.loop.machine.fire(self, trigger)
+        now = time.perf_counter()
+        duration = now - self.entered
+        self.entered = now
+        self.trace.append(
+            TraceEvent(
+                kind="transition",
+                step=self.state.step,
+                at=time.time(),
+                source=source,
+                dest=dest,
+                trigger=trigger,
+                duration_s=duration,
+            )
+        )
+        metrics = self.loop.metrics
+        if metrics is not None:
+            metrics.transition(source, dest, duration)
+
+    def event(self, kind: TraceKind, **data: Any) -> None:
+        """Add a non-transition event to the trace."""
+        self.trace.append(TraceEvent(kind=kind, step=self.state.step, at=time.time(), data=data))
+
+    # -- the work of each state ----------------------------------------------------------
+
+    async def _assemble(self) -> Trigger:
+        if await self._budget_spent():
+            return Trigger.ASSEMBLED
+        loop = self.loop
+        request: dict[str, Any] = {
+            "model": loop.model,
+            "max_tokens": loop.max_tokens,
+            "messages": list(self.state.messages),
+        }
+        if loop.system is not None:
+            request["system"] = loop.system
+        if loop.tools:
+            request["tools"] = loop.tools.params
+        self.request = request
+        self.verdict = Verdict.CONTINUE
+        return Trigger.ASSEMBLED
+
+    async def _propose(self) -> Trigger:
+        started = time.perf_counter()
+        response = await self._call_model(self.request)
+        if response is None:
+            return Trigger.HALT
+        self.state.step += 1
+        self._accept(response, time.perf_counter() - started)
+        self.verdict = Verdict.CONTINUE
+        return Trigger.PROPOSED
+
+    async def _validate(self) -> Trigger:
+        response = self.response
+        assert response is not None  # propose always sets it before validate
+        handler = self.loop.signal_handlers.get(str(response.stop_reason))
+        if handler is None:
+            raise UnhandledStop(response.stop_reason)
+        route = handler(response, SignalContext(policy=self.loop.policy, state=self.state))
+        if route.verdict is Verdict.TOOL_CALLS:
+            route = await self._plan(route)
+        self.event(
+            "validation",
+            decision=_DECISIONS[route.verdict],
+            stop_reason=None if route.stop_reason is None else str(route.stop_reason),
+            reason=self.redact(route.detail),
+        )
+        self.verdict = route.verdict
+        if route.verdict is Verdict.RESUME:
+            if route.continuation:
+                self.state.continuations += 1
+            if route.nudge is not None:
+                self._answer_open_calls("cancelled", "not run: the turn was answered instead")
+                self._append_user([{"type": "text", "text": route.nudge}])
+        elif route.verdict is Verdict.FINAL:
+            self.state.answer = answer_text(response)
+            self.finish(StopReason.COMPLETED, None)
+        elif route.verdict is Verdict.STOP:
+            assert route.stop_reason is not None
+            self.finish(route.stop_reason, route.detail)
+            if route.stop_reason is StopReason.MAX_TOOL_CALLS:
+                await self._final_answer(route.stop_reason)
+        return Trigger.VALIDATED
+
+    async def _act(self) -> Trigger:
+        for item in self.planned:
+            if item.tool is not None and item.result is None:
+                self.event("tool_call", tool=item.call.name, tool_use_id=item.call.id)
+        await dispatch(self.planned, self.slots, self._dispatch_config)
+        self._answer_open_calls("cancelled", "not run")
+        self.verdict = Verdict.CONTINUE
+        return Trigger.ACTED
+
+    async def _observe(self) -> Trigger:
+        state = self.state
+        budget = self.loop.budget
+        if state.consecutive_tool_errors >= budget.max_consecutive_tool_errors:
+            self.verdict = Verdict.BREAKER_OPEN
+            self.finish(
+                StopReason.NEEDS_HUMAN,
+                f"circuit breaker open: {state.consecutive_tool_errors} failing tool results in a row",
+            )
+        elif state.repeated_calls and state.repeated_calls >= budget.max_repeated_calls:
+            self.verdict = Verdict.BREAKER_OPEN
+            self.finish(StopReason.NEEDS_HUMAN, f"{state.repeated_calls} repeated tool calls")
+        elif not await self._budget_spent():
+            self.verdict = Verdict.CONTINUE
+        return Trigger.OBSERVED
+
+    # -- model calls ---------------------------------------------------------------------
+
+    async def _call_model(self, request: dict[str, Any]) -> Message | None:
+        """Call the model; an API failure stops the run with `failed` and returns None."""
+        try:
+            response = await self.loop.client.messages.create(**request)
+        except anthropic.APIError as exc:
+            self.error("model_api", exc)
+            self.finish(StopReason.FAILED, f"model API error: {self.redact(str(exc))}")
+            return None
+        if not isinstance(cast(object, response), Message):
+            self.error("model_response", TypeError(f"messages.create returned {type(response).__name__}"))
+            self.finish(StopReason.FAILED, "the model client did not return an anthropic Message")
+            return None
+        for block in response.content:
+            if isinstance(block, ToolUseBlock) and not isinstance(cast(object, block.input), dict):
+                self.error("model_response", ValueError(f"tool_use {block.id} input is not an object"))
+                self.finish(StopReason.FAILED, f"malformed tool_use input in block {block.id}")
+                return None
+        return response
+
+    def _accept(self, response: Message, duration_s: float) -> None:
+        """Record a response: transcript (exactly as received), usage, cost, trace, metrics."""
+        state = self.state
+        raw: JSON = response.model_dump(mode="json", exclude_unset=True)
+        state.responses.append(raw)
+        state.messages.append({"role": "assistant", "content": raw["content"]})
+        self.response = response
+        self.calls = [
+            ToolCall(id=block.id, name=block.name, input=block.input, step=state.step)
+            for block in response.content
+            if isinstance(block, ToolUseBlock)
+        ]
+        self.slots = [None] * len(self.calls)
+        self.planned = []
+        self.open_calls = bool(self.calls)
+        usage = response.usage
+        cache_read = usage.cache_read_input_tokens or 0
+        cache_creation = usage.cache_creation_input_tokens or 0
+        totals = state.usage
+        totals.input_tokens += usage.input_tokens
+        totals.output_tokens += usage.output_tokens
+        totals.cache_read_input_tokens += cache_read
+        totals.cache_creation_input_tokens += cache_creation
+        price = self.loop.price
+        if price is not None:
+            totals.cost_usd += price.cost(usage)
+        self.event(
+            "proposal",
+            stop_reason=response.stop_reason,
+            tools=[call.name for call in self.calls],
+            duration_s=duration_s,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+        )
+        metrics = self.loop.metrics
+        if metrics is not None:
+            metrics.model_request(
+                response.stop_reason,
+                duration_s,
+                state.trace_id,
+                (usage.input_tokens, usage.output_tokens, cache_read, cache_creation),
+            )
+
+    async def _final_answer(self, reason: StopReason) -> None:
+        """With `on_exhausted="final_answer"`: one last call without tools, for the best answer."""
+        loop = self.loop
+        if loop.budget.on_exhausted != "final_answer" or reason is StopReason.TIMEOUT:
+            return
+        note = (
+            f"The budget of this run is spent ({_LIMITS[reason]}). Do not call tools. "
+            "Give your best final answer now from what you have gathered, and say what is uncertain."
+        )
+        self._append_user([{"type": "text", "text": note}])
+        request: dict[str, Any] = {
+            "model": loop.model,
+            "max_tokens": loop.max_tokens,
+            "messages": list(self.state.messages),
+        }
+        if loop.system is not None:
+            request["system"] = loop.system
+        if loop.tools:
+            request["tools"] = loop.tools.params
+            request["tool_choice"] = {"type": "none"}
+        started = time.perf_counter()
+        response = await self._call_model(request)
+        if response is None:
+            self.state.stop_reason = reason  # keep the budget's reason; the API error is recorded
+            return
+        self._accept(response, time.perf_counter() - started)
+        self.state.answer = answer_text(response) or None
+        self._answer_open_calls("denied", "not run: the budget is spent")
+
+    # -- validation ----------------------------------------------------------------------
+
+    async def _plan(self, route: Route) -> Route:
+        """Decide every proposed call before any runs: execute, deny, repeat or escalate."""
+        planned: list[Planned] = []
+        blocked: list[str] = []
+        escalated: list[str] = []
+        for call in self.calls:
+            item, decision = await self._decide(call)
+            planned.append(item)
+            self._decided(item, decision)
+            if decision == "block":
+                blocked.append(call.name)
+            elif decision == "escalate":
+                escalated.append(call.name)
+        self.planned = planned
+        self.slots = [item.result for item in planned]
+        if blocked:
+            return self._refuse_batch(
+                StopReason.POLICY_BLOCKED, f"forbidden tool proposed: {', '.join(blocked)}"
+            )
+        if escalated:
+            return self._refuse_batch(StopReason.NEEDS_HUMAN, f"approval required for {', '.join(escalated)}")
+        state = self.state
+        limit = self.loop.budget.max_tool_calls
+        runnable = sum(1 for item in planned if item.tool is not None)
+        if limit is not None and state.tool_calls + runnable > limit:
+            state.exceeded = {
+                "limit": "max_tool_calls",
+                "value": limit,
+                "used": state.tool_calls + runnable,
+            }
+            return self._refuse_batch(
+                StopReason.MAX_TOOL_CALLS,
+                f"{runnable} tool calls proposed, {limit - state.tool_calls} left of max_tool_calls={limit}",
+            )
+        return route
+
+    async def _decide(self, call: ToolCall) -> tuple[Planned, str]:
+        """One call against the policy, the registry, the schema and the run's history."""
+        policy = self.loop.policy
+        name = call.name
+        item = Planned(call=call)
+        if policy.is_forbidden(name):
+            item.result = refused(call, "denied", f"{name} is forbidden by policy: not run")
+            return item, "block" if policy.on_forbidden == "stop" else "deny"
+        tool = self.loop.tools.get(name)
+        if tool is None:
+            known = ", ".join(self.loop.tools) or "none"
+            item.result = refused(call, "invalid", f"unknown tool {name!r}; known tools: {known}")
+            return item, "deny"
+        if not policy.is_allowed(name):
+            item.result = refused(call, "denied", f"{name} is not allowed in this run: not run")
+            return item, "deny"
+        try:
+            item.arguments = tool.validate(call.input)
+        except ToolInputError as exc:
+            item.result = refused(call, "invalid", f"invalid input for {name}: {exc}")
+            return item, "deny"
+        earlier = self.succeeded.get(canonical(name, call.input))
+        if earlier is not None:
+            self.state.repeated_calls += 1
+            note = "\n[repeated call: this is the result of the identical earlier call]"
+            item.result = CallResult(call=call, outcome="repeated", content=_with_note(earlier, note))
+            return item, "repeat"
+        if tool.requires_approval or name in policy.requires_approval:
+            if policy.approve is None:
+                self.state.pending_approvals.append(
+                    {"tool_use_id": call.id, "tool": name, "input": call.input, "step": call.step}
+                )
+                item.result = refused(call, "denied", f"{name} awaits human approval: not run")
+                return item, "escalate"
+            if not await policy.approve(call):
+                item.result = refused(call, "denied", f"{name} was denied by the approver: not run")
+                return item, "deny"
+        item.tool = tool
+        return item, "execute"
+
+    def _decided(self, item: Planned, decision: str) -> None:
+        result = item.result
+        self.event(
+            "validation",
+            decision=decision,
+            tool=item.call.name,
+            tool_use_id=item.call.id,
+            reason=None if result is None else self.redact(str(result.content)),
+        )
+        if result is not None and result.outcome == "invalid":
+            self.state.errors.append(
+                {
+                    "kind": "invalid_action",
+                    "step": item.call.step,
+                    "tool": item.call.name,
+                    "message": result.content,
+                }
+            )
+
+    def _refuse_batch(self, reason: StopReason, detail: str) -> Route:
+        """Stop before any call of the batch runs; answer each one so the transcript stays valid."""
+        for index, item in enumerate(self.planned):
+            if item.result is None:
+                item.tool = None
+                item.result = refused(item.call, "denied", f"not run: {detail}")
+                self.slots[index] = item.result
+        return Route(verdict=Verdict.STOP, stop_reason=reason, detail=detail)
+
+    def _take_tool_call(self) -> bool:
+        limit = self.loop.budget.max_tool_calls
+        if limit is not None and self.state.tool_calls >= limit:
+            return False
+        self.state.tool_calls += 1
+        return True
+
+    # -- budget --------------------------------------------------------------------------
+
+    async def _budget_spent(self) -> bool:
+        """Check every budget before a model call; on a spent one, stop (maybe answering last)."""
+        state = self.state
+        budget = self.loop.budget
+        spent: tuple[StopReason, float, float] | None = None
+        if state.step >= budget.max_steps:
+            spent = (StopReason.MAX_STEPS, budget.max_steps, state.step)
+        elif budget.max_total_tokens is not None and state.usage.total_tokens >= budget.max_total_tokens:
+            spent = (StopReason.TOKEN_BUDGET, budget.max_total_tokens, state.usage.total_tokens)
+        elif budget.max_cost_usd is not None and state.usage.cost_usd >= budget.max_cost_usd:
+            spent = (StopReason.COST_BUDGET, budget.max_cost_usd, state.usage.cost_usd)
+        elif self.deadline is not None and anyio.current_time() >= self.deadline:
+            spent = (
+                StopReason.TIMEOUT,
+                budget.timeout_s or 0.0,
+                time.perf_counter() - self.started,
+            )
+        if spent is None:
+            return False
+        reason, value, used = spent
+        self.verdict = Verdict.BUDGET_SPENT
+        state.exceeded = {"limit": _LIMITS[reason], "value": value, "used": used}
+        self.finish(reason, f"{_LIMITS[reason]}={value} spent (used {used:g})")
+        await self._final_answer(reason)
+        return True
+
+    # -- transcript ----------------------------------------------------------------------
+
+    def _append_user(self, blocks: list[ContentBlockParam]) -> None:
+        """Add user content, joining it to a trailing user message so roles keep alternating."""
+        messages = self.state.messages
+        last = messages[-1] if messages else None
+        if last is not None and last["role"] == "user":
+            content = last["content"]
+            head: list[Any] = (
+                [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+            )
+            # A new dict, never a mutation: requests already sent keep what they held.
+            messages[-1] = {"role": "user", "content": [*head, *blocks]}
+        else:
+            messages.append({"role": "user", "content": blocks})
+
+    def _answer_open_calls(self, outcome: Outcome, text: str) -> None:
+        """Answer every tool_use of the last response in ONE user message, in block order."""
+        if not self.open_calls:
+            return
+        self.open_calls = False
+        results = [
+            slot if slot is not None else refused(call, outcome, text)
+            for call, slot in zip(self.calls, self.slots, strict=True)
+        ]
+        self._append_user([result.to_block() for result in results])
+        self._observe_results(results)
+
+    def _observe_results(self, results: list[CallResult]) -> None:
+        state = self.state
+        metrics = self.loop.metrics
+        for result in results:
+            call = result.call
+            outcome = result.outcome
+            state.observations.append(
+                {
+                    "step": call.step,
+                    "tool_use_id": call.id,
+                    "tool": call.name,
+                    "input": call.input,
+                    "outcome": outcome,
+                    "content": result.content,
+                }
+            )
+            if outcome == "ok":
+                state.consecutive_tool_errors = 0
+                self.succeeded[canonical(call.name, call.input)] = result
+            elif outcome in FAILED_OUTCOMES:
+                state.consecutive_tool_errors += 1
+                if outcome != "invalid":
+                    state.errors.append(
+                        {
+                            "kind": f"tool_{outcome}",
+                            "step": call.step,
+                            "tool": call.name,
+                            "message": self.redact(str(result.content)),
+                        }
+                    )
+            self.event(
+                "tool_result",
+                tool=call.name,
+                tool_use_id=call.id,
+                outcome=outcome,
+                is_error=result.is_error,
+                attempts=result.attempts,
+                duration_s=result.duration_s,
+            )
+            if metrics is not None:
+                metrics.tool_call(call.name, outcome, result.duration_s if result.attempts else None)
+
+    # -- stopping ------------------------------------------------------------------------
+
+    def finish(self, reason: StopReason, detail: str | None) -> None:
+        """Set the stop reason and answer any open tool_use; the transition fires after."""
+        state = self.state
+        state.stop_reason = reason
+        state.stop_detail = self.redact(detail)
+        if reason is not StopReason.COMPLETED:
+            self._answer_open_calls("cancelled" if reason in _CANCELS else "denied", f"not run: {reason}")
+        else:
+            self._answer_open_calls("denied", "not run: the model ended its turn")
+
+    def halt(self, reason: StopReason, detail: str) -> None:
+        """Leave any state for `stopped` (timeout, cancellation, failure)."""
+        if self.phase == Phase.STOPPED:
+            return
+        if reason is StopReason.TIMEOUT and self.state.stop_reason is not None:
+            pass  # a budget stop was decided first; only its final-answer call ran out of time
+        else:
+            if reason is StopReason.TIMEOUT:
+                self.state.exceeded = {
+                    "limit": "timeout_s",
+                    "value": self.loop.budget.timeout_s,
+                    "used": time.perf_counter() - self.started,
+                }
+            self.finish(reason, detail)
+        self.verdict = Verdict.STOP
+        self.fire(Trigger.HALT)
+
+    def error(self, kind: str, exc: BaseException) -> None:
+        """Record an error in the state and the trace, with secrets redacted."""
+        record: JSON = {
+            "kind": kind,
+            "step": self.state.step,
+            "type": type(exc).__name__,
+            "message": self.redact(str(exc)),
+        }
+        if isinstance(exc, anthropic.APIStatusError):
+            record["status_code"] = exc.status_code
+            record["request_id"] = exc.request_id
+        self.state.errors.append(record)
+        self.event("error", **record)
+
+    def redact(self, text: str | None) -> str | None:
+        """Remove API keys (and whatever the user's `redact` hook removes) from text."""
+        if text is None:
+            return None
+        text = API_KEY.sub("[REDACTED]", text)
+        hook = self.loop.redact
+        return text if hook is None else hook(text)
+
+    def _record_stop(self) -> None:
+        state = self.state
+        reason = state.stop_reason or StopReason.FAILED
+        state.stop_reason = reason
+        duration = time.perf_counter() - self.started
+        self.event(
+            "stop",
+            stop_reason=str(reason),
+            detail=state.stop_detail,
+            steps=state.step,
+            tool_calls=state.tool_calls,
+            duration_s=duration,
+        )
+        metrics = self.loop.metrics
+        if metrics is not None:
+            metrics.run_finished(reason, duration, state.trace_id)
+
+    def result(self) -> LoopResult:
+        """The run's result (partial until stopped)."""
+        state = self.state
+        return LoopResult(
+            stop_reason=state.stop_reason or StopReason.FAILED,
+            answer=state.answer,
+            state=state,
+            trace=self.trace,
+        )
+
+
+_DECISIONS: Final = {
+    Verdict.TOOL_CALLS: "execute",
+    Verdict.RESUME: "resume",
+    Verdict.FINAL: "final",
+    Verdict.STOP: "stop",
+}
+_CANCELS: Final = frozenset({StopReason.CANCELLED, StopReason.TIMEOUT, StopReason.FAILED})
+
+
+def _with_note(earlier: CallResult, note: str) -> str | list[dict[str, Any]]:
+    content = earlier.content
+    if isinstance(content, str):
+        return content + note
+    return [*content, {"type": "text", "text": note.strip()}]
+
+
+def transcript_errors(messages: list[MessageParam]) -> list[str]:
+    """Problems that would make the API reject the transcript (empty when valid).
+
+    Roles alternate (consecutive assistant turns are allowed: the API joins a paused turn and
+    its continuation), and every tool_use is answered exactly once, in the next user message.
+    """
+    problems: list[str] = []
+    open_ids: list[str] = []
+    previous = None
+    for index, message in enumerate(messages):
+        role = message["role"]
+        content = message["content"]
+        blocks: list[Any] = [] if isinstance(content, str) else list(content)
+
+        def kind(block: Any) -> Any:
+            return block.get("type") if isinstance(block, dict) else getattr(block, "type", None)
+
+        def field(block: Any, name: str) -> Any:
+            return block.get(name) if isinstance(block, dict) else getattr(block, name, None)
+
+        if role == "user":
+            if previous == "user":
+                problems.append(f"message {index}: two user messages in a row")
+            answered = [field(b, "tool_use_id") for b in blocks if kind(b) == "tool_result"]
+            if sorted(answered) != sorted(open_ids):
+                problems.append(f"message {index}: answers {answered}, expected {open_ids}")
+            open_ids = []
+        else:
+            if open_ids and previous == "assistant":
+                problems.append(
+                    f"message {index}: tool_use {open_ids} not answered before more assistant output"
+                )
+            open_ids = [field(b, "id") for b in blocks if kind(b) == "tool_use"]
+        previous = role
+    return problems

@@ -1,0 +1,132 @@
+"""The exception hierarchy.
+
+```
+LoopError
+├── ConfigurationError (ValueError)    misuse, raised at construction, never mid-run
+├── ScriptExhausted                    ScriptedClient asked for more responses than scripted
+├── UnhandledStop                      the API sent a stop_reason no handler is declared for
+└── RunError                           a run ended other than completed (raised by unwrap())
+    ├── BudgetExceeded                 max_steps, max_tool_calls, timeout, token or cost budget
+    ├── RunFailed                      the model API failed or sent an unusable response
+    ├── Refused                        the model refused (stop_reason refusal)
+    ├── NeedsHuman                     approval needed, circuit breaker open, repeats
+    ├── RunCancelled                   the caller's cancel event was set
+    ├── PolicyBlocked                  the model proposed a forbidden tool
+    ├── EvidenceMissing                a final answer came before the required evidence
+    ├── Truncated                      the model hit max_tokens
+    └── ContextExceeded                the model's context window was exceeded
+```
+
+Developer misuse (`ConfigurationError`) and run outcomes (`RunError`) are separate families.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .state import LoopResult
+
+
+class LoopError(Exception):
+    """Root of every boundloop exception."""
+
+
+class ConfigurationError(LoopError, ValueError):
+    """Raised at construction for a configuration the loop cannot run safely."""
+
+
+class ScriptExhausted(LoopError):
+    """Raised by `ScriptedClient` when a request arrives after the last scripted response."""
+
+    def __init__(self, served: int) -> None:
+        self.served = served
+        super().__init__(
+            f"ScriptedClient ran out of responses after {served}; script one more or lower the budget"
+        )
+
+
+class UnhandledStop(LoopError):
+    """Raised from `run()` when the API returns a stop_reason with no declared handler."""
+
+    def __init__(self, stop_reason: str | None) -> None:
+        self.stop_reason = stop_reason
+        self.result: LoopResult | None = None
+        """The partial result, with the run recorded as failed."""
+        super().__init__(
+            f"no handler for stop_reason {stop_reason!r}; pass signal_handlers={{...}} to route it"
+        )
+
+
+class RunError(LoopError):
+    """Base of the outcomes `LoopResult.unwrap()` raises; `.result` is the partial result."""
+
+    def __init__(self, result: LoopResult) -> None:
+        self.result = result
+        detail = result.state.stop_detail
+        super().__init__(f"run stopped: {result.stop_reason}" + (f" ({detail})" if detail else ""))
+
+
+class BudgetExceeded(RunError):
+    """A budget was spent: `.limit` names it, `.value` is the configured number, `.used` the use."""
+
+    def __init__(self, result: LoopResult) -> None:
+        exceeded = result.state.exceeded or {}
+        self.limit: str = str(exceeded.get("limit", result.stop_reason))
+        self.value: float | None = exceeded.get("value")
+        self.used: float | None = exceeded.get("used")
+        super().__init__(result)
+
+
+class RunFailed(RunError):
+    """The model API failed, or sent a response the loop cannot use."""
+
+
+class Refused(RunError):
+    """The model refused to continue (`stop_reason: refusal`)."""
+
+
+class NeedsHuman(RunError):
+    """A human must decide: a call needs approval, or the circuit breaker opened."""
+
+
+class RunCancelled(RunError):
+    """The run was cancelled cooperatively through its cancel event."""
+
+
+class PolicyBlocked(RunError):
+    """The model proposed a forbidden tool and the policy stops the run."""
+
+
+class EvidenceMissing(RunError):
+    """The model answered before the evidence the policy requires existed."""
+
+
+class Truncated(RunError):
+    """The model ran out of output tokens (`stop_reason: max_tokens`)."""
+
+
+class ContextExceeded(RunError):
+    """The model's context window was exceeded."""
+
+
+_BY_REASON: dict[str, type[RunError]] = {
+    "failed": RunFailed,
+    "refused": Refused,
+    "needs_human": NeedsHuman,
+    "cancelled": RunCancelled,
+    "policy_blocked": PolicyBlocked,
+    "evidence_missing": EvidenceMissing,
+    "truncated": Truncated,
+    "context_exceeded": ContextExceeded,
+    "max_steps": BudgetExceeded,
+    "max_tool_calls": BudgetExceeded,
+    "timeout": BudgetExceeded,
+    "token_budget": BudgetExceeded,
+    "cost_budget": BudgetExceeded,
+}
+
+
+def error_for(result: LoopResult) -> RunError:
+    """The typed exception for a result that did not complete."""
+    return _BY_REASON[result.stop_reason](result)

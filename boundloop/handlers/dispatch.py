@@ -1,0 +1,220 @@
+"""Parallel dispatch: every allowed tool_use of one response runs in one anyio task group.
+
+Each task writes its `CallResult` into the slot at its block's index, so results come back
+in block order without sorting. A task turns its handler's failure into data (an `is_error`
+result); the group itself only raises for bugs, cancellation and `on_tool_error="raise"`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeAlias, TypeGuard, final
+
+import anyio
+import pydantic
+from anthropic.types import ToolResultBlockParam
+
+from ..policy import ToolCall
+from .tools import RetryableToolError, Tool, ToolContext
+
+Outcome: TypeAlias = Literal["ok", "error", "denied", "invalid", "timeout", "cancelled", "repeated"]
+"""How one tool_use was answered; also the `outcome` label of `boundloop_tool_calls_total`."""
+
+OUTCOMES: tuple[Outcome, ...] = (
+    "ok",
+    "error",
+    "denied",
+    "invalid",
+    "timeout",
+    "cancelled",
+    "repeated",
+)
+FAILED_OUTCOMES: frozenset[Outcome] = frozenset({"error", "invalid", "timeout", "denied"})
+"""Outcomes that count towards the circuit breaker."""
+
+Content: TypeAlias = str | list[dict[str, Any]]
+_BLOCK_TYPES = frozenset({"text", "image", "document", "search_result"})
+
+
+@final
+@dataclasses.dataclass(slots=True, kw_only=True)
+class CallResult:
+    """The answer to one tool_use block."""
+
+    call: ToolCall
+    outcome: Outcome
+    content: Content
+    duration_s: float = 0.0
+    attempts: int = 0
+    """Handler invocations (0 when the call was not executed)."""
+
+    @property
+    def is_error(self) -> bool:
+        """Whether the model sees this result as an error."""
+        return self.outcome not in ("ok", "repeated")
+
+    def to_block(self) -> ToolResultBlockParam:
+        """The `tool_result` block answering the call."""
+        block: ToolResultBlockParam = {
+            "type": "tool_result",
+            "tool_use_id": self.call.id,
+            "content": self.content,  # type: ignore[typeddict-item]  # blocks are validated dicts
+        }
+        if self.is_error:
+            block["is_error"] = True
+        return block
+
+
+@final
+@dataclasses.dataclass(slots=True, kw_only=True)
+class Planned:
+    """One validated tool_use: either a tool to run or a result decided without running it."""
+
+    call: ToolCall
+    tool: Tool | None = None
+    arguments: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
+    result: CallResult | None = None
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class DispatchConfig:
+    """Per-run settings of the dispatcher."""
+
+    task_id: str
+    trace_id: str
+    default_timeout_s: float | None
+    max_retries: int
+    retry_backoff_s: float
+    max_output_chars: int
+    raise_errors: bool
+    may_attempt: Callable[[], bool]
+    """Asked before every handler invocation: takes a tool call from the budget, or refuses."""
+
+
+def refused(call: ToolCall, outcome: Outcome, text: str) -> CallResult:
+    """A call answered without running its handler."""
+    return CallResult(call=call, outcome=outcome, content=text)
+
+
+async def dispatch(
+    planned: Sequence[Planned],
+    slots: list[CallResult | None],
+    config: DispatchConfig,
+) -> None:
+    """Run the executable calls of `planned` concurrently, filling `slots` in block order.
+
+    Raises:
+        Exception: the first handler failure, when `config.raise_errors` is set; the
+            sibling calls are cancelled first and their slots stay empty.
+    """
+    failure: list[BaseException] = []
+    async with anyio.create_task_group() as group:
+        for index, item in enumerate(planned):
+            if item.result is not None or item.tool is None:
+                slots[index] = item.result
+            else:
+                group.start_soon(
+                    _run_call, item, item.tool, slots, index, config, failure, group.cancel_scope
+                )
+    if failure:
+        raise failure[0]
+
+
+async def _run_call(
+    item: Planned,
+    tool: Tool,
+    slots: list[CallResult | None],
+    index: int,
+    config: DispatchConfig,
+    failure: list[BaseException],
+    group_scope: anyio.CancelScope,
+) -> None:
+    call = item.call
+    context = ToolContext(
+        task_id=config.task_id,
+        trace_id=config.trace_id,
+        step=call.step,
+        tool_use_id=call.id,
+        idempotency_key=f"{config.task_id}:{call.step}:{call.id}",
+    )
+    timeout = tool.timeout_s if tool.timeout_s is not None else config.default_timeout_s
+    started = time.perf_counter()
+    attempts = 0
+    result: CallResult | None = None
+    while result is None:
+        if not config.may_attempt():
+            result = refused(
+                call, "denied", f"not run: the tool-call budget is spent ({attempts} attempts made)"
+            )
+            break
+        attempts += 1
+        with anyio.move_on_after(timeout) as scope:
+            try:
+                value = await tool.invoke(item.arguments, context)
+            except RetryableToolError as exc:
+                if attempts <= config.max_retries:
+                    await anyio.sleep(exc.retry_after_s or config.retry_backoff_s * 2 ** (attempts - 1))
+                    continue
+                result = refused(call, "error", f"{type(exc).__name__}: {exc} (after {attempts} attempts)")
+            except Exception as exc:  # the tool boundary: a failure becomes an is_error result
+                if config.raise_errors:
+                    failure.append(exc)
+                    group_scope.cancel()
+                    return
+                result = refused(call, "error", f"{type(exc).__name__}: {exc}")
+            else:
+                result = to_result(call, value, config.max_output_chars)
+        if scope.cancelled_caught:
+            result = refused(call, "timeout", f"timed out after {timeout} s; the call was cancelled")
+    result.attempts = attempts
+    result.duration_s = time.perf_counter() - started
+    slots[index] = result
+
+
+def to_result(call: ToolCall, value: object, max_chars: int) -> CallResult:
+    """Turn a handler's return value into a result: text, JSON, or a list of content blocks."""
+    content: Content
+    if isinstance(value, str):
+        content = value
+    elif isinstance(value, pydantic.BaseModel):
+        content = value.model_dump_json()
+    elif _is_block_list(value):
+        content = [dict(block) for block in value]
+    else:
+        try:
+            content = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            return refused(
+                call,
+                "error",
+                f"the tool returned a {type(value).__name__}, which is not text, JSON or content "
+                f"blocks ({exc})",
+            )
+    return CallResult(call=call, outcome="ok", content=truncate(content, max_chars))
+
+
+def _is_block_list(value: object) -> TypeGuard[list[dict[str, Any]]]:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(block, dict) and block.get("type") in _BLOCK_TYPES for block in value)
+    )
+
+
+def truncate(content: Content, max_chars: int) -> Content:
+    """Cut text over `max_chars`, with a visible marker saying how much was cut."""
+    if isinstance(content, str):
+        if len(content) <= max_chars:
+            return content
+        return f"{content[:max_chars]}\n[truncated: {len(content) - max_chars} more characters]"
+    blocks: list[dict[str, Any]] = []
+    for block in content:
+        text = block.get("text")
+        if block.get("type") == "text" and isinstance(text, str) and len(text) > max_chars:
+            block = {**block, "text": truncate(text, max_chars)}
+        blocks.append(block)
+    return blocks

@@ -1,0 +1,306 @@
+"""Tools: `Tool`, the `@tool` decorator, `ToolContext` and `RetryableToolError`."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import re
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Final, TypeAlias, final, overload
+
+import anyio.to_thread
+import jsonschema
+import pydantic
+from anthropic.types import ToolParam
+
+from ..errors import ConfigurationError
+
+TOOL_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+"""What the Messages API accepts as a tool name."""
+
+Handler: TypeAlias = Callable[..., Any]
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ToolContext:
+    """Passed to a handler that has a parameter annotated `ToolContext`."""
+
+    task_id: str
+    trace_id: str
+    step: int
+    tool_use_id: str
+    idempotency_key: str
+    """`f"{task_id}:{step}:{tool_use_id}"`: stable across retries of the same call."""
+
+
+class RetryableToolError(Exception):
+    """Raise from a handler to ask for a retry (up to `Budget.max_tool_retries`)."""
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class ToolInputError(ValueError):
+    """A tool_use input does not match the tool's schema; the message names the field."""
+
+
+def check_tool_name(name: str) -> str:
+    """Return `name` if the Messages API accepts it.
+
+    Raises:
+        ConfigurationError: the name is not 1-64 of `[a-zA-Z0-9_-]`.
+    """
+    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+        raise ConfigurationError(
+            f"tool name {name!r} is rejected by the Messages API: use 1-64 characters of [a-zA-Z0-9_-]"
+        )
+    return name
+
+
+@final
+class Tool:
+    """A tool the model may call: name, description, JSON schema and handler.
+
+    The handler is called with the validated input as keyword arguments, plus the
+    `ToolContext` when one parameter is annotated with it. Sync handlers run in a worker
+    thread; async handlers run on the event loop.
+    """
+
+    __slots__ = (
+        "_context_param",
+        "_is_async",
+        "_validate",
+        "description",
+        "handler",
+        "input_schema",
+        "name",
+        "requires_approval",
+        "side_effect",
+        "timeout_s",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        description: str,
+        input_schema: Mapping[str, Any],
+        handler: Handler,
+        side_effect: bool = False,
+        timeout_s: float | None = None,
+        requires_approval: bool = False,
+        _validate: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
+        """Declare a tool with an explicit JSON schema (Draft 2020-12).
+
+        Raises:
+            ConfigurationError: a bad name, an empty description, an invalid schema, a
+                non-callable handler, or a side-effecting handler that takes no ToolContext.
+        """
+        self.name = check_tool_name(name)
+        if not isinstance(description, str) or not description.strip():
+            raise ConfigurationError(f"tool {name!r} needs a description: the model reads it")
+        if not callable(handler):
+            raise ConfigurationError(f"tool {name!r}: handler {handler!r} is not callable")
+        if timeout_s is not None and not timeout_s > 0:
+            raise ConfigurationError(f"tool {name!r}: timeout_s must be > 0, got {timeout_s!r}")
+        schema = dict(input_schema)
+        if schema.get("type") != "object":
+            raise ConfigurationError(f"tool {name!r}: input_schema must have type 'object'")
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise ConfigurationError(f"tool {name!r}: invalid input_schema: {exc.message}") from exc
+        self.description = description.strip()
+        self.input_schema = schema
+        self.handler = handler
+        self.side_effect = side_effect
+        self.timeout_s = timeout_s
+        self.requires_approval = requires_approval
+        self._context_param = _context_parameter(handler)
+        self._is_async = _is_async(handler)
+        self._validate = _validate or _jsonschema_validator(schema)
+        if side_effect and self._context_param is None:
+            raise ConfigurationError(
+                f"tool {name!r} has side effects: its handler must take a ToolContext parameter "
+                "to read the idempotency key"
+            )
+
+    def __repr__(self) -> str:
+        return f"Tool(name={self.name!r}, side_effect={self.side_effect})"
+
+    def to_param(self) -> ToolParam:
+        """The tool as the Messages API `tools` entry."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+    def validate(self, tool_input: object) -> dict[str, Any]:
+        """Validate a tool_use input against the schema.
+
+        Returns:
+            The keyword arguments for the handler.
+
+        Raises:
+            ToolInputError: the input does not match; the message says which field.
+        """
+        if not isinstance(tool_input, dict):
+            raise ToolInputError(f"input must be a JSON object, got {type(tool_input).__name__}")
+        return self._validate(typing.cast(dict[str, Any], tool_input))
+
+    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> object:
+        """Call the handler with validated arguments (and the context, when it asks for one)."""
+        kwargs = dict(arguments)
+        if self._context_param is not None:
+            kwargs[self._context_param] = context
+        if self._is_async:
+            return await self.handler(**kwargs)
+        # Sync handlers never run on the event loop; a timeout abandons the thread's result.
+        return await anyio.to_thread.run_sync(
+            functools.partial(self.handler, **kwargs), abandon_on_cancel=True
+        )
+
+
+def _is_async(handler: Handler) -> bool:
+    call = getattr(handler, "__call__", None)  # noqa: B004 - async callable objects count too
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
+
+
+def _context_parameter(handler: Handler) -> str | None:
+    try:
+        hints = typing.get_type_hints(handler)
+    except Exception:  # unresolvable annotations: look at the raw strings instead
+        hints = dict(getattr(handler, "__annotations__", {}))
+    for param, hint in hints.items():
+        if param != "return" and (hint is ToolContext or hint == "ToolContext"):
+            return param
+    return None
+
+
+def _jsonschema_validator(
+    schema: Mapping[str, Any],
+) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    validator = jsonschema.Draft202012Validator(schema)
+
+    def validate(tool_input: Mapping[str, Any]) -> dict[str, Any]:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(tool_input))
+        if error is not None:
+            where = "/".join(str(part) for part in error.absolute_path) or "(input)"
+            raise ToolInputError(f"{where}: {error.message}")
+        return dict(tool_input)
+
+    return validate
+
+
+def _pydantic_validator(
+    model: type[pydantic.BaseModel],
+) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    def validate(tool_input: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            parsed = model.model_validate(tool_input)
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(
+                f"{'/'.join(str(p) for p in err['loc']) or '(input)'}: {err['msg']}" for err in exc.errors()
+            )
+            raise ToolInputError(problems) from None
+        return {name: getattr(parsed, name) for name in type(parsed).model_fields}
+
+    return validate
+
+
+def _from_function(
+    fn: Handler,
+    *,
+    name: str | None,
+    description: str | None,
+    side_effect: bool,
+    timeout_s: float | None,
+    requires_approval: bool,
+) -> Tool:
+    tool_name = check_tool_name(name or str(getattr(fn, "__name__", "")))
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:
+        raise ConfigurationError(f"tool {tool_name!r}: cannot resolve type hints: {exc}") from exc
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise ConfigurationError(
+                f"tool {tool_name!r}: parameter {param.name!r} must be a plain keyword parameter"
+            )
+        hint = hints.get(param.name)
+        if hint is ToolContext:
+            continue
+        if hint is None:
+            raise ConfigurationError(
+                f"tool {tool_name!r}: parameter {param.name!r} needs a type annotation for its schema"
+            )
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (hint, default)
+    model = pydantic.create_model(
+        f"{tool_name}_input",
+        __config__=pydantic.ConfigDict(extra="forbid"),
+        **fields,
+    )
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    return Tool(
+        name=tool_name,
+        description=description or inspect.getdoc(fn) or "",
+        input_schema=schema,
+        handler=fn,
+        side_effect=side_effect,
+        timeout_s=timeout_s,
+        requires_approval=requires_approval,
+        _validate=_pydantic_validator(model),
+    )
+
+
+@overload
+def tool(fn: Handler, /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    side_effect: bool = False,
+    timeout_s: float | None = None,
+    requires_approval: bool = False,
+) -> Callable[[Handler], Tool]: ...
+def tool(
+    fn: Handler | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    side_effect: bool = False,
+    timeout_s: float | None = None,
+    requires_approval: bool = False,
+) -> Tool | Callable[[Handler], Tool]:
+    """Make a `Tool` from a sync or async function.
+
+    The name comes from the function, the description from its docstring, and the input
+    schema from its type hints (through pydantic). A parameter annotated `ToolContext` gets
+    the call's context and is left out of the schema.
+
+    Raises:
+        ConfigurationError: a name the API rejects, a missing docstring or annotation.
+    """
+
+    def make(handler: Handler) -> Tool:
+        return _from_function(
+            handler,
+            name=name,
+            description=description,
+            side_effect=side_effect,
+            timeout_s=timeout_s,
+            requires_approval=requires_approval,
+        )
+
+    return make if fn is None else make(fn)

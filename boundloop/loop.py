@@ -1,0 +1,193 @@
+"""AgentLoop: wires the model, the machine, the handlers, the metrics and the budget."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final, Literal, cast, final
+
+import anyio
+
+from ._run import Run
+from .errors import ConfigurationError
+from .handlers.registry import ToolRegistry
+from .handlers.stops import DEFAULT_HANDLERS, SignalHandler
+from .handlers.tools import Tool
+from .metrics.instruments import BoundMetrics, LoopMetrics
+from .model import Model
+from .policy import Policy
+from .prices import PRICES, Price, price_for
+from .state import Budget, LoopResult
+from .statemachine.driver import StateMachine
+
+Redactor = Callable[[str], str]
+
+
+class _Default:
+    """Marker for 'not passed', where None has a meaning of its own."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Final = _Default()
+_default_metrics: LoopMetrics | None = None
+
+
+def default_metrics() -> LoopMetrics:
+    """The `LoopMetrics` on the process's default registry, shared by every loop."""
+    global _default_metrics
+    if _default_metrics is None:
+        _default_metrics = LoopMetrics()
+    return _default_metrics
+
+
+@final
+class AgentLoop:
+    """A bounded agent loop: the model proposes, the loop validates, acts and decides.
+
+    Args:
+        client: anything with `async messages.create(**request) -> Message`:
+            `anthropic.AsyncAnthropic` or `ScriptedClient`.
+        model: the model name sent with every request.
+        tools: the tools the model may call (`@tool` functions or `Tool` objects).
+        budget: the run's hard limits; required.
+        policy: what may run, what needs approval, what counts as done.
+        system: the system prompt.
+        max_tokens: `max_tokens` of every request.
+        name: the `loop` label on every metric.
+        on_tool_error: `"report"` a failing handler to the model as an `is_error` result,
+            or `"raise"` its exception from `run()`.
+        max_tool_output_chars: longer tool results are truncated with a visible marker.
+        redact: a hook applied to text written to the trace and errors (API keys are
+            always removed).
+        metrics: a `LoopMetrics`; default: shared instruments on the default registry;
+            None: no metrics.
+        prices: per-model prices merged over the built-in table (for `max_cost_usd`).
+        signal_handlers: overrides of the stop_reason handlers, by API stop_reason.
+
+    Raises:
+        ConfigurationError: no budget, a bad tool, a duplicate tool name, a policy naming a
+            tool that is not registered, a cost budget for a model without a price.
+    """
+
+    def __init__(
+        self,
+        client: Model,
+        *,
+        model: str,
+        tools: Iterable[Tool] = (),
+        budget: Budget | None = None,
+        policy: Policy | None = None,
+        system: str | None = None,
+        max_tokens: int = 4096,
+        name: str = "agent",
+        on_tool_error: Literal["report", "raise"] = "report",
+        max_tool_output_chars: int = 100_000,
+        redact: Redactor | None = None,
+        metrics: LoopMetrics | _Default | None = DEFAULT,
+        prices: Mapping[str, Price] | None = None,
+        signal_handlers: Mapping[str, SignalHandler] | None = None,
+    ) -> None:
+        create = getattr(getattr(client, "messages", None), "create", None)
+        if not callable(create):
+            raise ConfigurationError(
+                f"client {client!r} has no messages.create: pass anthropic.AsyncAnthropic() or ScriptedClient"
+            )
+        if not isinstance(model, str) or not model:
+            raise ConfigurationError("model must be a non-empty model name, e.g. 'claude-sonnet-4-5'")
+        if budget is None:
+            raise ConfigurationError(
+                "a Budget is required: there is no unbounded loop (e.g. budget=Budget(max_steps=8))"
+            )
+        if not isinstance(budget, Budget):
+            raise ConfigurationError(f"budget must be a Budget, got {type(budget).__name__}")
+        if isinstance(cast(object, tools), Tool):
+            raise ConfigurationError("tools takes a list of tools: tools=[my_tool]")
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ConfigurationError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        if on_tool_error not in ("report", "raise"):
+            raise ConfigurationError(f"on_tool_error must be 'report' or 'raise', got {on_tool_error!r}")
+        if not isinstance(max_tool_output_chars, int) or max_tool_output_chars < 1:
+            raise ConfigurationError("max_tool_output_chars must be a positive int")
+        self.client = client
+        self.model = model
+        self.tools = ToolRegistry(tools)
+        self.budget = budget
+        self.policy = Policy() if policy is None else policy
+        self.system = system
+        self.max_tokens = max_tokens
+        self.name = name
+        self.on_tool_error = on_tool_error
+        self.max_tool_output_chars = max_tool_output_chars
+        self.redact = redact
+        self.prices: Mapping[str, Price] = {**PRICES, **(prices or {})}
+        self.price = price_for(model, self.prices)
+        self.signal_handlers = _handlers(signal_handlers)
+        self._check_policy()
+        if budget.max_cost_usd is not None and self.price is None:
+            raise ConfigurationError(
+                f"max_cost_usd needs a price for model {model!r}: pass prices={{{model!r}: Price(...)}}"
+            )
+        chosen = default_metrics() if isinstance(metrics, _Default) else metrics
+        self.metrics: BoundMetrics | None = None if chosen is None else chosen.bind(name, self.tools)
+        self.machine = StateMachine()
+
+    def _check_policy(self) -> None:
+        policy = self.policy
+        for field in ("allowed", "requires_approval", "required_evidence"):
+            names: frozenset[str] | None = getattr(policy, field)
+            unknown = sorted((names or frozenset()) - set(self.tools))
+            if unknown:
+                raise ConfigurationError(
+                    f"Policy.{field} names tools with no handler: {unknown}; register them in tools=[...]"
+                )
+
+    def __repr__(self) -> str:
+        return f"AgentLoop(name={self.name!r}, model={self.model!r}, tools={list(self.tools)})"
+
+    async def run(
+        self,
+        goal: str,
+        *,
+        cancel: anyio.Event | None = None,
+        task_id: str | None = None,
+    ) -> LoopResult:
+        """Run the loop on `goal` until it stops, and return the typed outcome.
+
+        Args:
+            goal: the first user message.
+            cancel: setting this event stops the run cooperatively with `cancelled`.
+            task_id: the run's id (default: a new uuid); part of every idempotency key.
+
+        Returns:
+            The result: stop reason, answer, state, trace and transcript.
+
+        Raises:
+            UnhandledStop: the API returned a stop_reason with no handler (`.result` holds
+                the partial result).
+            Exception: a tool's exception, with `on_tool_error="raise"`.
+            ScriptExhausted: a `ScriptedClient` ran out of responses.
+        """
+        if not isinstance(goal, str) or not goal.strip():
+            raise ConfigurationError("goal must be a non-empty string")
+        run = Run(self, goal, task_id=task_id)
+        self.machine.add(run)
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.run_started()
+        try:
+            await run.execute(cancel)
+        finally:
+            self.machine.remove(run)
+        return run.result()
+
+
+def _handlers(overrides: Mapping[str, SignalHandler] | None) -> dict[str, SignalHandler]:
+    handlers = dict(DEFAULT_HANDLERS)
+    for stop_reason, handler in (overrides or {}).items():
+        if not isinstance(stop_reason, str) or not callable(handler):
+            raise ConfigurationError(
+                f"signal_handlers maps a stop_reason str to a handler, got {stop_reason!r}: {handler!r}"
+            )
+        handlers[stop_reason] = handler
+    return handlers

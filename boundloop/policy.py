@@ -1,0 +1,107 @@
+"""Policy: what the model may do, what needs a human, and what counts as done."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any, Literal, final
+
+from .errors import ConfigurationError
+from .state import LoopState
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """One `tool_use` block the model proposed, as the policy sees it."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+    step: int
+
+
+Approver = Callable[[ToolCall], Awaitable[bool]]
+SuccessCheck = Callable[[LoopState, "str | None"], bool]
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True, init=False)
+class Policy:
+    """Decisions about actions and completion; limits live in `Budget`."""
+
+    allowed: frozenset[str] | None = None
+    """If given, only these tools may run; others are answered with an error."""
+    forbidden: frozenset[str] = frozenset()
+    """Never run. Default: the run stops with `policy_blocked`."""
+    requires_approval: frozenset[str] = frozenset()
+    """Need a human: `approve` decides in-process, else the run stops with `needs_human`."""
+    required_evidence: frozenset[str] = frozenset()
+    """Tools that must have succeeded before a final answer is accepted."""
+    success: SuccessCheck | None = None
+    """`success(state, answer)`: an extra completion check on a final answer."""
+    approve: Approver | None = None
+    """Async callback deciding approval-gated calls in-process."""
+    on_forbidden: Literal["stop", "report"] = "stop"
+    on_missing_evidence: Literal["stop", "continue"] = "stop"
+    on_max_tokens: Literal["stop", "continue"] = "stop"
+    max_continuations: int = 2
+    """max_tokens continuations / evidence nudges allowed in one run."""
+
+    def __init__(
+        self,
+        *,
+        allowed: Collection[str] | None = None,
+        forbidden: Collection[str] = (),
+        requires_approval: Collection[str] = (),
+        required_evidence: Collection[str] = (),
+        success: SuccessCheck | None = None,
+        approve: Approver | None = None,
+        on_forbidden: Literal["stop", "report"] = "stop",
+        on_missing_evidence: Literal["stop", "continue"] = "stop",
+        on_max_tokens: Literal["stop", "continue"] = "stop",
+        max_continuations: int = 2,
+    ) -> None:
+        sets = {
+            "allowed": allowed,
+            "forbidden": forbidden,
+            "requires_approval": requires_approval,
+            "required_evidence": required_evidence,
+        }
+        for name, value in sets.items():
+            if isinstance(value, str):
+                raise ConfigurationError(f"Policy.{name} takes a collection of tool names, not a str")
+        frozen = {k: None if v is None else frozenset(v) for k, v in sets.items()}
+        for name, value in frozen.items():
+            object.__setattr__(self, name, value)
+        overlap = (frozen["allowed"] or frozenset()) & self.forbidden
+        if overlap:
+            raise ConfigurationError(f"tools both allowed and forbidden: {sorted(overlap)}")
+        if self.forbidden & self.required_evidence:
+            raise ConfigurationError(
+                f"required evidence from forbidden tools: {sorted(self.forbidden & self.required_evidence)}"
+            )
+        choices = {
+            "on_forbidden": (on_forbidden, ("stop", "report")),
+            "on_missing_evidence": (on_missing_evidence, ("stop", "continue")),
+            "on_max_tokens": (on_max_tokens, ("stop", "continue")),
+        }
+        for name, (value, options) in choices.items():
+            if value not in options:
+                raise ConfigurationError(f"Policy.{name} must be one of {options}, got {value!r}")
+            object.__setattr__(self, name, value)
+        if not isinstance(max_continuations, int) or max_continuations < 0:
+            raise ConfigurationError(
+                f"Policy.max_continuations must be an int >= 0, got {max_continuations!r}"
+            )
+        object.__setattr__(self, "success", success)
+        object.__setattr__(self, "approve", approve)
+        object.__setattr__(self, "max_continuations", max_continuations)
+
+    def is_forbidden(self, name: str) -> bool:
+        """The tool may never run."""
+        return name in self.forbidden
+
+    def is_allowed(self, name: str) -> bool:
+        """The tool passes the allow-list (when there is one)."""
+        return self.allowed is None or name in self.allowed

@@ -1,0 +1,64 @@
+"""Model prices, for cost budgets: a built-in table the caller can extend or override."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Final, final
+
+from anthropic.types import Usage as ApiUsage
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Price:
+    """US dollars per million tokens of each kind."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+    cache_read_per_mtok: float | None = None
+    """Default: a tenth of the input price."""
+    cache_write_per_mtok: float | None = None
+    """Default: 1.25 x the input price (5-minute cache writes)."""
+
+    def cost(self, usage: ApiUsage) -> float:
+        """The cost in USD of one response's usage."""
+        cache_read = self.cache_read_per_mtok
+        cache_write = self.cache_write_per_mtok
+        return (
+            usage.input_tokens * self.input_per_mtok
+            + usage.output_tokens * self.output_per_mtok
+            + (usage.cache_read_input_tokens or 0)
+            * (self.input_per_mtok * 0.1 if cache_read is None else cache_read)
+            + (usage.cache_creation_input_tokens or 0)
+            * (self.input_per_mtok * 1.25 if cache_write is None else cache_write)
+        ) / 1_000_000
+
+
+def _p(input_per_mtok: float, output_per_mtok: float) -> Price:
+    return Price(input_per_mtok=input_per_mtok, output_per_mtok=output_per_mtok)
+
+
+PRICES: Final[Mapping[str, Price]] = {
+    "claude-opus-4-6": _p(5, 25),
+    "claude-sonnet-4-6": _p(3, 15),
+    "claude-opus-4-5": _p(5, 25),
+    "claude-sonnet-4-5": _p(3, 15),
+    "claude-haiku-4-5": _p(1, 5),
+    "claude-opus-4-1": _p(15, 75),
+    "claude-opus-4-0": _p(15, 75),
+    "claude-sonnet-4-0": _p(3, 15),
+    "claude-3-7-sonnet-latest": _p(3, 15),
+    "claude-3-5-haiku-latest": _p(0.8, 4),
+}
+"""List prices (USD per MTok) of current Claude models; dated snapshots match by prefix."""
+
+
+def price_for(model: str, prices: Mapping[str, Price]) -> Price | None:
+    """The price of `model`: an exact entry, else the entry the dated id starts with."""
+    if model in prices:
+        return prices[model]
+    for name, price in prices.items():
+        if model.startswith(name.removesuffix("-latest") + "-"):
+            return price
+    return None
