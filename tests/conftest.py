@@ -1,0 +1,34 @@
+"""Shared fixtures: the anyio backends, a fresh Prometheus registry per test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from boundloop import LoopMetrics
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    """A fresh registry, so tests never share time series."""
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def metrics(registry: CollectorRegistry) -> LoopMetrics:
+    """Loop metrics on the test's own registry."""
+    return LoopMetrics(registry=registry)
+
+
+def require_binary(name: str, package: str) -> str:
+    """The path of a system binary; skip locally, fail in CI (BOUNDLOOP_REQUIRE_INTEGRATION=1)."""
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name} not found: install the Debian package {package!r} (.ci/run does)"
+        if os.environ.get("BOUNDLOOP_REQUIRE_INTEGRATION") or os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
