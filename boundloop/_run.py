@@ -176,7 +176,7 @@ class Run:
         now = time.perf_counter()
         duration = now - self.entered
         self.entered = now
-        self.trace.append(
+        self.emit(
             TraceEvent(
                 kind="transition",
                 step=self.state.step,
@@ -193,7 +193,14 @@ class Run:
 
     def event(self, kind: TraceKind, **data: Any) -> None:
         """Add a non-transition event to the trace."""
-        self.trace.append(TraceEvent(kind=kind, step=self.state.step, at=time.time(), data=data))
+        self.emit(TraceEvent(kind=kind, step=self.state.step, at=time.time(), data=data))
+
+    def emit(self, event: TraceEvent) -> None:
+        """Append to the trace and tell the loop's `on_event` hook, as it happens."""
+        self.trace.append(event)
+        hook = self.loop.on_event
+        if hook is not None:
+            hook(event)
 
     # -- the work of each state ----------------------------------------------------------
 

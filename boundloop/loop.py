@@ -16,7 +16,7 @@ from .metrics.instruments import BoundMetrics, LoopMetrics
 from .model import Model
 from .policy import Policy
 from .prices import PRICES, Price, price_for
-from .state import Budget, LoopResult
+from .state import Budget, LoopResult, TraceEvent
 from .statemachine.driver import StateMachine
 
 Redactor = Callable[[str], str]
@@ -64,6 +64,8 @@ class AgentLoop:
             None: no metrics.
         prices: per-model prices merged over the built-in table (for `max_cost_usd`).
         signal_handlers: overrides of the stop_reason handlers, by API stop_reason.
+        on_event: called synchronously with every `TraceEvent` as it is recorded (for live
+            views and logging); it must not block.
 
     Raises:
         ConfigurationError: no budget, a bad tool, a duplicate tool name, a policy naming a
@@ -87,6 +89,7 @@ class AgentLoop:
         metrics: LoopMetrics | _Default | None = DEFAULT,
         prices: Mapping[str, Price] | None = None,
         signal_handlers: Mapping[str, SignalHandler] | None = None,
+        on_event: Callable[[TraceEvent], None] | None = None,
     ) -> None:
         create = getattr(getattr(client, "messages", None), "create", None)
         if not callable(create):
@@ -120,6 +123,7 @@ class AgentLoop:
         self.on_tool_error = on_tool_error
         self.max_tool_output_chars = max_tool_output_chars
         self.redact = redact
+        self.on_event = on_event
         self.prices: Mapping[str, Price] = {**PRICES, **(prices or {})}
         self.price = price_for(model, self.prices)
         self.signal_handlers = _handlers(signal_handlers)
