@@ -79,6 +79,8 @@ class Run:
         self.response: Message | None = None
         self.calls: list[ToolCall] = []
         """The tool_use blocks of the latest response."""
+        self.keys: list[str] = []
+        """`canonical(name, input)` of each call, for repeat detection."""
         self.slots: list[CallResult | None] = []
         """Answers to `calls`, by block index: decided in validate, filled in act."""
         self.planned: list[Planned] = []
@@ -238,13 +240,15 @@ class Run:
         if handler is None:
             raise UnhandledStop(response.stop_reason)
         route = handler(response, SignalContext(policy=self.loop.policy, state=self.state))
+        decisions: list[JSON] = []
         if route.verdict is Verdict.TOOL_CALLS:
-            route = await self._plan(route)
+            route = await self._plan(route, decisions)
         self.event(
             "validation",
             decision=_DECISIONS[route.verdict],
             stop_reason=None if route.stop_reason is None else str(route.stop_reason),
             reason=self.redact(route.detail),
+            calls=decisions,
         )
         self.verdict = route.verdict
         if route.verdict is Verdict.RESUME:
@@ -264,9 +268,14 @@ class Run:
         return Trigger.VALIDATED
 
     async def _act(self) -> Trigger:
-        for item in self.planned:
-            if item.tool is not None and item.result is None:
-                self.event("tool_call", tool=item.call.name, tool_use_id=item.call.id)
+        self.event(
+            "tool_call",
+            calls=[
+                {"tool": item.call.name, "tool_use_id": item.call.id}
+                for item in self.planned
+                if item.tool is not None and item.result is None
+            ],
+        )
         await dispatch(self.planned, self.slots, self._dispatch_config)
         self._answer_open_calls("cancelled", "not run")
         self.verdict = Verdict.CONTINUE
@@ -312,15 +321,16 @@ class Run:
     def _accept(self, response: Message, duration_s: float) -> None:
         """Record a response: transcript (exactly as received), usage, cost, trace, metrics."""
         state = self.state
-        raw: JSON = response.model_dump(mode="json", exclude_unset=True)
-        state.responses.append(raw)
-        state.messages.append({"role": "assistant", "content": raw["content"]})
+        # The SDK's own blocks, exactly as received (thinking signatures, server tool blocks).
+        state.responses.append(response)
+        state.messages.append({"role": "assistant", "content": response.content})
         self.response = response
         self.calls = [
             ToolCall(id=block.id, name=block.name, input=block.input, step=state.step)
             for block in response.content
             if isinstance(block, ToolUseBlock)
         ]
+        self.keys = [canonical(call.name, call.input) for call in self.calls]
         self.slots = [None] * len(self.calls)
         self.planned = []
         self.open_calls = bool(self.calls)
@@ -383,15 +393,15 @@ class Run:
 
     # -- validation ----------------------------------------------------------------------
 
-    async def _plan(self, route: Route) -> Route:
+    async def _plan(self, route: Route, decisions: list[JSON]) -> Route:
         """Decide every proposed call before any runs: execute, deny, repeat or escalate."""
         planned: list[Planned] = []
         blocked: list[str] = []
         escalated: list[str] = []
-        for call in self.calls:
-            item, decision = await self._decide(call)
+        for call, key in zip(self.calls, self.keys, strict=True):
+            item, decision = await self._decide(call, key)
             planned.append(item)
-            self._decided(item, decision)
+            decisions.append(self._decided(item, decision))
             if decision == "block":
                 blocked.append(call.name)
             elif decision == "escalate":
@@ -419,7 +429,7 @@ class Run:
             )
         return route
 
-    async def _decide(self, call: ToolCall) -> tuple[Planned, str]:
+    async def _decide(self, call: ToolCall, key: str) -> tuple[Planned, str]:
         """One call against the policy, the registry, the schema and the run's history."""
         policy = self.loop.policy
         name = call.name
@@ -440,7 +450,7 @@ class Run:
         except ToolInputError as exc:
             item.result = refused(call, "invalid", f"invalid input for {name}: {exc}")
             return item, "deny"
-        earlier = self.succeeded.get(canonical(name, call.input))
+        earlier = self.succeeded.get(key)
         if earlier is not None:
             self.state.repeated_calls += 1
             note = "\n[repeated call: this is the result of the identical earlier call]"
@@ -459,24 +469,18 @@ class Run:
         item.tool = tool
         return item, "execute"
 
-    def _decided(self, item: Planned, decision: str) -> None:
+    def _decided(self, item: Planned, decision: str) -> JSON:
+        """The trace record of one decision; an invalid action is also recorded as an error."""
         result = item.result
-        self.event(
-            "validation",
-            decision=decision,
-            tool=item.call.name,
-            tool_use_id=item.call.id,
-            reason=None if result is None else self.redact(str(result.content)),
-        )
-        if result is not None and result.outcome == "invalid":
+        call = item.call
+        if result is None:
+            return {"tool": call.name, "tool_use_id": call.id, "decision": decision}
+        reason = self.redact(str(result.content))
+        if result.outcome == "invalid":
             self.state.errors.append(
-                {
-                    "kind": "invalid_action",
-                    "step": item.call.step,
-                    "tool": item.call.name,
-                    "message": result.content,
-                }
+                {"kind": "invalid_action", "step": call.step, "tool": call.name, "message": reason}
             )
+        return {"tool": call.name, "tool_use_id": call.id, "decision": decision, "reason": reason}
 
     def _refuse_batch(self, reason: StopReason, detail: str) -> Route:
         """Stop before any call of the batch runs; answer each one so the transcript stays valid."""
@@ -548,12 +552,12 @@ class Run:
             for call, slot in zip(self.calls, self.slots, strict=True)
         ]
         self._append_user([result.to_block() for result in results])
-        self._observe_results(results)
+        self._observe_results(results, self.keys)
 
-    def _observe_results(self, results: list[CallResult]) -> None:
+    def _observe_results(self, results: list[CallResult], keys: list[str]) -> None:
         state = self.state
         metrics = self.loop.metrics
-        for result in results:
+        for result, key in zip(results, keys, strict=True):
             call = result.call
             outcome = result.outcome
             state.observations.append(
@@ -568,7 +572,7 @@ class Run:
             )
             if outcome == "ok":
                 state.consecutive_tool_errors = 0
-                self.succeeded[canonical(call.name, call.input)] = result
+                self.succeeded[key] = result
             elif outcome in FAILED_OUTCOMES:
                 state.consecutive_tool_errors += 1
                 if outcome != "invalid":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import itertools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeAlias, final
@@ -96,8 +95,9 @@ class ScriptedClient:
         return len(self._script) - self._served
 
     async def _create(self, **request: Any) -> Message:
-        # Snapshot the request: the loop's transcript keeps growing after the call returns.
-        self.requests.append(copy.deepcopy(request))
+        # Snapshot the message list: the loop's transcript keeps growing after the call returns
+        # (messages themselves are never mutated once sent).
+        self.requests.append({**request, "messages": list(request.get("messages", ()))})
         if self._served >= len(self._script):
             raise ScriptExhausted(self._served)
         item = self._script[self._served]

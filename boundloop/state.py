@@ -10,9 +10,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, cast, final
 
-from anthropic.types import MessageParam
+import pydantic
+from anthropic.types import Message, MessageParam
 
 from . import errors
+from .model import parse_message
 
 JSON = dict[str, Any]
 
@@ -198,7 +200,7 @@ class LoopState:
     """Model API failures, invalid actions and tool errors, in order."""
     pending_approvals: list[JSON] = dataclasses.field(default_factory=list[JSON])
     """Tool calls waiting for a human decision (`needs_human`)."""
-    responses: list[JSON] = dataclasses.field(default_factory=list[JSON])
+    responses: list[Message] = dataclasses.field(default_factory=list[Message])
     """Every model response as received, for replay."""
     consecutive_tool_errors: int = 0
     repeated_calls: int = 0
@@ -216,6 +218,8 @@ class LoopState:
         raw = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
         raw["usage"] = self.usage.to_dict()
         raw["stop_reason"] = None if self.stop_reason is None else str(self.stop_reason)
+        raw["messages"] = [_plain(message) for message in self.messages]
+        raw["responses"] = [_dump(response) for response in self.responses]
         return raw
 
     def to_json(self) -> str:
@@ -230,16 +234,31 @@ class LoopState:
             raise ValueError("LoopState JSON must be an object")
         fields = cast(dict[str, Any], raw)
         fields["usage"] = Usage(**fields.get("usage", {}))
+        fields["responses"] = [parse_message(raw) for raw in fields.get("responses", [])]
         if fields.get("stop_reason") is not None:
             fields["stop_reason"] = StopReason(fields["stop_reason"])
         return cls(**fields)
 
 
+def _dump(value: pydantic.BaseModel) -> JSON:
+    # exclude_unset: exactly the fields the API sent, as the SDK itself sends them back.
+    return value.model_dump(mode="json", exclude_unset=True)
+
+
+def _plain(message: MessageParam) -> JSON:
+    """A message with any SDK content blocks dumped to dicts."""
+    content = message["content"]
+    if isinstance(content, str):
+        return dict(message)
+    return {
+        **message,
+        "content": [_dump(block) if isinstance(block, pydantic.BaseModel) else block for block in content],
+    }
+
+
 def _json_default(value: object) -> object:
-    # Assistant turns hold SDK blocks only until they are dumped; pydantic models dump themselves.
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json", exclude_unset=True)
+    if isinstance(value, pydantic.BaseModel):
+        return _dump(value)
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 

@@ -112,14 +112,22 @@ async def dispatch(
             sibling calls are cancelled first and their slots stay empty.
     """
     failure: list[BaseException] = []
-    async with anyio.create_task_group() as group:
-        for index, item in enumerate(planned):
-            if item.result is not None or item.tool is None:
-                slots[index] = item.result
-            else:
+    runnable: list[tuple[int, Planned, Tool]] = []
+    for index, item in enumerate(planned):
+        if item.result is not None or item.tool is None:
+            slots[index] = item.result
+        else:
+            runnable.append((index, item, item.tool))
+    if runnable:
+        async with anyio.create_task_group() as group:
+            # Spawning costs more than running: the last call runs in this task while the
+            # others, started first, run in theirs; all of them are in flight together.
+            *spawned, (index, item, tool) = runnable
+            for spawn_index, spawn_item, spawn_tool in spawned:
                 group.start_soon(
-                    _run_call, item, item.tool, slots, index, config, failure, group.cancel_scope
+                    _run_call, spawn_item, spawn_tool, slots, spawn_index, config, failure, group.cancel_scope
                 )
+            await _run_call(item, tool, slots, index, config, failure, group.cancel_scope)
     if failure:
         raise failure[0]
 
@@ -144,35 +152,50 @@ async def _run_call(
     timeout = tool.timeout_s if tool.timeout_s is not None else config.default_timeout_s
     started = time.perf_counter()
     attempts = 0
-    result: CallResult | None = None
-    while result is None:
+    result: CallResult | float
+    while True:
         if not config.may_attempt():
-            result = refused(
-                call, "denied", f"not run: the tool-call budget is spent ({attempts} attempts made)"
-            )
+            result = refused(call, "denied", f"not run: the tool-call budget is spent ({attempts} attempts)")
             break
         attempts += 1
-        with anyio.move_on_after(timeout) as scope:
-            try:
-                value = await tool.invoke(item.arguments, context)
-            except RetryableToolError as exc:
-                if attempts <= config.max_retries:
-                    await anyio.sleep(exc.retry_after_s or config.retry_backoff_s * 2 ** (attempts - 1))
-                    continue
-                result = refused(call, "error", f"{type(exc).__name__}: {exc} (after {attempts} attempts)")
-            except Exception as exc:  # the tool boundary: a failure becomes an is_error result
-                if config.raise_errors:
-                    failure.append(exc)
-                    group_scope.cancel()
-                    return
-                result = refused(call, "error", f"{type(exc).__name__}: {exc}")
+        try:
+            if timeout is None:  # no cancel scope to build when there is no deadline
+                result = await _attempt(item, tool, context, config, attempts)
             else:
-                result = to_result(call, value, config.max_output_chars)
-        if scope.cancelled_caught:
-            result = refused(call, "timeout", f"timed out after {timeout} s; the call was cancelled")
+                with anyio.move_on_after(timeout) as scope:
+                    result = await _attempt(item, tool, context, config, attempts)
+                if scope.cancelled_caught:
+                    result = refused(
+                        call, "timeout", f"timed out after {timeout:g} s; the call was cancelled"
+                    )
+        except Exception as exc:  # only with on_tool_error="raise": stop the batch, surface it
+            failure.append(exc)
+            group_scope.cancel()
+            return
+        if isinstance(result, CallResult):
+            break
+        await anyio.sleep(result)
     result.attempts = attempts
     result.duration_s = time.perf_counter() - started
     slots[index] = result
+
+
+async def _attempt(
+    item: Planned, tool: Tool, context: ToolContext, config: DispatchConfig, attempt: int
+) -> CallResult | float:
+    """One invocation of the handler: its result, or the delay before a retry."""
+    call = item.call
+    try:
+        value = await tool.invoke(item.arguments, context)
+    except RetryableToolError as exc:
+        if attempt <= config.max_retries:
+            return exc.retry_after_s or config.retry_backoff_s * 2 ** (attempt - 1)
+        return refused(call, "error", f"{type(exc).__name__}: {exc} (after {attempt} attempts)")
+    except Exception as exc:  # the tool boundary: a failure becomes an is_error result
+        if config.raise_errors:
+            raise
+        return refused(call, "error", f"{type(exc).__name__}: {exc}")
+    return to_result(call, value, config.max_output_chars)
 
 
 def to_result(call: ToolCall, value: object, max_chars: int) -> CallResult:
