@@ -1,8 +1,31 @@
-"""Prometheus metrics for boundloop: instruments and exposition."""
+"""Prometheus metrics for boundloop: instruments and exposition.
+
+`LoopMetrics` holds every instrument (DESIGN.md's table); `serve()` and `asgi_app()` expose
+them. See docs/metrics.md.
+"""
 
 from __future__ import annotations
 
+from .exposition import MetricsApp as MetricsApp
+from .exposition import MetricsServer as MetricsServer
+from .exposition import asgi_app as asgi_app
+from .exposition import exposed_registry as exposed_registry
+from .exposition import multiprocess_registry as multiprocess_registry
+from .exposition import render as render
+from .exposition import serve as serve
 from .instruments import BoundMetrics as BoundMetrics
 from .instruments import LoopMetrics as LoopMetrics
+from .instruments import multiprocess_mode as multiprocess_mode
 
-__all__ = ["BoundMetrics", "LoopMetrics"]
+__all__ = [
+    "BoundMetrics",
+    "LoopMetrics",
+    "MetricsApp",
+    "MetricsServer",
+    "asgi_app",
+    "exposed_registry",
+    "multiprocess_mode",
+    "multiprocess_registry",
+    "render",
+    "serve",
+]
