@@ -129,18 +129,18 @@ class Run:
                     await self._drive_cancellable(cancel, scope)
             if scope.cancelled_caught and self.phase != Phase.STOPPED:
                 if self.cancel_requested:
-                    self.halt(StopReason.CANCELLED, "the cancel event was set")
+                    self.abort(StopReason.CANCELLED, "the cancel event was set")
                 else:
-                    self.halt(StopReason.TIMEOUT, f"the run exceeded timeout_s={timeout}")
+                    self.abort(StopReason.TIMEOUT, f"the run exceeded timeout_s={timeout}")
         except anyio.get_cancelled_exc_class():
             # Cancellation from outside: answer every call, record it, and re-raise it. `halt`
             # never awaits, so there is nothing to shield; an awaited checkpoint would need
             # `anyio.move_on_after(n, shield=True)` here.
-            self.halt(StopReason.CANCELLED, "the task running the loop was cancelled")
+            self.abort(StopReason.CANCELLED, "the task running the loop was cancelled")
             raise
         except BaseException as exc:
             self.error("exception", exc)
-            self.halt(StopReason.FAILED, f"{type(exc).__name__}: {exc}")
+            self.abort(StopReason.FAILED, f"{type(exc).__name__}: {exc}")
             if isinstance(exc, UnhandledStop):
                 exc.result = self.result()
             raise
@@ -193,7 +193,7 @@ class Run:
         if metrics is not None:
             metrics.transition(source, dest, duration)
 
-    def event(self, kind: TraceKind, **data: Any) -> None:
+    def event(self, kind: TraceKind, /, **data: Any) -> None:
         """Add a non-transition event to the trace."""
         self.emit(TraceEvent(kind=kind, step=self.state.step, at=time.time(), data=data))
 
@@ -608,7 +608,7 @@ class Run:
         else:
             self._answer_open_calls("denied", "not run: the model ended its turn")
 
-    def halt(self, reason: StopReason, detail: str) -> None:
+    def abort(self, reason: StopReason, detail: str) -> None:
         """Leave any state for `stopped` (timeout, cancellation, failure)."""
         if self.phase == Phase.STOPPED:
             return

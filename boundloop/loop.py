@@ -17,7 +17,7 @@ from .model import Model
 from .policy import Policy
 from .prices import PRICES, Price, price_for
 from .state import Budget, LoopResult, TraceEvent
-from .statemachine.driver import StateMachine
+from .statemachine.driver import Engine, StateMachine
 
 Redactor = Callable[[str], str]
 
@@ -66,6 +66,8 @@ class AgentLoop:
         signal_handlers: overrides of the stop_reason handlers, by API stop_reason.
         on_event: called synchronously with every `TraceEvent` as it is recorded (for live
             views and logging); it must not block.
+        engine: how the machine fires: `"compiled"` (its transitions, indexed once) or
+            `"transitions"` (`Event.trigger` every time); same table, same guards.
 
     Raises:
         ConfigurationError: no budget, a bad tool, a duplicate tool name, a policy naming a
@@ -90,6 +92,7 @@ class AgentLoop:
         prices: Mapping[str, Price] | None = None,
         signal_handlers: Mapping[str, SignalHandler] | None = None,
         on_event: Callable[[TraceEvent], None] | None = None,
+        engine: Engine = "compiled",
     ) -> None:
         create = getattr(getattr(client, "messages", None), "create", None)
         if not callable(create):
@@ -134,7 +137,9 @@ class AgentLoop:
             )
         chosen = default_metrics() if isinstance(metrics, _Default) else metrics
         self.metrics: BoundMetrics | None = None if chosen is None else chosen.bind(name, self.tools)
-        self.machine = StateMachine()
+        if engine not in ("compiled", "transitions"):
+            raise ConfigurationError(f"engine must be 'compiled' or 'transitions', got {engine!r}")
+        self.machine = StateMachine(engine)
 
     def _check_policy(self) -> None:
         policy = self.policy

@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import anthropic
-import httpx
+import httpx2 as httpx  # the HTTP library of the anthropic SDK (>= 2.x)
+import pydantic
 from anthropic.types import MessageParam
 
 from boundloop._run import transcript_errors
@@ -24,7 +25,9 @@ def text(answer: str, stop_reason: str = "end_turn", **usage: int) -> JSON:
     }
 
 
-def tool_use(*calls: tuple[str, JSON] | tuple[str, JSON, str], stop_reason: str = "tool_use", **usage: int) -> JSON:
+def tool_use(
+    *calls: tuple[str, JSON] | tuple[str, JSON, str], stop_reason: str = "tool_use", **usage: int
+) -> JSON:
     """A response asking for tools: each call is (name, input) or (name, input, id)."""
     blocks: list[JSON] = []
     for index, call in enumerate(calls):
@@ -38,7 +41,7 @@ def tool_use(*calls: tuple[str, JSON] | tuple[str, JSON, str], stop_reason: str 
     }
 
 
-def api_message(body: Mapping[str, Any], *, model: str = "claude-sonnet-4-5", n: int = 1) -> JSON:
+def api_message(body: Mapping[str, Any], *, model: str = "claude-sonnet-4-6", n: int = 1) -> JSON:
     """A full Messages API response body, as the HTTP API sends it."""
     return {
         "id": f"msg_{n:04d}",
@@ -69,7 +72,9 @@ class ScriptedTransport:
         assert request.url.path == "/v1/messages", request.url
         self.requests.append(json.loads(request.content))
         if not self.items:
-            return httpx.Response(500, json={"type": "error", "error": {"type": "api_error", "message": "script ran out"}})
+            return httpx.Response(
+                500, json={"type": "error", "error": {"type": "api_error", "message": "script ran out"}}
+            )
         item = self.items.pop(0)
         if isinstance(item, httpx.Response):
             return item
@@ -91,3 +96,17 @@ def assert_valid_transcript(messages: list[MessageParam]) -> None:
     assert messages[0]["role"] == "user"
     problems = transcript_errors(messages)
     assert not problems, problems
+
+
+def blocks(message: MessageParam | Mapping[str, Any]) -> list[JSON]:
+    """A message's content as plain dicts (SDK blocks dumped as the API would receive them)."""
+    content = message["content"]
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    plain: list[JSON] = []
+    for block in content:
+        if isinstance(block, pydantic.BaseModel):
+            plain.append(block.model_dump(mode="json", exclude_unset=True))
+        else:
+            plain.append(dict(block))
+    return plain
