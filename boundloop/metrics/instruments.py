@@ -222,7 +222,8 @@ class BoundMetrics:
             for row in TRANSITIONS
         }
         self._runs_active = instruments.runs_active.labels(loop)
-        # Counters start at zero for every bounded value, so `rate()` sees the first increase.
+        # Counters start at zero for every bounded value, so `rate()` sees the first increase
+        # and a dashboard's ratio is 0, not absent.
         self._runs = {
             reason: instruments.runs.labels(loop, reason) for reason in (*RUN_STOP_REASONS, UNKNOWN)
         }
@@ -232,9 +233,13 @@ class BoundMetrics:
             reason: instruments.model_requests.labels(loop, reason) for reason in (*API_STOP_REASONS, UNKNOWN)
         }
         self._tokens = tuple(instruments.model_tokens.labels(loop, kind) for kind in TOKEN_KINDS)
-        # Tool children appear on first use (most (tool, outcome) pairs never happen); the keys
-        # are bounded by the registry and `Outcome`, so these dicts are too.
-        self._tool_calls: dict[tuple[str, str], Counter] = {}
+        self._tool_calls: dict[tuple[str, str], Counter] = {
+            (tool, outcome): instruments.tool_calls.labels(loop, tool, outcome)
+            for tool in (*sorted(tools), UNKNOWN)
+            for outcome in OUTCOMES
+        }
+        # Histograms appear on first use (a series per bucket: most stop reasons never happen);
+        # their keys are bounded by the enums and the registry, so these dicts are too.
         self._tool_duration: dict[str, Histogram] = {}
 
     @property
