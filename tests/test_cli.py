@@ -1,0 +1,289 @@
+"""The `boundloop` command, run in-process through `main(argv)` (and once or twice as a real process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from boundloop import AgentLoop, Budget, ScriptedClient, tool
+from boundloop.cli import main
+from boundloop.demo import ANSWER, GOAL
+from boundloop.statemachine.diagram import read_trace, render_mermaid
+from tests.conftest import require_binary
+from tests.helpers import text, tool_use
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
+def scripted_loop() -> AgentLoop:
+    """A loop that looks one key up and answers (the factory `boundloop run` is pointed at)."""
+    client = ScriptedClient([tool_use(("lookup", {"key": "a"})), text("a is known")])
+    return AgentLoop(
+        client, model="claude-sonnet-4-5", tools=[lookup], budget=Budget(max_steps=4), name="cli_test"
+    )
+
+
+async def async_scripted_loop() -> AgentLoop:
+    """The same loop, from an async factory."""
+    return scripted_loop()
+
+
+def looping_loop() -> AgentLoop:
+    """A loop whose model keeps asking for tools, so it stops at max_steps."""
+    script = [tool_use(("lookup", {"key": f"k{n}"})) for n in range(3)]
+    return AgentLoop(
+        ScriptedClient(script), model="claude-sonnet-4-5", tools=[lookup], budget=Budget(max_steps=2)
+    )
+
+
+NOT_A_LOOP = 42
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("boundloop: error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["demo", "--help"], ["run", "--help"], ["diagram", "--help"]])
+def test_help_everywhere(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Every command has --help, exits 0 and documents the exit codes."""
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: boundloop")
+    assert "exit codes:" in out
+    assert "130  interrupted" in out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """--version prints the package version."""
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == "boundloop 0.1.0"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param([], "required: COMMAND", id="no-command"),
+        pytest.param(["demo", "--bogus"], "unrecognized arguments: --bogus", id="unknown-flag"),
+        pytest.param(["run", "x:y"], "required: --goal", id="run-without-goal"),
+        pytest.param(["demo", "--hold"], "needs --metrics-port", id="hold-without-port"),
+        pytest.param(["demo", "--metrics-port", "70000"], "0-65535", id="bad-port"),
+    ],
+)
+def test_usage_errors_are_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A usage error is one line on stderr and exit code 2, never a traceback."""
+    assert main(argv) == 2
+    assert message in one_line(capsys.readouterr().err)
+
+
+def test_demo_shows_the_run_as_it_happens(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo completes offline, showing transitions, the parallel batch, the blocked refund, the budget."""
+    trace = tmp_path / "run.jsonl"
+    assert main(["demo", "--trace", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert GOAL in out
+    assert "assemble → propose" in out
+    assert "validate → act" in out
+    assert "running 3 tools in parallel" in out
+    assert "deny issue_refund" in out
+    assert "blocked issue_refund" in out
+    assert re.search(r"budget left: 8/8 steps · 12/12 tool calls · \d+\.\d s", out)
+    assert "budget left: 7/8 steps · 9/12 tool calls" in out
+    assert "stopped: completed" in out
+    assert "stop reason  completed" in out
+    assert "I did not issue the refund." in out.replace("│", "").replace("\n", " ").replace("  ", " ")
+
+    events = read_trace(trace)
+    assert [e.data["stop_reason"] for e in events if e.kind == "stop"] == ["completed"]
+    denied = [e.data for e in events if e.kind == "tool_result" and e.data["outcome"] == "denied"]
+    assert [d["tool"] for d in denied] == ["issue_refund"]
+
+
+def test_demo_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """--json prints the LoopResult alone, as JSON, on stdout."""
+    assert main(["demo", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["stop_reason"] == "completed"
+    assert result["answer"] == ANSWER
+    assert result["state"]["step"] == 4
+    outcomes = {(o["tool"], o["outcome"]) for o in result["state"]["observations"]}
+    assert ("issue_refund", "denied") in outcomes
+    assert ("read_order", "ok") in outcomes
+
+
+def test_demo_live_needs_a_key(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """--live without ANTHROPIC_API_KEY is a clear one-line error, before any request."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert main(["demo", "--live", "--model", "claude-sonnet-4-5"]) == 2
+    assert "ANTHROPIC_API_KEY" in one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a real process: one event loop is enough
+async def test_demo_serves_metrics_and_holds() -> None:
+    """--metrics-port serves the run's metrics on loopback; --hold serves on until Ctrl-C, then exits 0."""
+    command = [sys.executable, "-m", "boundloop", "demo", "--metrics-port", "0", "--hold"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    async with await anyio.open_process(command, env=env, cwd=ROOT) as process:
+        assert process.stderr is not None
+        seen = b""
+        with anyio.fail_after(30):
+            while b"holding until Ctrl-C" not in seen:
+                seen += await process.stderr.receive()
+        found = re.search(rb"metrics: (http://127\.0\.0\.1:\d+/metrics)", seen)
+        assert found, seen
+        async with httpx.AsyncClient() as client:
+            scrape = (await client.get(found.group(1).decode(), timeout=10)).text
+        assert 'boundloop_runs_total{loop="refund_investigation",stop_reason="completed"} 1.0' in scrape
+        assert (
+            'boundloop_tool_calls_total{loop="refund_investigation",outcome="denied",tool="_unknown"}'
+            in scrape
+        )
+        process.send_signal(signal.SIGINT)
+        with anyio.fail_after(10):
+            assert await process.wait() == 0
+
+
+@pytest.mark.parametrize("spec", ["tests.test_cli:scripted_loop", "tests.test_cli:async_scripted_loop"])
+def test_run_spec(spec: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`boundloop run module:factory` runs the user's loop with the same view and trace."""
+    trace = tmp_path / "run.jsonl"
+    assert main(["run", spec, "--goal", "What is a?", "--trace", str(trace), "--app-dir", str(ROOT)]) == 0
+    out = capsys.readouterr().out
+    assert "What is a?" in out
+    assert "✓ lookup" in out
+    assert "stopped: completed" in out
+    assert any(e.kind == "stop" for e in read_trace(trace))
+
+
+def test_run_json_and_not_completed_exit(capsys: pytest.CaptureFixture[str]) -> None:
+    """A run that stops at a budget exits 1, and --json still prints its result."""
+    assert main(["run", "tests.test_cli:looping_loop", "--goal", "Loop.", "--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert result["stop_reason"] == "max_steps"
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        pytest.param("tests.test_cli", "SPEC must be module:factory", id="no-colon"),
+        pytest.param("tests.no_such_module:f", "cannot import 'tests.no_such_module'", id="no-module"),
+        pytest.param("tests.test_cli:missing", "has no attribute 'missing'", id="no-attribute"),
+        pytest.param(
+            "tests.test_cli:NOT_A_LOOP", "must be an AgentLoop or return one, got int", id="not-a-loop"
+        ),
+    ],
+)
+def test_run_bad_spec(spec: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A SPEC that does not lead to an AgentLoop is a one-line usage error."""
+    assert main(["run", spec, "--goal", "x"]) == 2
+    assert message in one_line(capsys.readouterr().err)
+
+
+def test_diagram_prints_mermaid(capsys: pytest.CaptureFixture[str]) -> None:
+    """`boundloop diagram` prints the mermaid diagram of the table."""
+    assert main(["diagram"]) == 0
+    assert capsys.readouterr().out == render_mermaid()
+
+
+def test_diagram_with_a_demo_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--trace overlays a run's path: the demo's three tool turns show as (3x)."""
+    trace = tmp_path / "run.jsonl"
+    assert main(["demo", "--json", "--trace", str(trace)]) == 0
+    capsys.readouterr()
+    assert main(["diagram", "--trace", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "validate --> act: validated [has_tool_calls] (3x)" in out
+    assert "Class stopped s_active" in out
+
+
+def test_diagram_updates_markdown_in_place(tmp_path: Path) -> None:
+    """An .md output gets its mermaid block replaced and keeps its prose."""
+    doc = tmp_path / "machine.md"
+    doc.write_text("# Loop\n\nSome prose.\n\n```mermaid\nstale\n```\n\nMore prose.\n", encoding="utf-8")
+    assert main(["diagram", "--output", str(doc)]) == 0
+    assert doc.read_text(encoding="utf-8") == (
+        f"# Loop\n\nSome prose.\n\n```mermaid\n{render_mermaid()}```\n\nMore prose.\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["diagram", "--format", "png"], "png is binary: pass --output FILE", id="png-to-stdout"),
+        pytest.param(
+            ["diagram", "--trace", "/nonexistent/run.jsonl"], "cannot read the trace", id="no-trace"
+        ),
+        pytest.param(["diagram", "--format", "pdf"], "invalid choice: 'pdf'", id="bad-format"),
+    ],
+)
+def test_diagram_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Diagram mistakes are one-line errors with exit code 2."""
+    assert main(argv) == 2
+    assert message in one_line(capsys.readouterr().err)
+
+
+def test_diagram_bad_trace_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A trace file with a broken line is reported with the line number."""
+    trace = tmp_path / "run.jsonl"
+    trace.write_text("{}\n", encoding="utf-8")
+    assert main(["diagram", "--trace", str(trace)]) == 2
+    assert "run.jsonl:1: not a trace event" in one_line(capsys.readouterr().err)
+
+
+def test_diagram_without_graphviz(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """svg without the dot binary names the graphviz package in one line, no traceback."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert main(["diagram", "--output", str(tmp_path / "loop.svg")]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "svg needs graphviz" in line
+    assert "install the system package 'graphviz'" in line
+    assert not (tmp_path / "loop.svg").exists()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("name", "magic"), [("loop.svg", b"<?xml"), ("loop.png", b"\x89PNG")])
+def test_diagram_images(name: str, magic: bytes, tmp_path: Path) -> None:
+    """svg and png are rendered through real graphviz, the format taken from the file suffix."""
+    require_binary("dot", "graphviz")
+    output = tmp_path / name
+    assert main(["diagram", "--output", str(output)]) == 0
+    image = output.read_bytes()
+    assert image.startswith(magic)
+    assert len(image) > 5_000
+
+
+def test_python_dash_m_is_the_same_command() -> None:
+    """`python -m boundloop` runs the same main: same output, same exit codes."""
+    ran = subprocess.run(
+        [sys.executable, "-m", "boundloop", "diagram"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == render_mermaid()
+    bad = subprocess.run(
+        [sys.executable, "-m", "boundloop", "nope"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert bad.returncode == 2
+    assert "invalid choice: 'nope'" in one_line(bad.stderr)
