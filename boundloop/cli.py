@@ -17,6 +17,7 @@ import importlib
 import inspect
 import os
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -106,9 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser = commands.add_parser(
         "demo",
         help="run the refund-investigation demo (no API key needed)",
-        description="Run the refund-investigation demo on the embedded ScriptedClient: no API key, "
-        "no network. Shows each transition, the parallel tool calls, the validation decisions "
-        "and the budget left as they happen, then the stop reason, the answer and the totals.",
+        description=_wrap(
+            "Run the refund-investigation demo on the embedded ScriptedClient: no API key, "
+            "no network. Shows each transition, the parallel tool calls, the validation decisions "
+            "and the budget left as they happen, then the stop reason, the answer and the totals."
+        ),
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -124,9 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
     run_parser = commands.add_parser(
         "run",
         help="run your own loop: SPEC is module:factory returning an AgentLoop",
-        description="Run an AgentLoop of your own. SPEC is `module:factory`, where `factory()` "
-        "returns an AgentLoop (it may be async; `module:loop` naming an AgentLoop works too). "
-        "The module is imported from the current directory (or --app-dir).",
+        description=_wrap(
+            "Run an AgentLoop of your own. SPEC is `module:factory`, where `factory()` "
+            "returns an AgentLoop (it may be async; `module:loop` naming an AgentLoop works too). "
+            "The module is imported from the current directory (or --app-dir)."
+        ),
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -141,11 +146,13 @@ def build_parser() -> argparse.ArgumentParser:
     diagram_parser = commands.add_parser(
         "diagram",
         help="draw the state machine (mermaid, dot, svg, png), optionally with a run's path",
-        description="Draw the loop's state machine from its transition table. Guards are on the "
-        "edges and the final state is marked. With --trace, the path one run took is "
-        "highlighted and each edge is labelled with how often it was taken. svg and png need "
-        "graphviz (`apt-get install graphviz`). An --output ending in .md updates the mermaid "
-        "block of that markdown file in place (docs/state-machine.md).",
+        description=_wrap(
+            "Draw the loop's state machine from its transition table. Guards are on the "
+            "edges and the final state is marked. With --trace, the path one run took is "
+            "highlighted and each edge is labelled with how often it was taken. svg and png need "
+            "graphviz (`apt-get install graphviz`). An --output ending in .md updates the mermaid "
+            "block of that markdown file in place (docs/state-machine.md)."
+        ),
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -160,6 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     diagram_parser.set_defaults(command=_diagram)
     return parser
+
+
+def _wrap(text: str) -> str:
+    return textwrap.fill(text, width=88)
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
