@@ -5,6 +5,9 @@ The model proposes; the software decides. See `AgentLoop`.
 
 from __future__ import annotations
 
+from .checkpoint.store import CheckpointStore as CheckpointStore
+from .checkpoint.store import MemoryStore as MemoryStore
+from .checkpoint.store import SQLiteStore as SQLiteStore
 from .errors import BudgetExceeded as BudgetExceeded
 from .errors import ConfigurationError as ConfigurationError
 from .errors import ContextExceeded as ContextExceeded
@@ -48,6 +51,7 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "CallResult",
+    "CheckpointStore",
     "ConfigurationError",
     "ContextExceeded",
     "EvidenceMissing",
@@ -55,6 +59,7 @@ __all__ = [
     "LoopMetrics",
     "LoopResult",
     "LoopState",
+    "MemoryStore",
     "Model",
     "NeedsHuman",
     "Policy",
@@ -66,6 +71,7 @@ __all__ = [
     "RunCancelled",
     "RunError",
     "RunFailed",
+    "SQLiteStore",
     "ScriptExhausted",
     "ScriptedClient",
     "SignalContext",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 import anthropic
 import anyio
+import pydantic
 from anthropic.types import ContentBlockParam, Message, MessageParam, ToolUseBlock
 
 from .errors import UnhandledStop
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
 
 API_KEY: Final = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
 """Anthropic API keys: never written to the trace, the errors or the logs."""
+
+CHECKPOINT_TIMEOUT_S: Final = 10.0
+"""How long the shielded final checkpoint may take."""
 
 _LIMITS: Final = {
     StopReason.MAX_STEPS: "max_steps",
@@ -133,9 +137,7 @@ class Run:
                 else:
                     self.abort(StopReason.TIMEOUT, f"the run exceeded timeout_s={timeout}")
         except anyio.get_cancelled_exc_class():
-            # Cancellation from outside: answer every call, record it, and re-raise it. `halt`
-            # never awaits, so there is nothing to shield; an awaited checkpoint would need
-            # `anyio.move_on_after(n, shield=True)` here.
+            # Cancellation from outside: answer every call, record it, and re-raise it.
             self.abort(StopReason.CANCELLED, "the task running the loop was cancelled")
             raise
         except BaseException as exc:
@@ -146,6 +148,11 @@ class Run:
             raise
         finally:
             self._record_stop()
+            store = self.loop.store
+            if store is not None:
+                # The last checkpoint is saved even when the caller cancelled us.
+                with anyio.move_on_after(CHECKPOINT_TIMEOUT_S, shield=True):
+                    await store.save(self.state)
 
     async def _drive_cancellable(self, cancel: anyio.Event, scope: anyio.CancelScope) -> None:
         async def watch() -> None:
@@ -167,9 +174,12 @@ class Run:
     async def drive(self) -> None:
         """Await each state's work and fire its trigger until the run is stopped."""
         work = self._work
+        store = self.loop.store
         while self.phase != Phase.STOPPED:
             trigger = await work[self.phase]()
             self.fire(trigger)
+            if store is not None and trigger is Trigger.OBSERVED and self.phase == Phase.ASSEMBLE:
+                await store.save(self.state)  # a step is complete: its observations are durable
 
     def fire(self, trigger: Trigger) -> None:
         """Fire a trigger; trace and measure the transition it took."""
@@ -305,7 +315,11 @@ class Run:
             response = await self.loop.client.messages.create(**request)
         except anthropic.APIError as exc:
             self.error("model_api", exc)
-            self.finish(StopReason.FAILED, f"model API error: {self.redact(str(exc))}")
+            self.finish(StopReason.FAILED, f"model API error: {type(exc).__name__}: {exc}")
+            return None
+        except (json.JSONDecodeError, pydantic.ValidationError) as exc:
+            self.error("model_response", exc)
+            self.finish(StopReason.FAILED, f"the model's response does not parse: {type(exc).__name__}")
             return None
         if not isinstance(cast(object, response), Message):
             self.error("model_response", TypeError(f"messages.create returned {type(response).__name__}"))

@@ -8,6 +8,7 @@ from typing import Final, Literal, cast, final
 import anyio
 
 from ._run import Run
+from .checkpoint.store import CheckpointStore
 from .errors import ConfigurationError
 from .handlers.registry import ToolRegistry
 from .handlers.stops import DEFAULT_HANDLERS, SignalHandler
@@ -66,6 +67,8 @@ class AgentLoop:
         signal_handlers: overrides of the stop_reason handlers, by API stop_reason.
         on_event: called synchronously with every `TraceEvent` as it is recorded (for live
             views and logging); it must not block.
+        store: where the state is checkpointed after every step and at the stop
+            (`boundloop.checkpoint.MemoryStore`, `SQLiteStore`); None: not saved.
         engine: how the machine fires: `"compiled"` (its transitions, indexed once) or
             `"transitions"` (`Event.trigger` every time); same table, same guards.
 
@@ -93,6 +96,7 @@ class AgentLoop:
         signal_handlers: Mapping[str, SignalHandler] | None = None,
         on_event: Callable[[TraceEvent], None] | None = None,
         engine: Engine = "compiled",
+        store: CheckpointStore | None = None,
     ) -> None:
         create = getattr(getattr(client, "messages", None), "create", None)
         if not callable(create):
@@ -127,6 +131,7 @@ class AgentLoop:
         self.max_tool_output_chars = max_tool_output_chars
         self.redact = redact
         self.on_event = on_event
+        self.store = store
         self.prices: Mapping[str, Price] = {**PRICES, **(prices or {})}
         self.price = price_for(model, self.prices)
         self.signal_handlers = _handlers(signal_handlers)
