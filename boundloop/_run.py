@@ -264,8 +264,10 @@ class Run:
         if route.verdict is Verdict.RESUME:
             if route.continuation:
                 self.state.continuations += 1
+            # Client tool_use blocks do not come with a resumable turn; if one does, answer it so
+            # the transcript stays valid (the model continues after the answers).
+            self._answer_open_calls("denied", f"not run: the response stopped with {response.stop_reason}")
             if route.nudge is not None:
-                self._answer_open_calls("cancelled", "not run: the turn was answered instead")
                 self._append_user([{"type": "text", "text": route.nudge}])
         elif route.verdict is Verdict.FINAL:
             self.state.answer = answer_text(response)
