@@ -131,7 +131,9 @@ async def hand_written_anyio(responses: list[Message]) -> str:
         messages.append({"role": "user", "content": [r for r in results if r is not None]})
 
 
-def boundloop_variant(responses: list[Message], *, metrics: bool) -> Callable[[list[Message]], Awaitable[str]]:
+def boundloop_variant(
+    responses: list[Message], *, metrics: bool
+) -> Callable[[list[Message]], Awaitable[str]]:
     """AgentLoop, built once as an app would, with trace on and metrics on (a fresh registry) or off."""
     client = FastClient(responses)
     loop = AgentLoop(
