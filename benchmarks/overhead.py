@@ -22,7 +22,7 @@ import anyio
 from anthropic.types import Message, MessageParam, ToolResultBlockParam, ToolUseBlock
 from prometheus_client import CollectorRegistry
 
-from boundloop import AgentLoop, Budget, LoopMetrics, ScriptedClient, tool
+from boundloop import AgentLoop, Budget, LoopMetrics, tool
 from boundloop.model import parse_message
 
 
@@ -106,8 +106,12 @@ async def hand_written_gather(responses: list[Message]) -> str:
         if response.stop_reason != "tool_use":
             return "".join(b.text for b in response.content if b.type == "text")
         blocks = [b for b in response.content if isinstance(b, ToolUseBlock)]
-        results = await asyncio.gather(*(_answer_gather(b) for b in blocks))  # noqa: TID251
+        results = await asyncio.gather(*(_answer_gather(b) for b in blocks))
         messages.append({"role": "user", "content": list(results)})
+
+
+async def _answer_into(results: list[ToolResultBlockParam | None], index: int, block: ToolUseBlock) -> None:
+    results[index] = await _answer_gather(block)
 
 
 async def hand_written_anyio(responses: list[Message]) -> str:
@@ -121,13 +125,9 @@ async def hand_written_anyio(responses: list[Message]) -> str:
             return "".join(b.text for b in response.content if b.type == "text")
         blocks = [b for b in response.content if isinstance(b, ToolUseBlock)]
         results: list[ToolResultBlockParam | None] = [None] * len(blocks)
-
-        async def run(index: int, block: ToolUseBlock) -> None:
-            results[index] = await _answer_gather(block)
-
         async with anyio.create_task_group() as group:
             for index, block in enumerate(blocks):
-                group.start_soon(run, index, block)
+                group.start_soon(_answer_into, results, index, block)
         messages.append({"role": "user", "content": [r for r in results if r is not None]})
 
 
