@@ -1,0 +1,175 @@
+"""Every example runs: in-process through its `main`, as a script, and the FastAPI app under real uvicorn."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from boundloop.cli import main as cli_main
+from boundloop.statemachine.diagram import render_mermaid
+from tests.conftest import require_binary
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1", "ANTHROPIC_API_KEY": ""}
+
+
+def load(name: str) -> ModuleType:
+    """Import examples/<name>.py as a module (examples/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_examples_are_all_tested() -> None:
+    """Each example in examples/ has a test here."""
+    assert {path.stem for path in EXAMPLES.glob("*.py")} == {
+        "refund_investigation",
+        "parallel_tools",
+        "fastapi_app",
+        "diagram",
+    }
+
+
+async def test_refund_investigation(capsys: pytest.CaptureFixture[str]) -> None:
+    """The refund example completes, with the issue_refund attempt denied by policy."""
+    assert await load("refund_investigation").main() == 0
+    out = capsys.readouterr().out
+    assert re.search(r"step 2: issue_refund\s+denied", out)
+    assert "stop reason: completed" in out
+    assert "model calls: 4, tool calls: 5" in out
+
+
+def test_refund_investigation_as_a_script() -> None:
+    """`python examples/refund_investigation.py` runs offline and exits 0."""
+    ran = subprocess.run(
+        [sys.executable, str(EXAMPLES / "refund_investigation.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=ENV,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "stop reason: completed" in ran.stdout
+
+
+def test_refund_investigation_through_boundloop_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """The example's factory runs from the shell with `boundloop run`."""
+    argv = ["run", "refund_investigation:build_loop", "--app-dir", str(EXAMPLES), "--goal", "Check O-104."]
+    assert cli_main(argv) == 0
+    assert "stopped: completed" in capsys.readouterr().out
+
+
+async def test_parallel_tools(capsys: pytest.CaptureFixture[str]) -> None:
+    """Four tool calls of one turn are answered in one user message, in block order."""
+    example = load("parallel_tools")
+    assert await example.main() == 0
+    out = capsys.readouterr().out
+    assert "4 tool calls in one turn, answered in one user message" in out
+    assert "t1, t2, t3, t4" in out
+    result = await example.run()
+    requests = [m for m in result.messages if m["role"] == "user"]
+    assert len(requests) == 2  # the goal, then the one message carrying all four results
+
+
+async def test_diagram_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """The diagram example prints the table's mermaid diagram and a run's path."""
+    assert await load("diagram").main(None) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(render_mermaid())
+    assert "validate --> act: validated [has_tool_calls] (2x)" in out
+    assert "13 transitions taken, ending in stopped" in out
+
+
+@pytest.mark.integration
+async def test_diagram_example_writes_svg(tmp_path: Path) -> None:
+    """With graphviz, the diagram example writes an svg of the run's path."""
+    require_binary("dot", "graphviz")
+    output = tmp_path / "loop.svg"
+    assert await load("diagram").main(output) == 0
+    assert "(2x)" in output.read_text(encoding="utf-8")
+
+
+async def runs(client: httpx.AsyncClient) -> dict[str, dict[str, Any]]:
+    response = await client.get("/runs")
+    response.raise_for_status()
+    listed: dict[str, dict[str, Any]] = response.json()
+    return listed
+
+
+async def wait_for_run(client: httpx.AsyncClient, field: str, value: str) -> None:
+    """Poll /runs until a run has `field == value`: the server is another process, no Event reaches it."""
+    while True:
+        if any(run[field] == value for run in (await runs(client)).values()):
+            return
+        await anyio.sleep(0.02)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a real server process: one client loop is enough
+async def test_fastapi_app_under_uvicorn() -> None:
+    """Per-request runs with their own budget, cancellation on hang-up and /metrics, through real uvicorn."""
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "fastapi_app:app",
+        "--app-dir",
+        str(EXAMPLES),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+    ]
+    async with await anyio.open_process(command, env=ENV, cwd=ROOT) as server:
+        assert server.stderr is not None
+        log = b""
+        with anyio.fail_after(30):
+            while not (found := re.search(rb"Uvicorn running on (http://127\.0\.0\.1:\d+)", log)):
+                log += await server.stderr.receive()
+        async with httpx.AsyncClient(base_url=found.group(1).decode(), timeout=20) as client:
+            with anyio.fail_after(30):
+                done = await client.post("/investigations", json={"order_id": "O-104"})
+                assert done.status_code == 200
+                assert done.json()["stop_reason"] == "completed"
+                assert done.json()["answer"].startswith("O-104: delivered damaged")
+
+                # The per-request budget: this request allows half a second; the carrier hangs.
+                slow = await client.post("/investigations", json={"order_id": "O-777", "timeout_s": 0.5})
+                assert slow.json()["stop_reason"] == "timeout"
+
+                invalid = await client.post("/investigations", json={"order_id": "O-1", "max_steps": 99})
+                assert invalid.status_code == 422
+
+                # Hang up while the run waits on the carrier: the server cancels the run.
+                async with anyio.create_task_group() as group:
+                    group.start_soon(
+                        lambda: client.post("/investigations", json={"order_id": "O-777", "timeout_s": 60})
+                    )
+                    await wait_for_run(client, "state", "act")
+                    group.cancel_scope.cancel()
+                await wait_for_run(client, "stop_reason", "cancelled")
+
+                scrape = (await client.get("/metrics")).text
+        for stop_reason in ("completed", "timeout", "cancelled"):
+            assert (
+                f'boundloop_runs_total{{loop="fastapi_investigation",stop_reason="{stop_reason}"}} 1.0'
+                in scrape
+            )
+        server.send_signal(signal.SIGINT)
+        with anyio.fail_after(15):
+            assert await server.wait() == 0
