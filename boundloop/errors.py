@@ -72,10 +72,21 @@ class BudgetExceeded(RunError):
 
     def __init__(self, result: LoopResult) -> None:
         exceeded = result.state.exceeded or {}
-        self.limit: str = str(exceeded.get("limit", result.stop_reason))
+        reason = str(result.stop_reason)
+        self.limit: str = str(exceeded.get("limit", _LIMITS.get(reason, reason)))
         self.value: float | None = exceeded.get("value")
         self.used: float | None = exceeded.get("used")
         super().__init__(result)
+
+
+_LIMITS: dict[str, str] = {
+    "max_steps": "max_steps",
+    "max_tool_calls": "max_tool_calls",
+    "timeout": "timeout_s",
+    "token_budget": "max_total_tokens",
+    "cost_budget": "max_cost_usd",
+}
+"""The Budget field behind each budget stop reason (when the state does not record it)."""
 
 
 class RunFailed(RunError):

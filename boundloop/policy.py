@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Collection
-from typing import Any, Literal, final
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from typing import Any, Literal, cast, final
 
 from .errors import ConfigurationError
 from .state import LoopState
@@ -68,10 +68,9 @@ class Policy:
             "requires_approval": requires_approval,
             "required_evidence": required_evidence,
         }
+        frozen: dict[str, frozenset[str] | None] = {}
         for name, value in sets.items():
-            if isinstance(value, str):
-                raise ConfigurationError(f"Policy.{name} takes a collection of tool names, not a str")
-        frozen = {k: None if v is None else frozenset(v) for k, v in sets.items()}
+            frozen[name] = None if value is None else _tool_names(name, value)
         for name, value in frozen.items():
             object.__setattr__(self, name, value)
         overlap = (frozen["allowed"] or frozenset()) & self.forbidden
@@ -90,7 +89,14 @@ class Policy:
             if value not in options:
                 raise ConfigurationError(f"Policy.{name} must be one of {options}, got {value!r}")
             object.__setattr__(self, name, value)
-        if not isinstance(max_continuations, int) or max_continuations < 0:
+        for name, hook in (("success", success), ("approve", approve)):
+            if hook is not None and not callable(hook):
+                raise ConfigurationError(f"Policy.{name} must be a callable, got {hook!r}")
+        if (
+            not isinstance(max_continuations, int)
+            or isinstance(max_continuations, bool)
+            or max_continuations < 0
+        ):
             raise ConfigurationError(
                 f"Policy.max_continuations must be an int >= 0, got {max_continuations!r}"
             )
@@ -105,3 +111,16 @@ class Policy:
     def is_allowed(self, name: str) -> bool:
         """The tool passes the allow-list (when there is one)."""
         return self.allowed is None or name in self.allowed
+
+
+def _tool_names(field: str, value: object) -> frozenset[str]:
+    """A policy field's tool names, read once (the caller may pass a generator)."""
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ConfigurationError(
+            f"Policy.{field} takes a collection of tool names, not a {type(value).__name__}"
+        )
+    names = frozenset(cast(Iterable[object], value))
+    strange = sorted(repr(name) for name in names if not isinstance(name, str))
+    if strange:
+        raise ConfigurationError(f"Policy.{field} takes tool names (str), got {', '.join(strange)}")
+    return cast(frozenset[str], names)

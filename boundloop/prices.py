@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Final, final
 
 from anthropic.types import Usage as ApiUsage
+
+from .errors import ConfigurationError
+
+_DATED: Final = re.compile(r"\d{8}")
+"""The date suffix of a model snapshot id."""
 
 
 @final
@@ -20,6 +26,14 @@ class Price:
     """Default: a tenth of the input price."""
     cache_write_per_mtok: float | None = None
     """Default: 1.25 x the input price (5-minute cache writes)."""
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value is None and field.name.startswith("cache_"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+                raise ConfigurationError(f"Price.{field.name} must be a number >= 0, got {value!r}")
 
     def cost(self, usage: ApiUsage) -> float:
         """The cost in USD of one response's usage."""
@@ -55,10 +69,23 @@ PRICES: Final[Mapping[str, Price]] = {
 
 
 def price_for(model: str, prices: Mapping[str, Price]) -> Price | None:
-    """The price of `model`: an exact entry, else the entry the dated id starts with."""
+    """The price of `model`: an exact entry, else the entry the dated id belongs to.
+
+    A dated id (`claude-haiku-4-5-20251001`) finds its alias by the longest prefix, so
+    `claude-sonnet-4-5-...` never takes a shorter entry's price. An alias ending in `-latest`
+    or `-0` names the snapshots without that suffix (`claude-sonnet-4-0` prices
+    `claude-sonnet-4-20250514`), but only for a date, never for another version.
+    """
     if model in prices:
         return prices[model]
+    best: tuple[int, Price] | None = None
     for name, price in prices.items():
-        if model.startswith(name.removesuffix("-latest") + "-"):
-            return price
-    return None
+        base = name.removesuffix("-latest")
+        if not model.startswith(base + "-"):
+            short = base.removesuffix("-0")
+            if short == base or not _DATED.fullmatch(model.removeprefix(short + "-")):
+                continue
+            base = short
+        if best is None or len(base) > best[0]:
+            best = (len(base), price)
+    return None if best is None else best[1]

@@ -49,6 +49,19 @@ BUDGET_STOPS: Final = frozenset(
 )
 
 
+_COUNTS: Final = frozenset(
+    {
+        "max_steps",
+        "max_tool_calls",
+        "max_total_tokens",
+        "max_consecutive_tool_errors",
+        "max_repeated_calls",
+        "max_tool_retries",
+    }
+)
+"""Budget fields that count something: ints only (a 1.5 retry limit is a mistake)."""
+
+
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Budget:
@@ -83,6 +96,8 @@ class Budget:
                 return
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise errors.ConfigurationError(f"Budget.{name} must be a number, got {value!r}")
+            if name in _COUNTS and not isinstance(value, int):
+                raise errors.ConfigurationError(f"Budget.{name} counts: it must be an int, got {value!r}")
             if math.isnan(value) or value < 0 or (value == 0 and not allow_zero):
                 raise errors.ConfigurationError(f"Budget.{name} must be > 0, got {value!r}")
 

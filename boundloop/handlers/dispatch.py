@@ -189,7 +189,9 @@ async def _attempt(
         value = await tool.invoke(item.arguments, context)
     except RetryableToolError as exc:
         if attempt <= config.max_retries:
-            return exc.retry_after_s or config.retry_backoff_s * 2 ** (attempt - 1)
+            if exc.retry_after_s is not None:  # an explicit 0 means "retry now", not "use the backoff"
+                return exc.retry_after_s
+            return config.retry_backoff_s * 2.0 ** (attempt - 1)
         return refused(call, "error", f"{type(exc).__name__}: {exc} (after {attempt} attempts)")
     except Exception as exc:  # the tool boundary: a failure becomes an is_error result
         if config.raise_errors:
@@ -221,23 +223,52 @@ def to_result(call: ToolCall, value: object, max_chars: int) -> CallResult:
 
 
 def _is_block_list(value: object) -> TypeGuard[list[dict[str, Any]]]:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(block, dict) and block.get("type") in _BLOCK_TYPES for block in value)
-    )
+    return isinstance(value, list) and bool(value) and all(_is_block(block) for block in value)
+
+
+def _is_block(block: object) -> bool:
+    if not isinstance(block, dict):
+        return False
+    kind = block.get("type")
+    # A text block without its text would be rejected by the API: it is not a content block.
+    return kind in _BLOCK_TYPES and (kind != "text" or isinstance(block.get("text"), str))
+
+
+def _marker(cut: int) -> str:
+    return f"\n[truncated: {cut} more characters]"
 
 
 def truncate(content: Content, max_chars: int) -> Content:
-    """Cut text over `max_chars`, with a visible marker saying how much was cut."""
+    """Cut text over `max_chars`, with a visible marker saying how much was cut.
+
+    For content blocks, `max_chars` bounds the text of all the blocks together: text past it
+    is cut (later text blocks dropped), and the last text kept carries the marker.
+    """
     if isinstance(content, str):
         if len(content) <= max_chars:
             return content
-        return f"{content[:max_chars]}\n[truncated: {len(content) - max_chars} more characters]"
+        return content[:max_chars] + _marker(len(content) - max_chars)
+    total = sum(len(block["text"]) for block in content if block.get("type") == "text")
+    if total <= max_chars:
+        return content
     blocks: list[dict[str, Any]] = []
+    left = max_chars
+    last_text: int | None = None
     for block in content:
-        text = block.get("text")
-        if block.get("type") == "text" and isinstance(text, str) and len(text) > max_chars:
-            block = {**block, "text": truncate(text, max_chars)}
-        blocks.append(block)
+        if block.get("type") != "text":
+            blocks.append(block)
+            continue
+        if left == 0:
+            continue
+        text: str = block["text"]
+        kept = text[:left]
+        left -= len(kept)
+        last_text = len(blocks)
+        blocks.append(block if kept == text else {**block, "text": kept})
+    marker = _marker(total - max_chars)
+    if last_text is None:
+        blocks.append({"type": "text", "text": marker.lstrip()})
+    else:
+        block = blocks[last_text]
+        blocks[last_text] = {**block, "text": block["text"] + marker}
     return blocks

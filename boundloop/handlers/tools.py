@@ -106,8 +106,14 @@ class Tool:
             raise ConfigurationError(f"tool {name!r} needs a description: the model reads it")
         if not callable(handler):
             raise ConfigurationError(f"tool {name!r}: handler {handler!r} is not callable")
-        if timeout_s is not None and not timeout_s > 0:
-            raise ConfigurationError(f"tool {name!r}: timeout_s must be > 0, got {timeout_s!r}")
+        if timeout_s is not None and (
+            isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not timeout_s > 0
+        ):
+            raise ConfigurationError(f"tool {name!r}: timeout_s must be a number > 0, got {timeout_s!r}")
+        if not isinstance(input_schema, Mapping):
+            raise ConfigurationError(
+                f"tool {name!r}: input_schema must be a JSON schema object, got {type(input_schema).__name__}"
+            )
         schema = dict(input_schema)
         if schema.get("type") != "object":
             raise ConfigurationError(f"tool {name!r}: input_schema must have type 'object'")
@@ -199,8 +205,10 @@ def _jsonschema_validator(
 
 
 def _pydantic_validator(
-    model: type[pydantic.BaseModel],
+    model: type[pydantic.BaseModel], parameters: Mapping[str, str]
 ) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """Validate with `model`; `parameters` maps each model field to its handler parameter."""
+
     def validate(tool_input: Mapping[str, Any]) -> dict[str, Any]:
         try:
             parsed = model.model_validate(tool_input)
@@ -209,7 +217,7 @@ def _pydantic_validator(
                 f"{'/'.join(str(p) for p in err['loc']) or '(input)'}: {err['msg']}" for err in exc.errors()
             )
             raise ToolInputError(problems) from None
-        return {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        return {param: getattr(parsed, field) for field, param in parameters.items()}
 
     return validate
 
@@ -228,7 +236,11 @@ def _from_function(
         hints = typing.get_type_hints(fn, include_extras=True)
     except Exception as exc:
         raise ConfigurationError(f"tool {tool_name!r}: cannot resolve type hints: {exc}") from exc
+    # Model fields get neutral names, each aliased to its parameter: a parameter may be called
+    # `schema`, `json` or `_id` (BaseModel attributes, or private to pydantic) and still be a
+    # property of the schema, validated and passed under its own name.
     fields: dict[str, Any] = {}
+    parameters: dict[str, str] = {}
     for param in inspect.signature(fn).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
             raise ConfigurationError(
@@ -242,13 +254,18 @@ def _from_function(
                 f"tool {tool_name!r}: parameter {param.name!r} needs a type annotation for its schema"
             )
         default = ... if param.default is param.empty else param.default
-        fields[param.name] = (hint, default)
-    model = pydantic.create_model(
-        f"{tool_name}_input",
-        __config__=pydantic.ConfigDict(extra="forbid"),
-        **fields,
-    )
-    schema = model.model_json_schema()
+        field = f"arg{len(fields)}"
+        fields[field] = (hint, pydantic.Field(default, alias=param.name))
+        parameters[field] = param.name
+    try:
+        model = pydantic.create_model(
+            f"{tool_name}_input",
+            __config__=pydantic.ConfigDict(extra="forbid"),
+            **fields,
+        )
+        schema = model.model_json_schema()
+    except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError, TypeError) as exc:
+        raise ConfigurationError(f"tool {tool_name!r}: no JSON schema for its parameters: {exc}") from exc
     schema.pop("title", None)
     return Tool(
         name=tool_name,
@@ -258,7 +275,7 @@ def _from_function(
         side_effect=side_effect,
         timeout_s=timeout_s,
         requires_approval=requires_approval,
-        _validate=_pydantic_validator(model),
+        _validate=_pydantic_validator(model, parameters),
     )
 
 
