@@ -1,0 +1,33 @@
+"""The README's code runs as written, and its quick start names the commands CI uses."""
+
+from __future__ import annotations
+
+import re
+import runpy
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README, flags=re.DOTALL)
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks())))
+def test_readme_python_block_runs(index: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each python block of the README runs to completion as a script."""
+    script = tmp_path / f"readme_{index}.py"
+    script.write_text(python_blocks()[index], encoding="utf-8")
+    runpy.run_path(str(script), run_name="__main__")
+    assert "evidence is sufficient" in capsys.readouterr().out
+
+
+def test_quick_start_is_the_demo_and_the_ci_test_command() -> None:
+    """The quick start runs `boundloop demo` and `bash scripts/test`, which `.ci/run` calls too."""
+    quick_start = README.split("## Quick start", 1)[1].split("##", 1)[0]
+    assert "boundloop demo" in quick_start
+    assert "bash scripts/test" in quick_start
+    assert "bash scripts/test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
