@@ -424,3 +424,18 @@ async def test_trace_is_written_as_json_lines(engine: Engine, tmp_path: Any) -> 
     }
     transitions = [r for r in rows if r["kind"] == "transition"]
     assert all(r["duration_s"] >= 0 and r["trigger"] for r in transitions)
+
+
+async def test_a_scripted_client_that_runs_out_fails_clearly(engine: Engine) -> None:
+    """A script shorter than the run raises ScriptExhausted, with the run recorded as failed first."""
+    from boundloop import ScriptExhausted
+
+    stops: list[str] = []
+    client = ScriptedClient([tool_use(("lookup", {"key": "a"}))])
+    loop = make_loop(
+        client, engine, on_event=lambda e: stops.append(e.data["stop_reason"]) if e.kind == "stop" else None
+    )
+    with pytest.raises(ScriptExhausted, match="ran out of responses after 1"):
+        await loop.run("goal")
+    assert stops == ["failed"]
+    assert client.remaining == 0
