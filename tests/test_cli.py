@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any, ClassVar
 
 import anyio
 import httpx
@@ -16,10 +19,10 @@ import pytest
 
 from boundloop import AgentLoop, Budget, ScriptedClient, tool
 from boundloop.cli import main
-from boundloop.demo import ANSWER, GOAL
+from boundloop.demo import ALLOWED, ANSWER, GOAL, SCRIPT
 from boundloop.statemachine.diagram import read_trace, render_mermaid
 from tests.conftest import require_binary
-from tests.helpers import text, tool_use
+from tests.helpers import api_message, text, tool_use
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -287,3 +290,47 @@ def test_python_dash_m_is_the_same_command() -> None:
     )
     assert bad.returncode == 2
     assert "invalid choice: 'nope'" in one_line(bad.stderr)
+
+
+class FakeMessagesAPI(http.server.BaseHTTPRequestHandler):
+    """A loopback stand-in for the Messages API: answers with the demo's script, in order."""
+
+    script: ClassVar[list[dict[str, Any]]] = []
+    requests: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        type(self).requests.append(body)
+        reply = json.dumps(api_message(type(self).script.pop(0), model=body["model"])).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep the test output quiet."""
+
+
+def test_demo_live_talks_to_the_messages_api(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--live sends the demo through the real AsyncAnthropic client (here to a loopback API) and completes."""
+    FakeMessagesAPI.script = list(SCRIPT)
+    FakeMessagesAPI.requests = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeMessagesAPI)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0000")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{server.server_port}")
+        assert main(["demo", "--live", "--model", "claude-haiku-4-5", "--json"]) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert json.loads(capsys.readouterr().out)["stop_reason"] == "completed"
+    first = FakeMessagesAPI.requests[0]
+    assert first["model"] == "claude-haiku-4-5"
+    assert sorted(t["name"] for t in first["tools"]) == sorted(ALLOWED)
+    assert len(FakeMessagesAPI.requests) == len(SCRIPT)
