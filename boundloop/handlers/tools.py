@@ -231,7 +231,7 @@ def _from_function(
     timeout_s: float | None,
     requires_approval: bool,
 ) -> Tool:
-    tool_name = check_tool_name(name or str(getattr(fn, "__name__", "")))
+    tool_name = check_tool_name(str(getattr(fn, "__name__", "")) if name is None else name)
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
     except Exception as exc:
@@ -269,7 +269,7 @@ def _from_function(
     schema.pop("title", None)
     return Tool(
         name=tool_name,
-        description=description or inspect.getdoc(fn) or "",
+        description=(inspect.getdoc(fn) or "") if description is None else description,
         input_schema=schema,
         handler=fn,
         side_effect=side_effect,
