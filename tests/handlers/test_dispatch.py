@@ -1,0 +1,410 @@
+"""Dispatch through real runs: contexts and idempotency keys, retries, timeouts, result conversion."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import anyio
+import pydantic
+import pytest
+
+from boundloop import (
+    AgentLoop,
+    Budget,
+    LoopResult,
+    RetryableToolError,
+    ScriptedClient,
+    StopReason,
+    Tool,
+    ToolContext,
+    tool,
+)
+from tests.helpers import assert_valid_transcript, blocks, text, tool_use
+
+JSON = dict[str, Any]
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """Dispatch is anyio code: it runs on both backends."""
+    return str(request.param)
+
+
+def make_loop(script: list[JSON], tools: list[Tool], **kwargs: Any) -> AgentLoop:
+    """A loop on a ScriptedClient with no metrics; any option overridden."""
+    options: JSON = {"model": "claude-sonnet-4-6", "budget": Budget(max_steps=4), "metrics": None}
+    options.update(kwargs)
+    return AgentLoop(ScriptedClient(script), tools=tools, **options)
+
+
+async def run(loop: AgentLoop, **kwargs: Any) -> LoopResult:
+    """Run under a generous deadline, so a hang fails the test instead of stalling the suite."""
+    with anyio.fail_after(10):
+        return await loop.run("goal", **kwargs)
+
+
+def answers(result: LoopResult, index: int = 2) -> list[JSON]:
+    """The tool_result blocks of the user message at `index`, as plain dicts."""
+    message = result.messages[index]
+    assert message["role"] == "user"
+    return blocks(message)
+
+
+# -- context and idempotency -------------------------------------------------------------
+
+
+async def test_a_handler_gets_the_context_of_its_call_with_the_idempotency_key() -> None:
+    """The ToolContext holds the call's ids and step; its key is f"{task_id}:{step}:{tool_use_id}"."""
+    seen: list[ToolContext] = []
+
+    @tool(side_effect=True)
+    async def charge(amount: int, ctx: ToolContext) -> str:
+        """Charge once per idempotency key."""
+        seen.append(ctx)
+        return "charged"
+
+    script = [
+        tool_use(("charge", {"amount": 5}, "toolu_A")),
+        tool_use(("charge", {"amount": 6}, "toolu_B")),
+        text("done"),
+    ]
+    result = await run(make_loop(script, [charge]), task_id="task-7")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert seen == [
+        ToolContext(
+            task_id="task-7",
+            trace_id=result.state.trace_id,
+            step=1,
+            tool_use_id="toolu_A",
+            idempotency_key="task-7:1:toolu_A",
+        ),
+        ToolContext(
+            task_id="task-7",
+            trace_id=result.state.trace_id,
+            step=2,
+            tool_use_id="toolu_B",
+            idempotency_key="task-7:2:toolu_B",
+        ),
+    ]
+
+
+# -- retries -----------------------------------------------------------------------------
+
+
+async def test_a_retryable_error_is_retried_with_the_same_key_then_reported_as_an_error() -> None:
+    """max_tool_retries=2 means three attempts, one idempotency key, three tool calls, then is_error."""
+    keys: list[str] = []
+
+    @tool(side_effect=True)
+    async def flaky(order_id: str, ctx: ToolContext) -> str:
+        """Always busy."""
+        keys.append(ctx.idempotency_key)
+        raise RetryableToolError(f"{order_id} is locked")
+
+    script = [tool_use(("flaky", {"order_id": "O-1"}, "toolu_1")), text("gave up")]
+    budget = Budget(max_steps=3, max_tool_retries=2, retry_backoff_s=0)
+    result = await run(make_loop(script, [flaky], budget=budget), task_id="t")
+    assert keys == ["t:1:toolu_1"] * 3
+    assert result.state.tool_calls == 3
+    assert answers(result) == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_1",
+            "content": "RetryableToolError: O-1 is locked (after 3 attempts)",
+            "is_error": True,
+        }
+    ]
+    assert [o["outcome"] for o in result.state.observations] == ["error"]
+    [event] = [e for e in result.trace if e.kind == "tool_result"]
+    assert event.data["attempts"] == 3
+    assert result.stop_reason is StopReason.COMPLETED
+    assert_valid_transcript(result.messages)
+
+
+async def test_a_retry_that_succeeds_is_an_ok_result() -> None:
+    """A handler that succeeds on its second attempt answers ok, after two counted tool calls."""
+    attempts: list[str] = []
+
+    @tool(side_effect=True)
+    async def flaky(order_id: str, ctx: ToolContext) -> str:
+        """Busy once."""
+        attempts.append(ctx.idempotency_key)
+        if len(attempts) == 1:
+            raise RetryableToolError("busy")
+        return f"read {order_id}"
+
+    script = [tool_use(("flaky", {"order_id": "O-1"}, "toolu_1")), text("done")]
+    budget = Budget(max_steps=3, max_tool_retries=3, retry_backoff_s=0)
+    result = await run(make_loop(script, [flaky], budget=budget), task_id="t")
+    assert attempts == ["t:1:toolu_1", "t:1:toolu_1"]
+    assert result.state.tool_calls == 2
+    assert answers(result) == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "read O-1"}]
+
+
+async def test_retry_after_zero_retries_at_once_instead_of_waiting_for_the_backoff() -> None:
+    """RetryableToolError(retry_after_s=0) retries now, even when the budget's backoff is an hour."""
+    attempts: list[int] = []
+
+    @tool
+    async def flaky(order_id: str) -> str:
+        """Busy once, and says to retry at once."""
+        attempts.append(len(attempts))
+        if len(attempts) == 1:
+            raise RetryableToolError("busy", retry_after_s=0)
+        return "ok"
+
+    script = [tool_use(("flaky", {"order_id": "O-1"})), text("done")]
+    budget = Budget(max_steps=3, max_tool_retries=1, retry_backoff_s=3600)
+    result = await run(make_loop(script, [flaky], budget=budget))
+    assert attempts == [0, 1]
+    assert result.state.observations[0]["outcome"] == "ok"
+
+
+async def test_retries_stop_when_the_tool_call_budget_is_spent() -> None:
+    """Each attempt takes a tool call: retries end, answered as an error, when max_tool_calls is reached."""
+    attempts: list[int] = []
+
+    @tool
+    async def flaky(order_id: str) -> str:
+        """Always busy."""
+        attempts.append(len(attempts))
+        raise RetryableToolError("busy")
+
+    script = [tool_use(("flaky", {"order_id": "O-1"}, "toolu_1")), text("done")]
+    budget = Budget(max_steps=3, max_tool_calls=2, max_tool_retries=5, retry_backoff_s=0)
+    result = await run(make_loop(script, [flaky], budget=budget))
+    assert attempts == [0, 1]
+    assert result.state.tool_calls == 2
+    assert answers(result) == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_1",
+            "content": "not run: the tool-call budget is spent (2 attempts)",
+            "is_error": True,
+        }
+    ]
+
+
+# -- timeouts ----------------------------------------------------------------------------
+
+
+def slow_and_fast(*, slow_timeout_s: float | None) -> tuple[list[str], list[Tool]]:
+    """A tool that waits forever (recording its cancellation) and a sibling that answers at once."""
+    log: list[str] = []
+    never = anyio.Event()
+
+    @tool(timeout_s=slow_timeout_s)
+    async def slow(key: str) -> str:
+        """Waits on an event that never fires."""
+        try:
+            await never.wait()
+        except anyio.get_cancelled_exc_class():
+            log.append("slow cancelled")
+            raise
+        return key
+
+    @tool
+    async def fast(key: str) -> str:
+        """Answers at once."""
+        log.append("fast done")
+        return f"fast {key}"
+
+    return log, [slow, fast]
+
+
+@pytest.mark.parametrize(
+    ("tool_timeout", "budget_timeout"),
+    [
+        pytest.param(0.05, None, id="tool-timeout_s"),
+        pytest.param(None, 0.05, id="budget-tool_timeout_s"),
+    ],
+)
+async def test_a_tool_timeout_cancels_only_the_slow_call(
+    tool_timeout: float | None, budget_timeout: float | None
+) -> None:
+    """The slow call is cancelled and answered with a timeout error; its sibling's ok result is kept."""
+    log, tools = slow_and_fast(slow_timeout_s=tool_timeout)
+    script = [
+        tool_use(("slow", {"key": "a"}, "toolu_slow"), ("fast", {"key": "b"}, "toolu_fast")),
+        text("done"),
+    ]
+    loop = make_loop(script, tools, budget=Budget(max_steps=3, tool_timeout_s=budget_timeout))
+    result = await run(loop)
+    assert sorted(log) == ["fast done", "slow cancelled"]
+    assert answers(result) == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_slow",
+            "content": "timed out after 0.05 s; the call was cancelled",
+            "is_error": True,
+        },
+        {"type": "tool_result", "tool_use_id": "toolu_fast", "content": "fast b"},
+    ]
+    assert [o["outcome"] for o in result.state.observations] == ["timeout", "ok"]
+    assert result.stop_reason is StopReason.COMPLETED
+    assert_valid_transcript(result.messages)
+
+
+async def test_a_tools_own_timeout_overrides_the_budgets_default() -> None:
+    """A tool's timeout_s beats Budget.tool_timeout_s: it ends after its default-timed sibling timed out."""
+    released = anyio.Event()
+
+    @tool(timeout_s=30)
+    async def patient(key: str) -> str:
+        """Waits until the impatient sibling has timed out."""
+        await released.wait()
+        return "patient ok"
+
+    @tool
+    async def impatient(key: str) -> str:
+        """Waits forever; its cancellation releases the patient one."""
+        try:
+            await anyio.Event().wait()
+        except anyio.get_cancelled_exc_class():
+            released.set()
+            raise
+        return key
+
+    script = [tool_use(("patient", {"key": "a"}), ("impatient", {"key": "b"})), text("done")]
+    loop = make_loop(script, [patient, impatient], budget=Budget(max_steps=3, tool_timeout_s=0.05))
+    result = await run(loop)
+    assert [o["outcome"] for o in result.state.observations] == ["ok", "timeout"]
+    assert answers(result)[0]["content"] == "patient ok"
+
+
+# -- result conversion -------------------------------------------------------------------
+
+
+class Address(pydantic.BaseModel):
+    """A pydantic result."""
+
+    city: str
+    postcode: str | None = None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param("plain text", "plain text", id="str"),
+        pytest.param(
+            {"order": "O-1", "total": 12.5, "paid": True},
+            '{"order": "O-1", "total": 12.5, "paid": true}',
+            id="dict",
+        ),
+        pytest.param(["a", 1, None], '["a", 1, null]', id="list"),
+        pytest.param({"city": "Zürich"}, '{"city": "Zürich"}', id="non-ascii-kept"),
+        pytest.param(None, "null", id="none"),
+        pytest.param(Address(city="Lyon"), '{"city":"Lyon","postcode":null}', id="pydantic-model"),
+        pytest.param(
+            [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}],
+            [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}],
+            id="content-blocks",
+        ),
+        pytest.param([{"type": "text"}], '[{"type": "text"}]', id="text-block-without-text-is-json"),
+        pytest.param([], "[]", id="empty-list-is-json"),
+    ],
+)
+async def test_results_become_the_right_tool_result_content(
+    value: object, expected: str | list[JSON]
+) -> None:
+    """Text stays text, JSON values are dumped, pydantic models give their JSON, content blocks pass."""
+
+    @tool
+    async def produce(key: str) -> object:
+        """Return the value under test."""
+        return value
+
+    script = [tool_use(("produce", {"key": "k"}, "toolu_1")), text("done")]
+    result = await run(make_loop(script, [produce]))
+    assert answers(result) == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": expected}]
+    assert result.state.observations[0]["outcome"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        pytest.param(object(), "object", id="object"),
+        pytest.param({1, 2}, "set", id="set"),
+        pytest.param({"when": threading.Lock()}, "dict", id="dict-holding-an-object"),
+        pytest.param(b"raw", "bytes", id="bytes"),
+    ],
+)
+async def test_an_unserialisable_result_is_an_error_result_not_a_crash(value: object, kind: str) -> None:
+    """A value that is not text, JSON or content blocks answers with is_error, and the run goes on."""
+
+    @tool
+    async def produce(key: str) -> object:
+        """Return the value under test."""
+        return value
+
+    script = [tool_use(("produce", {"key": "k"}, "toolu_1")), text("done")]
+    result = await run(make_loop(script, [produce]))
+    [answer] = answers(result)
+    assert answer["is_error"] is True
+    assert answer["content"].startswith(
+        f"the tool returned a {kind}, which is not text, JSON or content blocks"
+    )
+    assert result.state.observations[0]["outcome"] == "error"
+    assert result.stop_reason is StopReason.COMPLETED
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param("x" * 25, "x" * 10 + "\n[truncated: 15 more characters]", id="str"),
+        pytest.param({"k": "v" * 20}, '{"k": "vvv\n[truncated: 19 more characters]', id="json"),
+        pytest.param("x" * 10, "x" * 10, id="exactly-the-limit"),
+        pytest.param(
+            [
+                {"type": "text", "text": "a" * 8},
+                {"type": "text", "text": "b" * 8},
+                {"type": "text", "text": "c" * 3},
+            ],
+            [
+                {"type": "text", "text": "a" * 8},
+                {"type": "text", "text": "bb\n[truncated: 9 more characters]"},
+            ],
+            id="blocks-share-the-limit",
+        ),
+    ],
+)
+async def test_long_output_is_truncated_with_a_visible_marker(
+    value: object, expected: str | list[JSON]
+) -> None:
+    """Output over max_tool_output_chars is cut, and the marker says how many characters were cut."""
+
+    @tool
+    async def produce(key: str) -> object:
+        """Return the value under test."""
+        return value
+
+    script = [tool_use(("produce", {"key": "k"}, "toolu_1")), text("done")]
+    result = await run(make_loop(script, [produce], max_tool_output_chars=10))
+    assert answers(result) == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": expected}]
+
+
+# -- threads -----------------------------------------------------------------------------
+
+
+async def test_sync_handlers_run_in_a_worker_thread() -> None:
+    """A sync handler runs on another thread than the event loop, which async handlers run on."""
+    threads: dict[str, int] = {}
+
+    @tool
+    async def on_loop(key: str) -> str:
+        """Records the event loop's thread."""
+        threads["async"] = threading.get_ident()
+        return key
+
+    @tool
+    def in_thread(key: str) -> str:
+        """Records its own thread."""
+        threads["sync"] = threading.get_ident()
+        return key
+
+    script = [tool_use(("on_loop", {"key": "a"}), ("in_thread", {"key": "b"})), text("done")]
+    result = await run(make_loop(script, [on_loop, in_thread]))
+    assert result.stop_reason is StopReason.COMPLETED
+    assert threads["async"] == threading.get_ident()  # the test body runs on the event loop's thread
+    assert threads["sync"] != threads["async"]
