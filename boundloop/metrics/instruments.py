@@ -213,11 +213,12 @@ class BoundMetrics:
         self._loop = loop
         self._tools = tools
         self._exemplars = exemplars
-        # Every edge of the table, resolved now: the hot path never calls `.labels()`.
+        # Every edge of the table, resolved now: the hot path never calls `.labels()`. The
+        # children's bound methods are stored, saving two attribute lookups per transition.
         self._edges = {
             (row["source"], row["dest"]): (
-                instruments.transitions.labels(loop, row["source"], row["dest"]),
-                instruments.transition_duration.labels(loop, row["source"], row["dest"]),
+                instruments.transitions.labels(loop, row["source"], row["dest"]).inc,
+                instruments.transition_duration.labels(loop, row["source"], row["dest"]).observe,
             )
             for row in TRANSITIONS
         }
@@ -261,12 +262,12 @@ class BoundMetrics:
             trace_id: the run's trace id, attached as an exemplar when given and the
                 observation is at least `EXEMPLAR_MIN_S`.
         """
-        count, duration = self._edges[(source, dest)]
-        count.inc()
+        inc, observe = self._edges[(source, dest)]
+        inc()
         if trace_id is not None and duration_s >= EXEMPLAR_MIN_S and self._exemplars:
-            duration.observe(duration_s, {"trace_id": trace_id})
+            observe(duration_s, {"trace_id": trace_id})
         else:
-            duration.observe(duration_s)
+            observe(duration_s)
 
     def run_started(self) -> None:
         """A run began."""
@@ -339,17 +340,23 @@ class BoundMetrics:
             trace_id: the run's trace id, attached as an exemplar when given and the
                 handler took at least `EXEMPLAR_MIN_S`.
         """
-        tool = name if name in self._tools else UNKNOWN
-        key = (tool, outcome if outcome in TOOL_OUTCOMES else UNKNOWN)
-        child = self._tool_calls.get(key)
+        # Fast path: the dict holds every registered tool x outcome. A miss is bounded first and
+        # cached under the bounded key only, so invented names never grow the dict.
+        child = self._tool_calls.get((name, outcome))
         if child is None:
-            child = self._tool_calls[key] = self._instruments.tool_calls.labels(self._loop, *key)
+            key = (self.tool_label(name), outcome if outcome in TOOL_OUTCOMES else UNKNOWN)
+            child = self._tool_calls.get(key)
+            if child is None:
+                child = self._tool_calls[key] = self._instruments.tool_calls.labels(self._loop, *key)
         child.inc()
         if duration_s is None:
             return
-        timer = self._tool_duration.get(tool)
+        timer = self._tool_duration.get(name)
         if timer is None:
-            timer = self._tool_duration[tool] = self._instruments.tool_duration.labels(self._loop, tool)
+            tool = self.tool_label(name)
+            timer = self._tool_duration.get(tool)
+            if timer is None:
+                timer = self._tool_duration[tool] = self._instruments.tool_duration.labels(self._loop, tool)
         if trace_id is not None and duration_s >= EXEMPLAR_MIN_S and self._exemplars:
             timer.observe(duration_s, {"trace_id": trace_id})
         else:
