@@ -75,9 +75,12 @@ def price_for(model: str, prices: Mapping[str, Price]) -> Price | None:
     `claude-sonnet-4-5-...` never takes a shorter entry's price. An alias ending in `-latest`
     or `-0` names the snapshots without that suffix (`claude-sonnet-4-0` prices
     `claude-sonnet-4-20250514`), but only for a date, never for another version.
+
+    Raises:
+        ConfigurationError: the entry found is not a `Price`.
     """
     if model in prices:
-        return prices[model]
+        return _checked(model, prices[model])
     best: tuple[int, Price] | None = None
     for name, price in prices.items():
         base = name.removesuffix("-latest")
@@ -88,4 +91,11 @@ def price_for(model: str, prices: Mapping[str, Price]) -> Price | None:
             base = short
         if best is None or len(base) > best[0]:
             best = (len(base), price)
-    return None if best is None else best[1]
+    return None if best is None else _checked(model, best[1])
+
+
+def _checked(model: str, price: object) -> Price:
+    """A caller's entry is checked where it is picked: at construction, never mid-run."""
+    if not isinstance(price, Price):
+        raise ConfigurationError(f"prices[{model!r}] must be a Price, got {price!r}")
+    return price

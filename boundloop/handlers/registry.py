@@ -26,6 +26,8 @@ class ToolRegistry(Mapping[str, Tool]):
         Raises:
             ConfigurationError: an entry is not a `Tool`, or two tools share a name.
         """
+        if not isinstance(tools, Iterable):
+            raise ConfigurationError(f"tools takes a list of tools, got {type(tools).__name__}")
         self._tools: dict[str, Tool] = {}
         for entry in tools:
             if not isinstance(entry, Tool):
