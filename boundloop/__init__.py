@@ -12,6 +12,7 @@ from .errors import BudgetExceeded as BudgetExceeded
 from .errors import ConfigurationError as ConfigurationError
 from .errors import ContextExceeded as ContextExceeded
 from .errors import EvidenceMissing as EvidenceMissing
+from .errors import GraphvizMissing as GraphvizMissing
 from .errors import LoopError as LoopError
 from .errors import NeedsHuman as NeedsHuman
 from .errors import PolicyBlocked as PolicyBlocked
@@ -55,6 +56,7 @@ __all__ = [
     "ConfigurationError",
     "ContextExceeded",
     "EvidenceMissing",
+    "GraphvizMissing",
     "LoopError",
     "LoopMetrics",
     "LoopResult",

@@ -65,8 +65,17 @@ class Run:
 
     phase: str  # maintained by transitions (model_attribute="phase")
 
-    def __init__(self, loop: AgentLoop, goal: str, *, task_id: str | None) -> None:
+    def __init__(
+        self,
+        loop: AgentLoop,
+        goal: str,
+        *,
+        task_id: str | None,
+        on_event: Callable[[TraceEvent], None] | None = None,
+    ) -> None:
         self.loop = loop
+        self.hooks = tuple(hook for hook in (loop.on_event, on_event) if hook is not None)
+        """Called with every trace event as it is recorded: the loop's hook, then the run's."""
         self.verdict = Verdict.CONTINUE
         self.state = LoopState(
             task_id=task_id or uuid.uuid4().hex,
@@ -184,7 +193,9 @@ class Run:
     def fire(self, trigger: Trigger) -> None:
         """Fire a trigger; trace and measure the transition it took."""
         source = self.phase
-        dest = self.loop.machine.fire(self, trigger)
+        machine = self.loop.machine
+        dest = machine.fire(self, trigger)
+        guard = machine.guard(source, trigger, self.verdict)
         now = time.perf_counter()
         duration = now - self.entered
         self.entered = now
@@ -197,6 +208,7 @@ class Run:
                 dest=dest,
                 trigger=trigger,
                 duration_s=duration,
+                data={} if guard is None else {"guard": guard},
             )
         )
         metrics = self.loop.metrics
@@ -210,8 +222,7 @@ class Run:
     def emit(self, event: TraceEvent) -> None:
         """Append to the trace and tell the loop's `on_event` hook, as it happens."""
         self.trace.append(event)
-        hook = self.loop.on_event
-        if hook is not None:
+        for hook in self.hooks:
             hook(event)
 
     # -- the work of each state ----------------------------------------------------------

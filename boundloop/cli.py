@@ -31,7 +31,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from . import __version__, demo
-from .errors import ConfigurationError, LoopError
+from .errors import ConfigurationError, GraphvizMissing, LoopError
 from .loop import AgentLoop
 from .metrics import MetricsServer, serve
 from .state import Budget, LoopResult, StopReason, TraceEvent
@@ -241,25 +241,10 @@ def _run(args: argparse.Namespace) -> int:
                 raise CommandError(f"{spec}: {exc}") from exc
         if not isinstance(made, AgentLoop):
             raise CommandError(f"{spec} must be an AgentLoop or return one, got {type(made).__name__}")
-        if on_event is not None:
-            made.on_event = _chain(made.on_event, on_event)
         return made
 
     goal: str = args.goal
     return _execute(args, build, goal)
-
-
-def _chain(
-    first: Callable[[TraceEvent], None] | None, second: Callable[[TraceEvent], None]
-) -> Callable[[TraceEvent], None]:
-    if first is None:
-        return second
-
-    def both(event: TraceEvent) -> None:
-        first(event)
-        second(event)
-
-    return both
 
 
 LoopBuilder = Callable[[Callable[[TraceEvent], None] | None], Any]
@@ -305,11 +290,11 @@ def _start_metrics(args: argparse.Namespace, console: Console) -> MetricsServer 
 
 async def _run_loop(args: argparse.Namespace, build: LoopBuilder, goal: str, console: Console) -> int:
     view = None if args.json else RunView(console)
-    loop: AgentLoop = await build(view)
+    loop: AgentLoop = await build(None)
     if view is not None:
         view.start(loop, goal)
     try:
-        result = await loop.run(goal)
+        result = await loop.run(goal, on_event=view)
     except ConfigurationError as exc:
         raise CommandError(str(exc)) from exc
     except LoopError as exc:
@@ -542,7 +527,7 @@ def _diagram(args: argparse.Namespace) -> int:
         raise CommandError("png is binary: pass --output FILE")
     try:
         image = diagram.render(chosen, trace)
-    except diagram.GraphvizMissing as exc:
+    except GraphvizMissing as exc:
         raise CommandError(f"{chosen} needs graphviz: {exc}") from exc
     except ValueError as exc:
         raise CommandError(str(exc)) from exc

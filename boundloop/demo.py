@@ -30,7 +30,7 @@ from .policy import Policy
 from .state import Budget, TraceEvent
 
 GOAL: Final = "Decide whether refund evidence is sufficient for order O-104."
-MODEL: Final = "claude-sonnet-4-5"
+MODEL: Final = "claude-sonnet-4-6"
 NAME: Final = "refund_investigation"
 SYSTEM: Final = (
     "You investigate refund requests for an online outdoor-gear shop. Read the order, the "

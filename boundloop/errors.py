@@ -3,6 +3,7 @@
 ```
 LoopError
 ├── ConfigurationError (ValueError)    misuse, raised at construction, never mid-run
+├── GraphvizMissing (RuntimeError)     a diagram format needs graphviz and it is not installed
 ├── ScriptExhausted                    ScriptedClient asked for more responses than scripted
 ├── UnhandledStop                      the API sent a stop_reason no handler is declared for
 └── RunError                           a run ended other than completed (raised by unwrap())
@@ -34,6 +35,15 @@ class LoopError(Exception):
 
 class ConfigurationError(LoopError, ValueError):
     """Raised at construction for a configuration the loop cannot run safely."""
+
+
+class GraphvizMissing(LoopError, RuntimeError):
+    """Raised when a diagram needs graphviz (the `dot` binary or the `graphviz` package) and it is absent."""
+
+    def __init__(self, missing: str, fix: str) -> None:
+        self.missing = missing
+        self.fix = fix
+        super().__init__(f"{missing} not found: {fix}")
 
 
 class ScriptExhausted(LoopError):

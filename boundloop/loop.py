@@ -104,7 +104,7 @@ class AgentLoop:
                 f"client {client!r} has no messages.create: pass anthropic.AsyncAnthropic() or ScriptedClient"
             )
         if not isinstance(model, str) or not model:
-            raise ConfigurationError("model must be a non-empty model name, e.g. 'claude-sonnet-4-5'")
+            raise ConfigurationError("model must be a non-empty model name, e.g. 'claude-sonnet-4-6'")
         if budget is None:
             raise ConfigurationError(
                 "a Budget is required: there is no unbounded loop (e.g. budget=Budget(max_steps=8))"
@@ -165,6 +165,7 @@ class AgentLoop:
         *,
         cancel: anyio.Event | None = None,
         task_id: str | None = None,
+        on_event: Callable[[TraceEvent], None] | None = None,
     ) -> LoopResult:
         """Run the loop on `goal` until it stops, and return the typed outcome.
 
@@ -172,6 +173,8 @@ class AgentLoop:
             goal: the first user message.
             cancel: setting this event stops the run cooperatively with `cancelled`.
             task_id: the run's id (default: a new uuid); part of every idempotency key.
+            on_event: called with every `TraceEvent` of this run as it is recorded, after the
+                loop's own `on_event`.
 
         Returns:
             The result: stop reason, answer, state, trace and transcript.
@@ -184,7 +187,7 @@ class AgentLoop:
         """
         if not isinstance(goal, str) or not goal.strip():
             raise ConfigurationError("goal must be a non-empty string")
-        run = Run(self, goal, task_id=task_id)
+        run = Run(self, goal, task_id=task_id, on_event=on_event)
         self.machine.add(run)
         metrics = self.metrics
         if metrics is not None:

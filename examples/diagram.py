@@ -16,8 +16,8 @@ from typing import Literal
 
 import anyio
 
-from boundloop import AgentLoop, Budget, ScriptedClient, tool
-from boundloop.statemachine.diagram import GraphvizMissing, render_image, render_mermaid, trace_path
+from boundloop import AgentLoop, Budget, GraphvizMissing, ScriptedClient, tool
+from boundloop.statemachine.diagram import render_image, render_mermaid, trace_path
 
 
 @tool
@@ -42,7 +42,7 @@ def build_loop() -> AgentLoop:
                 {"stop_reason": "end_turn", "content": [{"type": "text", "text": "a and b are known."}]},
             ]
         ),
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-4-6",
         tools=[lookup],
         budget=Budget(max_steps=4),
         metrics=None,

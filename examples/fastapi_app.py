@@ -35,7 +35,7 @@ from starlette.routing import Route
 from boundloop import AgentLoop, Budget, Model, Policy, ScriptedClient, TraceEvent, tool
 from boundloop.metrics import asgi_app
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-4-6"
 MAX_STEPS = 8
 MAX_TIMEOUT_S = 60.0
 HANGING_CARRIER_S = 3600.0

@@ -78,7 +78,7 @@ def build_loop() -> AgentLoop:
     """A loop whose model asks for four slow lookups in one turn."""
     return AgentLoop(
         ScriptedClient(SCRIPT),
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-4-6",
         tools=[warehouse_stock, carrier_quote, exchange_rate, customer_tier],
         budget=Budget(max_steps=3, max_tool_calls=8, timeout_s=10),
         name="parallel_tools",

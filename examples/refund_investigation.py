@@ -133,7 +133,7 @@ SCRIPT: list[dict[str, Any]] = [
 ]
 
 
-def build_loop(client: Model | None = None, model: str = "claude-sonnet-4-5") -> AgentLoop:
+def build_loop(client: Model | None = None, model: str = "claude-sonnet-4-6") -> AgentLoop:
     """The refund-investigation loop; scripted unless a client is given."""
     return AgentLoop(
         ScriptedClient(SCRIPT) if client is None else client,

@@ -37,7 +37,7 @@ def scripted_loop() -> AgentLoop:
     """A loop that looks one key up and answers (the factory `boundloop run` is pointed at)."""
     client = ScriptedClient([tool_use(("lookup", {"key": "a"})), text("a is known")])
     return AgentLoop(
-        client, model="claude-sonnet-4-5", tools=[lookup], budget=Budget(max_steps=4), name="cli_test"
+        client, model="claude-sonnet-4-6", tools=[lookup], budget=Budget(max_steps=4), name="cli_test"
     )
 
 
@@ -50,7 +50,7 @@ def looping_loop() -> AgentLoop:
     """A loop whose model keeps asking for tools, so it stops at max_steps."""
     script = [tool_use(("lookup", {"key": f"k{n}"})) for n in range(3)]
     return AgentLoop(
-        ScriptedClient(script), model="claude-sonnet-4-5", tools=[lookup], budget=Budget(max_steps=2)
+        ScriptedClient(script), model="claude-sonnet-4-6", tools=[lookup], budget=Budget(max_steps=2)
     )
 
 
@@ -134,7 +134,7 @@ def test_demo_json(capsys: pytest.CaptureFixture[str]) -> None:
 def test_demo_live_needs_a_key(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """--live without ANTHROPIC_API_KEY is a clear one-line error, before any request."""
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    assert main(["demo", "--live", "--model", "claude-sonnet-4-5"]) == 2
+    assert main(["demo", "--live", "--model", "claude-sonnet-4-6"]) == 2
     assert "ANTHROPIC_API_KEY" in one_line(capsys.readouterr().err)
 
 

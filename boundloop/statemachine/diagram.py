@@ -26,7 +26,7 @@ from typing import Any, Final, Literal, final
 from transitions.extensions.diagrams import GraphMachine
 from transitions.extensions.diagrams_mermaid import Graph as MermaidGraph
 
-from ..errors import LoopError
+from ..errors import GraphvizMissing
 from ..state import BUDGET_STOPS, StopReason, TraceEvent
 from .guards import GUARDS
 from .table import FINAL, INITIAL, STATES, TRANSITIONS, TransitionRow
@@ -37,15 +37,6 @@ ImageFormat = Literal["svg", "png"]
 TITLE: Final = "boundloop"
 
 _Engine = Literal["mermaid", "graphviz"]
-
-
-class GraphvizMissing(LoopError, RuntimeError):
-    """Raised when a diagram needs graphviz (the `dot` binary or the `graphviz` package) and it is absent."""
-
-    def __init__(self, missing: str, fix: str) -> None:
-        self.missing = missing
-        self.fix = fix
-        super().__init__(f"{missing} not found: {fix}")
 
 
 @final

@@ -24,7 +24,7 @@ from typing import Any, Final, Literal, TypeAlias, cast, final
 
 from transitions import Event, Machine
 
-from .guards import GUARDS, HasVerdict
+from .guards import GUARDS, HasVerdict, Verdict
 from .table import FINAL, INITIAL, STATES, TRANSITIONS, Phase, Trigger
 
 MODEL_ATTRIBUTE: Final = "phase"
@@ -49,11 +49,31 @@ def _resolved_rows() -> list[dict[str, Any]]:
     ]
 
 
+def _guard_names() -> dict[tuple[str, str, Verdict], str | None]:
+    """(source, trigger, verdict) -> the guard of the row that accepts it, for the trace."""
+    names: dict[tuple[str, str, Verdict], str | None] = {}
+    for row in TRANSITIONS:
+        for verdict in Verdict:
+            key = (row["source"], row["trigger"], verdict)
+            probe = _Probe(verdict)
+            if key not in names and all(GUARDS[name](probe) for name in row["conditions"]):
+                names[key] = " & ".join(row["conditions"]) or None
+    return names
+
+
+@final
+class _Probe:
+    __slots__ = ("verdict",)
+
+    def __init__(self, verdict: Verdict) -> None:
+        self.verdict = verdict
+
+
 @final
 class StateMachine:
     """The loop's table as a `transitions.Machine`; each run is a model added and removed."""
 
-    __slots__ = ("_compiled", "_events", "_machine", "engine")
+    __slots__ = ("_compiled", "_events", "_guards", "_machine", "engine")
 
     def __init__(self, engine: Engine = "compiled") -> None:
         if engine not in ("compiled", "transitions"):
@@ -72,6 +92,7 @@ class StateMachine:
         # The one cast: the stubs type `events` loosely.
         self._events = cast(Mapping[str, Event], self._machine.events)
         self._compiled = self._compile()
+        self._guards = _guard_names()
 
     def _compile(self) -> dict[tuple[str, str], tuple[_Edge, ...]]:
         """Index the machine's parsed transitions by (source, trigger), in table order."""
@@ -125,6 +146,10 @@ class StateMachine:
         elif self._events[trigger].trigger(run, run):
             return Phase(getattr(run, MODEL_ATTRIBUTE))
         raise InvalidTransition(f"no transition for {trigger!r} from {source!r} with verdict {run.verdict}")
+
+    def guard(self, source: str, trigger: str, verdict: Verdict) -> str | None:
+        """The guard that let `trigger` leave `source` under `verdict` (None: an unguarded edge)."""
+        return self._guards.get((source, trigger, verdict))
 
     @property
     def machine(self) -> Machine:

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from boundloop import AgentLoop, Budget, ScriptedClient, TraceEvent, tool
+from boundloop import AgentLoop, Budget, GraphvizMissing, ScriptedClient, TraceEvent, tool
 from boundloop.statemachine.diagram import (
     FORMATS,
-    GraphvizMissing,
     mermaid_block,
     read_trace,
     render,
