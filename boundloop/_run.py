@@ -213,7 +213,7 @@ class Run:
         )
         metrics = self.loop.metrics
         if metrics is not None:
-            metrics.transition(source, dest, duration)
+            metrics.transition(source, dest, duration, self.state.trace_id)
 
     def event(self, kind: TraceKind, /, **data: Any) -> None:
         """Add a non-transition event to the trace."""
@@ -621,7 +621,9 @@ class Run:
                 duration_s=result.duration_s,
             )
             if metrics is not None:
-                metrics.tool_call(call.name, outcome, result.duration_s if result.attempts else None)
+                metrics.tool_call(
+                    call.name, outcome, result.duration_s if result.attempts else None, state.trace_id
+                )
 
     # -- stopping ------------------------------------------------------------------------
 
@@ -679,6 +681,9 @@ class Run:
         reason = state.stop_reason or StopReason.FAILED
         state.stop_reason = reason
         duration = time.perf_counter() - self.started
+        metrics = self.loop.metrics
+        if metrics is not None:  # first: a failing on_event hook must not leave runs_active up
+            metrics.run_finished(reason, duration, state.trace_id)
         self.event(
             "stop",
             stop_reason=str(reason),
@@ -687,9 +692,6 @@ class Run:
             tool_calls=state.tool_calls,
             duration_s=duration,
         )
-        metrics = self.loop.metrics
-        if metrics is not None:
-            metrics.run_finished(reason, duration, state.trace_id)
 
     def result(self) -> LoopResult:
         """The run's result (partial until stopped)."""

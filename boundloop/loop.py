@@ -99,26 +99,53 @@ class AgentLoop:
         store: CheckpointStore | None = None,
     ) -> None:
         create = getattr(getattr(client, "messages", None), "create", None)
-        if not callable(create):
-            raise ConfigurationError(
-                f"client {client!r} has no messages.create: pass anthropic.AsyncAnthropic() or ScriptedClient"
-            )
-        if not isinstance(model, str) or not model:
-            raise ConfigurationError("model must be a non-empty model name, e.g. 'claude-sonnet-4-6'")
-        if budget is None:
-            raise ConfigurationError(
-                "a Budget is required: there is no unbounded loop (e.g. budget=Budget(max_steps=8))"
-            )
-        if not isinstance(budget, Budget):
-            raise ConfigurationError(f"budget must be a Budget, got {type(budget).__name__}")
-        if isinstance(cast(object, tools), Tool):
-            raise ConfigurationError("tools takes a list of tools: tools=[my_tool]")
-        if not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ConfigurationError(f"max_tokens must be a positive int, got {max_tokens!r}")
-        if on_tool_error not in ("report", "raise"):
-            raise ConfigurationError(f"on_tool_error must be 'report' or 'raise', got {on_tool_error!r}")
-        if not isinstance(max_tool_output_chars, int) or max_tool_output_chars < 1:
-            raise ConfigurationError("max_tool_output_chars must be a positive int")
+        _require(
+            callable(create),
+            f"client {client!r} has no messages.create: pass anthropic.AsyncAnthropic() or ScriptedClient",
+        )
+        _require(
+            isinstance(model, str) and bool(model),
+            "model must be a non-empty model name, e.g. 'claude-sonnet-4-6'",
+        )
+        _require(
+            budget is not None,
+            "a Budget is required: there is no unbounded loop (e.g. budget=Budget(max_steps=8))",
+        )
+        _require(isinstance(budget, Budget), f"budget must be a Budget, got {type(budget).__name__}")
+        _require(not isinstance(cast(object, tools), Tool), "tools takes a list of tools: tools=[my_tool]")
+        _require(
+            isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens >= 1,
+            f"max_tokens must be a positive int, got {max_tokens!r}",
+        )
+        _require(
+            policy is None or isinstance(cast(object, policy), Policy),
+            f"policy must be a Policy, got {type(policy).__name__}",
+        )
+        _require(
+            isinstance(metrics, _Default | LoopMetrics | None),
+            f"metrics must be a LoopMetrics or None, got {type(metrics).__name__}",
+        )
+        _require(
+            redact is None or callable(redact),
+            f"redact must be a callable taking and returning a str, got {redact!r}",
+        )
+        _require(
+            on_event is None or callable(on_event),
+            f"on_event must be a callable taking a TraceEvent, got {on_event!r}",
+        )
+        _require(
+            on_tool_error in ("report", "raise"),
+            f"on_tool_error must be 'report' or 'raise', got {on_tool_error!r}",
+        )
+        _require(
+            isinstance(max_tool_output_chars, int) and max_tool_output_chars >= 1,
+            "max_tool_output_chars must be a positive int",
+        )
+        _require(
+            engine in ("compiled", "transitions"),
+            f"engine must be 'compiled' or 'transitions', got {engine!r}",
+        )
+        assert budget is not None  # checked above, for the type checker
         self.client = client
         self.model = model
         self.tools = ToolRegistry(tools)
@@ -142,8 +169,6 @@ class AgentLoop:
             )
         chosen = default_metrics() if isinstance(metrics, _Default) else metrics
         self.metrics: BoundMetrics | None = None if chosen is None else chosen.bind(name, self.tools)
-        if engine not in ("compiled", "transitions"):
-            raise ConfigurationError(f"engine must be 'compiled' or 'transitions', got {engine!r}")
         self.machine = StateMachine(engine)
 
     def _check_policy(self) -> None:
@@ -197,6 +222,11 @@ class AgentLoop:
         finally:
             self.machine.remove(run)
         return run.result()
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigurationError(message)
 
 
 def _handlers(overrides: Mapping[str, SignalHandler] | None) -> dict[str, SignalHandler]:

@@ -147,9 +147,6 @@ def test_agent_loop_misconfiguration_raises_at_construction(overrides: JSON, exp
     assert isinstance(caught.value, LoopError)
 
 
-_LOOP_PY = "boundloop/loop.py does not check this argument's type; it fails later or mid-run"
-
-
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
@@ -157,25 +154,21 @@ _LOOP_PY = "boundloop/loop.py does not check this argument's type; it fails late
             {"policy": {"forbidden": ["refund"]}},
             r"policy must be a Policy",
             id="policy-not-a-policy",
-            marks=pytest.mark.xfail(strict=True, raises=AttributeError, reason=_LOOP_PY),
         ),
         pytest.param(
             {"metrics": "on"},
             r"metrics must be a LoopMetrics",
             id="metrics-not-loop-metrics",
-            marks=pytest.mark.xfail(strict=True, raises=AttributeError, reason=_LOOP_PY),
         ),
         pytest.param(
             {"redact": "[hidden]"},
             r"redact must be a callable",
             id="redact-not-callable",
-            marks=pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=_LOOP_PY),
         ),
         pytest.param(
             {"max_tokens": True},
             r"max_tokens must be a positive int, got True",
             id="max-tokens-bool",
-            marks=pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=_LOOP_PY),
         ),
     ],
 )
