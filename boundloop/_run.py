@@ -55,9 +55,13 @@ _LIMITS: Final = {
 }
 
 
+_CANONICAL_JSON: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
+"""Built once: `json.dumps` with options builds a new encoder on every call."""
+
+
 def canonical(name: str, tool_input: object) -> str:
     """The identity of a call for repeat detection: tool name and canonical JSON input."""
-    return name + "\x00" + json.dumps(tool_input, sort_keys=True, separators=(",", ":"), default=str)
+    return name + "\x00" + _CANONICAL_JSON(tool_input)
 
 
 class Run:
