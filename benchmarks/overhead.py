@@ -91,44 +91,47 @@ class FastClient:
         return response
 
 
-async def _answer_gather(block: ToolUseBlock) -> ToolResultBlockParam:
+async def _answer(block: ToolUseBlock) -> ToolResultBlockParam:
     result = await HANDLERS[block.name](**block.input)
     return {"type": "tool_result", "tool_use_id": block.id, "content": result}
 
 
-async def hand_written_gather(responses: list[Message]) -> str:
-    """The floor: call, append, route on stop_reason, asyncio.gather the tools, one user message."""
-    client = FastClient(responses)
-    messages: list[MessageParam] = [{"role": "user", "content": "go"}]
-    while True:
-        response = await client.create(model="m", max_tokens=1024, messages=messages)
-        messages.append({"role": "assistant", "content": response.content})
-        if response.stop_reason != "tool_use":
-            return "".join(b.text for b in response.content if b.type == "text")
-        blocks = [b for b in response.content if isinstance(b, ToolUseBlock)]
-        results = await asyncio.gather(*(_answer_gather(b) for b in blocks))
-        messages.append({"role": "user", "content": list(results)})
-
-
 async def _answer_into(results: list[ToolResultBlockParam | None], index: int, block: ToolUseBlock) -> None:
-    results[index] = await _answer_gather(block)
+    results[index] = await _answer(block)
 
 
-async def hand_written_anyio(responses: list[Message]) -> str:
-    """The same floor with an anyio task group instead of gather."""
-    client = FastClient(responses)
-    messages: list[MessageParam] = [{"role": "user", "content": "go"}]
-    while True:
-        response = await client.create(model="m", max_tokens=1024, messages=messages)
-        messages.append({"role": "assistant", "content": response.content})
-        if response.stop_reason != "tool_use":
-            return "".join(b.text for b in response.content if b.type == "text")
-        blocks = [b for b in response.content if isinstance(b, ToolUseBlock)]
-        results: list[ToolResultBlockParam | None] = [None] * len(blocks)
-        async with anyio.create_task_group() as group:
-            for index, block in enumerate(blocks):
-                group.start_soon(_answer_into, results, index, block)
-        messages.append({"role": "user", "content": [r for r in results if r is not None]})
+async def batch_gather(blocks: list[ToolUseBlock]) -> list[ToolResultBlockParam]:
+    """All calls of a response with asyncio.gather."""
+    return list(await asyncio.gather(*(_answer(b) for b in blocks)))
+
+
+async def batch_anyio(blocks: list[ToolUseBlock]) -> list[ToolResultBlockParam]:
+    """All calls of a response in one anyio task group, results by block index."""
+    results: list[ToolResultBlockParam | None] = [None] * len(blocks)
+    async with anyio.create_task_group() as group:
+        for index, block in enumerate(blocks):
+            group.start_soon(_answer_into, results, index, block)
+    return [r for r in results if r is not None]
+
+
+Batch = Callable[[list[ToolUseBlock]], Awaitable[list[ToolResultBlockParam]]]
+
+
+def hand_written(batch: Batch) -> Callable[[list[Message]], Awaitable[str]]:
+    """The floor: call, append, route on stop_reason, run the tools, answer in one user message."""
+
+    async def run(responses: list[Message]) -> str:
+        client = FastClient(responses)
+        messages: list[MessageParam] = [{"role": "user", "content": "go"}]
+        while True:
+            response = await client.create(model="m", max_tokens=1024, messages=messages)
+            messages.append({"role": "assistant", "content": response.content})
+            if response.stop_reason != "tool_use":
+                return "".join(b.text for b in response.content if b.type == "text")
+            blocks = [b for b in response.content if isinstance(b, ToolUseBlock)]
+            messages.append({"role": "user", "content": await batch(blocks)})
+
+    return run
 
 
 def boundloop_variant(
@@ -156,8 +159,8 @@ async def measure(turns: int, repeat: int) -> dict[str, float]:
     """Median µs per iteration of every variant, interleaved."""
     responses = script(turns)
     variants: dict[str, Callable[[list[Message]], Awaitable[str]]] = {
-        "hand-written (asyncio.gather)": hand_written_gather,
-        "hand-written (anyio task group)": hand_written_anyio,
+        "hand-written (asyncio.gather)": hand_written(batch_gather),
+        "hand-written (anyio task group)": hand_written(batch_anyio),
         "boundloop (metrics + trace)": boundloop_variant(responses, metrics=True),
         "boundloop (trace, no metrics)": boundloop_variant(responses, metrics=False),
     }

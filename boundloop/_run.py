@@ -234,6 +234,12 @@ class Run:
     async def _assemble(self) -> Trigger:
         if await self._budget_spent():
             return Trigger.ASSEMBLED
+        self.request = self._build_request()
+        self.verdict = Verdict.CONTINUE
+        return Trigger.ASSEMBLED
+
+    def _build_request(self, *, tools_allowed: bool = True) -> dict[str, Any]:
+        """The Messages API request for the transcript so far."""
         loop = self.loop
         request: dict[str, Any] = {
             "model": loop.model,
@@ -244,9 +250,9 @@ class Run:
             request["system"] = loop.system
         if loop.tools:
             request["tools"] = loop.tools.params
-        self.request = request
-        self.verdict = Verdict.CONTINUE
-        return Trigger.ASSEMBLED
+            if not tools_allowed:
+                request["tool_choice"] = {"type": "none"}
+        return request
 
     async def _propose(self) -> Trigger:
         started = time.perf_counter()
@@ -395,26 +401,15 @@ class Run:
 
     async def _final_answer(self, reason: StopReason) -> None:
         """With `on_exhausted="final_answer"`: one last call without tools, for the best answer."""
-        loop = self.loop
-        if loop.budget.on_exhausted != "final_answer" or reason is StopReason.TIMEOUT:
+        if self.loop.budget.on_exhausted != "final_answer" or reason is StopReason.TIMEOUT:
             return
         note = (
             f"The budget of this run is spent ({_LIMITS[reason]}). Do not call tools. "
             "Give your best final answer now from what you have gathered, and say what is uncertain."
         )
         self._append_user([{"type": "text", "text": note}])
-        request: dict[str, Any] = {
-            "model": loop.model,
-            "max_tokens": loop.max_tokens,
-            "messages": list(self.state.messages),
-        }
-        if loop.system is not None:
-            request["system"] = loop.system
-        if loop.tools:
-            request["tools"] = loop.tools.params
-            request["tool_choice"] = {"type": "none"}
         started = time.perf_counter()
-        response = await self._call_model(request)
+        response = await self._call_model(self._build_request(tools_allowed=False))
         if response is None:
             self.state.stop_reason = reason  # keep the budget's reason; the API error is recorded
             return
