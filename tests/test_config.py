@@ -170,6 +170,11 @@ def test_agent_loop_misconfiguration_raises_at_construction(overrides: JSON, exp
             r"max_tokens must be a positive int, got True",
             id="max-tokens-bool",
         ),
+        pytest.param(
+            {"on_event": "print"},
+            r"on_event must be a callable taking a TraceEvent, got 'print'",
+            id="on-event-not-callable",
+        ),
     ],
 )
 def test_agent_loop_rejects_arguments_of_the_wrong_type(overrides: JSON, expected: str) -> None:
