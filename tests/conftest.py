@@ -6,6 +6,7 @@ import os
 import shutil
 
 import pytest
+from hypothesis import settings
 from prometheus_client import CollectorRegistry
 
 from boundloop import LoopMetrics
@@ -32,3 +33,10 @@ def require_binary(name: str, package: str) -> str:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+# Hypothesis: no per-example deadline (CI machines are shared and slow to start threads) and
+# no example database written into the checkout; `--hypothesis-profile=dev` keeps it local.
+settings.register_profile("ci", deadline=None, database=None, print_blob=True)
+settings.register_profile("dev", deadline=None)
+settings.load_profile("ci")
