@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -101,11 +102,15 @@ class Run:
         self.slots: list[CallResult | None] = []
         """Answers to `calls`, by block index: decided in validate, filled in act."""
         self.planned: list[Planned] = []
+        self.invoked: set[int] = set()
+        """Indexes of `calls` whose handler was invoked (its effect may have happened)."""
         self.open_calls = False
         """The last assistant message has tool_use blocks not yet answered."""
         self.succeeded: dict[str, CallResult] = {}
         """Canonical call -> its successful result, for repeat detection."""
         self.cancel_requested = False
+        self.earlier_text = ""
+        """Text of the current assistant turn before a pause_turn / max_tokens continuation."""
         self._work: dict[str, Callable[[], Awaitable[Trigger]]] = {
             Phase.ASSEMBLE: self._assemble,
             Phase.PROPOSE: self._propose,
@@ -161,11 +166,25 @@ class Run:
             raise
         finally:
             self._record_stop()
-            store = self.loop.store
-            if store is not None:
-                # The last checkpoint is saved even when the caller cancelled us.
-                with anyio.move_on_after(CHECKPOINT_TIMEOUT_S, shield=True):
-                    await store.save(self.state)
+            await self._last_checkpoint()
+
+    async def _last_checkpoint(self) -> None:
+        """Save the final state, shielded from the caller's cancellation.
+
+        A failing store never replaces an exception or cancellation already on its way out:
+        then the store's error is recorded in the state and the trace instead.
+        """
+        store = self.loop.store
+        if store is None:
+            return
+        in_flight = sys.exc_info()[1] is not None
+        try:
+            with anyio.move_on_after(CHECKPOINT_TIMEOUT_S, shield=True):
+                await store.save(self.state)
+        except Exception as exc:
+            if not in_flight:
+                raise
+            self.error("checkpoint", exc)
 
     async def _drive_cancellable(self, cancel: anyio.Event, scope: anyio.CancelScope) -> None:
         async def watch() -> None:
@@ -270,7 +289,8 @@ class Run:
         handler = self.loop.signal_handlers.get(str(response.stop_reason))
         if handler is None:
             raise UnhandledStop(response.stop_reason)
-        route = handler(response, SignalContext(policy=self.loop.policy, state=self.state))
+        context = SignalContext(policy=self.loop.policy, state=self.state, earlier_text=self.earlier_text)
+        route = handler(response, context)
         decisions: list[JSON] = []
         if route.verdict is Verdict.TOOL_CALLS:
             route = await self._plan(route, decisions)
@@ -285,16 +305,19 @@ class Run:
         if route.verdict is Verdict.RESUME:
             if route.continuation:
                 self.state.continuations += 1
+            # A paused or cut-off turn goes on in the next response: keep its text for the answer.
+            resumed = response.stop_reason in ("pause_turn", "max_tokens")
+            self.earlier_text = context.answer(response) if resumed else ""
             # Client tool_use blocks do not come with a resumable turn; if one does, answer it so
             # the transcript stays valid (the model continues after the answers).
             self._answer_open_calls("denied", f"not run: the response stopped with {response.stop_reason}")
             if route.nudge is not None:
                 self._append_user([{"type": "text", "text": route.nudge}])
         elif route.verdict is Verdict.FINAL:
-            self.state.answer = answer_text(response)
+            self.state.answer = context.answer(response) or None
             self.finish(StopReason.COMPLETED, None)
         elif route.verdict is Verdict.STOP:
-            assert route.stop_reason is not None
+            assert route.stop_reason is not None  # Route.__post_init__ guarantees it
             self.finish(route.stop_reason, route.detail)
             if route.stop_reason is StopReason.MAX_TOOL_CALLS:
                 await self._final_answer(route.stop_reason)
@@ -309,7 +332,8 @@ class Run:
                 if item.tool is not None and item.result is None
             ],
         )
-        await dispatch(self.planned, self.slots, self._dispatch_config)
+        self.earlier_text = ""
+        await dispatch(self.planned, self.slots, self._dispatch_config, self.invoked)
         self._answer_open_calls("cancelled", "not run")
         self.verdict = Verdict.CONTINUE
         return Trigger.ACTED
@@ -323,7 +347,7 @@ class Run:
                 StopReason.NEEDS_HUMAN,
                 f"circuit breaker open: {state.consecutive_tool_errors} failing tool results in a row",
             )
-        elif state.repeated_calls and state.repeated_calls >= budget.max_repeated_calls:
+        elif state.repeated_calls > budget.max_repeated_calls:
             self.verdict = Verdict.BREAKER_OPEN
             self.finish(StopReason.NEEDS_HUMAN, f"{state.repeated_calls} repeated tool calls")
         elif not await self._budget_spent():
@@ -369,6 +393,7 @@ class Run:
         ]
         self.keys = [canonical(call.name, call.input) for call in self.calls]
         self.slots = [None] * len(self.calls)
+        self.invoked = set()
         self.planned = []
         self.open_calls = bool(self.calls)
         usage = response.usage
@@ -385,6 +410,7 @@ class Run:
         self.event(
             "proposal",
             stop_reason=response.stop_reason,
+            stop_sequence=response.stop_sequence,
             tools=[call.name for call in self.calls],
             duration_s=duration_s,
             input_tokens=usage.input_tokens,
@@ -400,8 +426,11 @@ class Run:
             )
 
     async def _final_answer(self, reason: StopReason) -> None:
-        """With `on_exhausted="final_answer"`: one last call without tools, for the best answer."""
-        if self.loop.budget.on_exhausted != "final_answer" or reason is StopReason.TIMEOUT:
+        """With `on_exhausted="final_answer"`: one last call without tools, for the best answer.
+
+        Only for the step and tool-call budgets: time, tokens and cost are hard ceilings.
+        """
+        if self.loop.budget.on_exhausted != "final_answer" or reason not in _FINAL_ANSWER_AFTER:
             return
         note = (
             f"The budget of this run is spent ({_LIMITS[reason]}). Do not call tools. "
@@ -409,9 +438,11 @@ class Run:
         )
         self._append_user([{"type": "text", "text": note}])
         started = time.perf_counter()
+        detail = self.state.stop_detail
         response = await self._call_model(self._build_request(tools_allowed=False))
-        if response is None:
-            self.state.stop_reason = reason  # keep the budget's reason; the API error is recorded
+        if response is None:  # keep the budget's reason; the API error is in state.errors
+            self.state.stop_reason = reason
+            self.state.stop_detail = f"{detail}; the final-answer call failed"
             return
         self._accept(response, time.perf_counter() - started)
         self.state.answer = answer_text(response) or None
@@ -420,18 +451,25 @@ class Run:
     # -- validation ----------------------------------------------------------------------
 
     async def _plan(self, route: Route, decisions: list[JSON]) -> Route:
-        """Decide every proposed call before any runs: execute, deny, repeat or escalate."""
+        """Decide every proposed call before any runs: execute, deny, repeat or escalate.
+
+        Two passes: the synchronous checks decide whether the batch may run at all; only
+        then is an in-process approver asked, so it never approves a call that cannot run.
+        """
         planned: list[Planned] = []
         blocked: list[str] = []
         escalated: list[str] = []
-        for call, key in zip(self.calls, self.keys, strict=True):
-            item, decision = await self._decide(call, key)
+        to_approve: list[int] = []
+        for index, (call, key) in enumerate(zip(self.calls, self.keys, strict=True)):
+            item, decision = self._decide(call, key)
             planned.append(item)
             decisions.append(self._decided(item, decision))
             if decision == "block":
                 blocked.append(call.name)
             elif decision == "escalate":
                 escalated.append(call.name)
+            elif decision == "approve":
+                to_approve.append(index)
         self.planned = planned
         self.slots = [item.result for item in planned]
         if blocked:
@@ -444,18 +482,26 @@ class Run:
         limit = self.loop.budget.max_tool_calls
         runnable = sum(1 for item in planned if item.tool is not None)
         if limit is not None and state.tool_calls + runnable > limit:
-            state.exceeded = {
-                "limit": "max_tool_calls",
-                "value": limit,
-                "used": state.tool_calls + runnable,
-            }
+            state.exceeded = {"limit": "max_tool_calls", "value": limit, "used": state.tool_calls}
             return self._refuse_batch(
                 StopReason.MAX_TOOL_CALLS,
                 f"{runnable} tool calls proposed, {limit - state.tool_calls} left of max_tool_calls={limit}",
             )
+        approve = self.loop.policy.approve
+        for index in to_approve:
+            item = planned[index]
+            assert approve is not None  # "approve" is only decided when there is an approver
+            approved = await approve(item.call)
+            decisions[index] = {**decisions[index], "decision": "execute" if approved else "deny"}
+            if not approved:
+                item.tool = None
+                item.result = self.slots[index] = refused(
+                    item.call, "denied", f"{item.call.name} was denied by the approver: not run"
+                )
+                decisions[index]["reason"] = item.result.content
         return route
 
-    async def _decide(self, call: ToolCall, key: str) -> tuple[Planned, str]:
+    def _decide(self, call: ToolCall, key: str) -> tuple[Planned, str]:
         """One call against the policy, the registry, the schema and the run's history."""
         policy = self.loop.policy
         name = call.name
@@ -489,9 +535,8 @@ class Run:
                 )
                 item.result = refused(call, "denied", f"{name} awaits human approval: not run")
                 return item, "escalate"
-            if not await policy.approve(call):
-                item.result = refused(call, "denied", f"{name} was denied by the approver: not run")
-                return item, "deny"
+            item.tool = tool
+            return item, "approve"
         item.tool = tool
         return item, "execute"
 
@@ -574,11 +619,22 @@ class Run:
             return
         self.open_calls = False
         results = [
-            slot if slot is not None else refused(call, outcome, text)
-            for call, slot in zip(self.calls, self.slots, strict=True)
+            slot if slot is not None else self._unanswered(index, call, outcome, text)
+            for index, (call, slot) in enumerate(zip(self.calls, self.slots, strict=True))
         ]
         self._append_user([result.to_block() for result in results])
         self._observe_results(results, self.keys)
+
+    def _unanswered(self, index: int, call: ToolCall, outcome: Outcome, text: str) -> CallResult:
+        if index in self.invoked:
+            key = f"{self.state.task_id}:{call.step}:{call.id}"
+            return refused(
+                call,
+                "cancelled",
+                f"interrupted while running ({text.removeprefix('not run: ')}): its effect is unknown; "
+                f"idempotency key {key}",
+            )
+        return refused(call, outcome, text)
 
     def _observe_results(self, results: list[CallResult], keys: list[str]) -> None:
         state = self.state
@@ -640,8 +696,11 @@ class Run:
         """Leave any state for `stopped` (timeout, cancellation, failure)."""
         if self.phase == Phase.STOPPED:
             return
-        if reason is StopReason.TIMEOUT and self.state.stop_reason is not None:
-            pass  # a budget stop was decided first; only its final-answer call ran out of time
+        state = self.state
+        if state.stop_reason is not None:
+            # The stop was decided first; only its final-answer call was interrupted.
+            state.stop_detail = f"{state.stop_detail}; the final-answer call was interrupted: {detail}"
+            self._answer_open_calls("cancelled", f"not run: {reason}")
         else:
             if reason is StopReason.TIMEOUT:
                 self.state.exceeded = {
@@ -709,6 +768,7 @@ _DECISIONS: Final = {
     Verdict.FINAL: "final",
     Verdict.STOP: "stop",
 }
+_FINAL_ANSWER_AFTER: Final = frozenset({StopReason.MAX_STEPS, StopReason.MAX_TOOL_CALLS})
 _CANCELS: Final = frozenset({StopReason.CANCELLED, StopReason.TIMEOUT, StopReason.FAILED})
 
 
@@ -753,4 +813,6 @@ def transcript_errors(messages: list[MessageParam]) -> list[str]:
                 )
             open_ids = [field(b, "id") for b in blocks if kind(b) == "tool_use"]
         previous = role
+    if open_ids:
+        problems.append(f"tool_use {open_ids} never answered")
     return problems

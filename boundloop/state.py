@@ -80,7 +80,7 @@ class Budget:
     max_consecutive_tool_errors: int = 2
     """Failing tool results in a row that open the circuit breaker (`needs_human`)."""
     max_repeated_calls: int = 2
-    """Repeats of an earlier successful call tolerated before `needs_human`."""
+    """Repeats of an earlier successful call tolerated; one more stops the run (`needs_human`)."""
     max_tool_retries: int = 0
     """Retries of a handler that raised `RetryableToolError`."""
     tool_timeout_s: float | None = None

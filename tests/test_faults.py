@@ -275,14 +275,17 @@ async def test_a_repeated_successful_call_returns_the_earlier_result_without_run
     assert result.stop_reason is StopReason.COMPLETED
 
 
-async def test_too_many_repeats_stop_the_run_for_a_human() -> None:
-    """After max_repeated_calls repeats the run stops with needs_human."""
+@pytest.mark.parametrize("tolerated", [0, 1, 2])
+async def test_one_repeat_more_than_tolerated_stops_the_run_for_a_human(tolerated: int) -> None:
+    """max_repeated_calls repeats are answered from history; the next one stops with needs_human."""
     ledger = Ledger()
     call = ("read_order", {"order_id": "O-1"})
-    client = ScriptedClient([tool_use(call), tool_use(call), tool_use(call)])
-    result = await loop_for(client, ledger, budget=Budget(max_steps=6, max_repeated_calls=2)).run("goal")
+    client = ScriptedClient([tool_use(call) for _ in range(tolerated + 2)])
+    budget = Budget(max_steps=6, max_repeated_calls=tolerated)
+    result = await loop_for(client, ledger, budget=budget).run("goal")
     assert result.stop_reason is StopReason.NEEDS_HUMAN
-    assert result.state.repeated_calls == 2
+    assert result.state.repeated_calls == tolerated + 1
+    assert result.state.step == tolerated + 2
     assert ledger.names() == ["read_order"]
     assert "repeated" in (result.state.stop_detail or "")
 

@@ -210,7 +210,8 @@ async def test_max_tool_calls_stops_before_any_call_of_the_batch_runs(engine: En
     result = await loop.run("goal")
     assert result.stop_reason is StopReason.MAX_TOOL_CALLS
     assert ran == []
-    assert result.state.exceeded == {"limit": "max_tool_calls", "value": 1, "used": 2}
+    assert result.state.exceeded == {"limit": "max_tool_calls", "value": 1, "used": 0}
+    assert "2 tool calls proposed, 1 left" in (result.state.stop_detail or "")
     assert [block["is_error"] for block in blocks(result.messages[-1])] == [True, True]
     assert_valid_transcript(result.messages)
 

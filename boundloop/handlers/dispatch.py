@@ -11,7 +11,7 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeAlias, TypeGuard, final
+from typing import Any, Literal, NamedTuple, TypeAlias, TypeGuard, final
 
 import anyio
 import pydantic
@@ -100,17 +100,32 @@ def refused(call: ToolCall, outcome: Outcome, text: str) -> CallResult:
     return CallResult(call=call, outcome=outcome, content=text)
 
 
+class _Retry(NamedTuple):
+    delay_s: float
+    error: str
+
+
 async def dispatch(
     planned: Sequence[Planned],
     slots: list[CallResult | None],
     config: DispatchConfig,
+    started: set[int] | None = None,
 ) -> None:
     """Run the executable calls of `planned` concurrently, filling `slots` in block order.
+
+    Args:
+        planned: the validated calls, in block order.
+        slots: one per call; decided results are copied in, run results written when done.
+        config: the run's dispatch settings.
+        started: receives the index of every call whose handler was invoked, so a call
+            interrupted by a timeout or cancellation can be told apart from one never run.
 
     Raises:
         Exception: the first handler failure, when `config.raise_errors` is set; the
             sibling calls are cancelled first and their slots stay empty.
+        BaseException: a handler's `KeyboardInterrupt` / `SystemExit`, as itself.
     """
+    started = set() if started is None else started
     failure: list[BaseException] = []
     runnable: list[tuple[int, Planned, Tool]] = []
     for index, item in enumerate(planned):
@@ -119,15 +134,29 @@ async def dispatch(
         else:
             runnable.append((index, item, item.tool))
     if runnable:
-        async with anyio.create_task_group() as group:
-            # Spawning costs more than running: the last call runs in this task while the
-            # others, started first, run in theirs; all of them are in flight together.
-            *spawned, (index, item, tool) = runnable
-            for spawn_index, spawn_item, spawn_tool in spawned:
-                group.start_soon(
-                    _run_call, spawn_item, spawn_tool, slots, spawn_index, config, failure, group.cancel_scope
-                )
-            await _run_call(item, tool, slots, index, config, failure, group.cancel_scope)
+        try:
+            async with anyio.create_task_group() as group:
+                # Spawning costs more than running: the last call runs in this task while the
+                # others, started first, run in theirs; all of them are in flight together.
+                *spawned, (index, item, tool) = runnable
+                for spawn_index, spawn_item, spawn_tool in spawned:
+                    group.start_soon(
+                        _run_call,
+                        spawn_item,
+                        spawn_tool,
+                        slots,
+                        spawn_index,
+                        config,
+                        failure,
+                        group.cancel_scope,
+                        started,
+                    )
+                await _run_call(item, tool, slots, index, config, failure, group.cancel_scope, started)
+        except BaseExceptionGroup as group_error:
+            # Tasks catch their handlers' Exceptions; what is left (SystemExit, ...) leaves as itself.
+            if len(group_error.exceptions) == 1:
+                raise group_error.exceptions[0] from None
+            raise
     if failure:
         raise failure[0]
 
@@ -140,6 +169,7 @@ async def _run_call(
     config: DispatchConfig,
     failure: list[BaseException],
     group_scope: anyio.CancelScope,
+    started_calls: set[int],
 ) -> None:
     call = item.call
     context = ToolContext(
@@ -152,12 +182,19 @@ async def _run_call(
     timeout = tool.timeout_s if tool.timeout_s is not None else config.default_timeout_s
     started = time.perf_counter()
     attempts = 0
-    result: CallResult | float
+    result: CallResult | _Retry
+    last_error = ""
     while True:
         if not config.may_attempt():
-            result = refused(call, "denied", f"not run: the tool-call budget is spent ({attempts} attempts)")
+            if attempts:  # the handler ran and failed; retrying would exceed max_tool_calls
+                result = refused(
+                    call, "error", f"{last_error} (retries stopped: the tool-call budget is spent)"
+                )
+            else:
+                result = refused(call, "denied", "not run: the tool-call budget is spent")
             break
         attempts += 1
+        started_calls.add(index)
         try:
             if timeout is None:  # no cancel scope to build when there is no deadline
                 result = await _attempt(item, tool, context, config, attempts)
@@ -165,34 +202,43 @@ async def _run_call(
                 with anyio.move_on_after(timeout) as scope:
                     result = await _attempt(item, tool, context, config, attempts)
                 if scope.cancelled_caught:
-                    result = refused(
-                        call, "timeout", f"timed out after {timeout:g} s; the call was cancelled"
-                    )
+                    result = refused(call, "timeout", _timed_out(tool, timeout))
         except Exception as exc:  # only with on_tool_error="raise": stop the batch, surface it
             failure.append(exc)
             group_scope.cancel()
             return
         if isinstance(result, CallResult):
             break
-        await anyio.sleep(result)
+        last_error = result.error
+        await anyio.sleep(result.delay_s)
     result.attempts = attempts
     result.duration_s = time.perf_counter() - started
     slots[index] = result
 
 
+def _timed_out(tool: Tool, timeout: float) -> str:
+    if tool.runs_in_thread:
+        # A thread cannot be cancelled: say so, so nobody assumes the side effect did not happen.
+        return f"timed out after {timeout:g} s; the worker thread may still finish, so its effect is unknown"
+    return f"timed out after {timeout:g} s; the call was cancelled"
+
+
 async def _attempt(
     item: Planned, tool: Tool, context: ToolContext, config: DispatchConfig, attempt: int
-) -> CallResult | float:
+) -> CallResult | _Retry:
     """One invocation of the handler: its result, or the delay before a retry."""
     call = item.call
     try:
         value = await tool.invoke(item.arguments, context)
     except RetryableToolError as exc:
+        error = f"{type(exc).__name__}: {exc}"
         if attempt <= config.max_retries:
             if exc.retry_after_s is not None:  # an explicit 0 means "retry now", not "use the backoff"
-                return exc.retry_after_s
-            return config.retry_backoff_s * 2.0 ** (attempt - 1)
-        return refused(call, "error", f"{type(exc).__name__}: {exc} (after {attempt} attempts)")
+                return _Retry(exc.retry_after_s, error)
+            return _Retry(config.retry_backoff_s * 2.0 ** (attempt - 1), error)
+        if config.raise_errors:
+            raise
+        return refused(call, "error", f"{error} (after {attempt} attempts)")
     except Exception as exc:  # the tool boundary: a failure becomes an is_error result
         if config.raise_errors:
             raise

@@ -32,6 +32,17 @@ class Route:
     continuation: bool = False
     """For RESUME: counts against `Policy.max_continuations`."""
 
+    def __post_init__(self) -> None:
+        if self.verdict not in _ROUTABLE:
+            raise ValueError(f"Route.verdict must be TOOL_CALLS, RESUME, FINAL or STOP, not {self.verdict}")
+        if self.verdict is Verdict.STOP and (
+            self.stop_reason is None or self.stop_reason is StopReason.COMPLETED
+        ):
+            raise ValueError("a STOP route needs a stop_reason other than completed")
+
+
+_ROUTABLE: Final = frozenset({Verdict.TOOL_CALLS, Verdict.RESUME, Verdict.FINAL, Verdict.STOP})
+
 
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +51,12 @@ class SignalContext:
 
     policy: Policy
     state: LoopState
+    earlier_text: str = ""
+    """Text of the same assistant turn before this response (a paused or cut-off turn)."""
+
+    def answer(self, message: Message) -> str:
+        """The whole turn's text: what came before a pause or continuation, then this response."""
+        return self.earlier_text + answer_text(message)
 
 
 SignalHandler = Callable[[Message, SignalContext], Route]
@@ -74,7 +91,7 @@ def on_end_turn(message: Message, ctx: SignalContext) -> Route:
     problem: str | None = None
     if missing:
         problem = f"missing evidence from {', '.join(missing)}"
-    elif policy.success is not None and not policy.success(ctx.state, answer_text(message)):
+    elif policy.success is not None and not policy.success(ctx.state, ctx.answer(message)):
         problem = "the success check rejected the answer"
     if problem is None:
         return Route(verdict=Verdict.FINAL, stop_reason=StopReason.COMPLETED)
@@ -91,14 +108,24 @@ def on_pause_turn(message: Message, ctx: SignalContext) -> Route:
     return Route(verdict=Verdict.RESUME)
 
 
+CONTINUE_AFTER_MAX_TOKENS: Final = (
+    "Your previous reply was cut off by the output token limit. "
+    "Continue exactly where it stopped, without repeating anything."
+)
+
+
 def on_max_tokens(message: Message, ctx: SignalContext) -> Route:
-    """Never a final answer; a truncated tool_use is never executed."""
+    """Never a final answer; a truncated tool_use is never executed.
+
+    A continuation asks for the rest in a user turn: ending a request with an assistant
+    turn (prefill) is rejected by current models.
+    """
     last = message.content[-1] if message.content else None
     if isinstance(last, ToolUseBlock):
         return stop(StopReason.TRUNCATED, f"output cut inside tool_use {last.name!r}: not executed")
     policy = ctx.policy
     if policy.on_max_tokens == "continue" and ctx.state.continuations < policy.max_continuations:
-        return Route(verdict=Verdict.RESUME, continuation=True)
+        return Route(verdict=Verdict.RESUME, nudge=CONTINUE_AFTER_MAX_TOKENS, continuation=True)
     return stop(StopReason.TRUNCATED, "the model hit max_tokens")
 
 

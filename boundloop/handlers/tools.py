@@ -139,6 +139,11 @@ class Tool:
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, side_effect={self.side_effect})"
 
+    @property
+    def runs_in_thread(self) -> bool:
+        """A sync handler: it runs in a worker thread, which a timeout cannot stop."""
+        return not self._is_async
+
     def to_param(self) -> ToolParam:
         """The tool as the Messages API `tools` entry."""
         return {

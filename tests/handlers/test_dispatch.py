@@ -180,7 +180,7 @@ async def test_retries_stop_when_the_tool_call_budget_is_spent() -> None:
         {
             "type": "tool_result",
             "tool_use_id": "toolu_1",
-            "content": "not run: the tool-call budget is spent (2 attempts)",
+            "content": "RetryableToolError: busy (retries stopped: the tool-call budget is spent)",
             "is_error": True,
         }
     ]
