@@ -59,8 +59,9 @@ class AgentLoop:
         on_tool_error: `"report"` a failing handler to the model as an `is_error` result,
             or `"raise"` its exception from `run()`.
         max_tool_output_chars: longer tool results are truncated with a visible marker.
-        redact: a hook applied to text written to the trace and errors (API keys are
-            always removed).
+        redact: a hook applied to text written to the trace, `state.errors` and stop details
+            (API keys are always removed there). The transcript, observations and pending
+            approvals are what the model saw and are kept verbatim, also in checkpoints.
         metrics: a `LoopMetrics`; default: shared instruments on the default registry;
             None: no metrics.
         prices: per-model prices merged over the built-in table (for `max_cost_usd`).
@@ -207,7 +208,10 @@ class AgentLoop:
         Raises:
             UnhandledStop: the API returned a stop_reason with no handler (`.result` holds
                 the partial result).
-            Exception: a tool's exception, with `on_tool_error="raise"`.
+            Exception: a tool's exception, with `on_tool_error="raise"`; an exception raised
+                by your own callbacks (`Policy.approve`, `Policy.success`, `on_event`, a
+                signal handler, the store) propagates as itself, with the run recorded as
+                failed first.
             ScriptExhausted: a `ScriptedClient` ran out of responses.
         """
         if not isinstance(goal, str) or not goal.strip():

@@ -88,7 +88,9 @@ class Budget:
     retry_backoff_s: float = 0.1
     """First retry delay; doubles on each further attempt."""
     on_exhausted: Literal["stop", "final_answer"] = "stop"
-    """`final_answer`: one last model call without tools when a budget is spent."""
+    """`final_answer`: when `max_steps` or `max_tool_calls` is spent, one last model call
+    without tools (`tool_choice: none`) for the best answer; the stop reason stays the budget's.
+    Time, tokens and cost are hard ceilings: no call is made after them."""
 
     def __post_init__(self) -> None:
         def positive(name: str, value: float | None, *, allow_zero: bool = False) -> None:

@@ -13,7 +13,7 @@ Two engines execute the machine's transitions:
   debug logging, which cost ~17-20 µs per transition on the reference machine against ~1 µs.
 - `"transitions"`: `Event.trigger` itself, every time.
 
-Both are the same table and the same guard objects; tests/statemachine/test_driver.py
+Both are the same table and the same guard objects; tests/statemachine/test_table.py
 proves they agree on every state, trigger and verdict, and the trajectory tests run on both.
 """
 
