@@ -25,8 +25,9 @@ def test_readme_python_block_runs(index: int, tmp_path: Path, capsys: pytest.Cap
     namespace = runpy.run_path(str(script), run_name="__main__")
     if "loop.run" in source:
         assert "evidence is sufficient" in capsys.readouterr().out
-    else:
-        assert namespace  # the block defined what it shows (e.g. the FastAPI app)
+    else:  # the FastAPI block: the app serves /metrics
+        routes = namespace["app"].routes
+        assert "/metrics" in [getattr(route, "path", None) for route in routes]
 
 
 def test_quick_start_is_the_demo_and_the_ci_test_command() -> None:
