@@ -300,14 +300,14 @@ async def _run_loop(args: argparse.Namespace, build: LoopBuilder, goal: str, con
     except LoopError as exc:
         partial: LoopResult | None = getattr(exc, "result", None)
         if partial is not None and args.trace:
-            _write_trace(partial, args.trace)
+            await anyio.to_thread.run_sync(_write_trace, partial, args.trace)
         raise CommandError(f"the run failed: {exc}", EXIT_NOT_COMPLETED) from exc
     finally:
         client_close = getattr(loop.client, "close", None)
         if args.command is _demo and args.live and client_close is not None:
             await client_close()
-    if args.trace:
-        _write_trace(result, args.trace)
+    if args.trace:  # file I/O off the event loop, like everything boundloop does
+        await anyio.to_thread.run_sync(_write_trace, result, args.trace)
     if args.json:
         print(result.to_json(indent=2))
     elif view is not None:

@@ -61,7 +61,8 @@ async def main(output: Path | None) -> int:
     if output is not None:
         fmt: Literal["svg", "png"] = "png" if output.suffix == ".png" else "svg"
         try:
-            render_image(fmt, output, result.trace)
+            # graphviz runs a subprocess and writes a file: off the event loop.
+            await anyio.to_thread.run_sync(render_image, fmt, output, result.trace)
         except GraphvizMissing as exc:
             print(f"no image: {exc}", file=sys.stderr)
             return 2

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 
 import pytest
+from blockbuster import BlockBuster, blockbuster_ctx
 from hypothesis import settings
 from prometheus_client import CollectorRegistry
 
@@ -40,3 +42,14 @@ def require_binary(name: str, package: str) -> str:
 settings.register_profile("ci", deadline=None, database=None, print_blob=True)
 settings.register_profile("dev", deadline=None)
 settings.load_profile("ci")
+
+
+@pytest.fixture(autouse=True)
+def no_blocking_calls() -> Iterator[BlockBuster]:
+    """Fail any blocking call boundloop makes on the event loop thread (blockbuster).
+
+    Scanned: the library. Exempt: `boundloop.cli`, a terminal program whose job on its own
+    event loop is writing to the terminal and to the files it is asked for.
+    """
+    with blockbuster_ctx(scanned_modules=["boundloop"], excluded_modules=["boundloop.cli"]) as buster:
+        yield buster

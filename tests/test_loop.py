@@ -417,7 +417,7 @@ async def test_trace_is_written_as_json_lines(engine: Engine, tmp_path: Any) -> 
     client = ScriptedClient([tool_use(("lookup", {"key": "a"})), text("done")])
     result = await make_loop(client, engine).run("goal")
     target = tmp_path / "run.jsonl"
-    result.write_trace(target)
+    await anyio.to_thread.run_sync(result.write_trace, target)
     rows = [json.loads(line) for line in target.read_text().splitlines()]
     assert len(rows) == len(result.trace)
     assert {"transition", "proposal", "validation", "tool_call", "tool_result", "stop"} <= {

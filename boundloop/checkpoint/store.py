@@ -69,16 +69,19 @@ class SQLiteStore:
     """Checkpoints in one SQLite file; every query runs in a worker thread, never on the loop."""
 
     def __init__(self, path: str | Path) -> None:
+        # No I/O here: a store may be built inside async code; the table is made on first use.
         self.path = Path(path)
         self._lock = threading.Lock()
-        with self._connect() as db:
-            db.execute(_SCHEMA)
+        self._ready = False
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         db = sqlite3.connect(self.path, timeout=30)
         try:
             with db:  # commits, or rolls back on error
+                if not self._ready:
+                    db.execute(_SCHEMA)
+                    self._ready = True
                 yield db
         finally:
             db.close()

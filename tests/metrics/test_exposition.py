@@ -38,7 +38,7 @@ async def test_serve_answers_scrapes_in_both_formats(scraped: CollectorRegistry)
             plain = await client.get(server.url)
             openmetrics = await client.get(server.url, headers={"Accept": OPENMETRICS})
     finally:
-        server.close()
+        await anyio.to_thread.run_sync(server.close)  # joins the server thread: off the loop
     assert plain.status_code == 200
     assert plain.headers["content-type"].startswith("text/plain; version=0.0.4")
     assert 'boundloop_transitions_total{dest="observe",loop="refunds",source="act"} 2.0' in plain.text

@@ -42,7 +42,7 @@ async def test_two_workers_are_summed_by_one_scrape(tmp_path: Path) -> None:
     assert reports[0]["pid"] != reports[1]["pid"]
     assert not any(r["exemplars"] for r in reports)  # multiprocess mode stores none
 
-    registry = multiprocess_registry(str(tmp_path))
+    registry = await anyio.to_thread.run_sync(multiprocess_registry, str(tmp_path))
 
     def value(name: str, **labels: str) -> float:
         return registry.get_sample_value(name, {"loop": "workers", **labels}) or 0.0
@@ -62,7 +62,7 @@ async def test_the_asgi_app_serves_the_aggregate(tmp_path: Path) -> None:
     """`asgi_app(multiprocess_registry(dir))` serves the workers' sum, in OpenMetrics too."""
     with anyio.fail_after(60):
         await run_worker(tmp_path, "served")
-    app = asgi_app(multiprocess_registry(str(tmp_path)))
+    app = asgi_app(await anyio.to_thread.run_sync(multiprocess_registry, str(tmp_path)))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app") as client:
         response = await client.get("/", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
     assert 'boundloop_runs_total{loop="served",stop_reason="completed"} 1.0' in response.text

@@ -7,6 +7,7 @@ import re
 import struct
 from pathlib import Path
 
+import anyio
 import pytest
 
 from boundloop import AgentLoop, Budget, GraphvizMissing, ScriptedClient, TraceEvent, tool
@@ -139,7 +140,7 @@ async def test_trace_round_trips_through_jsonl(tmp_path: Path) -> None:
     trace = await run_trace(tool_use(("lookup", {"key": "a"})), text("found"))
     path = tmp_path / "run.jsonl"
     path.write_text("".join(json.dumps(event.to_dict()) + "\n" for event in trace), encoding="utf-8")
-    assert render_mermaid(read_trace(path)) == render_mermaid(trace)
+    assert render_mermaid(await anyio.to_thread.run_sync(read_trace, path)) == render_mermaid(trace)
 
 
 def test_read_trace_names_the_bad_line(tmp_path: Path) -> None:
@@ -188,8 +189,8 @@ async def test_svg_and_png_through_real_graphviz(tmp_path: Path) -> None:
     require_binary("dot", "graphviz")
     trace = await run_trace(tool_use(("lookup", {"key": "a"})), text("found"))
     svg_path, png_path = tmp_path / "loop.svg", tmp_path / "loop.png"
-    svg = render_image("svg", svg_path, trace)
-    png = render_image("png", png_path)
+    svg = await anyio.to_thread.run_sync(render_image, "svg", svg_path, trace)
+    png = await anyio.to_thread.run_sync(render_image, "png", png_path)
 
     assert svg_path.read_bytes() == svg
     svg_text = svg.decode()
