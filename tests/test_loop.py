@@ -440,3 +440,49 @@ async def test_a_scripted_client_that_runs_out_fails_clearly(engine: Engine) -> 
         await loop.run("goal")
     assert stops == ["failed"]
     assert client.remaining == 0
+
+
+async def test_concurrent_runs_of_one_loop_keep_their_own_state(engine: Engine) -> None:
+    """Two runs on one AgentLoop (one machine, two models) interleave without sharing state."""
+    both_in_tool = anyio.Event()
+    arrived: list[str] = []
+
+    @tool
+    async def rendezvous(key: str) -> str:
+        """Wait until both runs are inside a tool."""
+        arrived.append(key)
+        if len(arrived) == 2:
+            both_in_tool.set()
+        await both_in_tool.wait()
+        return f"seen-{key}"
+
+    # One client serves both runs in request order: both first calls, then both final answers.
+    loop = make_loop(
+        ScriptedClient(
+            [
+                tool_use(("rendezvous", {"key": "a"})),
+                tool_use(("rendezvous", {"key": "b"})),
+                text("x"),
+                text("y"),
+            ]
+        ),
+        engine,
+        tools=[rendezvous],
+    )
+    results: dict[str, LoopResult] = {}
+
+    async def one(task_id: str) -> None:
+        results[task_id] = await loop.run(f"goal {task_id}", task_id=task_id)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as group:
+            group.start_soon(one, "run-1")
+            group.start_soon(one, "run-2")
+    assert sorted(arrived) == ["a", "b"]
+    for task_id, result in results.items():
+        assert result.stop_reason is StopReason.COMPLETED
+        assert result.state.task_id == task_id
+        assert result.state.step == 2
+        assert result.messages[0] == {"role": "user", "content": f"goal {task_id}"}
+        assert_valid_transcript(result.messages)
+    assert {r.answer for r in results.values()} == {"x", "y"}
