@@ -34,7 +34,7 @@ from . import __version__, demo
 from .errors import ConfigurationError, GraphvizMissing, LoopError
 from .loop import AgentLoop
 from .metrics import MetricsServer, serve
-from .state import Budget, LoopResult, StopReason, TraceEvent
+from .state import Budget, LoopResult, StopReason, TraceEvent, write_trace
 from .statemachine import diagram
 
 EXIT_OK: Final = 0
@@ -45,9 +45,10 @@ EXIT_INTERRUPTED: Final = 130
 EXIT_CODES: Final = """\
 exit codes:
   0    the run completed (diagram: the diagram was written)
-  1    the run stopped for another reason (max_steps, policy_blocked, ...) or failed
-  2    usage or setup error: bad arguments, unreadable file, missing API key or graphviz
-  130  interrupted (Ctrl-C)"""
+  1    the run stopped otherwise (max_steps, policy_blocked, ...) or failed
+  2    usage or setup error: bad arguments, a file, the API key, graphviz
+  130  interrupted (Ctrl-C) during a run; with --hold, Ctrl-C ends
+       the hold and the exit code is the run's"""
 
 
 class CommandError(Exception):
@@ -170,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _wrap(text: str) -> str:
-    return textwrap.fill(text, width=88)
+    return textwrap.fill(text, width=79)
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -223,8 +224,8 @@ def _run(args: argparse.Namespace) -> int:
         sys.path.insert(0, app_dir)
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CommandError(f"cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:  # ImportError, SyntaxError, or whatever the module raises on import
+        raise CommandError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from exc
     try:
         target = getattr(module, attribute)
     except AttributeError as exc:
@@ -239,6 +240,8 @@ def _run(args: argparse.Namespace) -> int:
                     made = await made
             except ConfigurationError as exc:
                 raise CommandError(f"{spec}: {exc}") from exc
+            except Exception as exc:  # the user's factory: report it, never a traceback
+                raise CommandError(f"{spec}: the factory raised {type(exc).__name__}: {exc}") from exc
         if not isinstance(made, AgentLoop):
             raise CommandError(f"{spec} must be an AgentLoop or return one, got {type(made).__name__}")
         return made
@@ -251,13 +254,18 @@ LoopBuilder = Callable[[Callable[[TraceEvent], None] | None], Any]
 
 
 def _execute(args: argparse.Namespace, build: LoopBuilder, goal: str) -> int:
+    if not goal.strip():
+        raise CommandError("--goal must not be empty")
+    trace_path: str | None = args.trace
+    if trace_path is not None:
+        _check_writable(trace_path)  # before the run: a --live run costs money
     console = Console(file=sys.stdout, highlight=False)
-    server = _start_metrics(args, console)
+    server = _start_metrics(args)
+    events: list[TraceEvent] = []
     try:
-        code = anyio.run(_run_loop, args, build, goal, console)
+        code = anyio.run(_run_loop, args, build, goal, console, events)
         if server is not None and args.hold:
-            if not args.json:
-                console.print(f"[dim]holding: metrics at {server.url} until Ctrl-C[/]")
+            # Operational notices go to stderr only: stdout is the view or the JSON result.
             print(f"metrics: {server.url} (holding until Ctrl-C)", file=sys.stderr, flush=True)
             try:
                 threading.Event().wait()
@@ -265,11 +273,24 @@ def _execute(args: argparse.Namespace, build: LoopBuilder, goal: str) -> int:
                 pass
         return code
     finally:
+        # Also after a failure or Ctrl-C: the trace of an interrupted run is what one wants.
+        if trace_path is not None and events:
+            _write_events(events, trace_path)
         if server is not None:
             server.close()
 
 
-def _start_metrics(args: argparse.Namespace, console: Console) -> MetricsServer | None:
+def _check_writable(path: str) -> None:
+    target = Path(path)
+    if target.is_dir():
+        raise CommandError(f"--trace {path} is a directory")
+    if not target.parent.is_dir():
+        raise CommandError(f"--trace {path}: the directory {str(target.parent)!r} does not exist")
+    if not os.access(target.parent, os.W_OK):
+        raise CommandError(f"--trace {path}: the directory is not writable")
+
+
+def _start_metrics(args: argparse.Namespace) -> MetricsServer | None:
     port: int | None = args.metrics_port
     if port is None:
         if args.hold:
@@ -283,31 +304,35 @@ def _start_metrics(args: argparse.Namespace, console: Console) -> MetricsServer 
         raise CommandError(
             f"cannot serve metrics on {args.metrics_addr}:{port}: {exc.strerror or exc}"
         ) from exc
-    if not args.json:
-        console.print(f"[dim]metrics: {server.url}[/]")
+    print(f"metrics: {server.url}", file=sys.stderr, flush=True)  # stdout is the view or the JSON
     return server
 
 
-async def _run_loop(args: argparse.Namespace, build: LoopBuilder, goal: str, console: Console) -> int:
+async def _run_loop(
+    args: argparse.Namespace, build: LoopBuilder, goal: str, console: Console, events: list[TraceEvent]
+) -> int:
     view = None if args.json else RunView(console)
     loop: AgentLoop = await build(None)
     if view is not None:
         view.start(loop, goal)
+
+    def record(event: TraceEvent) -> None:
+        events.append(event)
+        if view is not None:
+            view(event)
+
     try:
-        result = await loop.run(goal, on_event=view)
+        result = await loop.run(goal, on_event=record)
     except ConfigurationError as exc:
         raise CommandError(str(exc)) from exc
     except LoopError as exc:
-        partial: LoopResult | None = getattr(exc, "result", None)
-        if partial is not None and args.trace:
-            await anyio.to_thread.run_sync(_write_trace, partial, args.trace)
         raise CommandError(f"the run failed: {exc}", EXIT_NOT_COMPLETED) from exc
+    except Exception as exc:  # raised by the user's tools or callbacks: one line, no traceback
+        raise CommandError(f"the run failed: {type(exc).__name__}: {exc}", EXIT_NOT_COMPLETED) from exc
     finally:
         client_close = getattr(loop.client, "close", None)
         if args.command is _demo and args.live and client_close is not None:
             await client_close()
-    if args.trace:  # file I/O off the event loop, like everything boundloop does
-        await anyio.to_thread.run_sync(_write_trace, result, args.trace)
     if args.json:
         print(result.to_json(indent=2))
     elif view is not None:
@@ -315,9 +340,9 @@ async def _run_loop(args: argparse.Namespace, build: LoopBuilder, goal: str, con
     return EXIT_OK if result.stop_reason is StopReason.COMPLETED else EXIT_NOT_COMPLETED
 
 
-def _write_trace(result: LoopResult, path: str) -> None:
+def _write_events(events: list[TraceEvent], path: str) -> None:
     try:
-        result.write_trace(path)
+        write_trace(events, path)
     except OSError as exc:
         raise CommandError(f"cannot write the trace to {path}: {exc.strerror or exc}") from exc
 

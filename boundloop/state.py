@@ -6,7 +6,7 @@ import dataclasses
 import enum
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, cast, final
 
@@ -279,6 +279,14 @@ def _json_default(value: object) -> object:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
+def write_trace(events: Iterable[TraceEvent], path: str | Path) -> None:
+    """Write trace events as JSON lines, one event per line (`TraceEvent.from_dict` reads them)."""
+    with Path(path).open("w", encoding="utf-8") as out:
+        for event in events:
+            out.write(json.dumps(event.to_dict(), default=_json_default))
+            out.write("\n")
+
+
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class LoopResult:
@@ -321,10 +329,7 @@ class LoopResult:
 
     def write_trace(self, path: str | Path) -> None:
         """Write the trace as JSON lines, one event per line."""
-        with Path(path).open("w", encoding="utf-8") as out:
-            for event in self.trace:
-                out.write(json.dumps(event.to_dict(), default=_json_default))
-                out.write("\n")
+        write_trace(self.trace, path)
 
     def to_dict(self) -> JSON:
         """The result as a JSON object (`boundloop demo --json`)."""

@@ -17,7 +17,7 @@ from typing import Literal
 import anyio
 
 from boundloop import AgentLoop, Budget, GraphvizMissing, ScriptedClient, tool
-from boundloop.statemachine.diagram import render_image, render_mermaid, trace_path
+from boundloop.statemachine import render_image, render_mermaid, trace_path
 
 
 @tool
@@ -59,7 +59,11 @@ async def main(output: Path | None) -> int:
     print(f"{sum(taken.counts.values())} transitions taken, ending in {taken.last}")
 
     if output is not None:
+        if output.suffix not in (".svg", ".png"):
+            print(f"{output}: the image must be .svg or .png", file=sys.stderr)
+            return 2
         fmt: Literal["svg", "png"] = "png" if output.suffix == ".png" else "svg"
+        output.parent.mkdir(parents=True, exist_ok=True)
         try:
             # graphviz runs a subprocess and writes a file: off the event loop.
             await anyio.to_thread.run_sync(render_image, fmt, output, result.trace)

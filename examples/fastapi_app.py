@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,7 @@ from boundloop import AgentLoop, Budget, Model, Policy, ScriptedClient, TraceEve
 from boundloop.metrics import asgi_app
 
 MODEL = "claude-sonnet-4-6"
+RECENT_RUNS = 100
 MAX_STEPS = 8
 MAX_TIMEOUT_S = 60.0
 HANGING_CARRIER_S = 3600.0
@@ -127,14 +129,16 @@ def create_app(make_client: Callable[[str], Model] | None = None) -> FastAPI:
     client_for = make_client
 
     app = FastAPI(title="refund investigations")
-    runs: dict[str, dict[str, Any]] = {}
-    """task_id -> order, current state and stop reason: what /runs shows."""
+    runs: OrderedDict[str, dict[str, Any]] = OrderedDict()
+    """task_id -> order, current state and stop reason: what /runs shows (the last RECENT_RUNS)."""
 
     @app.post("/investigations")
     async def investigate(body: Investigation, request: Request) -> Outcome:
         task_id = uuid.uuid4().hex
         record: dict[str, Any] = {"order_id": body.order_id, "state": "assemble", "stop_reason": None}
         runs[task_id] = record
+        while len(runs) > RECENT_RUNS:  # a server keeps a bounded history, never an unbounded one
+            runs.popitem(last=False)
 
         def on_event(event: TraceEvent) -> None:
             if event.kind == "transition":

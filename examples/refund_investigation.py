@@ -17,6 +17,7 @@ or from the shell, with the live view, trace and metrics of the `boundloop` comm
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -167,10 +168,15 @@ async def main(live: bool = False) -> int:
     """Run the investigation and print what happened; exit 0 when it completed."""
     client: Model | None = None
     if live:
+        if not os.environ.get("ANTHROPIC_API_KEY"):
+            print("--live needs ANTHROPIC_API_KEY; without --live the scripted model runs", file=sys.stderr)
+            return 2
         from anthropic import AsyncAnthropic
 
-        client = AsyncAnthropic()  # reads ANTHROPIC_API_KEY
-    result = await build_loop(client).run(GOAL)
+        async with AsyncAnthropic() as api:
+            result = await build_loop(api).run(GOAL)
+    else:
+        result = await build_loop(client).run(GOAL)
 
     for observation in result.state.observations:
         print(f"step {observation['step']}: {observation['tool']:<34} {observation['outcome']}")

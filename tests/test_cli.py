@@ -334,3 +334,76 @@ def test_demo_live_talks_to_the_messages_api(
     assert first["model"] == "claude-haiku-4-5"
     assert sorted(t["name"] for t in first["tools"]) == sorted(ALLOWED)
     assert len(FakeMessagesAPI.requests) == len(SCRIPT)
+
+
+def factory_that_raises() -> AgentLoop:
+    """A factory failing the way a misconfigured app does."""
+    raise RuntimeError("no database configured")
+
+
+def tool_that_crashes_loop() -> AgentLoop:
+    """A loop whose tool raises with on_tool_error="raise"."""
+
+    @tool
+    async def crash(key: str) -> str:
+        """Crashes."""
+        raise KeyError(key)
+
+    client = ScriptedClient([tool_use(("crash", {"key": "a"}))])
+    return AgentLoop(
+        client,
+        model="claude-sonnet-4-6",
+        tools=[crash],
+        budget=Budget(max_steps=2),
+        on_tool_error="raise",
+        metrics=None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected", "code"),
+    [
+        pytest.param(
+            "tests.test_cli:factory_that_raises", "the factory raised RuntimeError", 2, id="factory-raises"
+        ),
+        pytest.param("json:dumps", "the factory raised TypeError", 2, id="not-a-factory"),
+        pytest.param("tests.no_such_module:x", "cannot import 'tests.no_such_module'", 2, id="no-module"),
+        pytest.param("tests.test_cli:tool_that_crashes_loop", "the run failed: KeyError", 1, id="run-raises"),
+    ],
+)
+def test_run_reports_the_users_errors_in_one_line(
+    spec: str, expected: str, code: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Whatever the user's module, factory or tools raise, the command prints one line and its code."""
+    assert main(["run", spec, "--goal", "g", "--app-dir", str(ROOT)]) == code
+    assert expected in one_line(capsys.readouterr().err)
+
+
+def test_trace_path_is_checked_before_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A --trace into a missing directory fails at once, before any model call."""
+    target = tmp_path / "missing" / "run.jsonl"
+    assert main(["demo", "--trace", str(target)]) == 2
+    captured = capsys.readouterr()
+    assert "does not exist" in one_line(captured.err)
+    assert "step 1" not in captured.out
+
+
+def test_the_trace_of_a_failed_run_is_still_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """When the run raises, the events recorded so far are written to --trace."""
+    target = tmp_path / "run.jsonl"
+    spec = "tests.test_cli:tool_that_crashes_loop"
+    assert main(["run", spec, "--goal", "g", "--app-dir", str(ROOT), "--trace", str(target)]) == 1
+    kinds = [event.kind for event in read_trace(target)]
+    assert kinds[-1] == "stop"
+    assert "tool_call" in kinds
+    capsys.readouterr()
+
+
+def test_json_mode_prints_the_metrics_url_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    """With --json, stdout is only the result; the metrics URL goes to stderr."""
+    assert main(["demo", "--json", "--metrics-port", "0"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["stop_reason"] == "completed"
+    assert re.search(r"metrics: http://127\.0\.0\.1:\d+/metrics", captured.err)

@@ -165,6 +165,11 @@ class MetricsApp:
             return
         if scope["type"] != "http":
             raise RuntimeError(f"the metrics app serves HTTP, not {scope['type']!r}")
+        if scope["method"] not in ("GET", "HEAD"):
+            allow = [(b"allow", b"GET, HEAD"), (b"content-length", b"0")]
+            await send({"type": "http.response.start", "status": 405, "headers": allow})
+            await send({"type": "http.response.body", "body": b""})
+            return
         headers = {
             name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]
         }

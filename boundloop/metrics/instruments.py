@@ -26,8 +26,8 @@ from ..state import StopReason
 from ..statemachine.table import TRANSITIONS
 
 TRANSITION_BUCKETS: Final = (
-    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 0.01, 0.05,
-    0.25, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 0.01, 0.025, 0.05, 0.1,
+    0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
 )  # fmt: skip
 """Time in the source state: tens of microseconds for the bookkeeping states (assemble, validate,
 observe), seconds to minutes for `propose` (the model call) and `act` (the tools)."""

@@ -137,3 +137,12 @@ def test_exposed_registry_aggregates_in_multiprocess_mode(
     assert exposed is not REGISTRY
     assert list(exposed.collect()) == []  # no worker has written yet
     assert LoopMetrics(registry=CollectorRegistry()).exemplars is False
+
+
+async def test_asgi_app_refuses_other_methods(scraped: CollectorRegistry) -> None:
+    """Only GET and HEAD scrape: anything else is 405 with an Allow header."""
+    app = asgi_app(scraped)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app") as client:
+        response = await client.post("/metrics")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "GET, HEAD"
