@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import anthropic
 import anyio
 import pydantic
-from anthropic.types import ContentBlockParam, Message, MessageParam, ToolUseBlock
+from anthropic.types import Message, ToolUseBlock
 
 from .errors import UnhandledStop
 from .handlers.dispatch import (
@@ -32,11 +32,12 @@ from .handlers.dispatch import (
     refused,
 )
 from .handlers.stops import Route, SignalContext, answer_text
-from .handlers.tools import ToolInputError
+from .handlers.validation import BatchValidator, canonical
 from .policy import ToolCall
 from .state import JSON, LoopResult, LoopState, StopReason, TraceEvent, TraceKind
 from .statemachine.guards import Verdict
 from .statemachine.table import Phase, Trigger
+from .transcript import append_user
 
 if TYPE_CHECKING:
     from .loop import AgentLoop
@@ -54,15 +55,6 @@ _LIMITS: Final = {
     StopReason.TOKEN_BUDGET: "max_total_tokens",
     StopReason.COST_BUDGET: "max_cost_usd",
 }
-
-
-_CANONICAL_JSON: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
-"""Built once: `json.dumps` with options builds a new encoder on every call."""
-
-
-def canonical(name: str, tool_input: object) -> str:
-    """The identity of a call for repeat detection: tool name and canonical JSON input."""
-    return name + "\x00" + _CANONICAL_JSON(tool_input)
 
 
 class Run:
@@ -106,8 +98,9 @@ class Run:
         """Indexes of `calls` whose handler was invoked (its effect may have happened)."""
         self.open_calls = False
         """The last assistant message has tool_use blocks not yet answered."""
-        self.succeeded: dict[str, CallResult] = {}
-        """Canonical call -> its successful result, for repeat detection."""
+        self.validator = BatchValidator(
+            policy=loop.policy, tools=loop.tools, budget=loop.budget, state=self.state, redact=self.redact
+        )
         self.cancel_requested = False
         self.earlier_text = ""
         """Text of the current assistant turn before a pause_turn / max_tokens continuation."""
@@ -293,7 +286,10 @@ class Run:
         route = handler(response, context)
         decisions: list[JSON] = []
         if route.verdict is Verdict.TOOL_CALLS:
-            route = await self._plan(route, decisions)
+            self.planned, decisions, batch_stop = await self.validator.plan(self.calls, self.keys)
+            self.slots = [item.result for item in self.planned]
+            if batch_stop is not None:
+                route = Route(verdict=Verdict.STOP, stop_reason=batch_stop[0], detail=batch_stop[1])
         self.event(
             "validation",
             decision=_DECISIONS[route.verdict],
@@ -312,7 +308,7 @@ class Run:
             # the transcript stays valid (the model continues after the answers).
             self._answer_open_calls("denied", f"not run: the response stopped with {response.stop_reason}")
             if route.nudge is not None:
-                self._append_user([{"type": "text", "text": route.nudge}])
+                append_user(self.state.messages, [{"type": "text", "text": route.nudge}])
         elif route.verdict is Verdict.FINAL:
             self.state.answer = context.answer(response) or None
             self.finish(StopReason.COMPLETED, None)
@@ -436,7 +432,7 @@ class Run:
             f"The budget of this run is spent ({_LIMITS[reason]}). Do not call tools. "
             "Give your best final answer now from what you have gathered, and say what is uncertain."
         )
-        self._append_user([{"type": "text", "text": note}])
+        append_user(self.state.messages, [{"type": "text", "text": note}])
         started = time.perf_counter()
         detail = self.state.stop_detail
         response = await self._call_model(self._build_request(tools_allowed=False))
@@ -449,118 +445,6 @@ class Run:
         self._answer_open_calls("denied", "not run: the budget is spent")
 
     # -- validation ----------------------------------------------------------------------
-
-    async def _plan(self, route: Route, decisions: list[JSON]) -> Route:
-        """Decide every proposed call before any runs: execute, deny, repeat or escalate.
-
-        Two passes: the synchronous checks decide whether the batch may run at all; only
-        then is an in-process approver asked, so it never approves a call that cannot run.
-        """
-        planned: list[Planned] = []
-        blocked: list[str] = []
-        escalated: list[str] = []
-        to_approve: list[int] = []
-        for index, (call, key) in enumerate(zip(self.calls, self.keys, strict=True)):
-            item, decision = self._decide(call, key)
-            planned.append(item)
-            decisions.append(self._decided(item, decision))
-            if decision == "block":
-                blocked.append(call.name)
-            elif decision == "escalate":
-                escalated.append(call.name)
-            elif decision == "approve":
-                to_approve.append(index)
-        self.planned = planned
-        self.slots = [item.result for item in planned]
-        if blocked:
-            return self._refuse_batch(
-                StopReason.POLICY_BLOCKED, f"forbidden tool proposed: {', '.join(blocked)}"
-            )
-        if escalated:
-            return self._refuse_batch(StopReason.NEEDS_HUMAN, f"approval required for {', '.join(escalated)}")
-        state = self.state
-        limit = self.loop.budget.max_tool_calls
-        runnable = sum(1 for item in planned if item.tool is not None)
-        if limit is not None and state.tool_calls + runnable > limit:
-            state.exceeded = {"limit": "max_tool_calls", "value": limit, "used": state.tool_calls}
-            return self._refuse_batch(
-                StopReason.MAX_TOOL_CALLS,
-                f"{runnable} tool calls proposed, {limit - state.tool_calls} left of max_tool_calls={limit}",
-            )
-        approve = self.loop.policy.approve
-        for index in to_approve:
-            item = planned[index]
-            assert approve is not None  # "approve" is only decided when there is an approver
-            approved = await approve(item.call)
-            decisions[index] = {**decisions[index], "decision": "execute" if approved else "deny"}
-            if not approved:
-                item.tool = None
-                item.result = self.slots[index] = refused(
-                    item.call, "denied", f"{item.call.name} was denied by the approver: not run"
-                )
-                decisions[index]["reason"] = item.result.content
-        return route
-
-    def _decide(self, call: ToolCall, key: str) -> tuple[Planned, str]:
-        """One call against the policy, the registry, the schema and the run's history."""
-        policy = self.loop.policy
-        name = call.name
-        item = Planned(call=call)
-        if policy.is_forbidden(name):
-            item.result = refused(call, "denied", f"{name} is forbidden by policy: not run")
-            return item, "block" if policy.on_forbidden == "stop" else "deny"
-        tool = self.loop.tools.get(name)
-        if tool is None:
-            known = ", ".join(self.loop.tools) or "none"
-            item.result = refused(call, "invalid", f"unknown tool {name!r}; known tools: {known}")
-            return item, "deny"
-        if not policy.is_allowed(name):
-            item.result = refused(call, "denied", f"{name} is not allowed in this run: not run")
-            return item, "deny"
-        try:
-            item.arguments = tool.validate(call.input)
-        except ToolInputError as exc:
-            item.result = refused(call, "invalid", f"invalid input for {name}: {exc}")
-            return item, "deny"
-        earlier = self.succeeded.get(key)
-        if earlier is not None:
-            self.state.repeated_calls += 1
-            note = "\n[repeated call: this is the result of the identical earlier call]"
-            item.result = CallResult(call=call, outcome="repeated", content=_with_note(earlier, note))
-            return item, "repeat"
-        if tool.requires_approval or name in policy.requires_approval:
-            if policy.approve is None:
-                self.state.pending_approvals.append(
-                    {"tool_use_id": call.id, "tool": name, "input": call.input, "step": call.step}
-                )
-                item.result = refused(call, "denied", f"{name} awaits human approval: not run")
-                return item, "escalate"
-            item.tool = tool
-            return item, "approve"
-        item.tool = tool
-        return item, "execute"
-
-    def _decided(self, item: Planned, decision: str) -> JSON:
-        """The trace record of one decision; an invalid action is also recorded as an error."""
-        result = item.result
-        call = item.call
-        if result is None:
-            return {"tool": call.name, "tool_use_id": call.id, "decision": decision}
-        reason = self.redact(str(result.content))
-        if result.outcome == "invalid":
-            self.state.errors.append(
-                {"kind": "invalid_action", "step": call.step, "tool": call.name, "message": reason}
-            )
-        return {"tool": call.name, "tool_use_id": call.id, "decision": decision, "reason": reason}
-
-    def _refuse_batch(self, reason: StopReason, detail: str) -> Route:
-        """Stop before any call of the batch runs; answer each one so the transcript stays valid."""
-        for index, item in enumerate(self.planned):
-            if item.result is None:
-                item.tool = None
-                item.result = refused(item.call, "denied", f"not run: {detail}")
-                self.slots[index] = item.result
-        return Route(verdict=Verdict.STOP, stop_reason=reason, detail=detail)
 
     def _take_tool_call(self) -> bool:
         limit = self.loop.budget.max_tool_calls
@@ -599,20 +483,6 @@ class Run:
 
     # -- transcript ----------------------------------------------------------------------
 
-    def _append_user(self, blocks: list[ContentBlockParam]) -> None:
-        """Add user content, joining it to a trailing user message so roles keep alternating."""
-        messages = self.state.messages
-        last = messages[-1] if messages else None
-        if last is not None and last["role"] == "user":
-            content = last["content"]
-            head: list[Any] = (
-                [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
-            )
-            # A new dict, never a mutation: requests already sent keep what they held.
-            messages[-1] = {"role": "user", "content": [*head, *blocks]}
-        else:
-            messages.append({"role": "user", "content": blocks})
-
     def _answer_open_calls(self, outcome: Outcome, text: str) -> None:
         """Answer every tool_use of the last response in ONE user message, in block order."""
         if not self.open_calls:
@@ -622,7 +492,7 @@ class Run:
             slot if slot is not None else self._unanswered(index, call, outcome, text)
             for index, (call, slot) in enumerate(zip(self.calls, self.slots, strict=True))
         ]
-        self._append_user([result.to_block() for result in results])
+        append_user(self.state.messages, [result.to_block() for result in results])
         self._observe_results(results, self.keys)
 
     def _unanswered(self, index: int, call: ToolCall, outcome: Outcome, text: str) -> CallResult:
@@ -654,7 +524,7 @@ class Run:
             )
             if outcome == "ok":
                 state.consecutive_tool_errors = 0
-                self.succeeded[key] = result
+                self.validator.remember(key, result)
             elif outcome in FAILED_OUTCOMES:
                 state.consecutive_tool_errors += 1
                 if outcome != "invalid":
@@ -770,49 +640,3 @@ _DECISIONS: Final = {
 }
 _FINAL_ANSWER_AFTER: Final = frozenset({StopReason.MAX_STEPS, StopReason.MAX_TOOL_CALLS})
 _CANCELS: Final = frozenset({StopReason.CANCELLED, StopReason.TIMEOUT, StopReason.FAILED})
-
-
-def _with_note(earlier: CallResult, note: str) -> str | list[dict[str, Any]]:
-    content = earlier.content
-    if isinstance(content, str):
-        return content + note
-    return [*content, {"type": "text", "text": note.strip()}]
-
-
-def transcript_errors(messages: list[MessageParam]) -> list[str]:
-    """Problems that would make the API reject the transcript (empty when valid).
-
-    Roles alternate (consecutive assistant turns are allowed: the API joins a paused turn and
-    its continuation), and every tool_use is answered exactly once, in the next user message.
-    """
-    problems: list[str] = []
-    open_ids: list[str] = []
-    previous = None
-    for index, message in enumerate(messages):
-        role = message["role"]
-        content = message["content"]
-        blocks: list[Any] = [] if isinstance(content, str) else list(content)
-
-        def kind(block: Any) -> Any:
-            return block.get("type") if isinstance(block, dict) else getattr(block, "type", None)
-
-        def field(block: Any, name: str) -> Any:
-            return block.get(name) if isinstance(block, dict) else getattr(block, name, None)
-
-        if role == "user":
-            if previous == "user":
-                problems.append(f"message {index}: two user messages in a row")
-            answered = [field(b, "tool_use_id") for b in blocks if kind(b) == "tool_result"]
-            if sorted(answered) != sorted(open_ids):
-                problems.append(f"message {index}: answers {answered}, expected {open_ids}")
-            open_ids = []
-        else:
-            if open_ids and previous == "assistant":
-                problems.append(
-                    f"message {index}: tool_use {open_ids} not answered before more assistant output"
-                )
-            open_ids = [field(b, "id") for b in blocks if kind(b) == "tool_use"]
-        previous = role
-    if open_ids:
-        problems.append(f"tool_use {open_ids} never answered")
-    return problems

@@ -11,7 +11,7 @@ import httpx2 as httpx  # the HTTP library of the anthropic SDK (>= 2.x)
 import pydantic
 from anthropic.types import MessageParam
 
-from boundloop._run import transcript_errors
+from boundloop.transcript import transcript_errors
 
 JSON = dict[str, Any]
 

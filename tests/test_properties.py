@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from boundloop import AgentLoop, Budget, LoopResult, Policy, ScriptedClient, StopReason, UnhandledStop, tool
-from boundloop._run import transcript_errors
+from boundloop.transcript import transcript_errors
 
 JSON = dict[str, Any]
 API_STOP_REASONS = [

@@ -23,8 +23,8 @@ from boundloop import (
     Verdict,
     tool,
 )
-from boundloop._run import transcript_errors
 from boundloop.model import parse_message
+from boundloop.transcript import transcript_errors
 from tests.helpers import assert_valid_transcript, blocks, text, tool_use
 
 MODEL = "claude-sonnet-4-6"
