@@ -21,7 +21,7 @@ import anyio
 import pydantic
 from anthropic.types import Message, ToolUseBlock
 
-from .errors import UnhandledStop
+from .errors import BUDGET_LIMITS, UnhandledStop
 from .handlers.dispatch import (
     FAILED_OUTCOMES,
     CallResult,
@@ -32,6 +32,7 @@ from .handlers.dispatch import (
     refused,
 )
 from .handlers.stops import Route, SignalContext, answer_text
+from .handlers.tools import idempotency_key
 from .handlers.validation import BatchValidator, canonical
 from .policy import ToolCall
 from .state import JSON, LoopResult, LoopState, StopReason, TraceEvent, TraceKind
@@ -47,14 +48,6 @@ API_KEY: Final = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
 
 CHECKPOINT_TIMEOUT_S: Final = 10.0
 """How long the shielded final checkpoint may take."""
-
-_LIMITS: Final = {
-    StopReason.MAX_STEPS: "max_steps",
-    StopReason.MAX_TOOL_CALLS: "max_tool_calls",
-    StopReason.TIMEOUT: "timeout_s",
-    StopReason.TOKEN_BUDGET: "max_total_tokens",
-    StopReason.COST_BUDGET: "max_cost_usd",
-}
 
 
 class Run:
@@ -429,7 +422,7 @@ class Run:
         if self.loop.budget.on_exhausted != "final_answer" or reason not in _FINAL_ANSWER_AFTER:
             return
         note = (
-            f"The budget of this run is spent ({_LIMITS[reason]}). Do not call tools. "
+            f"The budget of this run is spent ({BUDGET_LIMITS[reason]}). Do not call tools. "
             "Give your best final answer now from what you have gathered, and say what is uncertain."
         )
         append_user(self.state.messages, [{"type": "text", "text": note}])
@@ -476,8 +469,8 @@ class Run:
             return False
         reason, value, used = spent
         self.verdict = Verdict.BUDGET_SPENT
-        state.exceeded = {"limit": _LIMITS[reason], "value": value, "used": used}
-        self.finish(reason, f"{_LIMITS[reason]}={value} spent (used {used:g})")
+        state.exceeded = {"limit": BUDGET_LIMITS[reason], "value": value, "used": used}
+        self.finish(reason, f"{BUDGET_LIMITS[reason]}={value} spent (used {used:g})")
         await self._final_answer(reason)
         return True
 
@@ -497,7 +490,7 @@ class Run:
 
     def _unanswered(self, index: int, call: ToolCall, outcome: Outcome, text: str) -> CallResult:
         if index in self.invoked:
-            key = f"{self.state.task_id}:{call.step}:{call.id}"
+            key = idempotency_key(self.state.task_id, call)
             return refused(
                 call,
                 "cancelled",

@@ -23,7 +23,8 @@ Developer misuse (`ConfigurationError`) and run outcomes (`RunError`) are separa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from .state import LoopResult
@@ -83,20 +84,20 @@ class BudgetExceeded(RunError):
     def __init__(self, result: LoopResult) -> None:
         exceeded = result.state.exceeded or {}
         reason = str(result.stop_reason)
-        self.limit: str = str(exceeded.get("limit", _LIMITS.get(reason, reason)))
+        self.limit: str = str(exceeded.get("limit", BUDGET_LIMITS.get(reason, reason)))
         self.value: float | None = exceeded.get("value")
         self.used: float | None = exceeded.get("used")
         super().__init__(result)
 
 
-_LIMITS: dict[str, str] = {
+BUDGET_LIMITS: Final[Mapping[str, str]] = {
     "max_steps": "max_steps",
     "max_tool_calls": "max_tool_calls",
     "timeout": "timeout_s",
     "token_budget": "max_total_tokens",
     "cost_budget": "max_cost_usd",
 }
-"""The Budget field behind each budget stop reason (when the state does not record it)."""
+"""The `Budget` field behind each budget stop reason."""
 
 
 class RunFailed(RunError):

@@ -228,9 +228,12 @@ async def test_system_exit_in_a_tool_leaves_as_itself() -> None:
 async def test_a_failing_store_does_not_replace_the_callers_cancellation() -> None:
     """When the last checkpoint fails during a cancellation, the cancellation still propagates."""
 
+    final_saves: list[StopReason] = []
+
     class BrokenStore:
         async def save(self, state: LoopState) -> None:
             if state.stop_reason is not None:
+                final_saves.append(state.stop_reason)
                 raise OSError("disk full")
 
         async def load(self, task_id: str) -> LoopState | None:
@@ -251,7 +254,9 @@ async def test_a_failing_store_does_not_replace_the_callers_cancellation() -> No
             group.start_soon(lambda: loop.run("goal"))
             await in_tool.wait()
             group.cancel_scope.cancel()
-    # Reaching here means the cancellation was delivered, not replaced by OSError.
+    # Reaching here means the cancellation was delivered, not replaced by the OSError, which
+    # the final checkpoint did raise:
+    assert final_saves == [StopReason.CANCELLED]
 
 
 def test_an_unanswered_tool_use_at_the_end_is_an_invalid_transcript() -> None:

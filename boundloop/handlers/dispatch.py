@@ -18,7 +18,7 @@ import pydantic
 from anthropic.types import ToolResultBlockParam
 
 from ..policy import ToolCall
-from .tools import RetryableToolError, Tool, ToolContext
+from .tools import RetryableToolError, Tool, ToolContext, idempotency_key
 
 Outcome: TypeAlias = Literal["ok", "error", "denied", "invalid", "timeout", "cancelled", "repeated"]
 """How one tool_use was answered; also the `outcome` label of `boundloop_tool_calls_total`."""
@@ -177,7 +177,7 @@ async def _run_call(
         trace_id=config.trace_id,
         step=call.step,
         tool_use_id=call.id,
-        idempotency_key=f"{config.task_id}:{call.step}:{call.id}",
+        idempotency_key=idempotency_key(config.task_id, call),
     )
     timeout = tool.timeout_s if tool.timeout_s is not None else config.default_timeout_s
     started = time.perf_counter()

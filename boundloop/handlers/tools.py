@@ -16,6 +16,7 @@ import pydantic
 from anthropic.types import ToolParam
 
 from ..errors import ConfigurationError
+from ..policy import ToolCall
 
 TOOL_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """What the Messages API accepts as a tool name."""
@@ -34,6 +35,11 @@ class ToolContext:
     tool_use_id: str
     idempotency_key: str
     """`f"{task_id}:{step}:{tool_use_id}"`: stable across retries of the same call."""
+
+
+def idempotency_key(task_id: str, call: ToolCall) -> str:
+    """The key a side-effecting handler uses to do its effect once: `task_id:step:tool_use_id`."""
+    return f"{task_id}:{call.step}:{call.id}"
 
 
 class RetryableToolError(Exception):
