@@ -41,9 +41,9 @@ from .state import Budget as Budget
 from .state import LoopResult as LoopResult
 from .state import LoopState as LoopState
 from .state import StopReason as StopReason
-from .state import TraceEvent as TraceEvent
 from .state import Usage as Usage
 from .statemachine.guards import Verdict as Verdict
+from .trace import TraceEvent as TraceEvent
 
 __version__ = "0.1.0"
 

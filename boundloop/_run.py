@@ -35,9 +35,10 @@ from .handlers.stops import Route, SignalContext, answer_text
 from .handlers.tools import idempotency_key
 from .handlers.validation import BatchValidator, canonical
 from .policy import ToolCall
-from .state import JSON, LoopResult, LoopState, StopReason, TraceEvent, TraceKind
+from .state import JSON, LoopResult, LoopState, StopReason
 from .statemachine.guards import Verdict
 from .statemachine.table import Phase, Trigger
+from .trace import TraceEvent, TraceKind
 from .transcript import append_user
 
 if TYPE_CHECKING:

@@ -34,8 +34,9 @@ from . import __version__, demo
 from .errors import ConfigurationError, GraphvizMissing, LoopError
 from .loop import AgentLoop
 from .metrics import MetricsServer, serve
-from .state import Budget, LoopResult, StopReason, TraceEvent, write_trace
+from .state import Budget, LoopResult, StopReason
 from .statemachine import diagram
+from .trace import TraceEvent, read_trace, write_trace
 
 EXIT_OK: Final = 0
 EXIT_NOT_COMPLETED: Final = 1
@@ -538,7 +539,7 @@ def _diagram(args: argparse.Namespace) -> int:
     trace: list[TraceEvent] | None = None
     if args.trace is not None:
         try:
-            trace = diagram.read_trace(args.trace)
+            trace = read_trace(args.trace)
         except OSError as exc:
             raise CommandError(f"cannot read the trace {args.trace}: {exc.strerror or exc}") from exc
         except ValueError as exc:

@@ -27,7 +27,8 @@ from .loop import AgentLoop
 from .metrics.instruments import LoopMetrics
 from .model import Model, ScriptedClient
 from .policy import Policy
-from .state import Budget, TraceEvent
+from .state import Budget
+from .trace import TraceEvent
 
 GOAL: Final = "Decide whether refund evidence is sufficient for order O-104."
 MODEL: Final = "claude-sonnet-4-6"

@@ -17,8 +17,9 @@ from .metrics.instruments import BoundMetrics, LoopMetrics
 from .model import Model
 from .policy import Policy
 from .prices import PRICES, Price, price_for
-from .state import Budget, LoopResult, TraceEvent
+from .state import Budget, LoopResult
 from .statemachine.driver import Engine, StateMachine
+from .trace import TraceEvent
 
 Redactor = Callable[[str], str]
 

@@ -6,7 +6,7 @@ import dataclasses
 import enum
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, cast, final
 
@@ -15,6 +15,7 @@ from anthropic.types import Message, MessageParam
 
 from . import errors
 from .model import parse_message
+from .trace import TraceEvent, json_default, write_trace
 
 JSON = dict[str, Any]
 
@@ -147,53 +148,6 @@ class Usage:
         return dataclasses.asdict(self)
 
 
-TraceKind = Literal["transition", "proposal", "validation", "tool_call", "tool_result", "stop", "error"]
-
-
-@final
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class TraceEvent:
-    """One thing that happened in a run: a transition, a proposal, a decision, a tool outcome."""
-
-    kind: TraceKind
-    step: int
-    at: float
-    """Epoch seconds."""
-    source: str | None = None
-    dest: str | None = None
-    trigger: str | None = None
-    duration_s: float | None = None
-    """For a transition: time spent in the source state."""
-    data: JSON = dataclasses.field(default_factory=dict[str, Any])
-
-    def to_dict(self) -> JSON:
-        """The event as a JSON object."""
-        return {
-            "kind": self.kind,
-            "step": self.step,
-            "at": self.at,
-            "source": self.source,
-            "dest": self.dest,
-            "trigger": self.trigger,
-            "duration_s": self.duration_s,
-            "data": self.data,
-        }
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> TraceEvent:
-        """Rebuild an event written by `to_dict`."""
-        return cls(
-            kind=raw["kind"],
-            step=int(raw["step"]),
-            at=float(raw["at"]),
-            source=raw.get("source"),
-            dest=raw.get("dest"),
-            trigger=raw.get("trigger"),
-            duration_s=raw.get("duration_s"),
-            data=dict(raw.get("data") or {}),
-        )
-
-
 @final
 @dataclasses.dataclass(slots=True, kw_only=True)
 class LoopState:
@@ -241,7 +195,7 @@ class LoopState:
 
     def to_json(self) -> str:
         """The state as a JSON string (`from_json` reads it back)."""
-        return json.dumps(self.to_dict(), default=_json_default)
+        return json.dumps(self.to_dict(), default=json_default)
 
     @classmethod
     def from_json(cls, text: str) -> LoopState:
@@ -271,20 +225,6 @@ def _plain(message: MessageParam) -> JSON:
         **message,
         "content": [_dump(block) if isinstance(block, pydantic.BaseModel) else block for block in content],
     }
-
-
-def _json_default(value: object) -> object:
-    if isinstance(value, pydantic.BaseModel):
-        return _dump(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
-def write_trace(events: Iterable[TraceEvent], path: str | Path) -> None:
-    """Write trace events as JSON lines, one event per line (`TraceEvent.from_dict` reads them)."""
-    with Path(path).open("w", encoding="utf-8") as out:
-        for event in events:
-            out.write(json.dumps(event.to_dict(), default=_json_default))
-            out.write("\n")
 
 
 @final
@@ -343,4 +283,4 @@ class LoopResult:
 
     def to_json(self, *, indent: int | None = None) -> str:
         """The result as a JSON string."""
-        return json.dumps(self.to_dict(), default=_json_default, indent=indent)
+        return json.dumps(self.to_dict(), default=json_default, indent=indent)

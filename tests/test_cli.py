@@ -20,7 +20,8 @@ import pytest
 from boundloop import AgentLoop, Budget, ScriptedClient, tool
 from boundloop.cli import main
 from boundloop.demo import ALLOWED, ANSWER, GOAL, SCRIPT
-from boundloop.statemachine.diagram import read_trace, render_mermaid
+from boundloop.statemachine.diagram import render_mermaid
+from boundloop.trace import read_trace
 from tests.conftest import require_binary
 from tests.helpers import api_message, text, tool_use
 

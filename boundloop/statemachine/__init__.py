@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ..trace import read_trace as read_trace
 from .diagram import FORMATS as FORMATS
 from .diagram import TracePath as TracePath
-from .diagram import read_trace as read_trace
 from .diagram import render as render
 from .diagram import render_dot as render_dot
 from .diagram import render_image as render_image

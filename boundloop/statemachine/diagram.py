@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import json
 import shutil
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,7 +26,8 @@ from transitions.extensions.diagrams import GraphMachine
 from transitions.extensions.diagrams_mermaid import Graph as MermaidGraph
 
 from ..errors import GraphvizMissing
-from ..state import BUDGET_STOPS, StopReason, TraceEvent
+from ..state import BUDGET_STOPS, StopReason
+from ..trace import TraceEvent
 from .guards import GUARDS
 from .table import FINAL, INITIAL, STATES, TRANSITIONS, TransitionRow
 
@@ -124,28 +124,6 @@ def _pick(event: TraceEvent, candidates: list[int], stop_reason: str | None) -> 
             if guard in TRANSITIONS[index]["conditions"]:
                 return index
     return candidates[0]
-
-
-def read_trace(path: str | Path) -> list[TraceEvent]:
-    """Read a JSON-lines trace written by `LoopResult.write_trace` (or `--trace`).
-
-    Raises:
-        OSError: the file cannot be read.
-        ValueError: a line is not a trace event; the message names the line.
-    """
-    events: list[TraceEvent] = []
-    with Path(path).open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                raw = json.loads(line)
-                if not isinstance(raw, dict):
-                    raise TypeError("not a JSON object")
-                events.append(TraceEvent.from_dict(raw))
-            except (ValueError, TypeError, KeyError) as exc:
-                raise ValueError(f"{path}:{number}: not a trace event ({exc})") from exc
-    return events
 
 
 def render_mermaid(trace: Iterable[TraceEvent] | None = None, *, title: str = TITLE) -> str:

@@ -14,7 +14,6 @@ from boundloop import AgentLoop, Budget, GraphvizMissing, ScriptedClient, TraceE
 from boundloop.statemachine.diagram import (
     FORMATS,
     mermaid_block,
-    read_trace,
     render,
     render_dot,
     render_image,
@@ -24,6 +23,7 @@ from boundloop.statemachine.diagram import (
     trace_path,
 )
 from boundloop.statemachine.table import TRANSITIONS
+from boundloop.trace import read_trace
 from tests.conftest import require_binary
 from tests.helpers import text, tool_use
 
