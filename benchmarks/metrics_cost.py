@@ -25,7 +25,7 @@ import anyio
 from prometheus_client import CollectorRegistry
 
 from boundloop import AgentLoop, Budget, LoopMetrics, ScriptedClient, tool
-from boundloop.model import parse_message
+from boundloop.testing import parse_message
 
 
 @tool

@@ -23,7 +23,7 @@ from anthropic.types import Message, MessageParam, ToolResultBlockParam, ToolUse
 from prometheus_client import CollectorRegistry
 
 from boundloop import AgentLoop, Budget, LoopMetrics, tool
-from boundloop.model import parse_message
+from boundloop.testing import parse_message
 
 
 @tool
@@ -45,11 +45,18 @@ async def lookup_c(key: str) -> str:
 
 
 TOOLS = [lookup_a, lookup_b, lookup_c]
+
+
+async def _instant(key: str) -> str:
+    return key
+
+
 HANDLERS: dict[str, Callable[..., Awaitable[str]]] = {
-    "lookup_a": lookup_a.handler,
-    "lookup_b": lookup_b.handler,
-    "lookup_c": lookup_c.handler,
+    "lookup_a": _instant,
+    "lookup_b": _instant,
+    "lookup_c": _instant,
 }
+"""The hand-written loops call the same instant function the tools wrap."""
 
 
 def script(turns: int) -> list[Message]:

@@ -5,6 +5,8 @@ The model proposes; the software decides. See `AgentLoop`.
 
 from __future__ import annotations
 
+from ._records import CallResult as CallResult
+from ._records import ToolCall as ToolCall
 from .checkpoint.store import CheckpointStore as CheckpointStore
 from .checkpoint.store import MemoryStore as MemoryStore
 from .checkpoint.store import SQLiteStore as SQLiteStore
@@ -23,9 +25,9 @@ from .errors import RunFailed as RunFailed
 from .errors import ScriptExhausted as ScriptExhausted
 from .errors import Truncated as Truncated
 from .errors import UnhandledStop as UnhandledStop
-from .handlers.dispatch import CallResult as CallResult
 from .handlers.stops import Route as Route
 from .handlers.stops import SignalContext as SignalContext
+from .handlers.stops import Verdict as Verdict
 from .handlers.tools import RetryableToolError as RetryableToolError
 from .handlers.tools import Tool as Tool
 from .handlers.tools import ToolContext as ToolContext
@@ -33,16 +35,14 @@ from .handlers.tools import tool as tool
 from .loop import AgentLoop as AgentLoop
 from .metrics.instruments import LoopMetrics as LoopMetrics
 from .model import Model as Model
-from .model import ScriptedClient as ScriptedClient
 from .policy import Policy as Policy
-from .policy import ToolCall as ToolCall
 from .prices import Price as Price
 from .state import Budget as Budget
 from .state import LoopResult as LoopResult
 from .state import LoopState as LoopState
 from .state import StopReason as StopReason
 from .state import Usage as Usage
-from .statemachine.guards import Verdict as Verdict
+from .testing import ScriptedClient as ScriptedClient
 from .trace import TraceEvent as TraceEvent
 
 __version__ = "0.1.0"

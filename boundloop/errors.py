@@ -82,11 +82,11 @@ class BudgetExceeded(RunError):
     """A budget was spent: `.limit` names it, `.value` is the configured number, `.used` the use."""
 
     def __init__(self, result: LoopResult) -> None:
-        exceeded = result.state.exceeded or {}
+        exceeded = result.state.exceeded
         reason = str(result.stop_reason)
-        self.limit: str = str(exceeded.get("limit", BUDGET_LIMITS.get(reason, reason)))
-        self.value: float | None = exceeded.get("value")
-        self.used: float | None = exceeded.get("used")
+        self.limit: str = BUDGET_LIMITS.get(reason, reason) if exceeded is None else exceeded.limit
+        self.value: float | None = None if exceeded is None else exceeded.value
+        self.used: float | None = None if exceeded is None else exceeded.used
         super().__init__(result)
 
 

@@ -1,46 +1,26 @@
-"""AgentLoop: wires the model, the machine, the handlers, the metrics and the budget."""
+"""AgentLoop: the public entry point; builds the configuration once and runs the driver."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Final, Literal, cast, final
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import final
 
 import anyio
 
-from ._run import Run
+from ._config import DEFAULT, EventHook, LoopConfig, Redactor, ToolErrors, _Default, build_config
 from .checkpoint.store import CheckpointStore
 from .errors import ConfigurationError
 from .handlers.registry import ToolRegistry
-from .handlers.stops import DEFAULT_HANDLERS, SignalHandler
+from .handlers.stops import SignalHandler
 from .handlers.tools import Tool
 from .metrics.instruments import BoundMetrics, LoopMetrics
 from .model import Model
 from .policy import Policy
-from .prices import PRICES, Price, price_for
-from .state import Budget, LoopResult
-from .statemachine.driver import Engine, StateMachine
-from .trace import TraceEvent
-
-Redactor = Callable[[str], str]
-
-
-class _Default:
-    """Marker for 'not passed', where None has a meaning of its own."""
-
-    def __repr__(self) -> str:
-        return "DEFAULT"
-
-
-DEFAULT: Final = _Default()
-_default_metrics: LoopMetrics | None = None
-
-
-def default_metrics() -> LoopMetrics:
-    """The `LoopMetrics` on the process's default registry, shared by every loop."""
-    global _default_metrics
-    if _default_metrics is None:
-        _default_metrics = LoopMetrics()
-    return _default_metrics
+from .prices import Price
+from .state import Budget, LoopResult, LoopState
+from .statemachine._driver import execute
 
 
 @final
@@ -71,8 +51,6 @@ class AgentLoop:
             views and logging); it must not block.
         store: where the state is checkpointed after every step and at the stop
             (`boundloop.checkpoint.MemoryStore`, `SQLiteStore`); None: not saved.
-        engine: how the machine fires: `"compiled"` (its transitions, indexed once) or
-            `"transitions"` (`Event.trigger` every time); same table, same guards.
 
     Raises:
         ConfigurationError: no budget, a bad tool, a duplicate tool name, a policy naming a
@@ -90,98 +68,83 @@ class AgentLoop:
         system: str | None = None,
         max_tokens: int = 4096,
         name: str = "agent",
-        on_tool_error: Literal["report", "raise"] = "report",
+        on_tool_error: ToolErrors = "report",
         max_tool_output_chars: int = 100_000,
         redact: Redactor | None = None,
         metrics: LoopMetrics | _Default | None = DEFAULT,
         prices: Mapping[str, Price] | None = None,
         signal_handlers: Mapping[str, SignalHandler] | None = None,
-        on_event: Callable[[TraceEvent], None] | None = None,
-        engine: Engine = "compiled",
+        on_event: EventHook | None = None,
         store: CheckpointStore | None = None,
     ) -> None:
-        create = getattr(getattr(client, "messages", None), "create", None)
-        _require(
-            callable(create),
-            f"client {client!r} has no messages.create: pass anthropic.AsyncAnthropic() or ScriptedClient",
+        self._config: LoopConfig = build_config(
+            client,
+            model=model,
+            tools=tools,
+            budget=budget,
+            policy=policy,
+            system=system,
+            max_tokens=max_tokens,
+            name=name,
+            on_tool_error=on_tool_error,
+            max_tool_output_chars=max_tool_output_chars,
+            redact=redact,
+            metrics=metrics,
+            prices=prices,
+            signal_handlers=signal_handlers,
+            on_event=on_event,
+            store=store,
         )
-        _require(
-            isinstance(model, str) and bool(model),
-            "model must be a non-empty model name, e.g. 'claude-sonnet-4-6'",
-        )
-        _require(
-            budget is not None,
-            "a Budget is required: there is no unbounded loop (e.g. budget=Budget(max_steps=8))",
-        )
-        _require(isinstance(budget, Budget), f"budget must be a Budget, got {type(budget).__name__}")
-        _require(not isinstance(cast(object, tools), Tool), "tools takes a list of tools: tools=[my_tool]")
-        _require(
-            isinstance(max_tokens, int) and not isinstance(max_tokens, bool) and max_tokens >= 1,
-            f"max_tokens must be a positive int, got {max_tokens!r}",
-        )
-        _require(
-            policy is None or isinstance(cast(object, policy), Policy),
-            f"policy must be a Policy, got {type(policy).__name__}",
-        )
-        _require(
-            isinstance(metrics, _Default | LoopMetrics | None),
-            f"metrics must be a LoopMetrics or None, got {type(metrics).__name__}",
-        )
-        _require(
-            redact is None or callable(redact),
-            f"redact must be a callable taking and returning a str, got {redact!r}",
-        )
-        _require(
-            on_event is None or callable(on_event),
-            f"on_event must be a callable taking a TraceEvent, got {on_event!r}",
-        )
-        _require(
-            on_tool_error in ("report", "raise"),
-            f"on_tool_error must be 'report' or 'raise', got {on_tool_error!r}",
-        )
-        _require(
-            isinstance(max_tool_output_chars, int) and max_tool_output_chars >= 1,
-            "max_tool_output_chars must be a positive int",
-        )
-        _require(
-            engine in ("compiled", "transitions"),
-            f"engine must be 'compiled' or 'transitions', got {engine!r}",
-        )
-        assert budget is not None  # checked above, for the type checker
-        self.client = client
-        self.model = model
-        self.tools = ToolRegistry(tools)
-        self.budget = budget
-        self.policy = Policy() if policy is None else policy
-        self.system = system
-        self.max_tokens = max_tokens
-        self.name = name
-        self.on_tool_error = on_tool_error
-        self.max_tool_output_chars = max_tool_output_chars
-        self.redact = redact
-        self.on_event = on_event
-        self.store = store
-        self.prices: Mapping[str, Price] = {**PRICES, **(prices or {})}
-        self.price = price_for(model, self.prices)
-        self.signal_handlers = _handlers(signal_handlers)
-        self._check_policy()
-        if budget.max_cost_usd is not None and self.price is None:
-            raise ConfigurationError(
-                f"max_cost_usd needs a price for model {model!r}: pass prices={{{model!r}: Price(...)}}"
-            )
-        chosen = default_metrics() if isinstance(metrics, _Default) else metrics
-        self.metrics: BoundMetrics | None = None if chosen is None else chosen.bind(name, self.tools)
-        self.machine = StateMachine(engine)
 
-    def _check_policy(self) -> None:
-        policy = self.policy
-        for field in ("allowed", "requires_approval", "required_evidence"):
-            names: frozenset[str] | None = getattr(policy, field)
-            unknown = sorted((names or frozenset()) - set(self.tools))
-            if unknown:
-                raise ConfigurationError(
-                    f"Policy.{field} names tools with no handler: {unknown}; register them in tools=[...]"
-                )
+    @property
+    def config(self) -> LoopConfig:
+        """The loop's frozen configuration, as every run reads it."""
+        return self._config
+
+    @property
+    def client(self) -> Model:
+        """The model client."""
+        return self._config.client
+
+    @property
+    def model(self) -> str:
+        """The model name sent with every request."""
+        return self._config.model
+
+    @property
+    def name(self) -> str:
+        """The `loop` label on every metric."""
+        return self._config.name
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The registered tools, by name."""
+        return self._config.tools
+
+    @property
+    def budget(self) -> Budget:
+        """The run's hard limits."""
+        return self._config.budget
+
+    @property
+    def policy(self) -> Policy:
+        """What may run, what needs approval, what counts as done."""
+        return self._config.policy
+
+    @property
+    def system(self) -> str | None:
+        """The system prompt."""
+        return self._config.system
+
+    @property
+    def store(self) -> CheckpointStore | None:
+        """Where states are checkpointed, if anywhere."""
+        return self._config.store
+
+    @property
+    def metrics(self) -> BoundMetrics | None:
+        """The loop's metrics, bound to its `loop` label; None when off."""
+        return self._config.metrics
 
     def __repr__(self) -> str:
         return f"AgentLoop(name={self.name!r}, model={self.model!r}, tools={list(self.tools)})"
@@ -192,7 +155,7 @@ class AgentLoop:
         *,
         cancel: anyio.Event | None = None,
         task_id: str | None = None,
-        on_event: Callable[[TraceEvent], None] | None = None,
+        on_event: EventHook | None = None,
     ) -> LoopResult:
         """Run the loop on `goal` until it stops, and return the typed outcome.
 
@@ -207,6 +170,7 @@ class AgentLoop:
             The result: stop reason, answer, state, trace and transcript.
 
         Raises:
+            ConfigurationError: `goal` is empty.
             UnhandledStop: the API returned a stop_reason with no handler (`.result` holds
                 the partial result).
             Exception: a tool's exception, with `on_tool_error="raise"`; an exception raised
@@ -215,31 +179,20 @@ class AgentLoop:
                 failed first.
             ScriptExhausted: a `ScriptedClient` ran out of responses.
         """
-        if not isinstance(goal, str) or not goal.strip():
+        if not isinstance(goal, str) or not goal.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ConfigurationError("goal must be a non-empty string")
-        run = Run(self, goal, task_id=task_id, on_event=on_event)
-        self.machine.add(run)
-        metrics = self.metrics
-        if metrics is not None:
-            metrics.run_started()
-        try:
-            await run.execute(cancel)
-        finally:
-            self.machine.remove(run)
-        return run.result()
+        state = LoopState(
+            task_id=task_id or uuid.uuid4().hex,
+            trace_id=uuid.uuid4().hex,
+            goal=goal,
+            started_at=time.time(),
+            provenance=self._config.provenance,
+            messages=[{"role": "user", "content": goal}],
+        )
+        return await execute(self._config, state, cancel=cancel, on_event=on_event)
 
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ConfigurationError(message)
-
-
-def _handlers(overrides: Mapping[str, SignalHandler] | None) -> dict[str, SignalHandler]:
-    handlers = dict(DEFAULT_HANDLERS)
-    for stop_reason, handler in (overrides or {}).items():
-        if not isinstance(stop_reason, str) or not callable(handler):
-            raise ConfigurationError(
-                f"signal_handlers maps a stop_reason str to a handler, got {stop_reason!r}: {handler!r}"
-            )
-        handlers[stop_reason] = handler
-    return handlers
+    async def _continue(
+        self, state: LoopState, *, cancel: anyio.Event | None = None, on_event: EventHook | None = None
+    ) -> LoopResult:
+        """Continue a run from a state read back from a checkpoint, in the phase it was saved."""
+        return await execute(self._config, state, cancel=cancel, on_event=on_event)

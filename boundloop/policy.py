@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Awaitable, Callable, Collection, Iterable
-from typing import Any, Literal, cast, final
+from typing import Literal, cast, final
 
+from ._records import ToolCall
 from .errors import ConfigurationError
 from .state import LoopState
-
-
-@final
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ToolCall:
-    """One `tool_use` block the model proposed, as the policy sees it."""
-
-    id: str
-    name: str
-    input: dict[str, Any]
-    step: int
-
 
 Approver = Callable[[ToolCall], Awaitable[bool]]
 SuccessCheck = Callable[[LoopState, "str | None"], bool]
@@ -103,6 +93,30 @@ class Policy:
         object.__setattr__(self, "success", success)
         object.__setattr__(self, "approve", approve)
         object.__setattr__(self, "max_continuations", max_continuations)
+
+    def fingerprint(self) -> str:
+        """The policy's decisions as canonical JSON (hooks by qualified name), for provenance."""
+
+        def hook(fn: object) -> str | None:
+            return (
+                None if fn is None else f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
+            )
+
+        return json.dumps(
+            {
+                "allowed": None if self.allowed is None else sorted(self.allowed),
+                "forbidden": sorted(self.forbidden),
+                "requires_approval": sorted(self.requires_approval),
+                "required_evidence": sorted(self.required_evidence),
+                "success": hook(self.success),
+                "approve": hook(self.approve),
+                "on_forbidden": self.on_forbidden,
+                "on_missing_evidence": self.on_missing_evidence,
+                "on_max_tokens": self.on_max_tokens,
+                "max_continuations": self.max_continuations,
+            },
+            sort_keys=True,
+        )
 
     def is_forbidden(self, name: str) -> bool:
         """The tool may never run."""

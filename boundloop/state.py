@@ -1,53 +1,41 @@
-"""The values a run is made of: stop reasons, budgets, usage, trace events, state and result."""
+"""The run's state: stop reasons, usage, typed records, `LoopState` and `LoopResult`.
+
+`LoopState` is the run. The driver keeps nothing of its own between two states' work:
+phase, counters, the current turn and its answers, the repeat history, the breaker count
+and the continuation text all live here, so a state read back from JSON continues exactly
+where it was saved. JSON goes through one pydantic `TypeAdapter`, with a `schema_version`.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import enum
+import functools
 import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final, Literal, cast, final
+from typing import Annotated, Any, Final, Literal, final
 
 import pydantic
 from anthropic.types import Message, MessageParam
 
 from . import errors
-from .model import parse_message
+from ._records import BUDGET_STOPS as BUDGET_STOPS
+from ._records import CallResult as CallResult
+from ._records import ErrorRecord as ErrorRecord
+from ._records import Exceeded as Exceeded
+from ._records import Observation as Observation
+from ._records import PendingApproval as PendingApproval
+from ._records import Provenance as Provenance
+from ._records import StopReason as StopReason
+from ._records import ToolCall as ToolCall
+from ._records import Turn as Turn
+from ._records import Usage as Usage
+from .statemachine.table import INITIAL, Phase
 from .trace import TraceEvent, json_default, write_trace
 
-JSON = dict[str, Any]
-
-
-class StopReason(enum.StrEnum):
-    """Why a run ended: an outcome returned in `LoopResult`, never a string match on prose."""
-
-    COMPLETED = "completed"
-    FAILED = "failed"
-    REFUSED = "refused"
-    NEEDS_HUMAN = "needs_human"
-    CANCELLED = "cancelled"
-    POLICY_BLOCKED = "policy_blocked"
-    EVIDENCE_MISSING = "evidence_missing"
-    MAX_STEPS = "max_steps"
-    MAX_TOOL_CALLS = "max_tool_calls"
-    TIMEOUT = "timeout"
-    TOKEN_BUDGET = "token_budget"
-    COST_BUDGET = "cost_budget"
-    TRUNCATED = "truncated"
-    CONTEXT_EXCEEDED = "context_exceeded"
-
-
-BUDGET_STOPS: Final = frozenset(
-    {
-        StopReason.MAX_STEPS,
-        StopReason.MAX_TOOL_CALLS,
-        StopReason.TIMEOUT,
-        StopReason.TOKEN_BUDGET,
-        StopReason.COST_BUDGET,
-    }
-)
+SCHEMA_VERSION: Final = 1
+"""The version of `LoopState`'s JSON; `LoopState.from_json` refuses any other."""
 
 
 _COUNTS: Final = frozenset(
@@ -122,109 +110,148 @@ class Budget:
             )
 
 
-@final
-@dataclasses.dataclass(slots=True, kw_only=True)
-class Usage:
-    """Tokens and cost summed over every model call of a run."""
+def _dump_messages(messages: list[MessageParam]) -> list[dict[str, Any]]:
+    """Messages with SDK content blocks dumped exactly as the API sent them."""
+    plain: list[dict[str, Any]] = []
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, str):
+            plain.append(dict(message))
+        else:
+            plain.append({**message, "content": [json_default_or_self(block) for block in content]})
+    return plain
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cost_usd: float = 0.0
 
-    @property
-    def total_tokens(self) -> int:
-        """All tokens billed: input, output and both cache kinds."""
-        return (
-            self.input_tokens
-            + self.output_tokens
-            + self.cache_read_input_tokens
-            + self.cache_creation_input_tokens
-        )
+def json_default_or_self(block: object) -> object:
+    """An SDK block as its JSON dict; a dict block as itself."""
+    return json_default(block) if isinstance(block, pydantic.BaseModel) else block
 
-    def to_dict(self) -> JSON:
-        """The usage as a JSON object."""
-        return dataclasses.asdict(self)
+
+def _load_messages(raw: object) -> list[MessageParam]:
+    if not isinstance(raw, list):
+        raise ValueError("messages must be a list")
+    for message in raw:  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):  # pyright: ignore[reportUnknownMemberType]
+            raise ValueError(f"not a message: {message!r}")
+    return raw  # pyright: ignore[reportUnknownVariableType]
+
+
+def _load_responses(raw: object) -> list[Message]:
+    """Stored responses, rebuilt as the SDK builds them (leniently: an unknown stop_reason stays)."""
+    if not isinstance(raw, list):
+        raise ValueError("responses must be a list")
+    messages: list[Message] = []
+    for item in raw:  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(item, Message):
+            messages.append(item)
+        elif isinstance(item, dict):
+            messages.append(Message.model_construct(**item))  # pyright: ignore[reportUnknownArgumentType]
+        else:
+            raise ValueError(f"not a Message: {item!r}")
+    return messages
+
+
+Messages = Annotated[
+    list[MessageParam],
+    pydantic.PlainValidator(_load_messages),
+    pydantic.PlainSerializer(_dump_messages),
+]
+Responses = Annotated[
+    list[Message],
+    pydantic.PlainValidator(_load_responses),
+    pydantic.PlainSerializer(lambda responses: [json_default(r) for r in responses]),  # pyright: ignore[reportUnknownLambdaType, reportUnknownArgumentType]
+]
 
 
 @final
 @dataclasses.dataclass(slots=True, kw_only=True)
 class LoopState:
-    """Everything a run knows, outside the model: JSON-serialisable, enough to resume or replay."""
+    """Everything a run knows, outside the model: JSON-serialisable, enough to continue it."""
 
     task_id: str
     trace_id: str
     goal: str
     started_at: float
     """Epoch seconds."""
+    schema_version: int = SCHEMA_VERSION
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
+    """The caller's own JSON values, kept with the run."""
+    provenance: Provenance | None = None
+    """What the run was made with: the model and hashes of the system prompt, tools and policy."""
+    phase: Phase = INITIAL
+    """The state of the machine the run is in (maintained by the driver)."""
     step: int = 0
     """Model calls made."""
     tool_calls: int = 0
     """Tool executions made (retry attempts included)."""
+    elapsed_s: float = 0.0
+    """Wall-clock seconds spent in earlier sessions of this run (before a resume)."""
     usage: Usage = dataclasses.field(default_factory=Usage)
-    messages: list[MessageParam] = dataclasses.field(default_factory=list[MessageParam])
+    messages: Messages = dataclasses.field(default_factory=list[MessageParam])
     """The transcript, as Messages API params; assistant turns exactly as received."""
-    observations: list[JSON] = dataclasses.field(default_factory=list[JSON])
-    """One record per answered tool_use: step, tool, input, outcome, content."""
-    errors: list[JSON] = dataclasses.field(default_factory=list[JSON])
-    """Model API failures, invalid actions and tool errors, in order."""
-    pending_approvals: list[JSON] = dataclasses.field(default_factory=list[JSON])
-    """Tool calls waiting for a human decision (`needs_human`)."""
-    responses: list[Message] = dataclasses.field(default_factory=list[Message])
+    responses: Responses = dataclasses.field(default_factory=list[Message])
     """Every model response as received, for replay."""
+    turn: Turn | None = None
+    """The latest response's tool calls and their answers (decided in validate, filled in act)."""
+    observations: list[Observation] = dataclasses.field(default_factory=list[Observation])
+    """One record per answered tool_use, in order."""
+    succeeded: dict[str, int] = dataclasses.field(default_factory=dict[str, int])
+    """Repeat history: canonical call (tool and input) -> index of its successful observation."""
+    errors: list[ErrorRecord] = dataclasses.field(default_factory=list[ErrorRecord])
+    """Model API failures, invalid actions and tool errors, in order."""
+    pending_approvals: list[PendingApproval] = dataclasses.field(default_factory=list[PendingApproval])
+    """Tool calls waiting for a human decision (`needs_human`)."""
     consecutive_tool_errors: int = 0
+    """Failing tool results in a row: the circuit breaker's count."""
     repeated_calls: int = 0
+    """Calls answered from the repeat history."""
     continuations: int = 0
     """max_tokens continuations and evidence nudges used."""
+    earlier_text: str = ""
+    """Text of the current assistant turn before a pause_turn / max_tokens continuation."""
+    exceeded: Exceeded | None = None
+    """The limit found spent (a budget, or the breaker's counts): why the run stops or concludes."""
+    final_call_due: bool = False
+    """`on_exhausted="final_answer"`: one last model call without tools is still to be made."""
     stop_reason: StopReason | None = None
     stop_detail: str | None = None
     """Why, in one line: the limit hit, the blocked tool, the API error."""
     answer: str | None = None
-    exceeded: JSON | None = None
-    """For a budget stop: `{"limit": "max_steps", "value": 8, "used": 8}`."""
 
-    def to_dict(self) -> JSON:
+    def to_dict(self) -> dict[str, Any]:
         """The state as a JSON object."""
-        raw = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
-        raw["usage"] = self.usage.to_dict()
-        raw["stop_reason"] = None if self.stop_reason is None else str(self.stop_reason)
-        raw["messages"] = [_plain(message) for message in self.messages]
-        raw["responses"] = [_dump(response) for response in self.responses]
-        return raw
+        return _adapter().dump_python(self, mode="json")  # type: ignore[no-any-return]
 
     def to_json(self) -> str:
         """The state as a JSON string (`from_json` reads it back)."""
-        return json.dumps(self.to_dict(), default=json_default)
+        return _adapter().dump_json(self).decode()
 
     @classmethod
-    def from_json(cls, text: str) -> LoopState:
-        """Rebuild a state written by `to_json`."""
-        raw = json.loads(text)
+    def from_json(cls, text: str | bytes) -> LoopState:
+        """Rebuild a state written by `to_json`.
+
+        Raises:
+            ValueError: not a state, or one written with another `schema_version`.
+        """
+        try:
+            raw: object = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"LoopState JSON does not parse: {exc}") from None
         if not isinstance(raw, dict):
             raise ValueError("LoopState JSON must be an object")
-        fields = cast(dict[str, Any], raw)
-        fields["usage"] = Usage(**fields.get("usage", {}))
-        fields["responses"] = [parse_message(raw) for raw in fields.get("responses", [])]
-        if fields.get("stop_reason") is not None:
-            fields["stop_reason"] = StopReason(fields["stop_reason"])
-        return cls(**fields)
+        version = raw.get("schema_version")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if version != SCHEMA_VERSION:
+            raise ValueError(f"LoopState schema_version {version!r} is not {SCHEMA_VERSION}")
+        try:
+            return _adapter().validate_python(raw)
+        except pydantic.ValidationError as exc:
+            raise ValueError(f"not a LoopState: {exc}") from None
 
 
-def _dump(value: pydantic.BaseModel) -> JSON:
-    # exclude_unset: exactly the fields the API sent, as the SDK itself sends them back.
-    return value.model_dump(mode="json", exclude_unset=True)
-
-
-def _plain(message: MessageParam) -> JSON:
-    """A message with any SDK content blocks dumped to dicts."""
-    content = message["content"]
-    if isinstance(content, str):
-        return dict(message)
-    return {
-        **message,
-        "content": [_dump(block) if isinstance(block, pydantic.BaseModel) else block for block in content],
-    }
+@functools.cache
+def _adapter() -> pydantic.TypeAdapter[LoopState]:
+    """Built on first use: building it costs milliseconds that an import should not pay."""
+    return pydantic.TypeAdapter(LoopState)
 
 
 @final
@@ -271,7 +298,7 @@ class LoopResult:
         """Write the trace as JSON lines, one event per line."""
         write_trace(self.trace, path)
 
-    def to_dict(self) -> JSON:
+    def to_dict(self) -> dict[str, Any]:
         """The result as a JSON object (`boundloop demo --json`)."""
         return {
             "stop_reason": str(self.stop_reason),

@@ -179,7 +179,7 @@ async def main(live: bool = False) -> int:
         result = await build_loop(client).run(GOAL)
 
     for observation in result.state.observations:
-        print(f"step {observation['step']}: {observation['tool']:<34} {observation['outcome']}")
+        print(f"step {observation.step}: {observation.tool:<34} {observation.outcome}")
     print(f"stop reason: {result.stop_reason}")
     print(f"answer: {result.answer}")
     print(f"model calls: {result.state.step}, tool calls: {result.state.tool_calls}")

@@ -19,7 +19,7 @@ import pytest
 
 from boundloop import AgentLoop, Budget, ScriptedClient, tool
 from boundloop.cli import main
-from boundloop.demo import ALLOWED, ANSWER, GOAL, SCRIPT
+from boundloop.cli.demo import ALLOWED, ANSWER, GOAL, SCRIPT
 from boundloop.statemachine.diagram import render_mermaid
 from boundloop.trace import read_trace
 from tests.conftest import require_binary

@@ -131,7 +131,6 @@ def make_loop(**overrides: Any) -> AgentLoop:
             r"max_tool_output_chars must be a positive int",
             id="output-chars-zero",
         ),
-        pytest.param({"engine": "fast"}, r"engine must be 'compiled' or 'transitions'", id="bad-engine"),
         pytest.param(
             {"signal_handlers": {"end_turn": "stop"}},
             r"signal_handlers maps a stop_reason",
@@ -189,7 +188,7 @@ def test_a_valid_loop_keeps_its_wiring() -> None:
     loop = make_loop(policy=policy, budget=Budget(max_steps=4, max_cost_usd=0.5))
     assert loop.policy is policy
     assert list(loop.tools) == ["lookup", "refund"]
-    assert loop.price == PRICES["claude-sonnet-4-6"]
+    assert loop.config.price == PRICES["claude-sonnet-4-6"]
 
 
 def test_a_callers_price_makes_a_cost_budget_possible_for_any_model() -> None:
@@ -198,8 +197,8 @@ def test_a_callers_price_makes_a_cost_budget_possible_for_any_model() -> None:
     loop = make_loop(
         model="house-model-1", prices={"house-model-1": house}, budget=Budget(max_steps=4, max_cost_usd=1)
     )
-    assert loop.price is house
-    assert loop.prices["claude-sonnet-4-6"] == PRICES["claude-sonnet-4-6"]
+    assert loop.config.price is house
+    assert make_loop(prices={"house-model-1": house}).config.price == PRICES["claude-sonnet-4-6"]
 
 
 # -- Budget ------------------------------------------------------------------------------

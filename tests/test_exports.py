@@ -15,7 +15,8 @@ from anthropic.types import Message
 import boundloop
 import boundloop.errors
 from boundloop import LoopResult, LoopState, StopReason, TraceEvent, Usage
-from boundloop.model import parse_message
+from boundloop.state import ErrorRecord, Exceeded, Observation, PendingApproval
+from boundloop.testing import parse_message
 from tests.helpers import assert_valid_transcript, text, tool_use
 
 JSON = dict[str, Any]
@@ -224,9 +225,15 @@ def full_state() -> LoopState:
                 ],
             },
         ],
-        observations=[{"step": 1, "tool": "lookup", "outcome": "error", "content": "v"}],
-        errors=[{"kind": "tool_error", "step": 1, "tool": "lookup", "message": "boom"}],
-        pending_approvals=[{"tool_use_id": "toolu_2", "tool": "refund", "input": {"id": "O-104"}, "step": 2}],
+        observations=[
+            Observation(
+                step=1, tool_use_id="toolu_1", tool="lookup", input={"key": "a"}, outcome="error", content="v"
+            )
+        ],
+        errors=[ErrorRecord(kind="tool_error", step=1, tool="lookup", message="boom")],
+        pending_approvals=[
+            PendingApproval(tool_use_id="toolu_2", tool="refund", input={"id": "O-104"}, step=2)
+        ],
         responses=[response],
         consecutive_tool_errors=1,
         repeated_calls=1,
@@ -234,7 +241,7 @@ def full_state() -> LoopState:
         stop_reason=StopReason.NEEDS_HUMAN,
         stop_detail="approval required for refund",
         answer=None,
-        exceeded={"limit": "max_steps", "value": 8, "used": 8},
+        exceeded=Exceeded(limit="max_steps", value=8, used=8),
     )
 
 
@@ -248,7 +255,9 @@ def test_loop_state_round_trips_through_json() -> None:
     assert isinstance(restored.responses[0], Message)
     assert restored.responses[0].content == state.responses[0].content
     assert restored.pending_approvals == state.pending_approvals
-    assert restored.exceeded == {"limit": "max_steps", "value": 8, "used": 8}
+    assert restored.exceeded == Exceeded(limit="max_steps", value=8, used=8)
+    assert restored.observations == state.observations
+    assert restored.errors == state.errors
     assert LoopState.from_json(restored.to_json()).to_json() == restored.to_json()
 
 
@@ -272,7 +281,9 @@ def test_loop_state_from_json_rejects_a_non_object() -> None:
 # -- LoopResult.unwrap -------------------------------------------------------------------
 
 
-def result_for(reason: StopReason, *, exceeded: JSON | None = None, answer: str | None = None) -> LoopResult:
+def result_for(
+    reason: StopReason, *, exceeded: Exceeded | None = None, answer: str | None = None
+) -> LoopResult:
     """A LoopResult built directly for one stop reason."""
     state = LoopState(
         task_id="t",
@@ -338,7 +349,7 @@ def test_unwrap_raises_the_typed_exception_for_each_stop_reason(
 def test_budget_exceeded_names_the_budget_field(reason: StopReason, limit: str) -> None:
     """BudgetExceeded.limit is the Budget field's name, with value and used from the state when recorded."""
     with pytest.raises(boundloop.BudgetExceeded) as recorded:
-        result_for(reason, exceeded={"limit": limit, "value": 5, "used": 6}).unwrap()
+        result_for(reason, exceeded=Exceeded(limit=limit, value=5, used=6)).unwrap()
     assert (recorded.value.limit, recorded.value.value, recorded.value.used) == (limit, 5, 6)
     with pytest.raises(boundloop.BudgetExceeded) as unrecorded:
         result_for(reason).unwrap()

@@ -27,6 +27,7 @@ from boundloop import (
     TraceEvent,
     tool,
 )
+from boundloop.state import PendingApproval
 from tests.helpers import ScriptedTransport, assert_valid_transcript, blocks, text, tool_use
 
 JSON = dict[str, Any]
@@ -109,7 +110,7 @@ async def test_unknown_tool_is_answered_with_the_known_tools_and_never_run() -> 
     assert answer["is_error"] is True
     assert "unknown tool 'delete_everything'" in answer["content"]
     assert "read_order" in answer["content"]
-    assert result.state.errors[0]["kind"] == "invalid_action"
+    assert result.state.errors[0].kind == "invalid_action"
     assert decisions(result) == [("delete_everything", "deny")]
     assert ledger.ran == []
     assert_valid_transcript(result.messages)
@@ -216,12 +217,12 @@ async def test_approval_required_without_an_approver_escalates_with_the_pending_
     assert result.stop_reason is StopReason.NEEDS_HUMAN
     assert ledger.ran == []
     assert result.state.pending_approvals == [
-        {
-            "tool_use_id": "toolu_mail",
-            "tool": "email_customer",
-            "input": {"order_id": "O-1", "body": "hi"},
-            "step": 1,
-        }
+        PendingApproval(
+            tool_use_id="toolu_mail",
+            tool="email_customer",
+            input={"order_id": "O-1", "body": "hi"},
+            step=1,
+        )
     ]
     assert decisions(result) == [("email_customer", "escalate")]
     assert_valid_transcript(result.messages)
@@ -300,7 +301,7 @@ async def test_retrying_a_failed_call_is_not_a_repeat_and_errors_open_the_breake
     assert result.state.repeated_calls == 0
     assert result.stop_reason is StopReason.NEEDS_HUMAN
     assert "circuit breaker" in (result.state.stop_detail or "")
-    assert [e["kind"] for e in result.state.errors] == ["tool_error", "tool_error"]
+    assert [e.kind for e in result.state.errors] == ["tool_error", "tool_error"]
     assert_valid_transcript(result.messages)
 
 
@@ -409,9 +410,10 @@ async def test_api_faults_stop_the_run_as_failed_with_a_complete_state(fault: An
     result = await loop_for(transport.client(), ledger, store=store).run("goal", task_id="task-1")
     assert result.stop_reason is StopReason.FAILED
     error = result.state.errors[-1]
-    assert error["type"] == error_type
+    assert error.type == error_type
     if error_type in ("RateLimitError", "InternalServerError", "OverloadedError"):
-        assert error["status_code"] == int(error["request_id"].removeprefix("req_"))
+        assert error.request_id is not None
+        assert error.status_code == int(error.request_id.removeprefix("req_"))
     assert [e.kind for e in result.trace if e.kind == "error"] == ["error"]
     assert ledger.names() == ["read_order"]
     assert [m["role"] for m in result.messages] == ["user", "assistant", "user"]
@@ -468,7 +470,7 @@ async def test_cancelling_the_task_answers_every_call_records_the_state_and_rera
     saved = await store.load("task-c")
     assert saved is not None
     assert saved.stop_reason is StopReason.CANCELLED
-    assert [o["outcome"] for o in saved.observations] == ["cancelled", "ok"]
+    assert [o.outcome for o in saved.observations] == ["cancelled", "ok"]
     assert_valid_transcript(saved.messages)
     assert events[-1].kind == "stop"
     assert events[-1].data["stop_reason"] == "cancelled"
@@ -491,7 +493,7 @@ async def test_a_cancel_event_stops_the_run_cooperatively() -> None:
     with anyio.fail_after(5):
         result = await loop.run("goal", cancel=cancel)
     assert result.stop_reason is StopReason.CANCELLED
-    assert result.state.observations[0]["outcome"] == "cancelled"
+    assert result.state.observations[0].outcome == "cancelled"
     assert_valid_transcript(result.messages)
 
 
@@ -511,8 +513,8 @@ async def test_api_keys_and_user_secrets_never_reach_the_trace_or_errors() -> No
     client = ScriptedClient([tool_use(("leaky", {"order_id": "O-1"})), text("done")])
     loop = loop_for(client, ledger, tools=[leaky], redact=lambda s: s.replace("4111-1111", "[CARD]"))
     result = await loop.run("goal")
-    dumped = json.dumps([e.to_dict() for e in result.trace]) + json.dumps(result.state.errors)
+    dumped = json.dumps([e.to_dict() for e in result.trace]) + json.dumps(result.state.to_dict()["errors"])
     assert key not in dumped
     assert "4111-1111" not in dumped
-    assert "[REDACTED]" in json.dumps(result.state.errors)
-    assert "[CARD]" in json.dumps(result.state.errors)
+    assert "[REDACTED]" in json.dumps(result.state.to_dict()["errors"])
+    assert "[CARD]" in json.dumps(result.state.to_dict()["errors"])

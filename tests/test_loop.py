@@ -20,7 +20,7 @@ from boundloop import (
     UnhandledStop,
     tool,
 )
-from boundloop.statemachine.driver import Engine
+from boundloop.state import Exceeded
 from tests.helpers import ScriptedTransport, assert_valid_transcript, blocks, text, tool_use
 
 JSON = dict[str, Any]
@@ -30,12 +30,6 @@ JSON = dict[str, Any]
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     """The core trajectories run on both anyio backends."""
     return str(request.param)
-
-
-@pytest.fixture(params=["compiled", "transitions"])
-def engine(request: pytest.FixtureRequest) -> Engine:
-    """...and on both engines of the machine."""
-    return request.param  # type: ignore[no-any-return]
 
 
 @tool
@@ -65,13 +59,12 @@ START = [("assemble", "propose"), ("propose", "validate")]
 TOOL_ROUND = [("validate", "act"), ("act", "observe"), ("observe", "assemble"), *START]
 
 
-def make_loop(client: Any, engine: Engine, **kwargs: Any) -> AgentLoop:
+def make_loop(client: Any, **kwargs: Any) -> AgentLoop:
     options: dict[str, Any] = {
         "model": "claude-sonnet-4-6",
         "tools": [lookup, lookup_sync, broken],
         "budget": Budget(max_steps=6),
         "metrics": None,
-        "engine": engine,
     }
     options.update(kwargs)
     return AgentLoop(client, **options)
@@ -160,11 +153,10 @@ async def test_trajectory(
     options: JSON,
     expected_path: list[tuple[str, str]],
     expected_stop: StopReason,
-    engine: Engine,
 ) -> None:
     """Each script takes exactly the expected edges of the table and ends with the expected reason."""
     client = ScriptedClient(script)
-    result = await make_loop(client, engine, **options).run("goal")
+    result = await make_loop(client, **options).run("goal")
     assert path(result) == expected_path
     assert result.stop_reason is expected_stop
     assert [e.kind for e in result.trace][-1] == "stop"
@@ -172,10 +164,10 @@ async def test_trajectory(
     assert len(client.requests) == result.state.step
 
 
-async def test_completed_run_returns_the_answer_usage_and_a_json_state(engine: Engine) -> None:
+async def test_completed_run_returns_the_answer_usage_and_a_json_state() -> None:
     """A completed run has the final text, summed usage, and a state that round-trips through JSON."""
     client = ScriptedClient([tool_use(("lookup", {"key": "a"})), text("the answer")])
-    result = await make_loop(client, engine).run("goal")
+    result = await make_loop(client).run("goal")
     assert result.unwrap() == "the answer"
     assert result.usage.input_tokens == 20
     assert result.usage.output_tokens == 10
@@ -185,17 +177,17 @@ async def test_completed_run_returns_the_answer_usage_and_a_json_state(engine: E
     assert restored.responses[0].content[0] == result.state.responses[0].content[0]
 
 
-async def test_budget_stops_raise_budget_exceeded_from_unwrap(engine: Engine) -> None:
+async def test_budget_stops_raise_budget_exceeded_from_unwrap() -> None:
     """unwrap() raises BudgetExceeded naming the limit, its value, what was used and the partial result."""
     client = ScriptedClient([tool_use(("lookup", {"key": str(i)})) for i in range(3)])
-    result = await make_loop(client, engine, budget=Budget(max_steps=2)).run("goal")
+    result = await make_loop(client, budget=Budget(max_steps=2)).run("goal")
     with pytest.raises(BudgetExceeded) as caught:
         result.unwrap()
     assert (caught.value.limit, caught.value.value, caught.value.used) == ("max_steps", 2, 2)
     assert caught.value.result is result
 
 
-async def test_max_tool_calls_stops_before_any_call_of_the_batch_runs(engine: Engine) -> None:
+async def test_max_tool_calls_stops_before_any_call_of_the_batch_runs() -> None:
     """A batch larger than what is left of max_tool_calls is answered, never executed."""
     ran: list[str] = []
 
@@ -206,17 +198,17 @@ async def test_max_tool_calls_stops_before_any_call_of_the_batch_runs(engine: En
         return key
 
     client = ScriptedClient([tool_use(("record", {"key": "a"}), ("record", {"key": "b"}))])
-    loop = make_loop(client, engine, tools=[record], budget=Budget(max_steps=3, max_tool_calls=1))
+    loop = make_loop(client, tools=[record], budget=Budget(max_steps=3, max_tool_calls=1))
     result = await loop.run("goal")
     assert result.stop_reason is StopReason.MAX_TOOL_CALLS
     assert ran == []
-    assert result.state.exceeded == {"limit": "max_tool_calls", "value": 1, "used": 0}
+    assert result.state.exceeded == Exceeded(limit="max_tool_calls", value=1, used=0)
     assert "2 tool calls proposed, 1 left" in (result.state.stop_detail or "")
     assert [block["is_error"] for block in blocks(result.messages[-1])] == [True, True]
     assert_valid_transcript(result.messages)
 
 
-async def test_timeout_stops_a_run_blocked_in_a_tool(engine: Engine) -> None:
+async def test_timeout_stops_a_run_blocked_in_a_tool() -> None:
     """A tool waiting on an event that never fires is cancelled by the run's timeout, and answered."""
     never = anyio.Event()
 
@@ -227,24 +219,24 @@ async def test_timeout_stops_a_run_blocked_in_a_tool(engine: Engine) -> None:
         return key
 
     client = ScriptedClient([tool_use(("wait_forever", {"key": "a"}))])
-    loop = make_loop(client, engine, tools=[wait_forever], budget=Budget(max_steps=3, timeout_s=0.05))
+    loop = make_loop(client, tools=[wait_forever], budget=Budget(max_steps=3, timeout_s=0.05))
     with anyio.fail_after(5):
         result = await loop.run("goal")
     assert result.stop_reason is StopReason.TIMEOUT
     assert path(result)[-1] == ("act", "stopped")
     assert result.state.exceeded is not None
-    assert result.state.exceeded["limit"] == "timeout_s"
-    assert result.state.observations[0]["outcome"] == "cancelled"
+    assert result.state.exceeded.limit == "timeout_s"
+    assert result.state.observations[0].outcome == "cancelled"
     assert_valid_transcript(result.messages)
     with pytest.raises(BudgetExceeded):
         result.unwrap()
 
 
-async def test_unknown_stop_reason_raises_unhandled_stop(engine: Engine) -> None:
+async def test_unknown_stop_reason_raises_unhandled_stop() -> None:
     """A stop_reason outside the handler map raises UnhandledStop, with the run recorded as failed."""
     client = ScriptedClient([text("?", stop_reason="brand_new_reason")])
     with pytest.raises(UnhandledStop) as caught:
-        await make_loop(client, engine).run("goal")
+        await make_loop(client).run("goal")
     assert caught.value.stop_reason == "brand_new_reason"
     partial = caught.value.result
     assert partial is not None
@@ -252,14 +244,13 @@ async def test_unknown_stop_reason_raises_unhandled_stop(engine: Engine) -> None
     assert partial.trace[-1].kind == "stop"
 
 
-async def test_a_handler_override_routes_a_new_stop_reason(engine: Engine) -> None:
+async def test_a_handler_override_routes_a_new_stop_reason() -> None:
     """signal_handlers can give an unknown stop_reason an explicit handler."""
     from boundloop.handlers.stops import stop
 
     client = ScriptedClient([text("?", stop_reason="brand_new_reason")])
     loop = make_loop(
         client,
-        engine,
         signal_handlers={"brand_new_reason": lambda message, ctx: stop(StopReason.FAILED, "new")},
     )
     result = await loop.run("goal")
@@ -267,7 +258,7 @@ async def test_a_handler_override_routes_a_new_stop_reason(engine: Engine) -> No
     assert result.state.stop_detail == "new"
 
 
-async def test_three_tool_calls_run_concurrently_and_answer_in_one_message(engine: Engine) -> None:
+async def test_three_tool_calls_run_concurrently_and_answer_in_one_message() -> None:
     """Three calls of one response are in flight together, and come back in block order in ONE message."""
     started: list[str] = []
     all_started = anyio.Event()
@@ -302,7 +293,7 @@ async def test_three_tool_calls_run_concurrently_and_answer_in_one_message(engin
         ),
         text("done"),
     ]
-    loop = make_loop(ScriptedClient(script), engine, tools=[step_a, step_b, step_c])
+    loop = make_loop(ScriptedClient(script), tools=[step_a, step_b, step_c])
     with anyio.fail_after(5):
         result = await loop.run("goal")
     assert result.stop_reason is StopReason.COMPLETED
@@ -316,28 +307,28 @@ async def test_three_tool_calls_run_concurrently_and_answer_in_one_message(engin
     ]
 
 
-async def test_one_failing_call_is_an_error_for_that_call_only(engine: Engine) -> None:
+async def test_one_failing_call_is_an_error_for_that_call_only() -> None:
     """A handler's exception becomes is_error for its own tool_use; its siblings succeed."""
     script = [
         tool_use(("lookup", {"key": "a"}), ("broken", {"key": "b"}), ("lookup_sync", {"key": "c"})),
         text("done"),
     ]
-    result = await make_loop(ScriptedClient(script), engine).run("goal")
+    result = await make_loop(ScriptedClient(script)).run("goal")
     answers = blocks(result.messages[2])
     assert [block.get("is_error", False) for block in answers] == [False, True, False]
     assert answers[1]["content"] == "RuntimeError: backend down for b"
     assert json.loads(answers[2]["content"]) == {"key": "c", "value": "sync"}
-    assert [o["outcome"] for o in result.state.observations] == ["ok", "error", "ok"]
+    assert [o.outcome for o in result.state.observations] == ["ok", "error", "ok"]
 
 
-async def test_on_tool_error_raise_propagates_the_handlers_exception(engine: Engine) -> None:
+async def test_on_tool_error_raise_propagates_the_handlers_exception() -> None:
     """With on_tool_error="raise", the handler's own exception leaves run()."""
     client = ScriptedClient([tool_use(("broken", {"key": "b"}))])
     with pytest.raises(RuntimeError, match="backend down for b"):
-        await make_loop(client, engine, on_tool_error="raise").run("goal")
+        await make_loop(client, on_tool_error="raise").run("goal")
 
 
-async def test_truncated_tool_use_is_never_executed(engine: Engine) -> None:
+async def test_truncated_tool_use_is_never_executed() -> None:
     """max_tokens cutting through a tool_use block stops as truncated; the tool never runs."""
     ran: list[str] = []
 
@@ -348,7 +339,7 @@ async def test_truncated_tool_use_is_never_executed(engine: Engine) -> None:
         return key
 
     client = ScriptedClient([tool_use(("record", {"key": "partial"}), stop_reason="max_tokens")])
-    loop = make_loop(client, engine, tools=[record], policy=Policy(on_max_tokens="continue"))
+    loop = make_loop(client, tools=[record], policy=Policy(on_max_tokens="continue"))
     result = await loop.run("goal")
     assert result.stop_reason is StopReason.TRUNCATED
     assert ran == []
@@ -356,7 +347,7 @@ async def test_truncated_tool_use_is_never_executed(engine: Engine) -> None:
     assert_valid_transcript(result.messages)
 
 
-async def test_pause_turn_sends_the_assistant_turn_back_unchanged(engine: Engine) -> None:
+async def test_pause_turn_sends_the_assistant_turn_back_unchanged() -> None:
     """The paused turn (server tool blocks included) is the last message of the next request, as received."""
     paused: JSON = {
         "stop_reason": "pause_turn",
@@ -371,7 +362,7 @@ async def test_pause_turn_sends_the_assistant_turn_back_unchanged(engine: Engine
         ],
     }
     client = ScriptedClient([paused, text("done")])
-    result = await make_loop(client, engine).run("goal")
+    result = await make_loop(client).run("goal")
     assert result.stop_reason is StopReason.COMPLETED
     last = client.requests[1]["messages"][-1]
     assert last["role"] == "assistant"
@@ -380,7 +371,7 @@ async def test_pause_turn_sends_the_assistant_turn_back_unchanged(engine: Engine
     assert dumped == paused["content"]
 
 
-async def test_the_real_sdk_client_drives_a_full_run(engine: Engine) -> None:
+async def test_the_real_sdk_client_drives_a_full_run() -> None:
     """AsyncAnthropic over a scripted HTTP transport: valid Messages API payloads, thinking kept intact."""
     thinking = {"type": "thinking", "thinking": "check the order first", "signature": "sig-abc=="}
     transport = ScriptedTransport(
@@ -396,7 +387,7 @@ async def test_the_real_sdk_client_drives_a_full_run(engine: Engine) -> None:
             {"stop_reason": "end_turn", "content": [{"type": "text", "text": "sufficient"}]},
         ]
     )
-    loop = make_loop(transport.client(), engine, system="You investigate.", max_tokens=512)
+    loop = make_loop(transport.client(), system="You investigate.", max_tokens=512)
     result = await loop.run("Decide for O-104.")
     assert result.unwrap() == "sufficient"
     first, second = transport.requests
@@ -412,10 +403,10 @@ async def test_the_real_sdk_client_drives_a_full_run(engine: Engine) -> None:
     assert isinstance(result.state.responses[0].content[1], ToolUseBlock)
 
 
-async def test_trace_is_written_as_json_lines(engine: Engine, tmp_path: Any) -> None:
+async def test_trace_is_written_as_json_lines(tmp_path: Any) -> None:
     """Every trace event is one JSON line, with the required kinds present."""
     client = ScriptedClient([tool_use(("lookup", {"key": "a"})), text("done")])
-    result = await make_loop(client, engine).run("goal")
+    result = await make_loop(client).run("goal")
     target = tmp_path / "run.jsonl"
     await anyio.to_thread.run_sync(result.write_trace, target)
     rows = [json.loads(line) for line in target.read_text().splitlines()]
@@ -427,14 +418,14 @@ async def test_trace_is_written_as_json_lines(engine: Engine, tmp_path: Any) -> 
     assert all(r["duration_s"] >= 0 and r["trigger"] for r in transitions)
 
 
-async def test_a_scripted_client_that_runs_out_fails_clearly(engine: Engine) -> None:
+async def test_a_scripted_client_that_runs_out_fails_clearly() -> None:
     """A script shorter than the run raises ScriptExhausted, with the run recorded as failed first."""
     from boundloop import ScriptExhausted
 
     stops: list[str] = []
     client = ScriptedClient([tool_use(("lookup", {"key": "a"}))])
     loop = make_loop(
-        client, engine, on_event=lambda e: stops.append(e.data["stop_reason"]) if e.kind == "stop" else None
+        client, on_event=lambda e: stops.append(e.data["stop_reason"]) if e.kind == "stop" else None
     )
     with pytest.raises(ScriptExhausted, match="ran out of responses after 1"):
         await loop.run("goal")
@@ -442,7 +433,7 @@ async def test_a_scripted_client_that_runs_out_fails_clearly(engine: Engine) -> 
     assert client.remaining == 0
 
 
-async def test_concurrent_runs_of_one_loop_keep_their_own_state(engine: Engine) -> None:
+async def test_concurrent_runs_of_one_loop_keep_their_own_state() -> None:
     """Two runs on one AgentLoop (one machine, two models) interleave without sharing state."""
     both_in_tool = anyio.Event()
     arrived: list[str] = []
@@ -466,7 +457,6 @@ async def test_concurrent_runs_of_one_loop_keep_their_own_state(engine: Engine) 
                 text("y"),
             ]
         ),
-        engine,
         tools=[rendezvous],
     )
     results: dict[str, LoopResult] = {}

@@ -8,14 +8,28 @@ run raise `UnhandledStop`.
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Callable, Mapping
 from typing import Final, final
 
 from anthropic.types import Message, ToolUseBlock
 
+from .._records import StopReason
 from ..policy import Policy
-from ..state import LoopState, StopReason
-from ..statemachine.guards import Verdict
+from ..state import LoopState
+
+
+class Verdict(enum.Enum):
+    """Where a signal handler sends the run (`Route.verdict`)."""
+
+    TOOL_CALLS = "tool_calls"
+    """Validate the response's tool calls and run the allowed ones."""
+    RESUME = "resume"
+    """Another model turn without tools: pause_turn, a max_tokens continuation, a nudge."""
+    FINAL = "final"
+    """The answer is accepted: the run completes."""
+    STOP = "stop"
+    """The run stops with `Route.stop_reason`."""
 
 
 @final
@@ -33,15 +47,12 @@ class Route:
     """For RESUME: counts against `Policy.max_continuations`."""
 
     def __post_init__(self) -> None:
-        if self.verdict not in _ROUTABLE:
-            raise ValueError(f"Route.verdict must be TOOL_CALLS, RESUME, FINAL or STOP, not {self.verdict}")
+        if not isinstance(self.verdict, Verdict):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ValueError(f"Route.verdict must be a Verdict, not {self.verdict!r}")
         if self.verdict is Verdict.STOP and (
             self.stop_reason is None or self.stop_reason is StopReason.COMPLETED
         ):
             raise ValueError("a STOP route needs a stop_reason other than completed")
-
-
-_ROUTABLE: Final = frozenset({Verdict.TOOL_CALLS, Verdict.RESUME, Verdict.FINAL, Verdict.STOP})
 
 
 @final
@@ -74,7 +85,7 @@ def answer_text(message: Message) -> str:
 
 def succeeded_tools(state: LoopState) -> set[str]:
     """Tools with at least one successful call: the run's evidence."""
-    return {obs["tool"] for obs in state.observations if obs["outcome"] == "ok"}
+    return {obs.tool for obs in state.observations if obs.outcome == "ok"}
 
 
 def on_tool_use(message: Message, ctx: SignalContext) -> Route:

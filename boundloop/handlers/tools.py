@@ -7,21 +7,23 @@ import functools
 import inspect
 import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeAlias, final, overload
 
 import anyio.to_thread
 import jsonschema
+import jsonschema.exceptions
 import pydantic
 from anthropic.types import ToolParam
 
+from .._records import ToolCall
 from ..errors import ConfigurationError
-from ..policy import ToolCall
 
 TOOL_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """What the Messages API accepts as a tool name."""
 
-Handler: TypeAlias = Callable[..., Any]
+Handler: TypeAlias = Callable[..., object]
+"""A tool's function: sync, or async (returning an awaitable), called with keyword arguments."""
 
 
 @final
@@ -177,7 +179,7 @@ class Tool:
         if self._context_param is not None:
             kwargs[self._context_param] = context
         if self._is_async:
-            return await self.handler(**kwargs)
+            return await typing.cast(Awaitable[object], self.handler(**kwargs))
         # Sync handlers never run on the event loop; a timeout abandons the thread's result.
         return await anyio.to_thread.run_sync(
             functools.partial(self.handler, **kwargs), abandon_on_cancel=True

@@ -21,8 +21,7 @@ from typing import Final, final
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
-from ..handlers.dispatch import OUTCOMES
-from ..state import StopReason
+from .._records import OUTCOMES, StopReason
 from ..statemachine.table import TRANSITIONS
 
 TRANSITION_BUCKETS: Final = (

@@ -11,7 +11,6 @@ from .diagram import render_image as render_image
 from .diagram import render_mermaid as render_mermaid
 from .diagram import trace_path as trace_path
 from .guards import GUARDS as GUARDS
-from .guards import Verdict as Verdict
 from .table import STATES as STATES
 from .table import TRANSITIONS as TRANSITIONS
 from .table import Phase as Phase
@@ -27,7 +26,6 @@ __all__ = [
     "TracePath",
     "TransitionRow",
     "Trigger",
-    "Verdict",
     "read_trace",
     "render",
     "render_dot",

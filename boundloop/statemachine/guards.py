@@ -1,71 +1,76 @@
-"""Guards: named, pure, synchronous predicates over the verdict of the current state's work.
+"""Guards: named, pure, synchronous predicates over the typed facts of a run.
 
-The driver computes a `Verdict` from the work it awaited (budget check, routing and
-validation, breaker check) and fires the state's trigger; the guards only read it, so they
-are cheap and the machine never awaits.
+Each guard reads the run's `LoopState` (its stop reason, the limit found spent, the
+final-answer flag and the current turn) and means on its own what the diagram prints on
+its edge. The work of each state records facts; the guards only read them, so they are
+cheap and the machine never awaits.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
+
+if TYPE_CHECKING:
+    from ..state import LoopState
+
+BREAKER_LIMITS: Final = frozenset({"max_consecutive_tool_errors", "max_repeated_calls"})
+"""The `Budget` fields whose limit opens the circuit breaker (`needs_human`), not a budget stop."""
 
 
-class Verdict(enum.Enum):
-    """What the work of a state decided; the guards map it onto the table's edges."""
+class Facts(Protocol):
+    """What a guard may look at: the run's state."""
 
-    CONTINUE = "continue"
-    BUDGET_SPENT = "budget_spent"
-    TOOL_CALLS = "tool_calls"
-    RESUME = "resume"
-    FINAL = "final"
-    STOP = "stop"
-    BREAKER_OPEN = "breaker_open"
+    @property
+    def state(self) -> LoopState: ...
 
 
-class HasVerdict(Protocol):
-    """What a guard may look at: the run's current verdict."""
-
-    verdict: Verdict
+Guard = Callable[[Facts], bool]
 
 
-Guard = Callable[[HasVerdict], bool]
+def within_budget(run: Facts) -> bool:
+    """No limit of the `Budget` is spent: go on."""
+    return run.state.exceeded is None
 
 
-def within_budget(run: HasVerdict) -> bool:
-    """Nothing is spent and nothing tripped: go on."""
-    return run.verdict is Verdict.CONTINUE
+def budget_spent(run: Facts) -> bool:
+    """A budget (steps, tool calls, time, tokens, cost) is spent and no final answer is due."""
+    exceeded = run.state.exceeded
+    return exceeded is not None and exceeded.limit not in BREAKER_LIMITS and not run.state.final_call_due
 
 
-def budget_spent(run: HasVerdict) -> bool:
-    """A budget (steps, tool calls, time, tokens, cost) is spent."""
-    return run.verdict is Verdict.BUDGET_SPENT
+def answer_at_limit(run: Facts) -> bool:
+    """A step or tool-call budget is spent and one last call without tools is due."""
+    return run.state.final_call_due
 
 
-def has_tool_calls(run: HasVerdict) -> bool:
-    """The model asked for tools and the batch was validated."""
-    return run.verdict is Verdict.TOOL_CALLS
+def breaker_open(run: Facts) -> bool:
+    """Too many failing tool results in a row, or too many repeated calls."""
+    exceeded = run.state.exceeded
+    return exceeded is not None and exceeded.limit in BREAKER_LIMITS
 
 
-def resume_turn(run: HasVerdict) -> bool:
+def has_tool_calls(run: Facts) -> bool:
+    """The model asked for tools, nothing stops the run, and the calls await their answers."""
+    state = run.state
+    return state.stop_reason is None and state.turn is not None and state.turn.open
+
+
+def resume_turn(run: Facts) -> bool:
     """Another model turn without tools: pause_turn, a max_tokens continuation, a nudge."""
-    return run.verdict is Verdict.RESUME
+    state = run.state
+    return state.stop_reason is None and (state.turn is None or not state.turn.open)
 
 
-def final_answer(run: HasVerdict) -> bool:
-    """The model ended its turn and the completion check passed."""
-    return run.verdict is Verdict.FINAL
+def final_answer(run: Facts) -> bool:
+    """The model ended its turn and the completion check accepted the answer."""
+    return run.state.stop_reason == "completed"
 
 
-def must_stop(run: HasVerdict) -> bool:
-    """A stop signal, a policy block, an escalation or missing evidence."""
-    return run.verdict is Verdict.STOP
-
-
-def breaker_open(run: HasVerdict) -> bool:
-    """Too many consecutive tool errors, or too many repeated calls."""
-    return run.verdict is Verdict.BREAKER_OPEN
+def must_stop(run: Facts) -> bool:
+    """A stop signal, a policy block, an escalation, missing evidence or a spent budget."""
+    state = run.state
+    return state.stop_reason is not None and state.stop_reason != "completed" and not state.final_call_due
 
 
 GUARDS: Final[Mapping[str, Guard]] = {
@@ -73,20 +78,12 @@ GUARDS: Final[Mapping[str, Guard]] = {
     for guard in (
         within_budget,
         budget_spent,
+        answer_at_limit,
+        breaker_open,
         has_tool_calls,
         resume_turn,
         final_answer,
         must_stop,
-        breaker_open,
     )
 }
 """Guard name (as written in the table) -> predicate."""
-
-VERDICTS_BY_PHASE: Final[Mapping[str, frozenset[Verdict]]] = {
-    "assemble": frozenset({Verdict.CONTINUE, Verdict.BUDGET_SPENT}),
-    "propose": frozenset({Verdict.CONTINUE}),
-    "validate": frozenset({Verdict.TOOL_CALLS, Verdict.RESUME, Verdict.FINAL, Verdict.STOP}),
-    "act": frozenset({Verdict.CONTINUE}),
-    "observe": frozenset({Verdict.CONTINUE, Verdict.BREAKER_OPEN, Verdict.BUDGET_SPENT}),
-}
-"""The verdicts each state's work can produce: exactly one edge must accept each."""

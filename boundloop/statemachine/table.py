@@ -2,7 +2,8 @@
 
 The runtime driver and the diagram renderer both read `TRANSITIONS`; a change to the
 loop's control flow is a change to this list, and shows up as a diagram diff.
-Guards are referenced by name here and resolved to predicates in `guards.py`.
+Guards are referenced by name here and resolved to predicates in `guards.py`: pure
+functions of the run's `LoopState` (its stop reason, spent limit and current turn).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ class Phase(enum.StrEnum):
     """The states of the loop."""
 
     ASSEMBLE = "assemble"
-    """Build the next request from the state; check the budget before any model call."""
+    """Check the budget before any model call; build the next request from the state."""
     PROPOSE = "propose"
     """The model call: the model proposes the next step."""
     VALIDATE = "validate"
@@ -65,17 +66,22 @@ def _row(trigger: Trigger, source: Phase, dest: Phase, *guards: str) -> Transiti
 
 TRANSITIONS: Final[tuple[TransitionRow, ...]] = (
     _row(Trigger.ASSEMBLED, Phase.ASSEMBLE, Phase.PROPOSE, "within_budget"),
+    _row(Trigger.ASSEMBLED, Phase.ASSEMBLE, Phase.PROPOSE, "answer_at_limit"),
     _row(Trigger.ASSEMBLED, Phase.ASSEMBLE, Phase.STOPPED, "budget_spent"),
     _row(Trigger.PROPOSED, Phase.PROPOSE, Phase.VALIDATE),
     _row(Trigger.VALIDATED, Phase.VALIDATE, Phase.ACT, "has_tool_calls"),
     _row(Trigger.VALIDATED, Phase.VALIDATE, Phase.ASSEMBLE, "resume_turn"),
+    _row(Trigger.VALIDATED, Phase.VALIDATE, Phase.ASSEMBLE, "answer_at_limit"),
     _row(Trigger.VALIDATED, Phase.VALIDATE, Phase.STOPPED, "final_answer"),
     _row(Trigger.VALIDATED, Phase.VALIDATE, Phase.STOPPED, "must_stop"),
     _row(Trigger.ACTED, Phase.ACT, Phase.OBSERVE),
     _row(Trigger.OBSERVED, Phase.OBSERVE, Phase.ASSEMBLE, "within_budget"),
+    _row(Trigger.OBSERVED, Phase.OBSERVE, Phase.ASSEMBLE, "answer_at_limit"),
     _row(Trigger.OBSERVED, Phase.OBSERVE, Phase.STOPPED, "breaker_open"),
     _row(Trigger.OBSERVED, Phase.OBSERVE, Phase.STOPPED, "budget_spent"),
     *(_row(Trigger.HALT, phase, Phase.STOPPED) for phase in STATES if phase is not FINAL),
 )
-"""Every edge. Rows sharing a trigger and source are tried in order; their guards exclude
-one another, so exactly one fires (tests/statemachine/test_table.py proves it)."""
+"""Every edge. Rows sharing a trigger and source have guards that exclude one another, so
+exactly one fires for any state of the run (tests/statemachine/test_table.py proves it).
+`answer_at_limit` is the final answer at a spent step or tool-call budget
+(`Budget(on_exhausted="final_answer")`): one more trip through propose, without tools."""

@@ -115,7 +115,7 @@ async def test_a_retryable_error_is_retried_with_the_same_key_then_reported_as_a
             "is_error": True,
         }
     ]
-    assert [o["outcome"] for o in result.state.observations] == ["error"]
+    assert [o.outcome for o in result.state.observations] == ["error"]
     [event] = [e for e in result.trace if e.kind == "tool_result"]
     assert event.data["attempts"] == 3
     assert result.stop_reason is StopReason.COMPLETED
@@ -158,7 +158,7 @@ async def test_retry_after_zero_retries_at_once_instead_of_waiting_for_the_backo
     budget = Budget(max_steps=3, max_tool_retries=1, retry_backoff_s=3600)
     result = await run(make_loop(script, [flaky], budget=budget))
     assert attempts == [0, 1]
-    assert result.state.observations[0]["outcome"] == "ok"
+    assert result.state.observations[0].outcome == "ok"
 
 
 async def test_retries_stop_when_the_tool_call_budget_is_spent() -> None:
@@ -241,7 +241,7 @@ async def test_a_tool_timeout_cancels_only_the_slow_call(
         },
         {"type": "tool_result", "tool_use_id": "toolu_fast", "content": "fast b"},
     ]
-    assert [o["outcome"] for o in result.state.observations] == ["timeout", "ok"]
+    assert [o.outcome for o in result.state.observations] == ["timeout", "ok"]
     assert result.stop_reason is StopReason.COMPLETED
     assert_valid_transcript(result.messages)
 
@@ -269,7 +269,7 @@ async def test_a_tools_own_timeout_overrides_the_budgets_default() -> None:
     script = [tool_use(("patient", {"key": "a"}), ("impatient", {"key": "b"})), text("done")]
     loop = make_loop(script, [patient, impatient], budget=Budget(max_steps=3, tool_timeout_s=0.05))
     result = await run(loop)
-    assert [o["outcome"] for o in result.state.observations] == ["ok", "timeout"]
+    assert [o.outcome for o in result.state.observations] == ["ok", "timeout"]
     assert answers(result)[0]["content"] == "patient ok"
 
 
@@ -318,7 +318,7 @@ async def test_results_become_the_right_tool_result_content(
     script = [tool_use(("produce", {"key": "k"}, "toolu_1")), text("done")]
     result = await run(make_loop(script, [produce]))
     assert answers(result) == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": expected}]
-    assert result.state.observations[0]["outcome"] == "ok"
+    assert result.state.observations[0].outcome == "ok"
 
 
 @pytest.mark.parametrize(
@@ -345,7 +345,7 @@ async def test_an_unserialisable_result_is_an_error_result_not_a_crash(value: ob
     assert answer["content"].startswith(
         f"the tool returned a {kind}, which is not text, JSON or content blocks"
     )
-    assert result.state.observations[0]["outcome"] == "error"
+    assert result.state.observations[0].outcome == "error"
     assert result.stop_reason is StopReason.COMPLETED
 
 

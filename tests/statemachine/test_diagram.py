@@ -120,10 +120,10 @@ async def test_trace_overlay_in_mermaid() -> None:
     trace = await run_trace(tool_use(("lookup", {"key": "a"})), text("found"))
     mermaid = render_mermaid(trace)
     edges = edge_lines(mermaid)
-    assert edges[("assemble", "propose")] == "assembled [within_budget] (2x)"
+    assert edges[("assemble", "propose")] == "assembled [within_budget] (2x) | assembled [answer_at_limit]"
     assert edges[("validate", "act")] == "validated [has_tool_calls] (1x)"
     assert edges[("validate", "stopped")] == "validated [final_answer] (1x) | validated [must_stop] | halt"
-    assert edges[("validate", "assemble")] == "validated [resume_turn]"
+    assert edges[("validate", "assemble")] == "validated [resume_turn] | validated [answer_at_limit]"
     assert "Class stopped s_active" in mermaid
     assert "Class act s_previous" in mermaid
 

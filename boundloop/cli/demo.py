@@ -11,7 +11,8 @@ model would plausibly answer, turn by turn, as Messages API response dicts:
 3. a draft recommendation for a human to approve;
 4. the final answer (`end_turn`), accepted because the required evidence was read.
 
-Public: `examples/refund_investigation.py` shows the same loop written from scratch.
+Public, as `boundloop.cli.demo`: the tests and examples use its data and `demo_loop`;
+`examples/refund_investigation.py` shows the same loop written from scratch.
 """
 
 from __future__ import annotations
@@ -22,13 +23,18 @@ from typing import Any, Final
 import anyio
 from prometheus_client import CollectorRegistry
 
-from .handlers.tools import Tool, ToolContext, tool
-from .loop import AgentLoop
-from .metrics.instruments import LoopMetrics
-from .model import Model, ScriptedClient
-from .policy import Policy
-from .state import Budget
-from .trace import TraceEvent
+from .. import (
+    AgentLoop,
+    Budget,
+    LoopMetrics,
+    Model,
+    Policy,
+    ScriptedClient,
+    Tool,
+    ToolContext,
+    TraceEvent,
+    tool,
+)
 
 GOAL: Final = "Decide whether refund evidence is sufficient for order O-104."
 MODEL: Final = "claude-sonnet-4-6"

@@ -1,0 +1,213 @@
+"""The frozen configuration of an `AgentLoop`: validated once, passed down to every run.
+
+`AgentLoop.__init__` builds one `LoopConfig`; the driver and each state's work read it and
+never reach back into the loop, so nothing below `loop.py` imports `loop.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final, Literal, cast, final
+
+from ._records import Provenance
+from .checkpoint.store import CheckpointStore
+from .errors import ConfigurationError
+from .handlers.registry import ToolRegistry
+from .handlers.stops import DEFAULT_HANDLERS, SignalHandler
+from .handlers.tools import Tool
+from .metrics.instruments import BoundMetrics, LoopMetrics
+from .model import Model
+from .policy import Policy
+from .prices import PRICES, Price, price_for
+from .state import Budget
+from .statemachine._engine import StateMachine
+from .trace import TraceEvent
+
+Redactor = Callable[[str], str]
+EventHook = Callable[[TraceEvent], None]
+ToolErrors = Literal["report", "raise"]
+
+
+class _Default:
+    """Marker for 'not passed', where None has a meaning of its own."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Final = _Default()
+_default_metrics: LoopMetrics | None = None
+
+
+def default_metrics() -> LoopMetrics:
+    """The `LoopMetrics` on the process's default registry, shared by every loop."""
+    global _default_metrics
+    if _default_metrics is None:
+        _default_metrics = LoopMetrics()
+    return _default_metrics
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class LoopConfig:
+    """Everything a run reads of its loop; see `AgentLoop` for what each setting means."""
+
+    client: Model
+    model: str
+    tools: ToolRegistry
+    budget: Budget
+    policy: Policy
+    system: str | None
+    max_tokens: int
+    name: str
+    on_tool_error: ToolErrors
+    max_tool_output_chars: int
+    redact: Redactor | None
+    on_event: EventHook | None
+    store: CheckpointStore | None
+    metrics: BoundMetrics | None
+    price: Price | None
+    signal_handlers: Mapping[str, SignalHandler]
+    machine: StateMachine
+    provenance: Provenance
+
+
+def build_config(
+    client: Model,
+    *,
+    model: str,
+    tools: Iterable[Tool],
+    budget: Budget | None,
+    policy: Policy | None,
+    system: str | None,
+    max_tokens: int,
+    name: str,
+    on_tool_error: ToolErrors,
+    max_tool_output_chars: int,
+    redact: Redactor | None,
+    metrics: LoopMetrics | _Default | None,
+    prices: Mapping[str, Price] | None,
+    signal_handlers: Mapping[str, SignalHandler] | None,
+    on_event: EventHook | None,
+    store: CheckpointStore | None,
+) -> LoopConfig:
+    """Check every setting and build the configuration.
+
+    Raises:
+        ConfigurationError: the first setting the loop cannot run with, named.
+    """
+    create = getattr(getattr(client, "messages", None), "create", None)
+    _require(
+        callable(create),
+        f"client {client!r} has no messages.create: pass anthropic.AsyncAnthropic() or ScriptedClient",
+    )
+    _require(
+        isinstance(cast(object, model), str) and bool(model),
+        "model must be a non-empty model name, e.g. 'claude-sonnet-4-6'",
+    )
+    if budget is None:
+        raise ConfigurationError(
+            "a Budget is required: there is no unbounded loop (e.g. budget=Budget(max_steps=8))"
+        )
+    _require(
+        isinstance(cast(object, budget), Budget), f"budget must be a Budget, got {type(budget).__name__}"
+    )
+    _require(not isinstance(cast(object, tools), Tool), "tools takes a list of tools: tools=[my_tool]")
+    _require(_positive_int(max_tokens), f"max_tokens must be a positive int, got {max_tokens!r}")
+    _require(
+        policy is None or isinstance(cast(object, policy), Policy),
+        f"policy must be a Policy, got {type(policy).__name__}",
+    )
+    _require(
+        isinstance(metrics, _Default | LoopMetrics | None),
+        f"metrics must be a LoopMetrics or None, got {type(metrics).__name__}",
+    )
+    _require(
+        redact is None or callable(redact),
+        f"redact must be a callable taking and returning a str, got {redact!r}",
+    )
+    _require(
+        on_event is None or callable(on_event),
+        f"on_event must be a callable taking a TraceEvent, got {on_event!r}",
+    )
+    _require(
+        on_tool_error in ("report", "raise"),
+        f"on_tool_error must be 'report' or 'raise', got {on_tool_error!r}",
+    )
+    _require(_positive_int(max_tool_output_chars), "max_tool_output_chars must be a positive int")
+    registry = ToolRegistry(tools)
+    chosen_policy = Policy() if policy is None else policy
+    _check_policy(chosen_policy, registry)
+    price = price_for(model, {**PRICES, **(prices or {})})
+    if budget.max_cost_usd is not None and price is None:
+        raise ConfigurationError(
+            f"max_cost_usd needs a price for model {model!r}: pass prices={{{model!r}: Price(...)}}"
+        )
+    chosen_metrics = default_metrics() if isinstance(metrics, _Default) else metrics
+    return LoopConfig(
+        client=client,
+        model=model,
+        tools=registry,
+        budget=budget,
+        policy=chosen_policy,
+        system=system,
+        max_tokens=max_tokens,
+        name=name,
+        on_tool_error=on_tool_error,
+        max_tool_output_chars=max_tool_output_chars,
+        redact=redact,
+        on_event=on_event,
+        store=store,
+        metrics=None if chosen_metrics is None else chosen_metrics.bind(name, registry),
+        price=price,
+        signal_handlers=_handlers(signal_handlers),
+        machine=StateMachine(),
+        provenance=provenance(model, system, registry, chosen_policy),
+    )
+
+
+def provenance(model: str, system: str | None, tools: ToolRegistry, policy: Policy) -> Provenance:
+    """The model and hashes of what a run is made with: replay compares them."""
+    return Provenance(
+        model=model,
+        system_sha256=_sha256(system or ""),
+        tools_sha256=_sha256(json.dumps(tools.params, sort_keys=True, default=str)),
+        policy_sha256=_sha256(policy.fingerprint()),
+    )
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigurationError(message)
+
+
+def _check_policy(policy: Policy, tools: ToolRegistry) -> None:
+    for field in ("allowed", "requires_approval", "required_evidence"):
+        names: frozenset[str] | None = getattr(policy, field)
+        unknown = sorted((names or frozenset()) - set(tools))
+        if unknown:
+            raise ConfigurationError(
+                f"Policy.{field} names tools with no handler: {unknown}; register them in tools=[...]"
+            )
+
+
+def _handlers(overrides: Mapping[str, SignalHandler] | None) -> dict[str, SignalHandler]:
+    handlers = dict(DEFAULT_HANDLERS)
+    for stop_reason, handler in (overrides or {}).items():
+        if not isinstance(cast(object, stop_reason), str) or not callable(handler):
+            raise ConfigurationError(
+                f"signal_handlers maps a stop_reason str to a handler, got {stop_reason!r}: {handler!r}"
+            )
+        handlers[stop_reason] = handler
+    return handlers

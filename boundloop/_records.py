@@ -1,0 +1,207 @@
+"""The typed records a `LoopState` is made of; `boundloop.state` re-exports them.
+
+Plain frozen dataclasses where nothing changes after creation, so building one costs what a
+tuple costs; pydantic reads and writes them as part of `LoopState`'s JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any, Final, Literal, TypeAlias, final
+
+from anthropic.types import ToolResultBlockParam
+
+
+class StopReason(enum.StrEnum):
+    """Why a run ended: an outcome returned in `LoopResult`, never a string match on prose."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    REFUSED = "refused"
+    NEEDS_HUMAN = "needs_human"
+    CANCELLED = "cancelled"
+    POLICY_BLOCKED = "policy_blocked"
+    EVIDENCE_MISSING = "evidence_missing"
+    MAX_STEPS = "max_steps"
+    MAX_TOOL_CALLS = "max_tool_calls"
+    TIMEOUT = "timeout"
+    TOKEN_BUDGET = "token_budget"
+    COST_BUDGET = "cost_budget"
+    TRUNCATED = "truncated"
+    CONTEXT_EXCEEDED = "context_exceeded"
+
+
+BUDGET_STOPS: Final = frozenset(
+    {
+        StopReason.MAX_STEPS,
+        StopReason.MAX_TOOL_CALLS,
+        StopReason.TIMEOUT,
+        StopReason.TOKEN_BUDGET,
+        StopReason.COST_BUDGET,
+    }
+)
+
+
+Outcome: TypeAlias = Literal["ok", "error", "denied", "invalid", "timeout", "cancelled", "repeated"]
+"""How one tool_use was answered; also the `outcome` label of `boundloop_tool_calls_total`."""
+
+OUTCOMES: tuple[Outcome, ...] = ("ok", "error", "denied", "invalid", "timeout", "cancelled", "repeated")
+FAILED_OUTCOMES: frozenset[Outcome] = frozenset({"error", "invalid", "timeout", "denied"})
+"""Outcomes that count towards the circuit breaker."""
+
+Content: TypeAlias = str | list[dict[str, Any]]
+"""A tool result's content: text, or Messages API content blocks."""
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """One `tool_use` block the model proposed, as the policy sees it."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+    step: int
+    """The model call (1-based) that proposed it."""
+
+
+@final
+@dataclasses.dataclass(slots=True, kw_only=True)
+class CallResult:
+    """The answer to one tool_use block."""
+
+    call: ToolCall
+    outcome: Outcome
+    content: Content
+    duration_s: float = 0.0
+    attempts: int = 0
+    """Handler invocations (0 when the call was not executed)."""
+
+    @property
+    def is_error(self) -> bool:
+        """Whether the model sees this result as an error."""
+        return self.outcome not in ("ok", "repeated")
+
+    def to_block(self) -> ToolResultBlockParam:
+        """The `tool_result` block answering the call."""
+        block: ToolResultBlockParam = {
+            "type": "tool_result",
+            "tool_use_id": self.call.id,
+            "content": self.content,  # type: ignore[typeddict-item]  # pyright: ignore[reportAssignmentType]
+        }
+        if self.is_error:
+            block["is_error"] = True
+        return block
+
+
+@final
+@dataclasses.dataclass(slots=True, kw_only=True)
+class Turn:
+    """The scratch of the latest response: its tool calls and their answers, by block index."""
+
+    calls: list[ToolCall]
+    keys: list[str]
+    """`canonical(name, input)` of each call: its identity for the repeat history."""
+    answers: list[CallResult | None]
+    """Decided in validate (denied, repeated, ...), filled in act; None: to run, or not decided."""
+    invoked: list[int] = dataclasses.field(default_factory=list[int])
+    """Indexes of calls whose handler was invoked: their effect may have happened."""
+    answered: bool = False
+    """The calls' tool_result message is in the transcript."""
+    final: bool = False
+    """This response is the final-answer call at a spent budget."""
+
+    @property
+    def open(self) -> bool:
+        """The response has tool_use blocks not yet answered in the transcript."""
+        return bool(self.calls) and not self.answered
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Observation:
+    """One answered tool_use: what was called and what came back."""
+
+    step: int
+    tool_use_id: str
+    tool: str
+    input: dict[str, Any]
+    outcome: Outcome
+    content: Content
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorRecord:
+    """A model API failure, an invalid action or a tool error; secrets redacted."""
+
+    kind: str
+    """`model_api`, `model_response`, `invalid_action`, `tool_error`, `tool_timeout`, `exception`, ..."""
+    step: int
+    message: str
+    tool: str | None = None
+    type: str | None = None
+    """The exception's class name, for exceptions."""
+    status_code: int | None = None
+    request_id: str | None = None
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class PendingApproval:
+    """A tool call waiting for a human decision."""
+
+    tool_use_id: str
+    tool: str
+    input: dict[str, Any]
+    step: int
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Exceeded:
+    """A limit found spent: the `Budget` field, its configured value and what was used."""
+
+    limit: str
+    """`max_steps`, `max_tool_calls`, `timeout_s`, `max_total_tokens`, `max_cost_usd`,
+    `max_consecutive_tool_errors` or `max_repeated_calls`."""
+    value: float
+    used: float
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Provenance:
+    """What a run was made with, for replay: the model and hashes of its configuration."""
+
+    model: str
+    system_sha256: str
+    tools_sha256: str
+    policy_sha256: str
+
+
+@final
+@dataclasses.dataclass(slots=True, kw_only=True)
+class Usage:
+    """Tokens and cost summed over every model call of a run."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        """All tokens billed: input, output and both cache kinds."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_input_tokens
+            + self.cache_creation_input_tokens
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The usage as a JSON object."""
+        return dataclasses.asdict(self)

@@ -1,0 +1,158 @@
+"""The `boundloop` command line: the parser, `main` and how errors become exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from .. import __version__
+from ..statemachine import diagram
+from . import demo
+from ._demo import demo_command
+from ._diagram import diagram_command
+from ._errors import EXIT_CODES, EXIT_INTERRUPTED, EXIT_OK, CommandError
+from ._run import run_command
+
+Command = Callable[[argparse.Namespace], int]
+"""A subcommand: its parsed arguments in, the exit code out."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with errors raised as `CommandError` so they print as one line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CommandError(f"{message} (see `{self.prog} --help`)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `boundloop` command.
+
+    Args:
+        argv: the arguments after the program name; default: `sys.argv[1:]`.
+
+    Returns:
+        The exit code (0, 1, 2 or 130; see `boundloop --help`).
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        command: Command = args.command
+        return command(args)
+    except SystemExit as exit_:  # --help and --version
+        return exit_.code if isinstance(exit_.code, int) else EXIT_OK
+    except CommandError as exc:
+        _error(str(exc))
+        return exc.code
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return EXIT_INTERRUPTED
+
+
+def _error(message: str) -> None:
+    print(f"boundloop: error: {message}", file=sys.stderr)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser of the `boundloop` command and its subcommands.
+
+    Returns:
+        The parser; `parse_args` sets `command` to the subcommand's function.
+    """
+    parser = _Parser(
+        prog="boundloop",
+        description="A bounded, explicit, observable agent loop for Claude.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"boundloop {__version__}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True, parser_class=_Parser)
+
+    demo_parser = commands.add_parser(
+        "demo",
+        help="run the refund-investigation demo (no API key needed)",
+        description=_wrap(
+            "Run the refund-investigation demo on the embedded ScriptedClient: no API key, "
+            "no network. Shows each transition, the parallel tool calls, the validation decisions "
+            "and the budget left as they happen, then the stop reason, the answer and the totals."
+        ),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    demo_parser.add_argument(
+        "--live", action="store_true", help="use the real API (AsyncAnthropic, ANTHROPIC_API_KEY)"
+    )
+    demo_parser.add_argument(
+        "--model", default=demo.MODEL, help=f"model name (default: {demo.MODEL}); with --live, the model used"
+    )
+    _add_run_options(demo_parser)
+    demo_parser.set_defaults(command=demo_command)
+
+    run_parser = commands.add_parser(
+        "run",
+        help="run your own loop: SPEC is module:factory returning an AgentLoop",
+        description=_wrap(
+            "Run an AgentLoop of your own. SPEC is `module:factory`, where `factory()` "
+            "returns an AgentLoop (it may be async; `module:loop` naming an AgentLoop works too). "
+            "The module is imported from the current directory (or --app-dir)."
+        ),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run_parser.add_argument("spec", metavar="SPEC", help="module:factory, e.g. myapp.agents:build_loop")
+    run_parser.add_argument("--goal", required=True, help="the task: the first user message")
+    run_parser.add_argument(
+        "--app-dir", default=".", help="directory to import SPEC's module from (default: .)"
+    )
+    _add_run_options(run_parser)
+    run_parser.set_defaults(command=run_command)
+
+    diagram_parser = commands.add_parser(
+        "diagram",
+        help="draw the state machine (mermaid, dot, svg, png), optionally with a run's path",
+        description=_wrap(
+            "Draw the loop's state machine from its transition table. Guards are on the "
+            "edges and the final state is marked. With --trace, the path one run took is "
+            "highlighted and each edge is labelled with how often it was taken. svg and png need "
+            "graphviz (`apt-get install graphviz`). An --output ending in .md updates the mermaid "
+            "block of that markdown file in place (docs/state-machine.md)."
+        ),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    diagram_parser.add_argument(
+        "--format",
+        choices=diagram.FORMATS,
+        help="output format (default: from --output's suffix, else mermaid)",
+    )
+    diagram_parser.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    diagram_parser.add_argument(
+        "--trace", metavar="FILE", help="a JSON-lines trace (from --trace) whose path to highlight"
+    )
+    diagram_parser.set_defaults(command=diagram_command)
+    return parser
+
+
+def _wrap(text: str) -> str:
+    return textwrap.fill(text, width=79)
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trace", metavar="FILE", help="write the run's trace here as JSON lines")
+    parser.add_argument(
+        "--metrics-port", type=int, metavar="N", help="serve Prometheus metrics on this port while running"
+    )
+    parser.add_argument(
+        "--metrics-addr",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address for --metrics-port (default: 127.0.0.1)",
+    )
+    parser.add_argument(
+        "--hold", action="store_true", help="keep serving metrics after the run ends, until Ctrl-C"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the LoopResult as JSON instead of the live view"
+    )

@@ -1,0 +1,84 @@
+"""`boundloop diagram`: the state machine as mermaid, dot, svg or png, optionally with a run's path."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Final
+
+from ..errors import GraphvizMissing
+from ..statemachine import diagram
+from ..trace import TraceEvent, read_trace
+from ._errors import EXIT_OK, CommandError
+
+_SUFFIX_FORMATS: Final[dict[str, diagram.DiagramFormat]] = {
+    ".mmd": "mermaid",
+    ".mermaid": "mermaid",
+    ".md": "mermaid",
+    ".dot": "dot",
+    ".gv": "dot",
+    ".svg": "svg",
+    ".png": "png",
+}
+
+
+def diagram_command(args: argparse.Namespace) -> int:
+    """Draw the state machine to stdout or `--output`, with `--trace`'s path if given.
+
+    Args:
+        args: the parsed arguments of `boundloop diagram`.
+
+    Returns:
+        0: the diagram was written.
+
+    Raises:
+        CommandError: the trace or output file is unusable, or graphviz is missing.
+    """
+    output: Path | None = None if args.output is None else Path(args.output)
+    chosen: diagram.DiagramFormat | None = args.format
+    if chosen is None:
+        chosen = _SUFFIX_FORMATS.get(output.suffix.lower(), "mermaid") if output is not None else "mermaid"
+    trace_file: str | None = args.trace
+    trace = None if trace_file is None else _read(trace_file)
+    if output is not None and output.suffix.lower() == ".md":
+        if chosen != "mermaid":
+            raise CommandError(f"a markdown --output holds a mermaid diagram, not {chosen}")
+        _update_markdown(output, diagram.render_mermaid(trace))
+        return EXIT_OK
+    if chosen == "png" and output is None:
+        raise CommandError("png is binary: pass --output FILE")
+    try:
+        image = diagram.render(chosen, trace)
+    except GraphvizMissing as exc:
+        raise CommandError(f"{chosen} needs graphviz: {exc}") from exc
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+    if output is None:
+        sys.stdout.write(image.decode())
+        sys.stdout.flush()
+        return EXIT_OK
+    try:
+        output.write_bytes(image)
+    except OSError as exc:
+        raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from exc
+    return EXIT_OK
+
+
+def _read(path: str) -> list[TraceEvent]:
+    try:
+        return read_trace(path)
+    except OSError as exc:
+        raise CommandError(f"cannot read the trace {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _update_markdown(path: Path, mermaid: str) -> None:
+    try:
+        before = path.read_text(encoding="utf-8") if path.exists() else ""
+        path.write_text(diagram.replace_mermaid_block(before, mermaid), encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"cannot update {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise CommandError(f"{path}: {exc}") from exc

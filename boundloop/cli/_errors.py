@@ -1,0 +1,33 @@
+"""`CommandError` and the exit codes of the `boundloop` command."""
+
+from __future__ import annotations
+
+from typing import Final
+
+EXIT_OK: Final = 0
+EXIT_NOT_COMPLETED: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+
+EXIT_CODES: Final = """\
+exit codes:
+  0    the run completed (diagram: the diagram was written)
+  1    the run stopped otherwise (max_steps, policy_blocked, ...) or failed
+  2    usage or setup error: bad arguments, a file, the API key, graphviz
+  130  interrupted (Ctrl-C) during a run; with --hold, Ctrl-C ends
+       the hold and the exit code is the run's"""
+"""The exit codes, as the epilog of every `--help`."""
+
+
+class CommandError(Exception):
+    """A failure reported as one line on stderr with an exit code; never a traceback."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        """Make the error; the message's whitespace is collapsed to keep it on one line.
+
+        Args:
+            message: what went wrong, for `boundloop: error: ...`.
+            code: the exit code; default: 2, a usage or setup error.
+        """
+        self.code = code
+        super().__init__(" ".join(message.split()))

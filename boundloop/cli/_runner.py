@@ -1,0 +1,165 @@
+"""Running one loop for `demo` and `run`: the live view or JSON, `--trace` and the metrics server."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+from rich.console import Console
+
+from .. import AgentLoop, ConfigurationError, LoopError, StopReason, TraceEvent
+from ..metrics import MetricsServer, serve
+from ..trace import write_trace
+from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, CommandError
+from ._view import RunView
+
+LoopBuilder = Callable[[], Awaitable[AgentLoop]]
+"""Makes the loop to run, inside the command's event loop (a factory may be async)."""
+
+Cleanup = Callable[[], Awaitable[object]]
+"""Called inside the event loop once the run is over, e.g. a client's `close`."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RunOptions:
+    """The options `demo` and `run` share: --trace, --metrics-port, --metrics-addr, --hold and --json."""
+
+    trace: str | None = None
+    metrics_port: int | None = None
+    metrics_addr: str = "127.0.0.1"
+    hold: bool = False
+    json: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RunOptions:
+        """Read the shared options from parsed arguments.
+
+        Args:
+            args: what `build_parser().parse_args` returned for `demo` or `run`.
+
+        Returns:
+            The options, typed.
+        """
+        trace: str | None = args.trace
+        port: int | None = args.metrics_port
+        addr: str = args.metrics_addr
+        hold: bool = args.hold
+        as_json: bool = args.json
+        return cls(trace=trace, metrics_port=port, metrics_addr=addr, hold=hold, json=as_json)
+
+
+def execute(options: RunOptions, build: LoopBuilder, goal: str, *, cleanup: Cleanup | None = None) -> int:
+    """Run a loop on `goal` with the live view (or `--json`), writing the trace and serving metrics.
+
+    Args:
+        options: the shared run options.
+        build: makes the loop, inside the event loop.
+        goal: the task, the first user message.
+        cleanup: awaited after the run, whatever its outcome (e.g. closing the client).
+
+    Returns:
+        0 when the run completed, 1 for any other stop reason.
+
+    Raises:
+        CommandError: a usage or setup error (code 2), or the run failed (code 1).
+    """
+    if not goal.strip():
+        raise CommandError("--goal must not be empty")
+    if options.trace is not None:
+        _check_writable(options.trace)  # before the run: a --live run costs money
+    console = Console(file=sys.stdout, highlight=False)
+    server = _start_metrics(options)
+    events: list[TraceEvent] = []
+    try:
+        code = anyio.run(_run_loop, options, build, goal, console, events, cleanup)
+        if server is not None and options.hold:
+            # Operational notices go to stderr only: stdout is the view or the JSON result.
+            print(f"metrics: {server.url} (holding until Ctrl-C)", file=sys.stderr, flush=True)
+            try:
+                threading.Event().wait()
+            except KeyboardInterrupt:
+                pass
+        return code
+    finally:
+        # Also after a failure or Ctrl-C: the trace of an interrupted run is what one wants.
+        if options.trace is not None and events:
+            _write_events(events, options.trace)
+        if server is not None:
+            server.close()
+
+
+def _check_writable(path: str) -> None:
+    target = Path(path)
+    if target.is_dir():
+        raise CommandError(f"--trace {path} is a directory")
+    if not target.parent.is_dir():
+        raise CommandError(f"--trace {path}: the directory {str(target.parent)!r} does not exist")
+    if not os.access(target.parent, os.W_OK):
+        raise CommandError(f"--trace {path}: the directory is not writable")
+
+
+def _start_metrics(options: RunOptions) -> MetricsServer | None:
+    port = options.metrics_port
+    if port is None:
+        if options.hold:
+            raise CommandError("--hold keeps the metrics server up: it needs --metrics-port N")
+        return None
+    if not 0 <= port <= 65535:
+        raise CommandError(f"--metrics-port must be 0-65535, got {port}")
+    try:
+        server = serve(port, addr=options.metrics_addr)
+    except OSError as exc:
+        raise CommandError(
+            f"cannot serve metrics on {options.metrics_addr}:{port}: {exc.strerror or exc}"
+        ) from exc
+    print(f"metrics: {server.url}", file=sys.stderr, flush=True)  # stdout is the view or the JSON
+    return server
+
+
+async def _run_loop(
+    options: RunOptions,
+    build: LoopBuilder,
+    goal: str,
+    console: Console,
+    events: list[TraceEvent],
+    cleanup: Cleanup | None,
+) -> int:
+    view = None if options.json else RunView(console)
+    loop = await build()
+    if view is not None:
+        view.start(loop, goal)
+
+    def record(event: TraceEvent) -> None:
+        events.append(event)
+        if view is not None:
+            view(event)
+
+    try:
+        result = await loop.run(goal, on_event=record)
+    except ConfigurationError as exc:
+        raise CommandError(str(exc)) from exc
+    except LoopError as exc:
+        raise CommandError(f"the run failed: {exc}", EXIT_NOT_COMPLETED) from exc
+    except Exception as exc:  # raised by the user's tools or callbacks: one line, no traceback
+        raise CommandError(f"the run failed: {type(exc).__name__}: {exc}", EXIT_NOT_COMPLETED) from exc
+    finally:
+        if cleanup is not None:
+            await cleanup()
+    if view is None:
+        print(result.to_json(indent=2))
+    else:
+        view.summary(result)
+    return EXIT_OK if result.stop_reason is StopReason.COMPLETED else EXIT_NOT_COMPLETED
+
+
+def _write_events(events: list[TraceEvent], path: str) -> None:
+    try:
+        write_trace(events, path)
+    except OSError as exc:
+        raise CommandError(f"cannot write the trace to {path}: {exc.strerror or exc}") from exc

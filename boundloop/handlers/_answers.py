@@ -1,0 +1,102 @@
+"""Answers: the turn's tool calls answered in ONE user message, and what came back recorded.
+
+Every `tool_use` gets exactly one `tool_result`, also when the run stops before it ran, so
+the transcript stays valid. Recording an answer updates the run's facts: observations, the
+repeat history, the breaker's count, errors; and the trace and the metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .._records import FAILED_OUTCOMES, CallResult, ErrorRecord, Observation, Outcome, StopReason, ToolCall
+from ..transcript import append_user
+from ._context import RunContext
+from ._results import refused
+from .tools import idempotency_key
+
+_CANCELS: Final = frozenset({StopReason.CANCELLED, StopReason.TIMEOUT, StopReason.FAILED})
+
+
+def finish(ctx: RunContext, reason: StopReason, detail: str | None) -> None:
+    """Decide the run's stop reason and answer any open tool_use; the transition fires after."""
+    state = ctx.state
+    state.stop_reason = reason
+    state.stop_detail = None if detail is None else ctx.redact(detail)
+    if reason is StopReason.COMPLETED:
+        answer_open_calls(ctx, "denied", "not run: the model ended its turn")
+    else:
+        answer_open_calls(ctx, "cancelled" if reason in _CANCELS else "denied", f"not run: {reason}")
+
+
+def answer_open_calls(ctx: RunContext, outcome: Outcome, text: str) -> None:
+    """Answer every tool_use of the turn in ONE user message, in block order."""
+    turn = ctx.state.turn
+    if turn is None or not turn.open:
+        return
+    turn.answered = True
+    results = [
+        answer if answer is not None else _unanswered(ctx, index, call, outcome, text)
+        for index, (call, answer) in enumerate(zip(turn.calls, turn.answers, strict=True))
+    ]
+    turn.answers = list[CallResult | None](results)
+    append_user(ctx.state.messages, [result.to_block() for result in results])
+    _record(ctx, results, turn.keys)
+
+
+def _unanswered(ctx: RunContext, index: int, call: ToolCall, outcome: Outcome, text: str) -> CallResult:
+    turn = ctx.state.turn
+    if turn is not None and index in turn.invoked:
+        key = idempotency_key(ctx.state.task_id, call)
+        return refused(
+            call,
+            "cancelled",
+            f"interrupted while running ({text.removeprefix('not run: ')}): its effect is unknown; "
+            f"idempotency key {key}",
+        )
+    return refused(call, outcome, text)
+
+
+def _record(ctx: RunContext, results: list[CallResult], keys: list[str]) -> None:
+    state = ctx.state
+    metrics = ctx.config.metrics
+    for result, key in zip(results, keys, strict=True):
+        call = result.call
+        outcome = result.outcome
+        state.observations.append(
+            Observation(
+                step=call.step,
+                tool_use_id=call.id,
+                tool=call.name,
+                input=call.input,
+                outcome=outcome,
+                content=result.content,
+            )
+        )
+        if outcome == "ok":
+            state.consecutive_tool_errors = 0
+            state.succeeded[key] = len(state.observations) - 1
+        elif outcome in FAILED_OUTCOMES:
+            state.consecutive_tool_errors += 1
+            if outcome != "invalid":  # invalid actions are recorded when validation decides them
+                state.errors.append(
+                    ErrorRecord(
+                        kind=f"tool_{outcome}",
+                        step=call.step,
+                        tool=call.name,
+                        message=ctx.redact(str(result.content)),
+                    )
+                )
+        ctx.event(
+            "tool_result",
+            tool=call.name,
+            tool_use_id=call.id,
+            outcome=outcome,
+            is_error=result.is_error,
+            attempts=result.attempts,
+            duration_s=result.duration_s,
+        )
+        if metrics is not None:
+            metrics.tool_call(
+                call.name, outcome, result.duration_s if result.attempts else None, state.trace_id
+            )

@@ -1,0 +1,99 @@
+"""The budget: which limit is spent, and what the run does at it.
+
+`spent` is checked before every model call (in assemble) and after every tool round (in
+observe); `breaker` after every tool round. A spent step or tool-call budget with
+`Budget(on_exhausted="final_answer")` makes a final answer due: the table's
+`answer_at_limit` edges take the run through one more model call, without tools.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import anyio
+
+from .._records import Exceeded, StopReason
+from ..errors import BUDGET_LIMITS
+from ._answers import finish
+from ._context import RunContext
+
+LIMIT_STOPS: Final = {limit: StopReason(reason) for reason, limit in BUDGET_LIMITS.items()}
+"""`Budget` field -> the stop reason when it is spent."""
+FINAL_ANSWER_AFTER: Final = frozenset({"max_steps", "max_tool_calls"})
+"""Time, tokens and cost are hard ceilings: no call is made after them."""
+
+
+def spent(ctx: RunContext) -> Exceeded | None:
+    """The first spent budget of steps, tokens, cost and time, or None."""
+    state = ctx.state
+    budget = ctx.config.budget
+    if state.step >= budget.max_steps:
+        return Exceeded(limit="max_steps", value=budget.max_steps, used=state.step)
+    tokens = state.usage.total_tokens
+    if budget.max_total_tokens is not None and tokens >= budget.max_total_tokens:
+        return Exceeded(limit="max_total_tokens", value=budget.max_total_tokens, used=tokens)
+    cost = state.usage.cost_usd
+    if budget.max_cost_usd is not None and cost >= budget.max_cost_usd:
+        return Exceeded(limit="max_cost_usd", value=budget.max_cost_usd, used=cost)
+    if ctx.deadline is not None and anyio.current_time() >= ctx.deadline:
+        return Exceeded(limit="timeout_s", value=budget.timeout_s or 0.0, used=ctx.elapsed_s)
+    return None
+
+
+def breaker(ctx: RunContext) -> Exceeded | None:
+    """The circuit breaker: too many failing results in a row, or too many repeats."""
+    state = ctx.state
+    budget = ctx.config.budget
+    if state.consecutive_tool_errors >= budget.max_consecutive_tool_errors:
+        return Exceeded(
+            limit="max_consecutive_tool_errors",
+            value=budget.max_consecutive_tool_errors,
+            used=state.consecutive_tool_errors,
+        )
+    if state.repeated_calls > budget.max_repeated_calls:
+        return Exceeded(
+            limit="max_repeated_calls", value=budget.max_repeated_calls, used=state.repeated_calls
+        )
+    return None
+
+
+def stop_at(ctx: RunContext, exceeded: Exceeded, detail: str | None = None) -> None:
+    """Record the spent limit and stop the run for it; a final answer may become due."""
+    state = ctx.state
+    state.exceeded = exceeded
+    if exceeded.limit == "max_consecutive_tool_errors":
+        finish(
+            ctx,
+            StopReason.NEEDS_HUMAN,
+            f"circuit breaker open: {exceeded.used:g} failing tool results in a row",
+        )
+        return
+    if exceeded.limit == "max_repeated_calls":
+        finish(ctx, StopReason.NEEDS_HUMAN, f"{exceeded.used:g} repeated tool calls")
+        return
+    finish(
+        ctx,
+        LIMIT_STOPS[exceeded.limit],
+        detail or f"{exceeded.limit}={exceeded.value:g} spent (used {exceeded.used:g})",
+    )
+    state.final_call_due = (
+        ctx.config.budget.on_exhausted == "final_answer" and exceeded.limit in FINAL_ANSWER_AFTER
+    )
+
+
+def final_answer_note(exceeded: Exceeded) -> str:
+    """The user turn before the final-answer call."""
+    return (
+        f"The budget of this run is spent ({exceeded.limit}). Do not call tools. "
+        "Give your best final answer now from what you have gathered, and say what is uncertain."
+    )
+
+
+def take_tool_call(ctx: RunContext) -> bool:
+    """Take one tool execution from `max_tool_calls`, or refuse when none is left."""
+    state = ctx.state
+    limit = ctx.config.budget.max_tool_calls
+    if limit is not None and state.tool_calls >= limit:
+        return False
+    state.tool_calls += 1
+    return True

@@ -1,0 +1,105 @@
+"""What the work of every state is given: the configuration, the state and the trace.
+
+A `RunContext` holds no decision of its own: facts go into `LoopState`. Besides the trace it
+keeps only the clock and one transient cache (the validated arguments of the current
+turn's calls), which a continued run rebuilds from the state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from typing import TYPE_CHECKING, Any, Final, final
+
+import anthropic
+
+from .._records import ErrorRecord
+from ..trace import TraceEvent, TraceKind
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from .._config import EventHook, LoopConfig
+    from ..state import LoopState
+
+API_KEY: Final = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
+"""Anthropic API keys: never written to the trace, the errors or the logs."""
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True)
+class Planned:
+    """A call validation let through: its block index, its tool and the validated arguments."""
+
+    index: int
+    tool: Tool
+    arguments: dict[str, Any]
+
+
+@final
+class RunContext:
+    """One run's configuration, state, trace and clock, handed to each state's work."""
+
+    __slots__ = ("_hooks", "config", "deadline", "elapsed_before", "plan", "started", "state", "trace")
+
+    def __init__(self, config: LoopConfig, state: LoopState, *, on_event: EventHook | None = None) -> None:
+        self.config = config
+        self.state = state
+        self.trace: list[TraceEvent] = []
+        self._hooks = tuple(hook for hook in (config.on_event, on_event) if hook is not None)
+        """Called with every trace event as it is recorded: the loop's hook, then the run's."""
+        self.started = time.perf_counter()
+        self.elapsed_before = state.elapsed_s
+        """Wall-clock seconds the run spent before this session (a continued run)."""
+        self.deadline: float | None = None
+        """The run's time limit on anyio's clock, when `Budget.timeout_s` is set."""
+        self.plan: list[Planned] | None = None
+        """The calls of the current turn that validation let through; None: rebuild from state."""
+
+    @property
+    def elapsed_s(self) -> float:
+        """Wall-clock seconds the run has taken, earlier sessions included."""
+        return self.elapsed_before + time.perf_counter() - self.started
+
+    def event(self, kind: TraceKind, /, **data: Any) -> None:
+        """Add a non-transition event to the trace."""
+        self.emit(TraceEvent(kind=kind, step=self.state.step, at=time.time(), data=data))
+
+    def emit(self, event: TraceEvent) -> None:
+        """Append to the trace and tell the `on_event` hooks, as it happens."""
+        self.trace.append(event)
+        for hook in self._hooks:
+            hook(event)
+
+    def error(self, kind: str, exc: BaseException) -> None:
+        """Record an exception in the state and the trace, with secrets redacted."""
+        status_code: int | None = None
+        request_id: str | None = None
+        if isinstance(exc, anthropic.APIStatusError):
+            status_code = exc.status_code
+            request_id = exc.request_id
+        record = ErrorRecord(
+            kind=kind,
+            step=self.state.step,
+            type=type(exc).__name__,
+            message=self.redact(str(exc)),
+            status_code=status_code,
+            request_id=request_id,
+        )
+        self.state.errors.append(record)
+        data: dict[str, Any] = {
+            "kind": kind,
+            "step": record.step,
+            "type": record.type,
+            "message": record.message,
+        }
+        if status_code is not None:
+            data["status_code"] = status_code
+            data["request_id"] = request_id
+        self.event("error", **data)
+
+    def redact(self, text: str) -> str:
+        """Remove API keys (and whatever the user's `redact` hook removes) from text."""
+        text = API_KEY.sub("[REDACTED]", text)
+        hook = self.config.redact
+        return text if hook is None else hook(text)

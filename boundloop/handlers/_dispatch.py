@@ -1,0 +1,170 @@
+"""Act: every call validation let through runs in one anyio task group.
+
+Each task writes its `CallResult` into the turn's answer at its block's index — into the
+run's state, so a result that arrived before a timeout, a cancellation or a crash is kept
+— and results come back in block order without sorting. A task turns its handler's
+failure into data (an `is_error` result); the group only raises for bugs, cancellation and
+`on_tool_error="raise"`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import anyio
+
+from .._records import CallResult, ToolCall, Turn
+from ..statemachine.table import Trigger
+from ._answers import answer_open_calls
+from ._budget import take_tool_call
+from ._context import Planned, RunContext
+from ._results import refused, to_result
+from .tools import RetryableToolError, Tool, ToolContext, idempotency_key
+
+
+class _Retry(NamedTuple):
+    delay_s: float
+    error: str
+
+
+async def act(ctx: RunContext) -> Trigger:
+    """Run the turn's allowed calls concurrently, then answer all calls in ONE user message.
+
+    Raises:
+        Exception: the first handler failure, with `on_tool_error="raise"`; the sibling calls
+            are cancelled first.
+    """
+    turn = ctx.state.turn
+    assert turn is not None  # validate let tool calls through, so there is a turn
+    plan = ctx.plan if ctx.plan is not None else _replan(ctx, turn)
+    ctx.event(
+        "tool_call",
+        calls=[{"tool": turn.calls[p.index].name, "tool_use_id": turn.calls[p.index].id} for p in plan],
+    )
+    ctx.state.earlier_text = ""
+    await dispatch(ctx, turn, plan)
+    answer_open_calls(ctx, "cancelled", "not run")
+    return Trigger.ACTED
+
+
+def _replan(ctx: RunContext, turn: Turn) -> list[Planned]:
+    """A continued run: the calls to run are those without an answer; validate them again."""
+    tools = ctx.config.tools
+    return [
+        Planned(index=index, tool=tools[call.name], arguments=tools[call.name].validate(call.input))
+        for index, (call, answer) in enumerate(zip(turn.calls, turn.answers, strict=True))
+        if answer is None
+    ]
+
+
+async def dispatch(ctx: RunContext, turn: Turn, plan: list[Planned]) -> None:
+    """Run the planned calls concurrently, writing each answer into `turn.answers`.
+
+    Raises:
+        Exception: the first handler failure, with `on_tool_error="raise"`.
+        BaseException: a handler's `KeyboardInterrupt` / `SystemExit`, as itself.
+    """
+    if not plan:
+        return
+    failure: list[Exception] = []
+    try:
+        async with anyio.create_task_group() as group:
+            # Spawning costs more than running: the last call runs in this task while the
+            # others, started first, run in theirs; all of them are in flight together.
+            *spawned, last = plan
+            for planned in spawned:
+                group.start_soon(_run_call, ctx, turn, planned, failure, group.cancel_scope)
+            await _run_call(ctx, turn, last, failure, group.cancel_scope)
+    except BaseExceptionGroup as group_error:
+        # Tasks catch their handlers' Exceptions; what is left (SystemExit, ...) leaves as itself.
+        if len(group_error.exceptions) == 1:
+            raise group_error.exceptions[0] from None
+        raise
+    if failure:
+        raise failure[0]
+
+
+async def _run_call(
+    ctx: RunContext, turn: Turn, planned: Planned, failure: list[Exception], group_scope: anyio.CancelScope
+) -> None:
+    config = ctx.config
+    budget = config.budget
+    index = planned.index
+    tool = planned.tool
+    call = turn.calls[index]
+    context = ToolContext(
+        task_id=ctx.state.task_id,
+        trace_id=ctx.state.trace_id,
+        step=call.step,
+        tool_use_id=call.id,
+        idempotency_key=idempotency_key(ctx.state.task_id, call),
+    )
+    timeout = tool.timeout_s if tool.timeout_s is not None else budget.tool_timeout_s
+    started = time.perf_counter()
+    attempts = 0
+    result: CallResult | _Retry
+    last_error = ""
+    while True:
+        if not take_tool_call(ctx):
+            if attempts:  # the handler ran and failed; retrying would exceed max_tool_calls
+                result = refused(
+                    call, "error", f"{last_error} (retries stopped: the tool-call budget is spent)"
+                )
+            else:
+                result = refused(call, "denied", "not run: the tool-call budget is spent")
+            break
+        attempts += 1
+        if index not in turn.invoked:
+            turn.invoked.append(index)
+        try:
+            if timeout is None:  # no cancel scope to build when there is no deadline
+                result = await _attempt(ctx, planned, call, context, attempts)
+            else:
+                with anyio.move_on_after(timeout) as scope:
+                    result = await _attempt(ctx, planned, call, context, attempts)
+                if scope.cancelled_caught:
+                    result = refused(call, "timeout", _timed_out(tool, timeout))
+        except Exception as exc:  # only with on_tool_error="raise": stop the batch, surface it
+            failure.append(exc)
+            group_scope.cancel()
+            return
+        if isinstance(result, CallResult):
+            break
+        last_error = result.error
+        await anyio.sleep(result.delay_s)
+    result.attempts = attempts
+    result.duration_s = time.perf_counter() - started
+    turn.answers[index] = result
+
+
+def _timed_out(tool: Tool, timeout: float) -> str:
+    if tool.runs_in_thread:
+        # A thread cannot be cancelled: say so, so nobody assumes the side effect did not happen.
+        return f"timed out after {timeout:g} s; the worker thread may still finish, so its effect is unknown"
+    return f"timed out after {timeout:g} s; the call was cancelled"
+
+
+async def _attempt(
+    ctx: RunContext, planned: Planned, call: ToolCall, call_context: ToolContext, attempt: int
+) -> CallResult | _Retry:
+    """One invocation of the handler: its result, or the delay before a retry."""
+    config = ctx.config
+    budget = config.budget
+    raise_errors = config.on_tool_error == "raise"
+    try:
+        value = await planned.tool.invoke(planned.arguments, call_context)
+    except RetryableToolError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        if attempt <= budget.max_tool_retries:
+            if exc.retry_after_s is not None:  # an explicit 0 means "retry now", not "use the backoff"
+                return _Retry(exc.retry_after_s, error)
+            return _Retry(budget.retry_backoff_s * 2.0 ** (attempt - 1), error)
+        if raise_errors:
+            raise
+        return refused(call, "error", f"{error} (after {attempt} attempts)")
+    except Exception as exc:  # the tool boundary: a failure becomes an is_error result
+        if raise_errors:
+            raise
+        return refused(call, "error", f"{type(exc).__name__}: {exc}")
+    return to_result(call, value, config.max_tool_output_chars)

@@ -1,0 +1,15 @@
+"""Observe: after a tool round, check the circuit breaker, then the budget."""
+
+from __future__ import annotations
+
+from ..statemachine.table import Trigger
+from ._budget import breaker, spent, stop_at
+from ._context import RunContext
+
+
+async def observe(ctx: RunContext) -> Trigger:
+    """Check the circuit breaker, then the budget, after a tool round."""
+    exceeded = breaker(ctx) or spent(ctx)
+    if exceeded is not None:
+        stop_at(ctx, exceeded)
+    return Trigger.OBSERVED

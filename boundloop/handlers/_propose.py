@@ -1,0 +1,145 @@
+"""Assemble and propose: the budget check before a model call, then the model call itself."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, cast
+
+import anthropic
+import pydantic
+from anthropic.types import Message, ToolUseBlock
+
+from .._records import StopReason, ToolCall, Turn
+from ..statemachine.table import Trigger
+from ..transcript import append_user
+from ._answers import finish
+from ._budget import final_answer_note, spent, stop_at
+from ._context import RunContext
+from ._validation import canonical
+
+
+async def assemble(ctx: RunContext) -> Trigger:
+    """Check every budget before the next model call; at a spent one, stop or conclude."""
+    state = ctx.state
+    if state.exceeded is None:
+        exceeded = spent(ctx)
+        if exceeded is not None:
+            stop_at(ctx, exceeded)
+    if state.final_call_due and state.exceeded is not None:
+        append_user(state.messages, [{"type": "text", "text": final_answer_note(state.exceeded)}])
+    return Trigger.ASSEMBLED
+
+
+def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, Any]:
+    """The Messages API request for the transcript so far."""
+    config = ctx.config
+    request: dict[str, Any] = {
+        "model": config.model,
+        "max_tokens": config.max_tokens,
+        "messages": list(ctx.state.messages),
+    }
+    if config.system is not None:
+        request["system"] = config.system
+    if config.tools:
+        request["tools"] = config.tools.params
+        if not tools_allowed:
+            request["tool_choice"] = {"type": "none"}
+    return request
+
+
+async def propose(ctx: RunContext) -> Trigger:
+    """Call the model; record its response as the run's current turn."""
+    state = ctx.state
+    final = state.final_call_due
+    started = time.perf_counter()
+    response = await _call_model(ctx, build_request(ctx, tools_allowed=not final))
+    if response is None:
+        state.final_call_due = False
+        return Trigger.HALT
+    if not final:  # the final answer at a spent budget is not a step: max_steps stays a ceiling
+        state.step += 1
+    _accept(ctx, response, time.perf_counter() - started, final=final)
+    return Trigger.PROPOSED
+
+
+async def _call_model(ctx: RunContext, request: dict[str, Any]) -> Message | None:
+    """Call the model; a failure is recorded and stops the run (None)."""
+    try:
+        response = await ctx.config.client.messages.create(**request)
+    except anthropic.APIError as exc:
+        ctx.error("model_api", exc)
+        _failed(ctx, f"model API error: {type(exc).__name__}: {exc}")
+        return None
+    except (json.JSONDecodeError, pydantic.ValidationError) as exc:
+        ctx.error("model_response", exc)
+        _failed(ctx, f"the model's response does not parse: {type(exc).__name__}")
+        return None
+    if not isinstance(cast(object, response), Message):
+        ctx.error("model_response", TypeError(f"messages.create returned {type(response).__name__}"))
+        _failed(ctx, "the model client did not return an anthropic Message")
+        return None
+    for block in response.content:
+        if isinstance(block, ToolUseBlock) and not isinstance(cast(object, block.input), dict):
+            ctx.error("model_response", ValueError(f"tool_use {block.id} input is not an object"))
+            _failed(ctx, f"malformed tool_use input in block {block.id}")
+            return None
+    return response
+
+
+def _failed(ctx: RunContext, detail: str) -> None:
+    state = ctx.state
+    if state.stop_reason is None:
+        finish(ctx, StopReason.FAILED, detail)
+    else:  # the final-answer call failed: keep the budget's reason
+        state.stop_detail = f"{state.stop_detail}; the final-answer call failed"
+
+
+def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: bool) -> None:
+    """Record a response: transcript (exactly as received), turn, usage, cost, trace, metrics."""
+    state = ctx.state
+    config = ctx.config
+    state.responses.append(response)
+    # The SDK's own blocks, exactly as received (thinking signatures, server tool blocks).
+    state.messages.append({"role": "assistant", "content": response.content})
+    calls = [
+        ToolCall(id=block.id, name=block.name, input=block.input, step=state.step)
+        for block in response.content
+        if isinstance(block, ToolUseBlock)
+    ]
+    state.turn = Turn(
+        calls=calls,
+        keys=[canonical(call.name, call.input) for call in calls],
+        answers=[None] * len(calls),
+        final=final,
+    )
+    ctx.plan = None
+    if final:
+        state.final_call_due = False  # made: the run stops after its validation
+    usage = response.usage
+    cache_read = usage.cache_read_input_tokens or 0
+    cache_creation = usage.cache_creation_input_tokens or 0
+    totals = state.usage
+    totals.input_tokens += usage.input_tokens
+    totals.output_tokens += usage.output_tokens
+    totals.cache_read_input_tokens += cache_read
+    totals.cache_creation_input_tokens += cache_creation
+    if config.price is not None:
+        totals.cost_usd += config.price.cost(usage)
+    ctx.event(
+        "proposal",
+        stop_reason=response.stop_reason,
+        stop_sequence=response.stop_sequence,
+        tools=[call.name for call in calls],
+        duration_s=duration_s,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        **({"final_answer": True} if final else {}),
+    )
+    if config.metrics is not None:
+        config.metrics.model_request(
+            response.stop_reason,
+            duration_s,
+            state.trace_id,
+            (usage.input_tokens, usage.output_tokens, cache_read, cache_creation),
+        )

@@ -1,0 +1,225 @@
+"""Validate: route on the typed stop_reason, then decide every proposed call before any runs.
+
+The order of the checks is the policy's: forbidden, registry, allow-list, JSON schema, the
+run's history (repeats of a successful call), approval, and what is left of
+`max_tool_calls`. A call that will not run is answered with a result saying why, so the
+transcript stays valid. Only when nothing blocks the batch is an in-process approver asked.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final, Literal, TypeAlias
+
+from .._records import CallResult, ErrorRecord, Exceeded, PendingApproval, StopReason, ToolCall, Turn
+from ..errors import UnhandledStop
+from ..statemachine.table import Trigger
+from ..transcript import append_user
+from ._answers import answer_open_calls, finish
+from ._budget import stop_at
+from ._context import Planned, RunContext
+from ._results import refused
+from .stops import Route, SignalContext, Verdict, answer_text
+from .tools import ToolInputError
+
+_CANONICAL_JSON: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
+"""Built once: `json.dumps` with options builds a new encoder on every call."""
+REPEAT_NOTE: Final = "\n[repeated call: this is the result of the identical earlier call]"
+Decision: TypeAlias = Literal["execute", "deny", "block", "escalate", "approve", "repeat"]
+_DECISIONS: Final = {
+    Verdict.TOOL_CALLS: "execute",
+    Verdict.RESUME: "resume",
+    Verdict.FINAL: "final",
+    Verdict.STOP: "stop",
+}
+
+
+def canonical(name: str, tool_input: object) -> str:
+    """The identity of a call for repeat detection: tool name and canonical JSON input."""
+    return name + "\x00" + _CANONICAL_JSON(tool_input)
+
+
+async def validate(ctx: RunContext) -> Trigger:
+    """Route the response by its stop_reason; for tool calls, decide every call of the batch.
+
+    Raises:
+        UnhandledStop: the stop_reason has no handler.
+    """
+    state = ctx.state
+    turn = state.turn
+    response = state.responses[-1]
+    assert turn is not None  # propose always records the turn before validate
+    if turn.final:  # the final-answer call at a spent budget: the stop reason stays the budget's
+        state.answer = answer_text(response) or None
+        ctx.event("validation", decision="final_answer", stop_reason=str(state.stop_reason), calls=[])
+        answer_open_calls(ctx, "denied", "not run: the budget is spent")
+        return Trigger.VALIDATED
+    handler = ctx.config.signal_handlers.get(str(response.stop_reason))
+    if handler is None:
+        raise UnhandledStop(response.stop_reason)
+    context = SignalContext(policy=ctx.config.policy, state=state, earlier_text=state.earlier_text)
+    route = handler(response, context)
+    decisions: list[dict[str, Any]] = []
+    exceeded: Exceeded | None = None
+    if route.verdict is Verdict.TOOL_CALLS:
+        decisions, stop, exceeded = await _plan(ctx, turn)
+        if stop is not None:
+            route = Route(verdict=Verdict.STOP, stop_reason=stop[0], detail=stop[1])
+    ctx.event(
+        "validation",
+        decision=_DECISIONS[route.verdict],
+        stop_reason=None if route.stop_reason is None else str(route.stop_reason),
+        reason=None if route.detail is None else ctx.redact(route.detail),
+        calls=decisions,
+    )
+    if route.verdict is Verdict.RESUME:
+        if route.continuation:
+            state.continuations += 1
+        # A paused or cut-off turn goes on in the next response: keep its text for the answer.
+        resumed = response.stop_reason in ("pause_turn", "max_tokens")
+        state.earlier_text = context.answer(response) if resumed else ""
+        # Client tool_use blocks do not come with a resumable turn; if one does, answer it so
+        # the transcript stays valid (the model continues after the answers).
+        answer_open_calls(ctx, "denied", f"not run: the response stopped with {response.stop_reason}")
+        if route.nudge is not None:
+            append_user(state.messages, [{"type": "text", "text": route.nudge}])
+    elif route.verdict is Verdict.FINAL:
+        state.answer = context.answer(response) or None
+        finish(ctx, StopReason.COMPLETED, None)
+    elif route.verdict is Verdict.STOP:
+        assert route.stop_reason is not None  # Route.__post_init__ guarantees it
+        if exceeded is not None:
+            stop_at(ctx, exceeded, route.detail)
+        else:
+            finish(ctx, route.stop_reason, route.detail)
+    return Trigger.VALIDATED
+
+
+async def _plan(
+    ctx: RunContext, turn: Turn
+) -> tuple[list[dict[str, Any]], tuple[StopReason, str] | None, Exceeded | None]:
+    """Decide every call: execute, deny, repeat or escalate; answers go into `turn.answers`.
+
+    Returns:
+        The decision of each call for the trace, `(stop_reason, detail)` when the batch must
+        not run at all, and the spent limit when that is `max_tool_calls`.
+    """
+    plan: list[Planned] = []
+    decisions: list[dict[str, Any]] = []
+    blocked: list[str] = []
+    escalated: list[str] = []
+    to_approve: list[Planned] = []
+    for index, (call, key) in enumerate(zip(turn.calls, turn.keys, strict=True)):
+        decision, planned = _decide(ctx, turn, index, call, key)
+        decisions.append(_record(ctx, turn, index, decision))
+        if decision == "block":
+            blocked.append(call.name)
+        elif decision == "escalate":
+            escalated.append(call.name)
+        elif planned is not None:
+            (to_approve if decision == "approve" else plan).append(planned)
+    stop, exceeded = _batch_stop(ctx, len(plan) + len(to_approve), blocked, escalated)
+    if stop is not None:
+        for index, call in enumerate(turn.calls):
+            if turn.answers[index] is None:
+                turn.answers[index] = refused(call, "denied", f"not run: {stop[1]}")
+        ctx.plan = []
+        return decisions, stop, exceeded
+    approve = ctx.config.policy.approve
+    for planned in to_approve:
+        assert approve is not None  # "approve" is only decided when there is an approver
+        call = turn.calls[planned.index]
+        approved = await approve(call)
+        record = decisions[planned.index]
+        record["decision"] = "execute" if approved else "deny"
+        if approved:
+            plan.append(planned)
+        else:
+            answer = refused(call, "denied", f"{call.name} was denied by the approver: not run")
+            turn.answers[planned.index] = answer
+            record["reason"] = answer.content
+    ctx.plan = sorted(plan, key=lambda planned: planned.index)
+    return decisions, None, None
+
+
+def _batch_stop(
+    ctx: RunContext, runnable: int, blocked: list[str], escalated: list[str]
+) -> tuple[tuple[StopReason, str] | None, Exceeded | None]:
+    if blocked:
+        return (StopReason.POLICY_BLOCKED, f"forbidden tool proposed: {', '.join(blocked)}"), None
+    if escalated:
+        return (StopReason.NEEDS_HUMAN, f"approval required for {', '.join(escalated)}"), None
+    state = ctx.state
+    limit = ctx.config.budget.max_tool_calls
+    if limit is not None and state.tool_calls + runnable > limit:
+        left = limit - state.tool_calls
+        detail = f"{runnable} tool calls proposed, {left} left of max_tool_calls={limit}"
+        return (StopReason.MAX_TOOL_CALLS, detail), Exceeded(
+            limit="max_tool_calls", value=limit, used=state.tool_calls
+        )
+    return None, None
+
+
+def _decide(
+    ctx: RunContext, turn: Turn, index: int, call: ToolCall, key: str
+) -> tuple[Decision, Planned | None]:
+    """One call against the policy, the registry, the schema and the run's history."""
+    state = ctx.state
+    policy = ctx.config.policy
+    tools = ctx.config.tools
+    name = call.name
+    answers = turn.answers
+    if policy.is_forbidden(name):
+        answers[index] = refused(call, "denied", f"{name} is forbidden by policy: not run")
+        return ("block" if policy.on_forbidden == "stop" else "deny"), None
+    tool = tools.get(name)
+    if tool is None:
+        known = ", ".join(tools) or "none"
+        answers[index] = refused(call, "invalid", f"unknown tool {name!r}; known tools: {known}")
+        return "deny", None
+    if not policy.is_allowed(name):
+        answers[index] = refused(call, "denied", f"{name} is not allowed in this run: not run")
+        return "deny", None
+    try:
+        arguments = tool.validate(call.input)
+    except ToolInputError as exc:
+        answers[index] = refused(call, "invalid", f"invalid input for {name}: {exc}")
+        return "deny", None
+    earlier = state.succeeded.get(key)
+    if earlier is not None:
+        state.repeated_calls += 1
+        content = _with_note(state.observations[earlier].content)
+        answers[index] = CallResult(call=call, outcome="repeated", content=content)
+        return "repeat", None
+    planned = Planned(index=index, tool=tool, arguments=arguments)
+    if tool.requires_approval or name in policy.requires_approval:
+        if policy.approve is None:
+            state.pending_approvals.append(
+                PendingApproval(tool_use_id=call.id, tool=name, input=call.input, step=call.step)
+            )
+            answers[index] = refused(call, "denied", f"{name} awaits human approval: not run")
+            return "escalate", None
+        return "approve", planned
+    return "execute", planned
+
+
+def _record(ctx: RunContext, turn: Turn, index: int, decision: Decision) -> dict[str, Any]:
+    """The trace record of one decision; an invalid action is also recorded as an error."""
+    call = turn.calls[index]
+    answer = turn.answers[index]
+    record: dict[str, Any] = {"tool": call.name, "tool_use_id": call.id, "decision": decision}
+    if answer is None:
+        return record
+    reason = ctx.redact(str(answer.content))
+    if answer.outcome == "invalid":
+        ctx.state.errors.append(
+            ErrorRecord(kind="invalid_action", step=call.step, tool=call.name, message=reason)
+        )
+    record["reason"] = reason
+    return record
+
+
+def _with_note(content: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content + REPEAT_NOTE
+    return [*content, {"type": "text", "text": REPEAT_NOTE.strip()}]

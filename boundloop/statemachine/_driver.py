@@ -1,0 +1,255 @@
+"""The driver: one per run, it awaits each state's work under anyio and fires its trigger.
+
+The work of each state lives in `boundloop.handlers` and records facts in the run's
+`LoopState`; the table's guards read them when the trigger fires. Nothing awaits inside a
+`transitions` callback, so anyio cancellation and timeouts propagate untouched.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Final, final
+
+import anyio
+
+from .._records import Exceeded, StopReason
+from ..errors import UnhandledStop
+from ..handlers._answers import answer_open_calls, finish
+from ..handlers._context import RunContext
+from ..handlers._dispatch import act
+from ..handlers._observe import observe
+from ..handlers._propose import assemble, propose
+from ..handlers._validation import validate
+from ..state import LoopResult, LoopState
+from ..trace import TraceEvent
+from .table import Phase, Trigger
+
+if TYPE_CHECKING:
+    from .._config import EventHook, LoopConfig
+
+CHECKPOINT_TIMEOUT_S: Final = 10.0
+"""How long the shielded final checkpoint may take."""
+
+WORK: Final[Mapping[Phase, Callable[[RunContext], Awaitable[Trigger]]]] = {
+    Phase.ASSEMBLE: assemble,
+    Phase.PROPOSE: propose,
+    Phase.VALIDATE: validate,
+    Phase.ACT: act,
+    Phase.OBSERVE: observe,
+}
+"""The work of each state; `stopped` has none."""
+
+
+@final
+class Run:
+    """One run as the machine's model: its phase is the phase of its `LoopState`."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.state = ctx.state
+
+    @property
+    def phase(self) -> Phase:
+        """The state the run is in; `transitions` reads and sets it (model_attribute="phase")."""
+        return self.state.phase
+
+    @phase.setter
+    def phase(self, value: str) -> None:
+        self.state.phase = Phase(value)
+
+
+async def execute(
+    config: LoopConfig,
+    state: LoopState,
+    *,
+    cancel: anyio.Event | None = None,
+    on_event: EventHook | None = None,
+) -> LoopResult:
+    """Drive a run from the phase its state is in to `stopped`, and return its result.
+
+    A new run starts in `assemble`; a state read back from a checkpoint continues where
+    it was saved.
+
+    Raises:
+        UnhandledStop: the API sent a stop_reason with no handler (`.result` is set).
+        Exception: a tool's exception with `on_tool_error="raise"`; your callbacks' errors.
+        anyio's cancellation exception: the caller cancelled the task (re-raised).
+    """
+    ctx = RunContext(config, state, on_event=on_event)
+    driver = _Driver(ctx)
+    config.machine.add(driver.run)
+    if config.metrics is not None:
+        config.metrics.run_started()
+    try:
+        await driver.execute(cancel)
+    finally:
+        config.machine.remove(driver.run)
+    return driver.result()
+
+
+@final
+class _Driver:
+    __slots__ = ("cancel_requested", "ctx", "entered", "run")
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.run = Run(ctx)
+        self.entered = time.perf_counter()
+        self.cancel_requested = False
+
+    async def execute(self, cancel: anyio.Event | None) -> None:
+        ctx = self.ctx
+        timeout = ctx.config.budget.timeout_s
+        if timeout is not None:
+            ctx.deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_before)
+        try:
+            with anyio.CancelScope(deadline=ctx.deadline or float("inf")) as scope:
+                if cancel is None:
+                    await self.drive()
+                else:
+                    await self._drive_cancellable(cancel, scope)
+            if scope.cancelled_caught and self.run.phase is not Phase.STOPPED:
+                if self.cancel_requested:
+                    self.abort(StopReason.CANCELLED, "the cancel event was set")
+                else:
+                    self.abort(StopReason.TIMEOUT, f"the run exceeded timeout_s={timeout}")
+        except anyio.get_cancelled_exc_class():
+            # Cancellation from outside: answer every call, record it, and re-raise it.
+            self.abort(StopReason.CANCELLED, "the task running the loop was cancelled")
+            raise
+        except BaseException as exc:
+            ctx.error("exception", exc)
+            self.abort(StopReason.FAILED, f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, UnhandledStop):
+                exc.result = self.result()
+            raise
+        finally:
+            self._record_stop()
+            await self._last_checkpoint()
+
+    async def _drive_cancellable(self, cancel: anyio.Event, scope: anyio.CancelScope) -> None:
+        async def watch() -> None:
+            await cancel.wait()
+            self.cancel_requested = True
+            scope.cancel()
+
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(watch)
+                await self.drive()
+                group.cancel_scope.cancel()
+        except BaseExceptionGroup as group_error:
+            # One failure in the host task: surface it as itself, not as a group.
+            if len(group_error.exceptions) == 1:
+                raise group_error.exceptions[0] from None
+            raise
+
+    async def drive(self) -> None:
+        """Await each state's work and fire its trigger until the run is stopped."""
+        run = self.run
+        ctx = self.ctx
+        store = ctx.config.store
+        while run.phase is not Phase.STOPPED:
+            trigger = await WORK[run.phase](ctx)
+            dest = self.fire(trigger)
+            if store is not None and (
+                dest is Phase.ACT or (dest is Phase.ASSEMBLE and trigger is Trigger.OBSERVED)
+            ):
+                # Before a batch (its calls and idempotency keys, as intents), and once a
+                # step is complete (its observations).
+                ctx.state.elapsed_s = ctx.elapsed_s
+                await store.save(ctx.state)
+
+    def fire(self, trigger: Trigger) -> Phase:
+        """Fire a trigger; trace and measure the transition it took."""
+        ctx = self.ctx
+        source = self.run.phase
+        dest, guard = ctx.config.machine.fire(self.run, trigger)
+        now = time.perf_counter()
+        duration = now - self.entered
+        self.entered = now
+        ctx.emit(
+            TraceEvent(
+                kind="transition",
+                step=ctx.state.step,
+                at=time.time(),
+                source=source,
+                dest=dest,
+                trigger=trigger,
+                duration_s=duration,
+                data={} if guard is None else {"guard": guard},
+            )
+        )
+        metrics = ctx.config.metrics
+        if metrics is not None:
+            metrics.transition(source, dest, duration, ctx.state.trace_id)
+        return dest
+
+    def abort(self, reason: StopReason, detail: str) -> None:
+        """Leave any state for `stopped` (timeout, cancellation, failure)."""
+        if self.run.phase is Phase.STOPPED:
+            return
+        ctx = self.ctx
+        state = ctx.state
+        if state.stop_reason is not None:
+            # The stop was decided first; only its final-answer call was interrupted.
+            state.stop_detail = f"{state.stop_detail}; the final-answer call was interrupted: {detail}"
+            state.final_call_due = False
+            answer_open_calls(ctx, "cancelled", f"not run: {reason}")
+        else:
+            if reason is StopReason.TIMEOUT:
+                state.exceeded = Exceeded(
+                    limit="timeout_s", value=ctx.config.budget.timeout_s or 0.0, used=ctx.elapsed_s
+                )
+            finish(ctx, reason, detail)
+        self.fire(Trigger.HALT)
+
+    async def _last_checkpoint(self) -> None:
+        """Save the final state, shielded from the caller's cancellation.
+
+        A failing store never replaces an exception or cancellation already on its way out:
+        then the store's error is recorded in the state and the trace instead.
+        """
+        ctx = self.ctx
+        store = ctx.config.store
+        if store is None:
+            return
+        in_flight = sys.exc_info()[1] is not None
+        ctx.state.elapsed_s = ctx.elapsed_s
+        try:
+            with anyio.move_on_after(CHECKPOINT_TIMEOUT_S, shield=True):
+                await store.save(ctx.state)
+        except Exception as exc:
+            if not in_flight:
+                raise
+            ctx.error("checkpoint", exc)
+
+    def _record_stop(self) -> None:
+        ctx = self.ctx
+        state = ctx.state
+        reason = state.stop_reason or StopReason.FAILED
+        state.stop_reason = reason
+        duration = ctx.elapsed_s
+        metrics = ctx.config.metrics
+        if metrics is not None:  # first: a failing on_event hook must not leave runs_active up
+            metrics.run_finished(reason, time.perf_counter() - ctx.started, state.trace_id)
+        ctx.event(
+            "stop",
+            stop_reason=str(reason),
+            detail=state.stop_detail,
+            steps=state.step,
+            tool_calls=state.tool_calls,
+            duration_s=duration,
+        )
+
+    def result(self) -> LoopResult:
+        """The run's result (partial until stopped)."""
+        state = self.ctx.state
+        return LoopResult(
+            stop_reason=state.stop_reason or StopReason.FAILED,
+            answer=state.answer,
+            state=state,
+            trace=self.ctx.trace,
+        )
