@@ -31,14 +31,14 @@ EventHook = Callable[[TraceEvent], None]
 ToolErrors = Literal["report", "raise"]
 
 
-class _Default:
+class Default:
     """Marker for 'not passed', where None has a meaning of its own."""
 
     def __repr__(self) -> str:
         return "DEFAULT"
 
 
-DEFAULT: Final = _Default()
+DEFAULT: Final = Default()
 _default_metrics: LoopMetrics | None = None
 
 
@@ -88,7 +88,7 @@ def build_config(
     on_tool_error: ToolErrors,
     max_tool_output_chars: int,
     redact: Redactor | None,
-    metrics: LoopMetrics | _Default | None,
+    metrics: LoopMetrics | Default | None,
     prices: Mapping[str, Price] | None,
     signal_handlers: Mapping[str, SignalHandler] | None,
     on_event: EventHook | None,
@@ -122,7 +122,7 @@ def build_config(
         f"policy must be a Policy, got {type(policy).__name__}",
     )
     _require(
-        isinstance(metrics, _Default | LoopMetrics | None),
+        isinstance(cast(object, metrics), Default | LoopMetrics | None),
         f"metrics must be a LoopMetrics or None, got {type(metrics).__name__}",
     )
     _require(
@@ -146,7 +146,7 @@ def build_config(
         raise ConfigurationError(
             f"max_cost_usd needs a price for model {model!r}: pass prices={{{model!r}: Price(...)}}"
         )
-    chosen_metrics = default_metrics() if isinstance(metrics, _Default) else metrics
+    chosen_metrics = default_metrics() if isinstance(metrics, Default) else metrics
     return LoopConfig(
         client=client,
         model=model,

@@ -9,7 +9,7 @@ from typing import final
 
 import anyio
 
-from ._config import DEFAULT, EventHook, LoopConfig, Redactor, ToolErrors, _Default, build_config
+from ._config import DEFAULT, Default, EventHook, LoopConfig, Redactor, ToolErrors, build_config
 from .checkpoint.store import CheckpointStore
 from .errors import ConfigurationError
 from .handlers.registry import ToolRegistry
@@ -71,7 +71,7 @@ class AgentLoop:
         on_tool_error: ToolErrors = "report",
         max_tool_output_chars: int = 100_000,
         redact: Redactor | None = None,
-        metrics: LoopMetrics | _Default | None = DEFAULT,
+        metrics: LoopMetrics | Default | None = DEFAULT,
         prices: Mapping[str, Price] | None = None,
         signal_handlers: Mapping[str, SignalHandler] | None = None,
         on_event: EventHook | None = None,

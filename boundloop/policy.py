@@ -83,7 +83,7 @@ class Policy:
             if hook is not None and not callable(hook):
                 raise ConfigurationError(f"Policy.{name} must be a callable, got {hook!r}")
         if (
-            not isinstance(max_continuations, int)
+            not isinstance(cast(object, max_continuations), int)
             or isinstance(max_continuations, bool)
             or max_continuations < 0
         ):

@@ -14,7 +14,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, final
+from typing import Annotated, Any, Final, Literal, cast, final
 
 import pydantic
 from anthropic.types import Message, MessageParam
@@ -82,7 +82,7 @@ class Budget:
     Time, tokens and cost are hard ceilings: no call is made after them."""
 
     def __post_init__(self) -> None:
-        def positive(name: str, value: float | None, *, allow_zero: bool = False) -> None:
+        def positive(name: str, value: object, *, allow_zero: bool = False) -> None:
             if value is None:
                 return
             if isinstance(value, bool) or not isinstance(value, int | float):
@@ -92,7 +92,7 @@ class Budget:
             if math.isnan(value) or value < 0 or (value == 0 and not allow_zero):
                 raise errors.ConfigurationError(f"Budget.{name} must be > 0, got {value!r}")
 
-        if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool):
+        if not isinstance(cast(object, self.max_steps), int) or isinstance(self.max_steps, bool):
             raise errors.ConfigurationError(f"Budget.max_steps must be an int, got {self.max_steps!r}")
         positive("max_steps", self.max_steps)
         positive("max_tool_calls", self.max_tool_calls, allow_zero=True)

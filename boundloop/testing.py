@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeAlias, final
+from typing import Any, TypeAlias, cast, final
 
 import pydantic
 from anthropic.types import Message
@@ -71,13 +71,14 @@ class ScriptedClient:
 
     def __init__(self, responses: Iterable[ScriptItem], *, model: str = "scripted") -> None:
         self._script: list[ScriptItem] = [
-            parse_message(item, model=model) if isinstance(item, Mapping) else item for item in responses
+            parse_message(cast("Request", item), model=model) if isinstance(item, Mapping) else item
+            for item in responses
         ]
         self._model = model
         self._served = 0
         self._ids = itertools.count(1)
         self.requests: list[dict[str, Any]] = []
-        self.messages = _ScriptedMessages(self)
+        self.messages = _ScriptedMessages(self._create)
 
     @property
     def remaining(self) -> int:
@@ -104,9 +105,9 @@ class ScriptedClient:
 
 @final
 class _ScriptedMessages:
-    def __init__(self, client: ScriptedClient) -> None:
-        self._client = client
+    def __init__(self, create: Callable[..., Awaitable[Message]]) -> None:
+        self._create = create
 
     @property
     def create(self) -> Callable[..., Awaitable[Message]]:
-        return self._client._create
+        return self._create

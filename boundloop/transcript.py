@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from anthropic.types import ContentBlockParam, MessageParam
 
@@ -33,11 +33,13 @@ def transcript_errors(messages: list[MessageParam]) -> list[str]:
         content = message["content"]
         blocks: list[Any] = [] if isinstance(content, str) else list(content)
 
-        def kind(block: Any) -> Any:
-            return block.get("type") if isinstance(block, dict) else getattr(block, "type", None)
+        def field(block: object, name: str) -> Any:
+            if isinstance(block, dict):
+                return cast("dict[str, Any]", block).get(name)
+            return getattr(block, name, None)
 
-        def field(block: Any, name: str) -> Any:
-            return block.get(name) if isinstance(block, dict) else getattr(block, name, None)
+        def kind(block: object) -> Any:
+            return field(block, "type")
 
         if role == "user":
             if previous == "user":

@@ -70,84 +70,83 @@ def make_loop(client: Any, **kwargs: Any) -> AgentLoop:
     return AgentLoop(client, **options)
 
 
-@pytest.mark.parametrize(
-    ("script", "options", "expected_path", "expected_stop"),
-    [
-        pytest.param(
-            [tool_use(("lookup", {"key": "a"})), text("done")],
-            {},
-            [*START, *TOOL_ROUND, ("validate", "stopped")],
-            StopReason.COMPLETED,
-            id="tool-use-then-end-turn",
-        ),
-        pytest.param(
-            [text("done")], {}, [*START, ("validate", "stopped")], StopReason.COMPLETED, id="end-turn"
-        ),
-        pytest.param(
-            [text("done", stop_reason="stop_sequence")],
-            {},
-            [*START, ("validate", "stopped")],
-            StopReason.COMPLETED,
-            id="stop-sequence",
-        ),
-        pytest.param(
-            [text("no", stop_reason="refusal")],
-            {},
-            [*START, ("validate", "stopped")],
-            StopReason.REFUSED,
-            id="refusal",
-        ),
-        pytest.param(
-            [text("...", stop_reason="model_context_window_exceeded")],
-            {},
-            [*START, ("validate", "stopped")],
-            StopReason.CONTEXT_EXCEEDED,
-            id="context-window-exceeded",
-        ),
-        pytest.param(
-            [text("half an ans", stop_reason="max_tokens")],
-            {},
-            [*START, ("validate", "stopped")],
-            StopReason.TRUNCATED,
-            id="max-tokens-stops",
-        ),
-        pytest.param(
-            [text("half", stop_reason="max_tokens"), text("done")],
-            {"policy": Policy(on_max_tokens="continue")},
-            [*START, ("validate", "assemble"), *START, ("validate", "stopped")],
-            StopReason.COMPLETED,
-            id="max-tokens-continues",
-        ),
-        pytest.param(
-            [text("searching", stop_reason="pause_turn"), text("done")],
-            {},
-            [*START, ("validate", "assemble"), *START, ("validate", "stopped")],
-            StopReason.COMPLETED,
-            id="pause-turn-resumes",
-        ),
-        pytest.param(
-            [tool_use(("lookup", {"key": str(i)})) for i in range(3)],
-            {"budget": Budget(max_steps=2)},
-            [*START, *TOOL_ROUND, ("validate", "act"), ("act", "observe"), ("observe", "stopped")],
-            StopReason.MAX_STEPS,
-            id="max-steps",
-        ),
-        pytest.param(
-            [tool_use(("lookup", {"key": "a"}), ("lookup", {"key": "b"}), ("lookup", {"key": "c"}))],
-            {"budget": Budget(max_steps=4, max_tool_calls=2)},
-            [*START, ("validate", "stopped")],
-            StopReason.MAX_TOOL_CALLS,
-            id="max-tool-calls",
-        ),
-        pytest.param(
-            [tool_use(("lookup", {"key": "a"}), input_tokens=10), tool_use(("lookup", {"key": "b"}))],
-            {"budget": Budget(max_steps=6, max_total_tokens=20)},
-            [*START, *TOOL_ROUND, ("validate", "act"), ("act", "observe"), ("observe", "stopped")],
-            StopReason.TOKEN_BUDGET,
-            id="token-budget",
-        ),
-    ],
-)
+TRAJECTORIES = [
+    pytest.param(
+        [tool_use(("lookup", {"key": "a"})), text("done")],
+        {},
+        [*START, *TOOL_ROUND, ("validate", "stopped")],
+        StopReason.COMPLETED,
+        id="tool-use-then-end-turn",
+    ),
+    pytest.param([text("done")], {}, [*START, ("validate", "stopped")], StopReason.COMPLETED, id="end-turn"),
+    pytest.param(
+        [text("done", stop_reason="stop_sequence")],
+        {},
+        [*START, ("validate", "stopped")],
+        StopReason.COMPLETED,
+        id="stop-sequence",
+    ),
+    pytest.param(
+        [text("no", stop_reason="refusal")],
+        {},
+        [*START, ("validate", "stopped")],
+        StopReason.REFUSED,
+        id="refusal",
+    ),
+    pytest.param(
+        [text("...", stop_reason="model_context_window_exceeded")],
+        {},
+        [*START, ("validate", "stopped")],
+        StopReason.CONTEXT_EXCEEDED,
+        id="context-window-exceeded",
+    ),
+    pytest.param(
+        [text("half an ans", stop_reason="max_tokens")],
+        {},
+        [*START, ("validate", "stopped")],
+        StopReason.TRUNCATED,
+        id="max-tokens-stops",
+    ),
+    pytest.param(
+        [text("half", stop_reason="max_tokens"), text("done")],
+        {"policy": Policy(on_max_tokens="continue")},
+        [*START, ("validate", "assemble"), *START, ("validate", "stopped")],
+        StopReason.COMPLETED,
+        id="max-tokens-continues",
+    ),
+    pytest.param(
+        [text("searching", stop_reason="pause_turn"), text("done")],
+        {},
+        [*START, ("validate", "assemble"), *START, ("validate", "stopped")],
+        StopReason.COMPLETED,
+        id="pause-turn-resumes",
+    ),
+    pytest.param(
+        [tool_use(("lookup", {"key": str(i)})) for i in range(3)],
+        {"budget": Budget(max_steps=2)},
+        [*START, *TOOL_ROUND, ("validate", "act"), ("act", "observe"), ("observe", "stopped")],
+        StopReason.MAX_STEPS,
+        id="max-steps",
+    ),
+    pytest.param(
+        [tool_use(("lookup", {"key": "a"}), ("lookup", {"key": "b"}), ("lookup", {"key": "c"}))],
+        {"budget": Budget(max_steps=4, max_tool_calls=2)},
+        [*START, ("validate", "stopped")],
+        StopReason.MAX_TOOL_CALLS,
+        id="max-tool-calls",
+    ),
+    pytest.param(
+        [tool_use(("lookup", {"key": "a"}), input_tokens=10), tool_use(("lookup", {"key": "b"}))],
+        {"budget": Budget(max_steps=6, max_total_tokens=20)},
+        [*START, *TOOL_ROUND, ("validate", "act"), ("act", "observe"), ("observe", "stopped")],
+        StopReason.TOKEN_BUDGET,
+        id="token-budget",
+    ),
+]
+"""(script, loop options, the edges taken, the stop reason): the core trajectories."""
+
+
+@pytest.mark.parametrize(("script", "options", "expected_path", "expected_stop"), TRAJECTORIES)
 async def test_trajectory(
     script: list[JSON],
     options: JSON,

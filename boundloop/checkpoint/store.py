@@ -11,7 +11,7 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Protocol, final
 
@@ -75,7 +75,7 @@ class SQLiteStore:
         self._ready = False
 
     @contextlib.contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
+    def _connect(self) -> Generator[sqlite3.Connection, None, None]:
         db = sqlite3.connect(self.path, timeout=30)
         try:
             with db:  # commits, or rolls back on error

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Final, TypeGuard
+from typing import Any, Final, TypeGuard, cast
 
 import pydantic
 
@@ -40,15 +40,19 @@ def to_result(call: ToolCall, value: object, max_chars: int) -> CallResult:
 
 
 def _is_block_list(value: object) -> TypeGuard[list[dict[str, Any]]]:
-    return isinstance(value, list) and bool(value) and all(_is_block(block) for block in value)
+    if not isinstance(value, list):
+        return False
+    items = cast("list[object]", value)
+    return bool(items) and all(_is_block(block) for block in items)
 
 
 def _is_block(block: object) -> bool:
     if not isinstance(block, dict):
         return False
-    kind = block.get("type")
+    fields = cast("dict[object, object]", block)
+    kind = fields.get("type")
     # A text block without its text would be rejected by the API: it is not a content block.
-    return kind in _BLOCK_TYPES and (kind != "text" or isinstance(block.get("text"), str))
+    return kind in _BLOCK_TYPES and (kind != "text" or isinstance(fields.get("text"), str))
 
 
 def _marker(cut: int) -> str:

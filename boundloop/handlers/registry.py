@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Final, final
+from typing import Final, cast, final
 
 from anthropic.types import ToolParam
 
@@ -26,11 +26,11 @@ class ToolRegistry(Mapping[str, Tool]):
         Raises:
             ConfigurationError: an entry is not a `Tool`, or two tools share a name.
         """
-        if not isinstance(tools, Iterable):
+        if not isinstance(cast(object, tools), Iterable):
             raise ConfigurationError(f"tools takes a list of tools, got {type(tools).__name__}")
         self._tools: dict[str, Tool] = {}
         for entry in tools:
-            if not isinstance(entry, Tool):
+            if not isinstance(cast(object, entry), Tool):
                 raise ConfigurationError(
                     f"{entry!r} is not a Tool: decorate the function with @tool or build Tool(...)"
                 )

@@ -7,17 +7,24 @@ import functools
 import inspect
 import re
 import typing
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, TypeAlias, final, overload
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Final, TypeAlias, cast, final, overload
 
 import anyio.to_thread
 import jsonschema
 import jsonschema.exceptions
+import jsonschema.protocols
 import pydantic
 from anthropic.types import ToolParam
 
 from .._records import ToolCall
 from ..errors import ConfigurationError
+
+_best_match = cast(
+    "Callable[[Iterable[jsonschema.ValidationError]], jsonschema.ValidationError | None]",
+    # The stub leaves best_match's return type out; this cast is where it gets one.
+    jsonschema.exceptions.best_match,  # pyright: ignore[reportUnknownMemberType]
+)
 
 TOOL_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """What the Messages API accepts as a tool name."""
@@ -62,7 +69,7 @@ def check_tool_name(name: str) -> str:
     Raises:
         ConfigurationError: the name is not 1-64 of `[a-zA-Z0-9_-]`.
     """
-    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+    if not isinstance(cast(object, name), str) or not TOOL_NAME.fullmatch(name):
         raise ConfigurationError(
             f"tool name {name!r} is rejected by the Messages API: use 1-64 characters of [a-zA-Z0-9_-]"
         )
@@ -110,15 +117,17 @@ class Tool:
                 non-callable handler, or a side-effecting handler that takes no ToolContext.
         """
         self.name = check_tool_name(name)
-        if not isinstance(description, str) or not description.strip():
+        if not isinstance(cast(object, description), str) or not description.strip():
             raise ConfigurationError(f"tool {name!r} needs a description: the model reads it")
         if not callable(handler):
             raise ConfigurationError(f"tool {name!r}: handler {handler!r} is not callable")
         if timeout_s is not None and (
-            isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not timeout_s > 0
+            isinstance(timeout_s, bool)
+            or not isinstance(cast(object, timeout_s), int | float)
+            or not timeout_s > 0
         ):
             raise ConfigurationError(f"tool {name!r}: timeout_s must be a number > 0, got {timeout_s!r}")
-        if not isinstance(input_schema, Mapping):
+        if not isinstance(cast(object, input_schema), Mapping):
             raise ConfigurationError(
                 f"tool {name!r}: input_schema must be a JSON schema object, got {type(input_schema).__name__}"
             )
@@ -205,10 +214,11 @@ def _context_parameter(handler: Handler) -> str | None:
 def _jsonschema_validator(
     schema: Mapping[str, Any],
 ) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    validator = jsonschema.Draft202012Validator(schema)
+    # The stub's Draft202012Validator leaves iter_errors untyped; the protocol types it.
+    validator = cast("jsonschema.protocols.Validator", jsonschema.Draft202012Validator(schema))
 
     def validate(tool_input: Mapping[str, Any]) -> dict[str, Any]:
-        error = jsonschema.exceptions.best_match(validator.iter_errors(tool_input))
+        error = _best_match(validator.iter_errors(tool_input))
         if error is not None:
             where = "/".join(str(part) for part in error.absolute_path) or "(input)"
             raise ToolInputError(f"{where}: {error.message}")

@@ -79,7 +79,7 @@ async def execute(
     """
     ctx = RunContext(config, state, on_event=on_event)
     driver = _Driver(ctx)
-    config.machine.add(driver.run)
+    config.machine.add(driver.run, state.phase)
     if config.metrics is not None:
         config.metrics.run_started()
     try:

@@ -96,9 +96,9 @@ class StateMachine:
             raise RuntimeError("the engine needs a machine without callbacks")
         return compiled
 
-    def add(self, run: Facts) -> None:
-        """Start a run in the state its `LoopState` is in."""
-        self._machine.add_model(run, initial=str(run.state.phase))
+    def add(self, run: Facts, initial: Phase = INITIAL) -> None:
+        """Start a run in `initial`: a new run's first state, or where a saved run was."""
+        self._machine.add_model(run, initial=str(initial))
 
     def remove(self, run: Facts) -> None:
         """Forget a run (always called in a `finally`)."""

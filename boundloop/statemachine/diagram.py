@@ -272,7 +272,7 @@ def _label(row: TransitionRow, taken: int) -> str:
 def _graph(engine: _Engine, trace: Iterable[TraceEvent] | None) -> Any:
     """A transitions graph of the table, styled with the trace's path (transitions is untyped here)."""
     path = None if trace is None else trace_path(trace)
-    counts = {} if path is None else path.counts
+    counts: Mapping[int, int] = {} if path is None else path.counts
     transitions: list[dict[str, Any]] = [
         {
             "trigger": row["trigger"],

@@ -9,20 +9,40 @@ cheap and the machine never awaits.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final, Protocol
-
-if TYPE_CHECKING:
-    from ..state import LoopState
+from typing import Final, Protocol
 
 BREAKER_LIMITS: Final = frozenset({"max_consecutive_tool_errors", "max_repeated_calls"})
 """The `Budget` fields whose limit opens the circuit breaker (`needs_human`), not a budget stop."""
+
+
+class _Limit(Protocol):
+    @property
+    def limit(self) -> str: ...
+
+
+class _Turn(Protocol):
+    @property
+    def open(self) -> bool: ...
+
+
+class StateFacts(Protocol):
+    """The facts of a `LoopState` the guards read (`LoopState` has them)."""
+
+    @property
+    def stop_reason(self) -> str | None: ...
+    @property
+    def exceeded(self) -> _Limit | None: ...
+    @property
+    def final_call_due(self) -> bool: ...
+    @property
+    def turn(self) -> _Turn | None: ...
 
 
 class Facts(Protocol):
     """What a guard may look at: the run's state."""
 
     @property
-    def state(self) -> LoopState: ...
+    def state(self) -> StateFacts: ...
 
 
 Guard = Callable[[Facts], bool]

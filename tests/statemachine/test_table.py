@@ -144,9 +144,8 @@ def test_the_engine_agrees_with_event_trigger(
     machine = StateMachine()
     outcomes: list[str] = []
     for fire in ("indexed", "oracle"):
-        probe = Probe(facts(*combo), phase=str(start))
-        probe.state.phase = start
-        machine.add(probe)
+        probe = Probe(facts(*combo))
+        machine.add(probe, start)
         try:
             if fire == "indexed":
                 try:
@@ -174,9 +173,8 @@ def test_the_engine_covers_every_row_of_the_table() -> None:
     fired: set[tuple[str, str, str]] = set()
     for row in TRANSITIONS:
         for combo in CONSISTENT_FACTS:
-            probe = Probe(facts(*combo), phase=row["source"])
-            probe.state.phase = Phase(row["source"])
-            machine.add(probe)
+            probe = Probe(facts(*combo))
+            machine.add(probe, Phase(row["source"]))
             try:
                 dest, _ = machine.fire(probe, Trigger(row["trigger"]))
                 fired.add((row["source"], row["trigger"], str(dest)))

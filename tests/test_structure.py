@@ -1,0 +1,106 @@
+"""The package's shape: no import cycles, small modules, and nothing below `loop.py` importing it."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "boundloop"
+MAX_LINES = 400
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(tree: ast.Module, *, typing_too: bool) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Imports that run when the module is imported, and with `typing_too` those under
+    `if TYPE_CHECKING:` as well."""
+    for node in tree.body:
+        if not typing_too and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for child in ast.walk(node):
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                yield child
+
+
+def imported(name: str, path: Path, *, typing_too: bool = False) -> set[str]:
+    """The package's modules that importing `name` runs first (parent packages included)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in _imports(ast.parse(path.read_text(encoding="utf-8")), typing_too=typing_too):
+        if isinstance(node, ast.Import):
+            bases = [alias.name for alias in node.names]
+            names: list[str] = []
+        else:
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = node.module or ""
+            bases = [f"{base}.{module}".strip(".") if node.level else module]
+            names = [alias.name for alias in node.names]
+        for target in bases:
+            if target not in MODULES:
+                continue
+            targets.add(target)
+            targets.update(f"{target}.{n}" for n in names if f"{target}.{n}" in MODULES)
+    closure: set[str] = set()
+    for target in targets:
+        parts = target.split(".")
+        # Importing a.b.c runs a.b's __init__ first (the root package is always under way).
+        closure.update(".".join(parts[:i]) for i in range(2, len(parts) + 1))
+    # A module's own packages are always being imported before it: not an edge.
+    own = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+    return closure - own - {name}
+
+
+GRAPH = {name: imported(name, path) for name, path in MODULES.items()}
+TYPE_GRAPH = {name: imported(name, path, typing_too=True) for name, path in MODULES.items()}
+# The one import for type checking only that points up: `RunError.result` is a `LoopResult`
+# (as httpx's exceptions name its `Request` and `Response`). At run time errors.py imports
+# nothing of ours.
+TYPE_GRAPH["boundloop.errors"] -= {"boundloop.state"}
+
+
+@pytest.mark.parametrize("graph", [GRAPH, TYPE_GRAPH], ids=["runtime", "type-checking-too"])
+def test_there_is_no_import_cycle_inside_the_package(graph: dict[str, set[str]]) -> None:
+    """A depth-first walk over the import graph never comes back to a module on its path."""
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        if name in path:
+            cycle = [*path[path.index(name) :], name]
+            pytest.fail(f"import cycle: {' -> '.join(cycle)}")
+        if name in done:
+            return
+        for target in sorted(graph[name]):
+            if target != "boundloop":
+                visit(target, [*path, name])
+        done.add(name)
+
+    for name in sorted(graph):
+        if name != "boundloop":
+            visit(name, [])
+
+
+def test_nothing_below_the_loop_imports_it() -> None:
+    """Configuration travels down: only the package's own `__init__` imports `boundloop.loop`."""
+    importers = sorted(name for name, targets in TYPE_GRAPH.items() if "boundloop.loop" in targets)
+    assert importers == ["boundloop"]
+
+
+def test_errors_import_nothing_of_the_package_at_run_time() -> None:
+    """The exception tree is the bottom of the package."""
+    assert GRAPH["boundloop.errors"] == set()
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_is_over_400_lines(name: str) -> None:
+    """One concept per module: a module past 400 lines is two things."""
+    lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{MODULES[name]} has {lines} lines"
