@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeAlias, cast, final
+from typing import Any, TypeAlias, TypeGuard, final
 
 import pydantic
 from anthropic.types import Message
@@ -71,8 +71,7 @@ class ScriptedClient:
 
     def __init__(self, responses: Iterable[ScriptItem], *, model: str = "scripted") -> None:
         self._script: list[ScriptItem] = [
-            parse_message(cast("Request", item), model=model) if isinstance(item, Mapping) else item
-            for item in responses
+            parse_message(item, model=model) if _is_response_dict(item) else item for item in responses
         ]
         self._model = model
         self._served = 0
@@ -101,6 +100,10 @@ class ScriptedClient:
         if message.id == "msg_scripted":
             message = message.model_copy(update={"id": f"msg_scripted_{next(self._ids)}"})
         return message
+
+
+def _is_response_dict(item: ScriptItem) -> TypeGuard[Mapping[str, object]]:
+    return isinstance(item, Mapping)
 
 
 @final

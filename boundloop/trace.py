@@ -1,7 +1,7 @@
 """The trace: one `TraceEvent` per transition, plus proposal, validation, tool and stop events.
 
 Events are written as JSON lines (`write_trace`) and read back with `read_events`; the
-`boundloop diagram --trace` overlay and `boundloop replay` read that file.
+`boundloop diagram --trace` overlay reads that file.
 """
 
 from __future__ import annotations

@@ -299,7 +299,7 @@ def test_budget_rejects_a_bad_on_exhausted() -> None:
 
 
 def test_budget_defaults_match_the_design() -> None:
-    """Only max_steps is required; the other limits have DESIGN.md's defaults."""
+    """Only max_steps is required; the other limits have their documented defaults."""
     budget = Budget(max_steps=8)
     assert (
         budget.max_tool_calls,

@@ -1,4 +1,4 @@
-"""The public surface: `__all__`, DESIGN.md's imports, StopReason values, state JSON and unwrap()."""
+"""The public surface: `__all__`, the README's imports, StopReason values, state JSON and unwrap()."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_star_import_gives_exactly_all() -> None:
 
 
 def test_every_loop_exception_is_exported() -> None:
-    """Every exception class of boundloop.errors, DESIGN.md's among them, is re-exported from boundloop."""
+    """Every exception class of boundloop.errors, the documented ones too, is re-exported."""
     exceptions = {
         name
         for name, value in vars(boundloop.errors).items()
@@ -96,11 +96,11 @@ def test_the_exception_families_are_separate() -> None:
         assert issubclass(root, errors.LoopError)
 
 
-# -- DESIGN.md ---------------------------------------------------------------------------
+# -- the documented API -----------------------------------------------------------------------
 
 
 def test_the_design_documents_imports_work() -> None:
-    """The names DESIGN.md's public API uses import from where it says."""
+    """The names the README's public API uses import from where it says."""
     from boundloop import (  # noqa: F401 - importing them is the test
         AgentLoop,
         Budget,
@@ -127,7 +127,7 @@ def test_the_design_documents_imports_work() -> None:
 
 
 async def test_the_design_documents_example_runs() -> None:
-    """DESIGN.md's example, on a ScriptedClient, completes with every documented result attribute."""
+    """The README's example, on a ScriptedClient, completes with every documented result attribute."""
     from boundloop import AgentLoop, Budget, Policy, ScriptedClient, StopReason, tool
 
     @tool
@@ -163,7 +163,7 @@ async def test_the_design_documents_example_runs() -> None:
 
 
 def test_stop_reason_values_are_exactly_the_designs_list() -> None:
-    """StopReason is a str enum whose values are DESIGN.md's list, in its order."""
+    """StopReason is a str enum whose values are the documented list, in its order."""
     assert issubclass(StopReason, enum.StrEnum)
     assert [reason.value for reason in StopReason] == [
         "completed",

@@ -161,4 +161,4 @@ DEFAULT_HANDLERS: Final[Mapping[str, SignalHandler]] = {
     "refusal": on_refusal,
     "model_context_window_exceeded": on_context_exceeded,
 }
-"""The routing table of DESIGN.md, as code: API stop_reason -> handler."""
+"""The routing table of the README ("Routing"), as code: API stop_reason -> handler."""

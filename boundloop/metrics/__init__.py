@@ -1,6 +1,6 @@
 """Prometheus metrics for boundloop: instruments and exposition.
 
-`LoopMetrics` holds every instrument (DESIGN.md's table); `serve()` and `asgi_app()` expose
+`LoopMetrics` holds every instrument (docs/metrics.md); `serve()` and `asgi_app()` expose
 them. See docs/metrics.md.
 """
 

@@ -77,7 +77,7 @@ def multiprocess_mode() -> bool:
 
 @final
 class _Instruments:
-    """Every instrument of DESIGN.md's table, registered once per registry and namespace."""
+    """Every instrument of docs/metrics.md's table, registered once per registry and namespace."""
 
     def __init__(self, registry: CollectorRegistry, namespace: str) -> None:
         def histogram(name: str, doc: str, labels: tuple[str, ...], buckets: tuple[float, ...]) -> Histogram:

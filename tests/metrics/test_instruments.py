@@ -1,4 +1,4 @@
-"""The instruments of DESIGN.md's table, read back from a fresh registry after real runs."""
+"""The instruments of docs/metrics.md's table, read back from a fresh registry after real runs."""
 
 from __future__ import annotations
 
