@@ -10,19 +10,25 @@ from ._records import ToolCall as ToolCall
 from .checkpoint.store import CheckpointStore as CheckpointStore
 from .checkpoint.store import MemoryStore as MemoryStore
 from .checkpoint.store import SQLiteStore as SQLiteStore
+from .checkpoint.store import StoredRun as StoredRun
+from .errors import ApprovalMissing as ApprovalMissing
 from .errors import BudgetExceeded as BudgetExceeded
+from .errors import CheckpointCorrupt as CheckpointCorrupt
 from .errors import ConfigurationError as ConfigurationError
 from .errors import ContextExceeded as ContextExceeded
 from .errors import EvidenceMissing as EvidenceMissing
 from .errors import GraphvizMissing as GraphvizMissing
 from .errors import LoopError as LoopError
 from .errors import NeedsHuman as NeedsHuman
+from .errors import NotResumable as NotResumable
 from .errors import PolicyBlocked as PolicyBlocked
 from .errors import Refused as Refused
 from .errors import RunCancelled as RunCancelled
 from .errors import RunError as RunError
 from .errors import RunFailed as RunFailed
 from .errors import ScriptExhausted as ScriptExhausted
+from .errors import TaskExists as TaskExists
+from .errors import TaskNotFound as TaskNotFound
 from .errors import Truncated as Truncated
 from .errors import UnhandledStop as UnhandledStop
 from .handlers.stops import Route as Route
@@ -49,9 +55,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AgentLoop",
+    "ApprovalMissing",
     "Budget",
     "BudgetExceeded",
     "CallResult",
+    "CheckpointCorrupt",
     "CheckpointStore",
     "ConfigurationError",
     "ContextExceeded",
@@ -64,6 +72,7 @@ __all__ = [
     "MemoryStore",
     "Model",
     "NeedsHuman",
+    "NotResumable",
     "Policy",
     "PolicyBlocked",
     "Price",
@@ -78,6 +87,9 @@ __all__ = [
     "ScriptedClient",
     "SignalContext",
     "StopReason",
+    "StoredRun",
+    "TaskExists",
+    "TaskNotFound",
     "Tool",
     "ToolCall",
     "ToolContext",

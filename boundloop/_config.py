@@ -140,6 +140,9 @@ def build_config(
     _require(_positive_int(max_tool_output_chars), "max_tool_output_chars must be a positive int")
     registry = ToolRegistry(tools)
     chosen_policy = Policy() if policy is None else policy
+    escalation = chosen_policy.escalation_tool
+    if escalation is not None and escalation not in registry:
+        registry = ToolRegistry([*registry.values(), _escalation_tool(escalation)])
     _check_policy(chosen_policy, registry)
     price = price_for(model, {**PRICES, **(prices or {})})
     if budget.max_cost_usd is not None and price is None:
@@ -166,6 +169,29 @@ def build_config(
         signal_handlers=_handlers(signal_handlers),
         machine=StateMachine(),
         provenance=provenance(model, system, registry, chosen_policy),
+    )
+
+
+def _escalation_tool(name: str) -> Tool:
+    """The tool the model calls to ask a human; validation answers it, its handler never runs."""
+
+    def never_called(reason: str) -> str:
+        raise AssertionError("the escalation tool is answered by a human, never run")
+
+    return Tool(
+        name=name,
+        description=(
+            "Ask a human for help when you cannot go on safely: missing authority, conflicting "
+            "evidence, or a decision that is not yours. The run pauses until a human replies."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "reason": {"type": "string", "description": "What you need from the human, and why."}
+            },
+            "required": ["reason"],
+        },
+        handler=never_called,
     )
 
 

@@ -105,10 +105,14 @@ class Turn:
     """`canonical(name, input)` of each call: its identity for the repeat history."""
     answers: list[CallResult | None]
     """Decided in validate (denied, repeated, ...), filled in act; None: to run, or not decided."""
+    decisions: list[str] = dataclasses.field(default_factory=list[str])
+    """What validation decided for each call: execute, deny, block, escalate, approve, repeat."""
     invoked: list[int] = dataclasses.field(default_factory=list[int])
     """Indexes of calls whose handler was invoked: their effect may have happened."""
     answered: bool = False
     """The calls' tool_result message is in the transcript."""
+    awaiting_human: bool = False
+    """The answers in the transcript are provisional: the run waits for a human to decide."""
     final: bool = False
     """This response is the final-answer call at a spent budget."""
 
@@ -155,6 +159,17 @@ class PendingApproval:
     tool_use_id: str
     tool: str
     input: dict[str, Any]
+    step: int
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Escalation:
+    """The model asked for a human through `Policy(escalation_tool=...)`."""
+
+    tool_use_id: str
+    reason: str
+    """The model's stated reason (redacted)."""
     step: int
 
 

@@ -6,6 +6,11 @@ LoopError
 ├── GraphvizMissing (RuntimeError)     a diagram format needs graphviz and it is not installed
 ├── ScriptExhausted                    ScriptedClient asked for more responses than scripted
 ├── UnhandledStop                      the API sent a stop_reason no handler is declared for
+├── TaskExists                         run(task_id=...) names a task already in the store
+├── TaskNotFound (KeyError)            resume() or replay names a task the store does not hold
+├── NotResumable                       resume() of a run whose stop is final (completed, a budget, ...)
+├── ApprovalMissing                    resume() without a decision for every call waiting on a human
+├── CheckpointCorrupt (ValueError)     a stored state does not parse, or has a foreign schema version
 └── RunError                           a run ended other than completed (raised by unwrap())
     ├── BudgetExceeded                 max_steps, max_tool_calls, timeout, token or cost budget
     ├── RunFailed                      the model API failed or sent an unusable response
@@ -67,6 +72,57 @@ class UnhandledStop(LoopError):
         super().__init__(
             f"no handler for stop_reason {stop_reason!r}; pass signal_handlers={{...}} to route it"
         )
+
+
+class TaskExists(LoopError):
+    """Raised by `run()` when `task_id` is already in the store: a run is never overwritten."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(
+            f"task {task_id!r} is already in the store: resume it with loop.resume({task_id!r}) "
+            "or start a new run with another task_id"
+        )
+
+
+class TaskNotFound(LoopError, KeyError):
+    """Raised by `resume()` and `replay` for a task the store does not hold."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"task {task_id!r} is not in the store")
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class NotResumable(LoopError):
+    """Raised by `resume()` for a run whose stop is final: completed, a spent budget, a block."""
+
+    def __init__(self, task_id: str, stop_reason: str, detail: str | None = None) -> None:
+        self.task_id = task_id
+        self.stop_reason = stop_reason
+        super().__init__(
+            f"task {task_id!r} stopped with {stop_reason}"
+            + (f" ({detail})" if detail else "")
+            + ": only a run waiting for a human, or one interrupted mid-run, can be resumed"
+        )
+
+
+class ApprovalMissing(LoopError):
+    """Raised by `resume()` when a call waiting on a human has no decision; the run keeps waiting."""
+
+    def __init__(self, task_id: str, problem: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"task {task_id!r} keeps waiting: {problem}")
+
+
+class CheckpointCorrupt(LoopError, ValueError):
+    """Raised by a store when a saved state does not parse or has a schema version it cannot read."""
+
+    def __init__(self, task_id: str, problem: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"the checkpoint of task {task_id!r} cannot be read: {problem}")
 
 
 class RunError(LoopError):

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import time
-import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import final
 
 import anyio
+from anthropic.types import MessageParam
 
 from ._config import DEFAULT, Default, EventHook, LoopConfig, Redactor, ToolErrors, build_config
+from ._envelope import new_state
 from .checkpoint.store import CheckpointStore
-from .errors import ConfigurationError
+from .errors import CheckpointCorrupt, ConfigurationError, TaskExists, TaskNotFound
+from .handlers._resume import prepare
 from .handlers.registry import ToolRegistry
 from .handlers.stops import SignalHandler
 from .handlers.tools import Tool
@@ -151,18 +152,26 @@ class AgentLoop:
 
     async def run(
         self,
-        goal: str,
+        goal: str | None = None,
         *,
-        cancel: anyio.Event | None = None,
         task_id: str | None = None,
+        trace_id: str | None = None,
+        metadata: Mapping[str, object] | None = None,
+        messages: Sequence[MessageParam] | None = None,
+        cancel: anyio.Event | None = None,
         on_event: EventHook | None = None,
     ) -> LoopResult:
         """Run the loop on `goal` until it stops, and return the typed outcome.
 
         Args:
-            goal: the first user message.
+            goal: the task, sent as the last user message.
+            task_id: the run's id (default: a new uuid); part of every idempotency key. With a
+                store, a task id already stored is refused: use `resume` to continue it.
+            trace_id: an incoming trace id to carry (default: a new one).
+            metadata: your own JSON values, kept in the state and in the trace's stop event.
+            messages: a message history to start from, instead of (or before) `goal`; it must
+                be a valid transcript ending with a user message when there is no goal.
             cancel: setting this event stops the run cooperatively with `cancelled`.
-            task_id: the run's id (default: a new uuid); part of every idempotency key.
             on_event: called with every `TraceEvent` of this run as it is recorded, after the
                 loop's own `on_event`.
 
@@ -170,7 +179,9 @@ class AgentLoop:
             The result: stop reason, answer, state, trace and transcript.
 
         Raises:
-            ConfigurationError: `goal` is empty.
+            ConfigurationError: no goal and no messages, an invalid history, metadata that is
+                not JSON, an empty task or trace id.
+            TaskExists: the store already holds `task_id`.
             UnhandledStop: the API returned a stop_reason with no handler (`.result` holds
                 the partial result).
             Exception: a tool's exception, with `on_tool_error="raise"`; an exception raised
@@ -179,17 +190,67 @@ class AgentLoop:
                 failed first.
             ScriptExhausted: a `ScriptedClient` ran out of responses.
         """
-        if not isinstance(goal, str) or not goal.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise ConfigurationError("goal must be a non-empty string")
-        state = LoopState(
-            task_id=task_id or uuid.uuid4().hex,
-            trace_id=uuid.uuid4().hex,
-            goal=goal,
-            started_at=time.time(),
+        state = new_state(
+            goal,
+            task_id=task_id,
+            trace_id=trace_id,
+            metadata=metadata,
+            messages=messages,
             provenance=self._config.provenance,
-            messages=[{"role": "user", "content": goal}],
         )
+        store = self._config.store
+        if store is not None and task_id is not None:
+            try:
+                stored = await store.load(task_id)
+            except CheckpointCorrupt:
+                stored = True
+            if stored is not None:
+                raise TaskExists(task_id)
         return await execute(self._config, state, cancel=cancel, on_event=on_event)
+
+    async def resume(
+        self,
+        task_id: str,
+        *,
+        approvals: Mapping[str, bool | str] | None = None,
+        reply: str | None = None,
+        cancel: anyio.Event | None = None,
+        on_event: EventHook | None = None,
+    ) -> LoopResult:
+        """Continue a stored run from its last checkpoint, with the same task and trace id.
+
+        A run interrupted mid-run (a crash) goes on where it was saved: calls with a recorded
+        result are never run again; calls saved as intents without one run again under the
+        same idempotency key. A run waiting for a human goes on with the decisions given.
+        Budget counters carry over: a resumed run never spends more than the original budget.
+
+        Args:
+            task_id: the stored run.
+            approvals: for a run waiting on approval, `{tool_use_id: True | False | reason}`
+                for every pending call: approved calls run, denied ones are answered with an
+                error the model sees (the reason included).
+            reply: for a run stopped by the model's escalation tool, the human's answer.
+            cancel: setting this event stops the run cooperatively with `cancelled`.
+            on_event: called with every `TraceEvent` of this session as it is recorded.
+
+        Returns:
+            The result of the run once it stops again.
+
+        Raises:
+            ConfigurationError: the loop has no store.
+            TaskNotFound: the store does not hold `task_id`.
+            CheckpointCorrupt: the stored state cannot be read.
+            NotResumable: the run's stop is final (completed, a budget, a block, ...).
+            ApprovalMissing: a waiting call has no decision (the run keeps waiting).
+        """
+        store = self._config.store
+        if store is None:
+            raise ConfigurationError("resume needs a store: AgentLoop(..., store=SQLiteStore('runs.db'))")
+        state = await store.load(task_id)
+        if state is None:
+            raise TaskNotFound(task_id)
+        resumed = prepare(state, approvals, reply)
+        return await execute(self._config, state, cancel=cancel, on_event=on_event, resumed=resumed)
 
     async def _continue(
         self, state: LoopState, *, cancel: anyio.Event | None = None, on_event: EventHook | None = None

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Literal, cast, final
 
 from ._records import ToolCall
 from .errors import ConfigurationError
 from .state import LoopState
+
+_API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 Approver = Callable[[ToolCall], Awaitable[bool]]
 SuccessCheck = Callable[[LoopState, "str | None"], bool]
@@ -37,6 +40,9 @@ class Policy:
     on_max_tokens: Literal["stop", "continue"] = "stop"
     max_continuations: int = 2
     """max_tokens continuations / evidence nudges allowed in one run."""
+    escalation_tool: str | None = None
+    """A tool the model calls to ask a human (input: `reason`): the run stops with
+    `needs_human` and the reason; `AgentLoop.resume(task_id, reply=...)` answers it."""
 
     def __init__(
         self,
@@ -51,6 +57,7 @@ class Policy:
         on_missing_evidence: Literal["stop", "continue"] = "stop",
         on_max_tokens: Literal["stop", "continue"] = "stop",
         max_continuations: int = 2,
+        escalation_tool: str | None = None,
     ) -> None:
         sets = {
             "allowed": allowed,
@@ -93,6 +100,16 @@ class Policy:
         object.__setattr__(self, "success", success)
         object.__setattr__(self, "approve", approve)
         object.__setattr__(self, "max_continuations", max_continuations)
+        object.__setattr__(self, "escalation_tool", self._checked_escalation_tool(escalation_tool))
+
+    def _checked_escalation_tool(self, name: str | None) -> str | None:
+        if name is None:
+            return None
+        if not isinstance(cast(object, name), str) or not _API_NAME.fullmatch(name):
+            raise ConfigurationError(f"Policy.escalation_tool must be a tool name for the API, got {name!r}")
+        if name in self.forbidden or name in self.requires_approval:
+            raise ConfigurationError(f"Policy.escalation_tool {name!r} cannot be forbidden or need approval")
+        return name
 
     def fingerprint(self) -> str:
         """The policy's decisions as canonical JSON (hooks by qualified name), for provenance."""
@@ -114,6 +131,7 @@ class Policy:
                 "on_missing_evidence": self.on_missing_evidence,
                 "on_max_tokens": self.on_max_tokens,
                 "max_continuations": self.max_continuations,
+                "escalation_tool": self.escalation_tool,
             },
             sort_keys=True,
         )

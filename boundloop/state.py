@@ -23,6 +23,7 @@ from . import errors
 from ._records import BUDGET_STOPS as BUDGET_STOPS
 from ._records import CallResult as CallResult
 from ._records import ErrorRecord as ErrorRecord
+from ._records import Escalation as Escalation
 from ._records import Exceeded as Exceeded
 from ._records import Observation as Observation
 from ._records import PendingApproval as PendingApproval
@@ -200,7 +201,9 @@ class LoopState:
     errors: list[ErrorRecord] = dataclasses.field(default_factory=list[ErrorRecord])
     """Model API failures, invalid actions and tool errors, in order."""
     pending_approvals: list[PendingApproval] = dataclasses.field(default_factory=list[PendingApproval])
-    """Tool calls waiting for a human decision (`needs_human`)."""
+    """Tool calls waiting for a human decision (`needs_human`); `resume(approvals=...)` decides."""
+    escalation: Escalation | None = None
+    """The model asked for a human (`Policy.escalation_tool`); `resume(reply=...)` answers."""
     consecutive_tool_errors: int = 0
     """Failing tool results in a row: the circuit breaker's count."""
     repeated_calls: int = 0

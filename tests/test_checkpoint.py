@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import pytest
 
 from boundloop import AgentLoop, Budget, LoopState, MemoryStore, ScriptedClient, SQLiteStore, StopReason, tool
 from boundloop.checkpoint import CheckpointStore
+from boundloop.checkpoint.conformance import CHECKS, Check, RawWriter, sample_state
+from boundloop.checkpoint.store import SCHEMA_VERSION
+from boundloop.errors import CheckpointCorrupt
+from boundloop.statemachine.table import Phase
 from tests.helpers import text, tool_use
 
 
@@ -61,3 +70,100 @@ async def test_memory_store_lists_its_tasks() -> None:
     await run_with(store, "b")
     assert store.task_ids() == ["a", "b"]
     assert await store.load("missing") is None
+
+
+# -- the conformance suite, on every store -----------------------------------------------
+
+STORES = ["memory", "sqlite"]
+
+
+def make_store(kind: str, tmp_path: Path) -> tuple[CheckpointStore, RawWriter]:
+    """A fresh store of one kind, and a writer of raw rows into it."""
+    if kind == "memory":
+        memory = MemoryStore()
+
+        async def write_memory(task_id: str, raw: str) -> None:
+            memory.write_raw(task_id, raw)
+
+        return memory, write_memory
+    sqlite = SQLiteStore(tmp_path / "runs.db")
+
+    async def write_sqlite(task_id: str, raw: str) -> None:
+        await anyio.to_thread.run_sync(sqlite.write_raw, task_id, raw)
+
+    return sqlite, write_sqlite
+
+
+@pytest.mark.parametrize("kind", STORES)
+@pytest.mark.parametrize("check", CHECKS, ids=lambda check: check.__name__)
+async def test_store_conformance(kind: str, check: Check, tmp_path: Path) -> None:
+    """Every store passes every check of `boundloop.checkpoint.conformance`."""
+    store, write_raw = make_store(kind, tmp_path)
+    await check(store, write_raw)
+
+
+async def test_sqlite_store_uses_wal_and_its_schema_version(tmp_path: Path) -> None:
+    """The file is in WAL mode, at the current schema version."""
+    path = tmp_path / "runs.db"
+    await SQLiteStore(path).save(sample_state("t-1"))
+
+    def pragmas() -> tuple[str, int]:
+        db = sqlite3.connect(path)
+        try:
+            return db.execute("PRAGMA journal_mode").fetchone()[0], db.execute(
+                "PRAGMA user_version"
+            ).fetchone()[0]
+        finally:
+            db.close()
+
+    assert await anyio.to_thread.run_sync(pragmas) == ("wal", SCHEMA_VERSION)
+
+
+async def test_sqlite_store_migrates_a_file_of_boundloop_0_1(tmp_path: Path) -> None:
+    """A file written by boundloop 0.1 (no status columns, no user_version) is migrated in place."""
+    path = tmp_path / "old.db"
+    state = sample_state("t-old", phase=Phase.STOPPED, stop_reason=StopReason.COMPLETED)
+
+    def write_old_layout() -> None:
+        db = sqlite3.connect(path)
+        try:
+            db.execute(
+                "CREATE TABLE checkpoints (task_id TEXT PRIMARY KEY, updated_at REAL NOT NULL, "
+                "step INTEGER NOT NULL, stop_reason TEXT, state TEXT NOT NULL)"
+            )
+            db.execute(
+                "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)",
+                ("t-old", 1.0, 1, "completed", state.to_json()),
+            )
+            db.execute(
+                "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?)", ("t-crashed", 2.0, 1, None, state.to_json())
+            )
+            db.commit()
+        finally:
+            db.close()
+
+    await anyio.to_thread.run_sync(write_old_layout)
+    store = SQLiteStore(path)
+    assert [(r.task_id, r.status) for r in await store.list()] == [
+        ("t-crashed", "running"),
+        ("t-old", "stopped"),
+    ]
+    loaded = await store.load("t-old")
+    assert loaded is not None
+    assert loaded.to_json() == state.to_json()
+
+
+async def test_sqlite_store_refuses_a_file_from_a_newer_boundloop(tmp_path: Path) -> None:
+    """A file whose schema version is newer than this boundloop's is refused, not overwritten."""
+    path = tmp_path / "new.db"
+
+    def write_future() -> None:
+        db = sqlite3.connect(path)
+        try:
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+        finally:
+            db.close()
+
+    await anyio.to_thread.run_sync(write_future)
+    with pytest.raises(CheckpointCorrupt, match="store schema"):
+        await SQLiteStore(path).list()

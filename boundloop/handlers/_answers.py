@@ -41,7 +41,8 @@ def answer_open_calls(ctx: RunContext, outcome: Outcome, text: str) -> None:
     ]
     turn.answers = list[CallResult | None](results)
     append_user(ctx.state.messages, [result.to_block() for result in results])
-    _record(ctx, results, turn.keys)
+    if not turn.awaiting_human:  # provisional answers are recorded once a human has decided
+        _record(ctx, results, turn.keys)
 
 
 def _unanswered(ctx: RunContext, index: int, call: ToolCall, outcome: Outcome, text: str) -> CallResult:

@@ -11,7 +11,16 @@ from __future__ import annotations
 import json
 from typing import Any, Final, Literal, TypeAlias
 
-from .._records import CallResult, ErrorRecord, Exceeded, PendingApproval, StopReason, ToolCall, Turn
+from .._records import (
+    CallResult,
+    ErrorRecord,
+    Escalation,
+    Exceeded,
+    PendingApproval,
+    StopReason,
+    ToolCall,
+    Turn,
+)
 from ..errors import UnhandledStop
 from ..statemachine.table import Trigger
 from ..transcript import append_user
@@ -111,6 +120,7 @@ async def _plan(
     to_approve: list[Planned] = []
     for index, (call, key) in enumerate(zip(turn.calls, turn.keys, strict=True)):
         decision, planned = _decide(ctx, turn, index, call, key)
+        turn.decisions.append(decision)
         decisions.append(_record(ctx, turn, index, decision))
         if decision == "block":
             blocked.append(call.name)
@@ -120,6 +130,8 @@ async def _plan(
             (to_approve if decision == "approve" else plan).append(planned)
     stop, exceeded = _batch_stop(ctx, len(plan) + len(to_approve), blocked, escalated)
     if stop is not None:
+        # Waiting for a human: the answers below are provisional until `resume` decides.
+        turn.awaiting_human = stop[0] is StopReason.NEEDS_HUMAN
         for index, call in enumerate(turn.calls):
             if turn.answers[index] is None:
                 turn.answers[index] = refused(call, "denied", f"not run: {stop[1]}")
@@ -147,9 +159,11 @@ def _batch_stop(
 ) -> tuple[tuple[StopReason, str] | None, Exceeded | None]:
     if blocked:
         return (StopReason.POLICY_BLOCKED, f"forbidden tool proposed: {', '.join(blocked)}"), None
+    state = ctx.state
+    if state.escalation is not None:
+        return (StopReason.NEEDS_HUMAN, f"the model asked for a human: {state.escalation.reason}"), None
     if escalated:
         return (StopReason.NEEDS_HUMAN, f"approval required for {', '.join(escalated)}"), None
-    state = ctx.state
     limit = ctx.config.budget.max_tool_calls
     if limit is not None and state.tool_calls + runnable > limit:
         left = limit - state.tool_calls
@@ -172,6 +186,8 @@ def _decide(
     if policy.is_forbidden(name):
         answers[index] = refused(call, "denied", f"{name} is forbidden by policy: not run")
         return ("block" if policy.on_forbidden == "stop" else "deny"), None
+    if name == policy.escalation_tool:
+        return _escalate(ctx, turn, index, call)
     tool = tools.get(name)
     if tool is None:
         known = ", ".join(tools) or "none"
@@ -201,6 +217,21 @@ def _decide(
             return "escalate", None
         return "approve", planned
     return "execute", planned
+
+
+def _escalate(ctx: RunContext, turn: Turn, index: int, call: ToolCall) -> tuple[Decision, Planned | None]:
+    """The model asks for a human: the run will stop for it, with the model's reason."""
+    tool = ctx.config.tools[call.name]
+    try:
+        tool.validate(call.input)
+    except ToolInputError as exc:
+        turn.answers[index] = refused(call, "invalid", f"invalid input for {call.name}: {exc}")
+        return "deny", None
+    reason = ctx.redact(str(call.input.get("reason", "")))
+    if ctx.state.escalation is None:  # the first request of the batch is the one a human answers
+        ctx.state.escalation = Escalation(tool_use_id=call.id, reason=reason, step=call.step)
+    turn.answers[index] = refused(call, "denied", "waiting for a human: not answered yet")
+    return "escalate", None
 
 
 def _record(ctx: RunContext, turn: Turn, index: int, decision: Decision) -> dict[str, Any]:

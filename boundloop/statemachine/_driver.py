@@ -66,11 +66,13 @@ async def execute(
     *,
     cancel: anyio.Event | None = None,
     on_event: EventHook | None = None,
+    resumed: Mapping[str, object] | None = None,
 ) -> LoopResult:
     """Drive a run from the phase its state is in to `stopped`, and return its result.
 
     A new run starts in `assemble`; a state read back from a checkpoint continues where
-    it was saved.
+    it was saved. A resume (`resumed`: what the `resume` trace event records) is saved
+    before anything runs, so its intents are durable.
 
     Raises:
         UnhandledStop: the API sent a stop_reason with no handler (`.result` is set).
@@ -83,6 +85,10 @@ async def execute(
     if config.metrics is not None:
         config.metrics.run_started()
     try:
+        if resumed is not None:
+            ctx.event("resume", **resumed)
+            if config.store is not None:
+                await config.store.save(state)
         await driver.execute(cancel)
     finally:
         config.machine.remove(driver.run)
@@ -154,11 +160,9 @@ class _Driver:
         while run.phase is not Phase.STOPPED:
             trigger = await WORK[run.phase](ctx)
             dest = self.fire(trigger)
-            if store is not None and (
-                dest is Phase.ACT or (dest is Phase.ASSEMBLE and trigger is Trigger.OBSERVED)
-            ):
-                # Before a batch (its calls and idempotency keys, as intents), and once a
-                # step is complete (its observations).
+            if store is not None and (dest is Phase.ACT or dest is Phase.OBSERVE):
+                # Before a batch (its calls and idempotency keys, as intents), and after it
+                # (its results, recorded as observations).
                 ctx.state.elapsed_s = ctx.elapsed_s
                 await store.save(ctx.state)
 
@@ -242,6 +246,7 @@ class _Driver:
             steps=state.step,
             tool_calls=state.tool_calls,
             duration_s=duration,
+            **({"metadata": state.metadata} if state.metadata else {}),
         )
 
     def result(self) -> LoopResult:

@@ -1,0 +1,98 @@
+"""The task envelope: a new run's state from a goal or a history, ids and caller metadata."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import cast
+
+from anthropic.types import MessageParam
+
+from ._records import Provenance
+from .errors import ConfigurationError
+from .state import LoopState
+from .transcript import append_user, transcript_errors
+
+
+def new_state(
+    goal: str | None,
+    *,
+    task_id: str | None,
+    trace_id: str | None,
+    metadata: Mapping[str, object] | None,
+    messages: Sequence[MessageParam] | None,
+    provenance: Provenance,
+) -> LoopState:
+    """The state a run starts from.
+
+    Raises:
+        ConfigurationError: no goal and no messages, an invalid history, metadata that is not
+            a JSON object, an empty task or trace id.
+    """
+    if goal is not None and (not isinstance(cast(object, goal), str) or not goal.strip()):
+        raise ConfigurationError("goal must be a non-empty string")
+    history = _history(messages)
+    if goal is None and not history:
+        raise ConfigurationError("give the run a goal, or messages to start from")
+    if goal is not None and history:
+        append_user(history, [{"type": "text", "text": goal}])
+    elif goal is not None:
+        history.append({"role": "user", "content": goal})
+    elif history[-1]["role"] != "user":
+        raise ConfigurationError("messages must end with a user message when there is no goal")
+    for name, value in (("task_id", task_id), ("trace_id", trace_id)):
+        if value is not None and (not isinstance(cast(object, value), str) or not value.strip()):
+            raise ConfigurationError(f"{name} must be a non-empty string, got {value!r}")
+    return LoopState(
+        task_id=task_id or uuid.uuid4().hex,
+        trace_id=trace_id or uuid.uuid4().hex,
+        goal=goal if goal is not None else _last_user_text(history),
+        started_at=time.time(),
+        metadata=_metadata(metadata),
+        provenance=provenance,
+        messages=history,
+    )
+
+
+def _history(messages: Sequence[MessageParam] | None) -> list[MessageParam]:
+    if messages is None:
+        return []
+    if isinstance(cast(object, messages), str | bytes | Mapping):
+        raise ConfigurationError("messages takes a list of Messages API message params")
+    history = list(messages)
+    shapes = [
+        m
+        for m in history
+        if not isinstance(cast(object, m), Mapping) or m.get("role") not in ("user", "assistant")
+    ]
+    if shapes:
+        raise ConfigurationError(
+            f"messages holds something that is not a user or assistant message: {shapes[0]!r}"
+        )
+    if history and history[0]["role"] != "user":
+        raise ConfigurationError("messages must start with a user message")
+    problems = transcript_errors(history)
+    # A history may end with the user's turn; what it must not do is leave a tool_use unanswered.
+    if problems:
+        raise ConfigurationError(f"messages is not a valid transcript: {problems[0]}")
+    return history
+
+
+def _metadata(metadata: Mapping[str, object] | None) -> dict[str, object]:
+    if metadata is None:
+        return {}
+    if not isinstance(cast(object, metadata), Mapping) or not all(isinstance(k, str) for k in metadata):
+        raise ConfigurationError("metadata must be a mapping with str keys")
+    try:
+        return cast(dict[str, object], json.loads(json.dumps(dict(metadata))))
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"metadata must hold JSON values only: {exc}") from None
+
+
+def _last_user_text(history: list[MessageParam]) -> str:
+    content = history[-1]["content"]
+    if isinstance(content, str):
+        return content
+    return " ".join(str(block.get("text", "")) for block in content if isinstance(block, dict))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]

@@ -1,0 +1,160 @@
+"""The store conformance suite: the behaviour every `CheckpointStore` must have.
+
+Each check is an async function of a fresh, empty store and a way to write a raw row into
+it; it raises `AssertionError` on a failure. Run them for your own store:
+
+```python
+@pytest.mark.parametrize("check", CHECKS, ids=lambda check: check.__name__)
+async def test_my_store(check: Check) -> None:
+    store = MyStore(...)
+    await check(store, store_raw_writer)
+```
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Final, TypeAlias
+
+import anyio
+
+from .._records import Escalation, PendingApproval
+from ..errors import CheckpointCorrupt
+from ..state import LoopState, StopReason
+from ..statemachine.table import Phase
+from .store import CheckpointStore
+
+RawWriter: TypeAlias = Callable[[str, str], Awaitable[None]]
+"""`write_raw(task_id, text)`: store `text` as the task's state, unchecked."""
+Check: TypeAlias = Callable[[CheckpointStore, RawWriter], Awaitable[None]]
+
+
+def sample_state(
+    task_id: str,
+    *,
+    phase: Phase = Phase.ACT,
+    stop_reason: StopReason | None = None,
+    step: int = 1,
+    waiting: bool = False,
+) -> LoopState:
+    """A state with a transcript, usage and, for a waiting run, a call pending approval."""
+    state = LoopState(
+        task_id=task_id,
+        trace_id=f"trace-{task_id}",
+        goal="Decide for O-104.",
+        started_at=time.time(),
+        phase=phase,
+        step=step,
+        stop_reason=stop_reason,
+        messages=[{"role": "user", "content": "Decide for O-104."}],
+    )
+    if waiting:
+        state.pending_approvals.append(
+            PendingApproval(
+                tool_use_id="toolu_1", tool="issue_refund", input={"order_id": "O-104"}, step=step
+            )
+        )
+    return state
+
+
+async def round_trips_a_state(store: CheckpointStore, write_raw: RawWriter) -> None:
+    """A saved state loads back equal, field for field."""
+    state = sample_state(
+        "t-round-trip", waiting=True, phase=Phase.STOPPED, stop_reason=StopReason.NEEDS_HUMAN
+    )
+    state.escalation = Escalation(tool_use_id="toolu_9", reason="unsure", step=1)
+    await store.save(state)
+    loaded = await store.load("t-round-trip")
+    assert loaded is not None
+    assert loaded.to_json() == state.to_json()
+
+
+async def knows_nothing_of_an_unknown_task(store: CheckpointStore, write_raw: RawWriter) -> None:
+    """Loading a task never saved gives None; deleting it gives False."""
+    assert await store.load("t-unknown") is None
+    assert await store.delete("t-unknown") is False
+
+
+async def replaces_the_state_of_a_task(store: CheckpointStore, write_raw: RawWriter) -> None:
+    """A second save of the same task replaces the first: one row, the later state."""
+    await store.save(sample_state("t-replace", step=1))
+    await store.save(sample_state("t-replace", step=2))
+    loaded = await store.load("t-replace")
+    assert loaded is not None
+    assert loaded.step == 2
+    assert [row.task_id for row in await store.list()] == ["t-replace"]
+
+
+async def lists_by_status_and_stop_reason(store: CheckpointStore, write_raw: RawWriter) -> None:
+    """`list` reports running, waiting and stopped runs, newest first, and filters them."""
+    await store.save(sample_state("t-running", phase=Phase.ACT))
+    await anyio.sleep(0.01)  # distinct save times, so the order is defined
+    await store.save(
+        sample_state("t-waiting", phase=Phase.STOPPED, stop_reason=StopReason.NEEDS_HUMAN, waiting=True)
+    )
+    await anyio.sleep(0.01)
+    await store.save(sample_state("t-done", phase=Phase.STOPPED, stop_reason=StopReason.COMPLETED))
+    assert [row.task_id for row in await store.list()] == ["t-done", "t-waiting", "t-running"]
+    assert [row.task_id for row in await store.list(status="waiting")] == ["t-waiting"]
+    assert [row.task_id for row in await store.list(status="running")] == ["t-running"]
+    assert [row.task_id for row in await store.list(stop_reason="completed")] == ["t-done"]
+    assert await store.list(status="stopped", stop_reason="needs_human") == []
+    waiting = (await store.list(status="waiting"))[0]
+    assert (waiting.phase, waiting.stop_reason, waiting.step) == ("stopped", "needs_human", 1)
+
+
+async def deletes_a_task(store: CheckpointStore, write_raw: RawWriter) -> None:
+    """A deleted task is gone from `load` and `list`."""
+    await store.save(sample_state("t-delete"))
+    assert await store.delete("t-delete") is True
+    assert await store.load("t-delete") is None
+    assert await store.list() == []
+
+
+async def names_the_task_of_a_corrupt_row(store: CheckpointStore, write_raw: RawWriter) -> None:
+    """A row that is not a state raises `CheckpointCorrupt` naming the task, not a parse error."""
+    await write_raw("t-corrupt", '{"task_id": "t-corrupt", "half a sta')
+    error = await _load_error(store, "t-corrupt")
+    assert error.task_id == "t-corrupt"
+    assert "t-corrupt" in str(error)
+
+
+async def refuses_a_foreign_schema_version(store: CheckpointStore, write_raw: RawWriter) -> None:
+    """A state written with another schema version raises `CheckpointCorrupt` saying so."""
+    raw = sample_state("t-future").to_json().replace('"schema_version":1', '"schema_version":99')
+    await write_raw("t-future", raw)
+    assert "schema_version 99" in str(await _load_error(store, "t-future"))
+
+
+async def _load_error(store: CheckpointStore, task_id: str) -> CheckpointCorrupt:
+    """The error loading `task_id` raises; a failure if it loads."""
+    try:
+        await store.load(task_id)
+    except CheckpointCorrupt as exc:
+        return exc
+    raise AssertionError(f"the unreadable row of {task_id} loaded")
+
+
+async def saves_concurrently(store: CheckpointStore, write_raw: RawWriter) -> None:
+    """Twenty concurrent saves of different tasks are all kept."""
+    async with anyio.create_task_group() as group:
+        for index in range(20):
+            group.start_soon(store.save, sample_state(f"t-many-{index}", step=index))
+    assert len(await store.list()) == 20
+    loaded = await store.load("t-many-7")
+    assert loaded is not None
+    assert loaded.step == 7
+
+
+CHECKS: Final[tuple[Check, ...]] = (
+    round_trips_a_state,
+    knows_nothing_of_an_unknown_task,
+    replaces_the_state_of_a_task,
+    lists_by_status_and_stop_reason,
+    deletes_a_task,
+    names_the_task_of_a_corrupt_row,
+    refuses_a_foreign_schema_version,
+    saves_concurrently,
+)
+"""Every check of the suite, in order."""

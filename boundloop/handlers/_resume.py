@@ -1,0 +1,106 @@
+"""Resume: turn a stored state into one the driver can continue, with the human's decisions.
+
+A run interrupted mid-run (a crash: its phase is not `stopped`) continues where its last
+checkpoint was: calls saved as intents without a result run again under the same
+idempotency key; calls with a recorded result never run again. A run stopped with
+`needs_human` for approvals or for the model's question goes back to `act`: the provisional
+answers the transcript got at the stop are replaced by the human's decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeAlias
+
+from .._records import CallResult, StopReason, Turn
+from ..errors import ApprovalMissing, NotResumable
+from ..state import LoopState
+from ..statemachine.table import Phase
+from ._results import refused
+
+Decision: TypeAlias = bool | str
+"""True: approved; False: denied; a string: denied, with the reason the model sees."""
+
+
+def prepare(
+    state: LoopState, approvals: Mapping[str, Decision] | None, reply: str | None
+) -> dict[str, object]:
+    """Make `state` continuable, applying the decisions; returns what the resume event records.
+
+    Raises:
+        NotResumable: the run's stop is final.
+        ApprovalMissing: a waiting call has no decision, or a decision names no waiting call.
+    """
+    if state.phase is not Phase.STOPPED:
+        if approvals or reply is not None:
+            raise ApprovalMissing(state.task_id, "it was interrupted mid-run and waits for no decision")
+        return {"from_phase": str(state.phase), "interrupted": True}
+    turn = state.turn
+    waiting = state.stop_reason is StopReason.NEEDS_HUMAN and turn is not None and turn.awaiting_human
+    if not waiting or turn is None:
+        raise NotResumable(state.task_id, str(state.stop_reason), state.stop_detail)
+    decided = _check_decisions(state, approvals or {}, reply)
+    _reopen(state, turn)
+    for index, call in enumerate(turn.calls):
+        decision = turn.decisions[index] if index < len(turn.decisions) else "deny"
+        if state.escalation is not None and call.id == state.escalation.tool_use_id:
+            assert reply is not None  # checked above
+            turn.answers[index] = CallResult(call=call, outcome="ok", content=reply)
+        elif decision == "escalate":
+            turn.answers[index] = _approval(call.name, decided[call.id], turn, index)
+        elif decision in ("execute", "approve"):
+            turn.answers[index] = None  # held back only because the batch waited: it runs now
+    record: dict[str, object] = {"from_phase": "stopped", "approvals": {k: v for k, v in decided.items()}}
+    if state.escalation is not None:
+        record["escalation"] = state.escalation.tool_use_id
+    state.pending_approvals.clear()
+    state.escalation = None
+    state.phase = Phase.ACT
+    return record
+
+
+def _check_decisions(
+    state: LoopState, approvals: Mapping[str, Decision], reply: str | None
+) -> dict[str, Decision]:
+    waiting = [pending.tool_use_id for pending in state.pending_approvals]
+    unknown = sorted(set(approvals) - set(waiting))
+    if unknown:
+        raise ApprovalMissing(state.task_id, f"no call waiting for approval has the id {', '.join(unknown)}")
+    missing = [tool_use_id for tool_use_id in waiting if tool_use_id not in approvals]
+    if missing:
+        names = {pending.tool_use_id: pending.tool for pending in state.pending_approvals}
+        listed = ", ".join(f"{tool_use_id} ({names[tool_use_id]})" for tool_use_id in missing)
+        raise ApprovalMissing(
+            state.task_id, f"no decision for {listed}: pass approvals={{id: True | False | reason}}"
+        )
+    bad = sorted(k for k, v in approvals.items() if not isinstance(v, bool | str))
+    if bad:
+        raise ApprovalMissing(
+            state.task_id, f"a decision is True, False or a reason string, not for {', '.join(bad)}"
+        )
+    if state.escalation is not None and not isinstance(reply, str):
+        raise ApprovalMissing(
+            state.task_id, f"the model asked a human: {state.escalation.reason!r}; pass reply='...'"
+        )
+    if state.escalation is None and reply is not None:
+        raise ApprovalMissing(state.task_id, "the model asked no question: reply= has nothing to answer")
+    return dict(approvals)
+
+
+def _reopen(state: LoopState, turn: Turn) -> None:
+    """Take back the provisional answers: the transcript ends with the assistant's calls again."""
+    last = state.messages[-1] if state.messages else None
+    if last is not None and last["role"] == "user" and turn.answered:
+        state.messages.pop()
+    turn.answered = False
+    turn.awaiting_human = False
+    state.stop_reason = None
+    state.stop_detail = None
+
+
+def _approval(name: str, decision: Decision, turn: Turn, index: int) -> CallResult | None:
+    call = turn.calls[index]
+    if decision is True:
+        return None
+    reason = "" if decision is False else f": {decision}"
+    return refused(call, "denied", f"{name} was denied by a human{reason}; not run")
