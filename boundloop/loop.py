@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import final
 
@@ -146,6 +147,12 @@ class AgentLoop:
     def metrics(self) -> BoundMetrics | None:
         """The loop's metrics, bound to its `loop` label; None when off."""
         return self._config.metrics
+
+    def with_store(self, store: CheckpointStore | None) -> AgentLoop:
+        """The same loop, checkpointing to `store` (e.g. the CLI's `--store PATH`)."""
+        twin = object.__new__(AgentLoop)
+        twin._config = dataclasses.replace(self._config, store=store)
+        return twin
 
     def __repr__(self) -> str:
         return f"AgentLoop(name={self.name!r}, model={self.model!r}, tools={list(self.tools)})"
