@@ -83,7 +83,9 @@ def _history(messages: Sequence[MessageParam] | None) -> list[MessageParam]:
 def _metadata(metadata: Mapping[str, object] | None) -> dict[str, object]:
     if metadata is None:
         return {}
-    if not isinstance(cast(object, metadata), Mapping) or not all(isinstance(k, str) for k in metadata):
+    if not isinstance(cast(object, metadata), Mapping) or not all(
+        isinstance(cast(object, k), str) for k in metadata
+    ):
         raise ConfigurationError("metadata must be a mapping with str keys")
     try:
         return cast(dict[str, object], json.loads(json.dumps(dict(metadata))))

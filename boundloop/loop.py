@@ -208,10 +208,10 @@ class AgentLoop:
         store = self._config.store
         if store is not None and task_id is not None:
             try:
-                stored = await store.load(task_id)
+                exists = await store.load(task_id) is not None
             except CheckpointCorrupt:
-                stored = True
-            if stored is not None:
+                exists = True  # unreadable, but there: never overwritten either
+            if exists:
                 raise TaskExists(task_id)
         return await execute(self._config, state, cancel=cancel, on_event=on_event)
 

@@ -7,6 +7,7 @@ cancellation, when the run stops. `AgentLoop.resume` loads it back.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dataclasses
 import sqlite3
@@ -90,7 +91,9 @@ class CheckpointStore(Protocol):
         """
         ...
 
-    async def list(self, *, status: Status | None = None, stop_reason: str | None = None) -> list[StoredRun]:
+    async def list(
+        self, *, status: Status | None = None, stop_reason: str | None = None
+    ) -> builtins.list[StoredRun]:
         """The stored runs, newest save first, filtered by status and stop reason."""
         ...
 
@@ -119,9 +122,11 @@ class MemoryStore:
         entry = self._states.get(task_id)
         return None if entry is None else parse(task_id, entry[1])
 
-    async def list(self, *, status: Status | None = None, stop_reason: str | None = None) -> list[StoredRun]:
+    async def list(
+        self, *, status: Status | None = None, stop_reason: str | None = None
+    ) -> builtins.list[StoredRun]:
         """The stored runs, newest save first, filtered by status and stop reason."""
-        rows = [row for row, _ in self._states.values()]
+        rows: builtins.list[StoredRun] = [row for row, _ in self._states.values()]
         return sorted(
             (row for row in rows if _matches(row, status, stop_reason)),
             key=lambda row: row.updated_at,
@@ -229,7 +234,7 @@ class SQLiteStore:
             found = db.execute("SELECT state FROM checkpoints WHERE task_id = ?", (task_id,)).fetchone()
         return None if found is None else str(found[0])
 
-    def _list(self, status: Status | None, stop_reason: str | None) -> list[StoredRun]:
+    def _list(self, status: Status | None, stop_reason: str | None) -> builtins.list[StoredRun]:
         query = "SELECT task_id, updated_at, step, phase, status, stop_reason FROM checkpoints"
         clauses: list[str] = []
         values: list[str] = []
@@ -272,7 +277,9 @@ class SQLiteStore:
         raw = await anyio.to_thread.run_sync(self._load, task_id)
         return None if raw is None else parse(task_id, raw)
 
-    async def list(self, *, status: Status | None = None, stop_reason: str | None = None) -> list[StoredRun]:
+    async def list(
+        self, *, status: Status | None = None, stop_reason: str | None = None
+    ) -> builtins.list[StoredRun]:
         """The stored runs, newest save first, filtered by status and stop reason."""
         return await anyio.to_thread.run_sync(self._list, status, stop_reason)
 

@@ -10,7 +10,7 @@ answers the transcript got at the stop are replaced by the human's decisions.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
 from .._records import CallResult, StopReason, Turn
 from ..errors import ApprovalMissing, NotResumable
@@ -73,7 +73,7 @@ def _check_decisions(
         raise ApprovalMissing(
             state.task_id, f"no decision for {listed}: pass approvals={{id: True | False | reason}}"
         )
-    bad = sorted(k for k, v in approvals.items() if not isinstance(v, bool | str))
+    bad = sorted(k for k, v in approvals.items() if not isinstance(cast(object, v), bool | str))
     if bad:
         raise ApprovalMissing(
             state.task_id, f"a decision is True, False or a reason string, not for {', '.join(bad)}"
