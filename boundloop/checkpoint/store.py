@@ -137,7 +137,7 @@ class MemoryStore:
         """Forget a task; True if it was there."""
         return self._states.pop(task_id, None) is not None
 
-    def task_ids(self) -> list[str]:
+    def task_ids(self) -> builtins.list[str]:
         """Saved task ids, in the order they were first saved."""
         return list(self._states)
 
