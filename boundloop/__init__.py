@@ -43,6 +43,9 @@ from .metrics.instruments import LoopMetrics as LoopMetrics
 from .model import Model as Model
 from .policy import Policy as Policy
 from .prices import Price as Price
+from .replay import Divergence as Divergence
+from .replay import ReplayReport as ReplayReport
+from .replay import replay as replay
 from .state import Budget as Budget
 from .state import LoopResult as LoopResult
 from .state import LoopState as LoopState
@@ -63,6 +66,7 @@ __all__ = [
     "CheckpointStore",
     "ConfigurationError",
     "ContextExceeded",
+    "Divergence",
     "EvidenceMissing",
     "GraphvizMissing",
     "LoopError",
@@ -77,6 +81,7 @@ __all__ = [
     "PolicyBlocked",
     "Price",
     "Refused",
+    "ReplayReport",
     "RetryableToolError",
     "Route",
     "RunCancelled",
@@ -98,5 +103,6 @@ __all__ = [
     "UnhandledStop",
     "Usage",
     "Verdict",
+    "replay",
     "tool",
 ]

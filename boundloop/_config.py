@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final, Literal, cast, final
 
-from ._records import Provenance
+from ._records import Observation, Provenance
 from .checkpoint.store import CheckpointStore
 from .errors import ConfigurationError
 from .handlers.registry import ToolRegistry
@@ -73,6 +73,8 @@ class LoopConfig:
     signal_handlers: Mapping[str, SignalHandler]
     machine: StateMachine
     provenance: Provenance
+    recorded: Mapping[tuple[int, str], Observation] | None
+    """Replay only: recorded tool results by (step, tool_use_id), answered instead of running tools."""
 
 
 def build_config(
@@ -168,7 +170,8 @@ def build_config(
         price=price,
         signal_handlers=_handlers(signal_handlers),
         machine=StateMachine(),
-        provenance=provenance(model, system, registry, chosen_policy),
+        provenance=provenance(model, system, registry, chosen_policy, budget),
+        recorded=None,
     )
 
 
@@ -195,13 +198,19 @@ def _escalation_tool(name: str) -> Tool:
     )
 
 
-def provenance(model: str, system: str | None, tools: ToolRegistry, policy: Policy) -> Provenance:
+def provenance(
+    model: str, system: str | None, tools: ToolRegistry, policy: Policy, budget: Budget
+) -> Provenance:
     """The model and hashes of what a run is made with: replay compares them."""
+    manifest = json.loads(json.dumps(tools.params, default=str))
     return Provenance(
         model=model,
         system_sha256=_sha256(system or ""),
-        tools_sha256=_sha256(json.dumps(tools.params, sort_keys=True, default=str)),
+        tools_sha256=_sha256(json.dumps(manifest, sort_keys=True)),
         policy_sha256=_sha256(policy.fingerprint()),
+        tools=manifest,
+        policy=json.loads(policy.fingerprint()),
+        budget=dataclasses.asdict(budget),
     )
 
 

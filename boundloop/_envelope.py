@@ -53,6 +53,7 @@ def new_state(
         metadata=_metadata(metadata),
         provenance=provenance,
         messages=history,
+        opening=len(history),
     )
 
 

@@ -133,6 +133,8 @@ class Observation:
     input: dict[str, Any]
     outcome: Outcome
     content: Content
+    attempts: int = 0
+    """Handler invocations (0: answered without running)."""
 
 
 @final
@@ -188,12 +190,18 @@ class Exceeded:
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Provenance:
-    """What a run was made with, for replay: the model and hashes of its configuration."""
+    """What a run was made with, for replay: the model, hashes, and the settings replay needs."""
 
     model: str
     system_sha256: str
     tools_sha256: str
     policy_sha256: str
+    tools: list[dict[str, Any]] = dataclasses.field(default_factory=list[dict[str, Any]])
+    """The tool manifest (name, description, input_schema), as the model saw it."""
+    policy: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
+    """The policy's decisions as data (hooks by qualified name)."""
+    budget: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
+    """The `Budget` fields."""
 
 
 @final

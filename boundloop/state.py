@@ -190,6 +190,8 @@ class LoopState:
     usage: Usage = dataclasses.field(default_factory=Usage)
     messages: Messages = dataclasses.field(default_factory=list[MessageParam])
     """The transcript, as Messages API params; assistant turns exactly as received."""
+    opening: int = 1
+    """How many messages the run started from (the goal, or the caller's history)."""
     responses: Responses = dataclasses.field(default_factory=list[Message])
     """Every model response as received, for replay."""
     turn: Turn | None = None

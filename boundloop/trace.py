@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, cast, final
 
@@ -49,7 +49,7 @@ class TraceEvent:
     """What happened, by kind: JSON values only (see docs/architecture.md, "The trace")."""
 
     def to_dict(self) -> dict[str, Any]:
-        """The event as a JSON object."""
+        """The event as a JSON object (SDK objects and records in `data` as their JSON)."""
         return {
             "kind": self.kind,
             "step": self.step,
@@ -58,7 +58,7 @@ class TraceEvent:
             "dest": self.dest,
             "trigger": self.trigger,
             "duration_s": self.duration_s,
-            "data": self.data,
+            "data": {key: _plain(value) for key, value in self.data.items()},
         }
 
     @classmethod
@@ -84,6 +84,50 @@ class TraceEvent:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a trace event: {exc}") from None
+
+
+@final
+class Deferred:
+    """Event data made JSON only when the trace is written: what the model or a tool sent,
+    kept by reference while the run goes on, redacted on the way out."""
+
+    __slots__ = ("_redact", "_value")
+
+    def __init__(self, value: object, redact: Callable[[str], str]) -> None:
+        self._value = value
+        self._redact = redact
+
+    def json(self) -> object:
+        """The value as JSON, every string redacted."""
+        return _redact_strings(_plain(self._value), self._redact)
+
+    def __repr__(self) -> str:
+        return f"Deferred({type(self._value).__name__})"
+
+
+def _redact_strings(value: object, redact: Callable[[str], str]) -> object:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_strings(item, redact) for item in cast(list[object], value)]
+    if isinstance(value, dict):
+        return {key: _redact_strings(item, redact) for key, item in cast(dict[str, object], value).items()}
+    return value
+
+
+def _plain(value: object) -> object:
+    """A value of event data as JSON: SDK objects, records and messages holding them converted."""
+    if isinstance(value, Deferred):
+        return value.json()
+    if isinstance(value, pydantic.BaseModel):
+        return json_default(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: _plain(getattr(value, field.name)) for field in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in cast(list[object], value)]
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in cast(dict[object, object], value).items()}
+    return value
 
 
 def json_default(value: object) -> object:

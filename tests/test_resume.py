@@ -180,7 +180,7 @@ async def test_a_stored_task_id_is_never_overwritten(tmp_path: Path) -> None:
     """run(task_id=...) with a task already in the store is refused; the stored run is untouched."""
     store = SQLiteStore(tmp_path / "runs.db")
     await make_loop([text("first")], store, Ledger()).run("goal", task_id="t")
-    with pytest.raises(TaskExists, match="resume it with loop.resume"):
+    with pytest.raises(TaskExists, match=r"resume it with loop\.resume"):
         await make_loop([text("second")], store, Ledger()).run("goal", task_id="t")
     stored = await store.load("t")
     assert stored is not None

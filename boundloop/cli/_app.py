@@ -13,7 +13,16 @@ from ..statemachine import diagram
 from . import demo
 from ._demo import demo_command
 from ._diagram import diagram_command
-from ._errors import EXIT_CODES, EXIT_INTERRUPTED, EXIT_OK, CommandError
+from ._errors import (
+    EXIT_CODES,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    PENDING_EXIT_CODES,
+    REPLAY_EXIT_CODES,
+    CommandError,
+)
+from ._pending import pending_command
+from ._resume import resume_command
 from ._run import run_command
 
 Command = Callable[[argparse.Namespace], int]
@@ -49,6 +58,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _error("interrupted")
         return EXIT_INTERRUPTED
+
+
+def replay_command(args: argparse.Namespace) -> int:
+    """`boundloop replay`, imported when it runs: the replay machinery is not needed otherwise."""
+    from ._replay import replay_command as replay
+
+    return replay(args)
 
 
 def _error(message: str) -> None:
@@ -103,11 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run_parser.add_argument("spec", metavar="SPEC", help="module:factory, e.g. myapp.agents:build_loop")
     run_parser.add_argument("--goal", required=True, help="the task: the first user message")
-    run_parser.add_argument(
-        "--app-dir", default=".", help="directory to import SPEC's module from (default: .)"
-    )
+    _add_app_dir(run_parser)
     _add_run_options(run_parser)
     run_parser.set_defaults(command=run_command)
+    _add_store_commands(commands.add_parser)
 
     diagram_parser = commands.add_parser(
         "diagram",
@@ -137,6 +152,94 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _wrap(text: str) -> str:
     return textwrap.fill(text, width=79)
+
+
+def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+    """Add `pending`, `resume` and `replay`, the commands on stored runs, with `add_parser`."""
+    pending_parser = add_parser(
+        "pending",
+        help="list the runs in a SQLite store waiting for a human",
+        description=_wrap(
+            "List the runs in a SQLite store that stopped with needs_human and wait for a "
+            "human: their calls waiting for approval (id, tool, input, step), or the question the "
+            "model asked. Newest first, each with the `boundloop resume` command that continues it."
+        ),
+        epilog=PENDING_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_store(pending_parser, required=True)
+    pending_parser.add_argument("--json", action="store_true", help="print a JSON list instead")
+    pending_parser.set_defaults(command=pending_command)
+
+    resume_parser = add_parser(
+        "resume",
+        help="continue a stored run: approve or deny its calls, or answer the model",
+        description=_wrap(
+            "Continue TASK_ID from a SQLite store through the loop SPEC names (module:factory, "
+            "as for `run`; its store is replaced by --store), with the same view. A run waiting "
+            "for approval needs one --approve or --deny for each waiting call; a run stopped by "
+            "the model's question needs --reply. A run interrupted mid-run goes on where it was "
+            "saved. See `boundloop pending` for what each run waits for."
+        ),
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    resume_parser.add_argument("spec", metavar="SPEC", help="module:factory, e.g. myapp.agents:build_loop")
+    resume_parser.add_argument("task_id", metavar="TASK_ID", help="the stored run to continue")
+    _add_store(resume_parser, required=True)
+    _add_app_dir(resume_parser)
+    resume_parser.add_argument(
+        "--approve", action="append", metavar="ID", help="run this waiting call (repeatable)"
+    )
+    resume_parser.add_argument(
+        "--deny",
+        action="append",
+        metavar="ID[=REASON]",
+        help="refuse this waiting call; the model sees the reason (repeatable)",
+    )
+    resume_parser.add_argument("--reply", metavar="TEXT", help="the answer to the model's question")
+    _add_run_options(resume_parser)
+    resume_parser.set_defaults(command=resume_command)
+
+    replay_parser = add_parser(
+        "replay",
+        help="re-drive a recorded run and report whether it takes the same path",
+        description=_wrap(
+            "Replay a recorded run: SOURCE is a task id (with --store), or a trace (.jsonl, "
+            "from --trace) or a state file (.json, LoopState.to_json()). The recorded model "
+            "responses are driven through the configuration recorded with the run, or through "
+            "the loop --loop SPEC names (its tools, policy and budget), and the two trajectories "
+            "are compared."
+        ),
+        epilog=REPLAY_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    replay_parser.add_argument(
+        "source", metavar="SOURCE", help="a task id (with --store), a trace .jsonl or a state .json"
+    )
+    _add_store(replay_parser)
+    replay_parser.add_argument(
+        "--loop", metavar="SPEC", help="replay through this loop (module:factory) instead of the recorded one"
+    )
+    _add_app_dir(replay_parser)
+    replay_parser.add_argument(
+        "--diff", action="store_true", help="show both trajectories around the first divergence"
+    )
+    replay_parser.add_argument("--json", action="store_true", help="print the report as JSON instead")
+    replay_parser.set_defaults(command=replay_command)
+
+
+def _add_store(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+    parser.add_argument(
+        "--store",
+        required=required,
+        metavar="PATH",
+        help="the SQLite store (SQLiteStore's file); it must exist",
+    )
+
+
+def _add_app_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--app-dir", default=".", help="directory to import SPEC's module from (default: .)")
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ import os
 from .. import AgentLoop, Model
 from . import demo
 from ._errors import CommandError
-from ._runner import Cleanup, RunOptions, execute
+from ._runner import Cleanup, RunOptions, execute, run_goal
 
 
 def demo_command(args: argparse.Namespace) -> int:
@@ -40,4 +40,4 @@ def demo_command(args: argparse.Namespace) -> int:
     async def build() -> AgentLoop:
         return demo.demo_loop(client, model=model)
 
-    return execute(RunOptions.from_args(args), build, demo.GOAL, cleanup=cleanup)
+    return execute(RunOptions.from_args(args), build, run_goal(demo.GOAL), cleanup=cleanup)

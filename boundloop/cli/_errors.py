@@ -16,7 +16,23 @@ exit codes:
   2    usage or setup error: bad arguments, a file, the API key, graphviz
   130  interrupted (Ctrl-C) during a run; with --hold, Ctrl-C ends
        the hold and the exit code is the run's"""
-"""The exit codes, as the epilog of every `--help`."""
+"""The exit codes, as the epilog of `--help` (`demo`, `run`, `resume`, `diagram`)."""
+
+PENDING_EXIT_CODES: Final = """\
+exit codes:
+  0    listed (also when no run is waiting)
+  2    usage or setup error: bad arguments, a missing or unreadable store
+  130  interrupted (Ctrl-C)"""
+"""The exit codes of `boundloop pending`."""
+
+REPLAY_EXIT_CODES: Final = """\
+exit codes:
+  0    the replay took the recorded path
+  1    it diverged (or the replay failed)
+  2    usage or setup error: bad arguments, a missing file or task, a
+       corrupt checkpoint, a trace with no state in it
+  130  interrupted (Ctrl-C)"""
+"""The exit codes of `boundloop replay`."""
 
 
 class CommandError(Exception):

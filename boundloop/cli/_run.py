@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .. import AgentLoop, ConfigurationError
 from ._errors import CommandError
-from ._runner import RunOptions, execute
+from ._runner import RunOptions, execute, run_goal
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -28,12 +28,13 @@ def run_command(args: argparse.Namespace) -> int:
     spec: str = args.spec
     app_dir: str = args.app_dir
     goal: str = args.goal
+    start = run_goal(goal)
     target = load_target(spec, app_dir)
 
     async def build() -> AgentLoop:
         return await make_loop(spec, target)
 
-    return execute(RunOptions.from_args(args), build, goal)
+    return execute(RunOptions.from_args(args), build, start)
 
 
 def load_target(spec: str, app_dir: str) -> object:

@@ -1,4 +1,4 @@
-"""Running one loop for `demo` and `run`: the live view or JSON, `--trace` and the metrics server."""
+"""Running one loop for `demo`, `run` and `resume`: the live view or JSON, `--trace` and metrics."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 from rich.console import Console
 
-from .. import AgentLoop, ConfigurationError, LoopError, StopReason, TraceEvent
+from .. import AgentLoop, ConfigurationError, LoopError, LoopResult, StopReason, TraceEvent
 from ..metrics import MetricsServer, serve
 from ..trace import write_trace
 from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, CommandError
@@ -25,10 +25,17 @@ LoopBuilder = Callable[[], Awaitable[AgentLoop]]
 Cleanup = Callable[[], Awaitable[object]]
 """Called inside the event loop once the run is over, e.g. a client's `close`."""
 
+EventHook = Callable[[TraceEvent], None]
+"""Gets every trace event of the run as it is recorded."""
+
+Start = Callable[[AgentLoop, RunView | None, EventHook], Awaitable[LoopResult]]
+"""Runs the built loop (`loop.run(goal)`, `loop.resume(task_id)`) with the event hook, after
+telling the view (None with `--json`) what it shows; may raise `CommandError`."""
+
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class RunOptions:
-    """The options `demo` and `run` share: --trace, --metrics-port, --metrics-addr, --hold and --json."""
+    """What `demo`, `run` and `resume` share: --trace, --metrics-port, --metrics-addr, --hold, --json."""
 
     trace: str | None = None
     metrics_port: int | None = None
@@ -41,7 +48,7 @@ class RunOptions:
         """Read the shared options from parsed arguments.
 
         Args:
-            args: what `build_parser().parse_args` returned for `demo` or `run`.
+            args: what `build_parser().parse_args` returned for `demo`, `run` or `resume`.
 
         Returns:
             The options, typed.
@@ -54,13 +61,36 @@ class RunOptions:
         return cls(trace=trace, metrics_port=port, metrics_addr=addr, hold=hold, json=as_json)
 
 
-def execute(options: RunOptions, build: LoopBuilder, goal: str, *, cleanup: Cleanup | None = None) -> int:
-    """Run a loop on `goal` with the live view (or `--json`), writing the trace and serving metrics.
+def run_goal(goal: str) -> Start:
+    """How `demo` and `run` start the loop: `loop.run(goal)`, the goal in the view's header.
+
+    Args:
+        goal: the task, the first user message.
+
+    Returns:
+        The start function for `execute`.
+
+    Raises:
+        CommandError: the goal is empty.
+    """
+    if not goal.strip():
+        raise CommandError("--goal must not be empty")
+
+    async def start(loop: AgentLoop, view: RunView | None, on_event: EventHook) -> LoopResult:
+        if view is not None:
+            view.start(loop, goal)
+        return await loop.run(goal, on_event=on_event)
+
+    return start
+
+
+def execute(options: RunOptions, build: LoopBuilder, start: Start, *, cleanup: Cleanup | None = None) -> int:
+    """Run a loop with the live view (or `--json`), writing the trace and serving metrics.
 
     Args:
         options: the shared run options.
         build: makes the loop, inside the event loop.
-        goal: the task, the first user message.
+        start: runs it (see `run_goal`), returning its result.
         cleanup: awaited after the run, whatever its outcome (e.g. closing the client).
 
     Returns:
@@ -69,15 +99,13 @@ def execute(options: RunOptions, build: LoopBuilder, goal: str, *, cleanup: Clea
     Raises:
         CommandError: a usage or setup error (code 2), or the run failed (code 1).
     """
-    if not goal.strip():
-        raise CommandError("--goal must not be empty")
     if options.trace is not None:
         _check_writable(options.trace)  # before the run: a --live run costs money
     console = Console(file=sys.stdout, highlight=False)
     server = _start_metrics(options)
     events: list[TraceEvent] = []
     try:
-        code = anyio.run(_run_loop, options, build, goal, console, events, cleanup)
+        code = anyio.run(_run_loop, options, build, start, console, events, cleanup)
         if server is not None and options.hold:
             # Operational notices go to stderr only: stdout is the view or the JSON result.
             print(f"metrics: {server.url} (holding until Ctrl-C)", file=sys.stderr, flush=True)
@@ -125,15 +153,12 @@ def _start_metrics(options: RunOptions) -> MetricsServer | None:
 async def _run_loop(
     options: RunOptions,
     build: LoopBuilder,
-    goal: str,
+    start: Start,
     console: Console,
     events: list[TraceEvent],
     cleanup: Cleanup | None,
 ) -> int:
     view = None if options.json else RunView(console)
-    loop = await build()
-    if view is not None:
-        view.start(loop, goal)
 
     def record(event: TraceEvent) -> None:
         events.append(event)
@@ -141,7 +166,10 @@ async def _run_loop(
             view(event)
 
     try:
-        result = await loop.run(goal, on_event=record)
+        loop = await build()
+        result = await start(loop, view, record)
+    except CommandError:
+        raise
     except ConfigurationError as exc:
         raise CommandError(str(exc)) from exc
     except LoopError as exc:

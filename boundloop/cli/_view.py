@@ -1,16 +1,16 @@
-"""The live view of `demo` and `run`: a readable terminal account of a run as it happens."""
+"""The live view of `demo`, `run` and `resume`: a readable terminal account of a run as it happens."""
 
 from __future__ import annotations
 
 import time
-from typing import assert_never
+from typing import assert_never, cast
 
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from .. import AgentLoop, Budget, LoopResult, StopReason, TraceEvent
+from .. import AgentLoop, Budget, LoopResult, LoopState, StopReason, TraceEvent
 from ..statemachine import Phase
 from ._fields import Data, integer, number, records, shown, text, texts
 
@@ -33,25 +33,37 @@ class RunView:
         self.started = time.perf_counter()
         self.tool_calls = 0
         self.batch_durations: list[float] = []
+        self.tools_by_call: dict[str, str] = {}
+        self.denied_by_human: set[str] = set()
+        self._header: Panel | None = None
 
-    def start(self, loop: AgentLoop, goal: str) -> None:
-        """Print the run's header: the loop, the model, the goal and the budget.
+    def start(self, loop: AgentLoop, goal: str, *, resumed: LoopState | None = None) -> None:
+        """Set the run's header (the loop, the model, the goal), printed with the first event.
+
+        A run that fails before its first event (an undecided approval, say) prints no header.
 
         Args:
             loop: the loop about to run.
             goal: its task.
+            resumed: the stored state a resume continues: the budget left counts what it spent.
         """
         self.budget = loop.budget
         self.started = time.perf_counter()
-        self.console.print(
-            Panel(
-                f"[bold]{escape(goal)}[/]\n"
-                f"[dim]loop[/]  {escape(loop.name)}    [dim]model[/]  {escape(loop.model)}\n"
-                f"[dim]tools[/] {escape(', '.join(loop.tools))}",
-                title="boundloop",
-                title_align="left",
-            )
-        )
+        lines = [
+            f"[bold]{escape(goal)}[/]",
+            f"[dim]loop[/]  {escape(loop.name)}    [dim]model[/]  {escape(loop.model)}",
+            f"[dim]tools[/] {escape(', '.join(loop.tools))}",
+        ]
+        title = "boundloop"
+        if resumed is not None:
+            self.started -= resumed.elapsed_s
+            self.tool_calls = resumed.tool_calls
+            self.tools_by_call = {p.tool_use_id: p.tool for p in resumed.pending_approvals}
+            if resumed.escalation is not None:
+                self.tools_by_call[resumed.escalation.tool_use_id] = "question"
+            lines.append(f"[dim]task[/]  {escape(resumed.task_id)} after step {resumed.step}")
+            title = "boundloop resume"
+        self._header = Panel("\n".join(lines), title=title, title_align="left")
 
     def __call__(self, event: TraceEvent) -> None:
         """Show one trace event.
@@ -59,6 +71,7 @@ class RunView:
         Args:
             event: the event, as the loop records it.
         """
+        self._print_header()
         data: Data = event.data
         match event.kind:
             case "transition":
@@ -79,6 +92,11 @@ class RunView:
                 self._resume(event, data)
             case _ as unknown:
                 assert_never(unknown)
+
+    def _print_header(self) -> None:
+        if self._header is not None:
+            self.console.print(self._header)
+            self._header = None
 
     def _print(self, line: str) -> None:
         self.console.print(line)
@@ -141,6 +159,8 @@ class RunView:
             mark = "[green]✓[/]"
             if duration is not None:
                 self.batch_durations.append(duration)
+        elif outcome == "denied" and text(data, "tool_use_id") in self.denied_by_human:
+            mark = "[red]⊘ human denied[/]"
         elif outcome == "denied":
             mark = "[red]⊘ blocked[/]"
         else:
@@ -166,6 +186,23 @@ class RunView:
         where = f" from {escape(phase)}" if phase else ""
         where += f" at step {event.step if step is None else step}"
         self._print(f"  [bold]resumed[/]{where}")
+        decisions = data.get("approvals")
+        if isinstance(decisions, dict):
+            for tool_use_id, decision in cast(dict[str, object], decisions).items():
+                self._print("    " + self._approval(tool_use_id, decision))
+        question = text(data, "escalation")
+        if question is not None:
+            self._print(f"    [bold]human[/] replied to {escape(question)}")
+
+    def _approval(self, tool_use_id: str, decision: object) -> str:
+        tool = self.tools_by_call.get(tool_use_id)
+        if decision is not True:
+            self.denied_by_human.add(tool_use_id)
+        call = escape(f"{tool} {tool_use_id}" if tool else tool_use_id)
+        if decision is True:
+            return f"[bold]human[/] [green]approved[/] {call}"
+        because = f" [dim]({escape(decision)})[/]" if isinstance(decision, str) else ""
+        return f"[bold]human[/] [red]denied[/] {call}{because}"
 
     def _budget_left(self, steps_used: int) -> str:
         budget = self.budget
@@ -185,6 +222,7 @@ class RunView:
         Args:
             result: what the run returned.
         """
+        self._print_header()
         state = result.state
         colour = "green" if result.ok else "red"
         table = Table.grid(padding=(0, 2))
@@ -196,13 +234,16 @@ class RunView:
         calls = f"{state.tool_calls}"
         if self.budget is not None and self.budget.max_tool_calls is not None:
             calls += f" of {self.budget.max_tool_calls}"
-        blocked = sum(
-            1
+        denied = [
+            text(event.data, "tool_use_id")
             for event in result.trace
             if event.kind == "tool_result" and text(event.data, "outcome") == "denied"
-        )
-        if blocked:
-            calls += f" ({blocked} blocked by policy)"
+        ]
+        by_human = sum(1 for tool_use_id in denied if tool_use_id in self.denied_by_human)
+        why = [f"{len(denied) - by_human} blocked by policy", f"{by_human} denied by a human"]
+        why = [reason for reason in why if not reason.startswith("0 ")]
+        if why:
+            calls += f" ({', '.join(why)})"
         table.add_row("tool calls", calls)
         usage = result.usage
         table.add_row("tokens", f"{usage.input_tokens} in / {usage.output_tokens} out")

@@ -72,6 +72,7 @@ def _record(ctx: RunContext, results: list[CallResult], keys: list[str]) -> None
                 input=call.input,
                 outcome=outcome,
                 content=result.content,
+                attempts=result.attempts,
             )
         )
         if outcome == "ok":
@@ -96,6 +97,8 @@ def _record(ctx: RunContext, results: list[CallResult], keys: list[str]) -> None
             is_error=result.is_error,
             attempts=result.attempts,
             duration_s=result.duration_s,
+            input=ctx.deferred(call.input),
+            content=ctx.deferred(result.content),
         )
         if metrics is not None:
             metrics.tool_call(

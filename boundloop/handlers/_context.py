@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import anthropic
 
 from .._records import ErrorRecord
-from ..trace import TraceEvent, TraceKind
+from ..trace import Deferred, TraceEvent, TraceKind
 from .tools import Tool
 
 if TYPE_CHECKING:
@@ -97,6 +97,10 @@ class RunContext:
             data["status_code"] = status_code
             data["request_id"] = request_id
         self.event("error", **data)
+
+    def deferred(self, value: object) -> Deferred:
+        """`value` for the trace: kept by reference, written as redacted JSON."""
+        return Deferred(value, self.redact)
 
     def redact(self, text: str) -> str:
         """Remove API keys (and whatever the user's `redact` hook removes) from text."""

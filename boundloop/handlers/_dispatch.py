@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import anyio
 
-from .._records import CallResult, ToolCall, Turn
+from .._records import CallResult, Observation, ToolCall, Turn
 from ..statemachine.table import Trigger
 from ._answers import answer_open_calls
 from ._budget import take_tool_call
@@ -93,6 +93,9 @@ async def _run_call(
     index = planned.index
     tool = planned.tool
     call = turn.calls[index]
+    if config.recorded is not None:  # replay: the recorded result, no tool runs
+        turn.answers[index] = _replayed(ctx, call, config.recorded.get((call.step, call.id)))
+        return
     context = ToolContext(
         task_id=ctx.state.task_id,
         trace_id=ctx.state.trace_id,
@@ -136,6 +139,18 @@ async def _run_call(
     result.attempts = attempts
     result.duration_s = time.perf_counter() - started
     turn.answers[index] = result
+
+
+def _replayed(ctx: RunContext, call: ToolCall, recorded: Observation | None) -> CallResult:
+    """A call answered from the recording, its attempts taken from the budget as they were."""
+    if recorded is None or recorded.tool != call.name:
+        take_tool_call(ctx)
+        return refused(call, "error", "replay: the recording has no result for this call")
+    for _ in range(max(1, recorded.attempts)):
+        take_tool_call(ctx)
+    return CallResult(
+        call=call, outcome=recorded.outcome, content=recorded.content, attempts=recorded.attempts
+    )
 
 
 def _timed_out(tool: Tool, timeout: float) -> str:

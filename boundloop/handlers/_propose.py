@@ -134,6 +134,7 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         duration_s=duration_s,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
+        response=ctx.deferred(response),
         **({"final_answer": True} if final else {}),
     )
     if config.metrics is not None:

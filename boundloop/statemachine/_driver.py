@@ -246,6 +246,10 @@ class _Driver:
             steps=state.step,
             tool_calls=state.tool_calls,
             duration_s=duration,
+            task_id=state.task_id,
+            trace_id=state.trace_id,
+            opening=ctx.deferred(state.messages[: state.opening]),
+            provenance=state.provenance,
             **({"metadata": state.metadata} if state.metadata else {}),
         )
 
