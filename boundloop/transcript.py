@@ -54,6 +54,10 @@ def transcript_errors(messages: list[MessageParam]) -> list[str]:
                     f"message {index}: tool_use {open_ids} not answered before more assistant output"
                 )
             open_ids = [field(b, "id") for b in blocks if kind(b) == "tool_use"]
+            if not all(isinstance(tool_use_id, str) and tool_use_id for tool_use_id in open_ids):
+                problems.append(f"message {index}: a tool_use without an id")
+            if len(set(open_ids)) != len(open_ids):
+                problems.append(f"message {index}: two tool_use blocks share an id")
         previous = role
     if open_ids:
         problems.append(f"tool_use {open_ids} never answered")

@@ -434,7 +434,7 @@ async def test_malformed_tool_use_input_fails_clearly() -> None:
     transport = ScriptedTransport([bad])
     result = await loop_for(transport.client(), ledger).run("goal")
     assert result.stop_reason is StopReason.FAILED
-    assert "malformed tool_use input" in (result.state.stop_detail or "")
+    assert "input is str, not an object" in (result.state.stop_detail or "")
     assert ledger.ran == []
     assert result.messages == [{"role": "user", "content": "goal"}]
 

@@ -22,6 +22,7 @@ from ._errors import (
     CommandError,
 )
 from ._pending import pending_command
+from ._replay import replay_command
 from ._resume import resume_command
 from ._run import run_command
 
@@ -58,13 +59,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _error("interrupted")
         return EXIT_INTERRUPTED
-
-
-def replay_command(args: argparse.Namespace) -> int:
-    """`boundloop replay`, imported when it runs: the replay machinery is not needed otherwise."""
-    from ._replay import replay_command as replay
-
-    return replay(args)
 
 
 def _error(message: str) -> None:

@@ -72,8 +72,12 @@ async def _replay(
         recorded = await _load(store, store_path, source)
     try:
         return await replay(recorded, loop=loop)
-    except (CheckpointCorrupt, LoopError, ValueError) as exc:  # TaskNotFound is a LoopError
+    except UnicodeDecodeError as exc:
+        raise CommandError(f"{source} is not a trace or a state file: it is not UTF-8 text") from exc
+    except (CheckpointCorrupt, LoopError) as exc:  # TaskNotFound is a LoopError
         raise CommandError(str(exc)) from exc
+    except ValueError as exc:  # not a state or trace, or one that records too little
+        raise CommandError(str(exc) if store is not None else f"{source}: {exc}") from exc
     except OSError as exc:
         raise CommandError(f"cannot read {source}: {exc.strerror or exc}") from exc
     except Exception as exc:  # the user's tools or callbacks: one line, no traceback
@@ -118,10 +122,10 @@ def first_divergence(report: ReplayReport, context: int = CONTEXT_LINES) -> list
             for n in range(start, min(stop, len(lines)))
         ]
 
-    shown = [f"first divergence at line {index}:"]
+    shown = [f"first divergence at step {index}:"]
     shown += numbered(report.expected, max(0, index - context), index, " ")
     for name, lines, mark in (("recorded", report.expected, "-"), ("replayed", report.got, "+")):
         after = numbered(lines, index, index + context + 1, mark)
-        shown.append(f" {name}:" if after else f" {name}: (ends before line {index})")
+        shown.append(f" {name}:" if after else f" {name}: (ends before step {index})")
         shown += after
     return shown

@@ -10,6 +10,8 @@ import pydantic
 from .._records import CallResult, Content, Outcome, ToolCall
 
 _BLOCK_TYPES: Final = frozenset({"text", "image", "document", "search_result"})
+_STRICT_JSON: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+"""Content blocks go to the API as JSON: anything else in them is refused here."""
 
 
 def refused(call: ToolCall, outcome: Outcome, text: str) -> CallResult:
@@ -20,22 +22,22 @@ def refused(call: ToolCall, outcome: Outcome, text: str) -> CallResult:
 def to_result(call: ToolCall, value: object, max_chars: int) -> CallResult:
     """Turn a handler's return value into a result: text, JSON, or a list of content blocks."""
     content: Content
-    if isinstance(value, str):
-        content = value
-    elif isinstance(value, pydantic.BaseModel):
-        content = value.model_dump_json()
-    elif _is_block_list(value):
-        content = [dict(block) for block in value]
-    else:
-        try:
+    try:
+        if isinstance(value, str):
+            content = value
+        elif isinstance(value, pydantic.BaseModel):
+            content = value.model_dump_json()
+        elif _is_block_list(value):
+            content = json.loads(_STRICT_JSON(value))  # a copy, and proof it is JSON (no bytes)
+        else:
             content = json.dumps(value, ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            return refused(
-                call,
-                "error",
-                f"the tool returned a {type(value).__name__}, which is not text, JSON or content "
-                f"blocks ({exc})",
-            )
+    except Exception as exc:  # the tool boundary: an unusable value is an error result, never a crash
+        return refused(
+            call,
+            "error",
+            f"the tool returned a {type(value).__name__}, which is not text, JSON or content "
+            f"blocks ({type(exc).__name__}: {exc})",
+        )
     return CallResult(call=call, outcome="ok", content=truncate(content, max_chars))
 
 

@@ -183,8 +183,12 @@ class Tool:
         return self._validate(typing.cast(dict[str, Any], tool_input))
 
     async def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> object:
-        """Call the handler with validated arguments (and the context, when it asks for one)."""
-        kwargs = dict(arguments)
+        """Call the handler with validated arguments (and the context, when it asks for one).
+
+        Nested objects and arrays are copied first: a handler that mutates its input cannot
+        change the transcript, the observation or the next request.
+        """
+        kwargs = {name: _isolated(value) for name, value in arguments.items()}
         if self._context_param is not None:
             kwargs[self._context_param] = context
         if self._is_async:
@@ -193,6 +197,15 @@ class Tool:
         return await anyio.to_thread.run_sync(
             functools.partial(self.handler, **kwargs), abandon_on_cancel=True
         )
+
+
+def _isolated(value: object) -> object:
+    """A copy of the JSON containers in `value` (scalars are immutable and shared)."""
+    if isinstance(value, dict):
+        return {key: _isolated(item) for key, item in cast(dict[object, object], value).items()}
+    if isinstance(value, list):
+        return [_isolated(item) for item in cast(list[object], value)]
+    return value
 
 
 def _is_async(handler: Handler) -> bool:

@@ -1,0 +1,99 @@
+"""The boundary: every model response is checked once, strictly, where it enters the loop.
+
+The SDK builds its `Message` without validating a 200 response, so a hostile or broken API
+could hand the loop a `content` that is not a list, a `tool_use` without an id, negative
+usage or a tool input nested a thousand levels deep. `problem(response)` finds the first
+such fault; the run then stops as `failed` with it in `state.errors`, its state kept.
+"""
+
+from __future__ import annotations
+
+from typing import Final, cast
+
+from anthropic.types import Message
+
+MAX_INPUT_DEPTH: Final = 32
+"""How deeply a tool_use input may nest objects and arrays."""
+MAX_INPUT_NODES: Final = 10_000
+"""How many values a tool_use input may hold in all."""
+_USAGE_FIELDS: Final = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+
+
+def problem(response: object) -> str | None:
+    """What is wrong with a response, or None when it is a usable Message."""
+    if not isinstance(response, Message):
+        return f"messages.create returned {type(response).__name__}, not an anthropic Message"
+    content = cast(object, response.content)
+    if not isinstance(content, list):
+        return f"content is {type(content).__name__}, not a list"
+    stop_reason = cast(object, response.stop_reason)
+    if stop_reason is not None and not isinstance(stop_reason, str):
+        return f"stop_reason is {type(stop_reason).__name__}, not a string"
+    return _usage_problem(cast(object, response.usage)) or _blocks_problem(cast(list[object], content))
+
+
+def _usage_problem(usage: object) -> str | None:
+    if usage is None:
+        return "usage is missing"
+    for field in _USAGE_FIELDS:
+        value = getattr(usage, field, None)
+        required = field in ("input_tokens", "output_tokens")
+        if value is None and not required:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"usage.{field} is {value!r}, not a count"
+    return None
+
+
+def _blocks_problem(content: list[object]) -> str | None:
+    seen: set[str] = set()
+    for index, block in enumerate(content):
+        kind = getattr(block, "type", None)
+        if not isinstance(kind, str):
+            return f"content[{index}] has no type"
+        if kind == "text" and not isinstance(getattr(block, "text", None), str):
+            return f"content[{index}] is a text block without text"
+        if kind != "tool_use":
+            continue
+        block_id = getattr(block, "id", None)
+        name = getattr(block, "name", None)
+        if not isinstance(block_id, str) or not block_id:
+            return f"content[{index}] is a tool_use without an id"
+        if block_id in seen:
+            return f"content[{index}] repeats the tool_use id {block_id!r}"
+        seen.add(block_id)
+        if not isinstance(name, str) or not name:
+            return f"tool_use {block_id!r} has no name"
+        tool_input = getattr(block, "input", None)
+        if not isinstance(tool_input, dict):
+            return f"tool_use {block_id!r} input is {type(tool_input).__name__}, not an object"
+        shape = _input_problem(tool_input)
+        if shape is not None:
+            return f"tool_use {block_id!r} input {shape}"
+    return None
+
+
+def _input_problem(value: object) -> str | None:
+    """Depth and size of a JSON value, walked without recursion."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    nodes = 0
+    while stack:
+        item, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_INPUT_NODES:
+            return f"holds more than {MAX_INPUT_NODES} values"
+        if isinstance(item, dict):
+            children = list(cast(dict[object, object], item).values())
+        elif isinstance(item, list):
+            children = list(cast(list[object], item))
+        else:
+            continue
+        if depth >= MAX_INPUT_DEPTH and children:
+            return f"nests deeper than {MAX_INPUT_DEPTH} levels"
+        stack.extend((child, depth + 1) for child in children)
+    return None

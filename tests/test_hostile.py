@@ -1,0 +1,224 @@
+"""Promises that hold under hostile input: one validated boundary for what the model sends,
+every tool outcome a result, inputs isolated, secrets kept out of what is recorded."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx2
+import pydantic
+import pytest
+
+from boundloop import AgentLoop, Budget, MemoryStore, ScriptedClient, StopReason, Tool, tool
+from boundloop.transcript import transcript_errors
+from tests.helpers import ScriptedTransport, api_message, assert_valid_transcript, text, tool_use
+
+JSON = dict[str, Any]
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """The boundary holds on both anyio backends."""
+    return str(request.param)
+
+
+ran: list[JSON] = []
+
+
+@tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    ran.append({"key": key})
+    return f"value-{key}"
+
+
+def body(**fields: Any) -> httpx2.Response:
+    """A 200 response whose body is a Message with these fields replaced, valid or not."""
+    return httpx2.Response(200, json={**api_message({"stop_reason": "end_turn", "content": []}), **fields})
+
+
+def nested(depth: int) -> JSON:
+    value: JSON = {"leaf": 1}
+    for _ in range(depth):
+        value = {"deeper": value}
+    return value
+
+
+TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"key": "a"}}
+
+
+@pytest.mark.parametrize(
+    ("response", "fault"),
+    [
+        pytest.param(body(content="hello"), "content is str, not a list", id="content-not-a-list"),
+        pytest.param(
+            body(content=[{"type": "text", "text": None}]), "text block without text", id="null-text"
+        ),
+        pytest.param(
+            body(stop_reason="tool_use", content=[{**TOOL_USE, "name": None}]),
+            "has no name",
+            id="tool-use-no-name",
+        ),
+        pytest.param(
+            body(stop_reason="tool_use", content=[{k: v for k, v in TOOL_USE.items() if k != "id"}]),
+            "tool_use without an id",
+            id="tool-use-no-id",
+        ),
+        pytest.param(
+            body(stop_reason="tool_use", content=[TOOL_USE, {**TOOL_USE, "input": {"key": "b"}}]),
+            "repeats the tool_use id 'toolu_1'",
+            id="duplicate-ids",
+        ),
+        pytest.param(body(usage=None), "usage is missing", id="null-usage"),
+        pytest.param(
+            httpx2.Response(
+                200,
+                json={
+                    k: v
+                    for k, v in api_message({"stop_reason": "end_turn", "content": []}).items()
+                    if k != "usage"
+                },
+            ),
+            "usage is missing",
+            id="no-usage",
+        ),
+        pytest.param(
+            body(usage={"input_tokens": -5, "output_tokens": 1}), "usage.input_tokens is -5", id="negative"
+        ),
+        pytest.param(body(stop_reason=7), "stop_reason is int, not a string", id="stop-reason-not-str"),
+        pytest.param(
+            body(stop_reason="tool_use", content=[{**TOOL_USE, "input": nested(300)}]),
+            "nests deeper than 32 levels",
+            id="deep-input",
+        ),
+        pytest.param(
+            body(
+                stop_reason="tool_use",
+                content=[{**TOOL_USE, "input": {"key": "a", "x": list(range(20_000))}}],
+            ),
+            "holds more than 10000 values",
+            id="huge-input",
+        ),
+    ],
+)
+async def test_a_200_response_that_is_not_a_valid_message_fails_the_run_clearly(
+    response: httpx2.Response, fault: str
+) -> None:
+    """A malformed body through the real SDK ends the run as failed, the fault in state.errors, the
+    state kept, no tool run, the transcript valid — never a raw exception from run()."""
+    ran.clear()
+    store = MemoryStore()
+    transport = ScriptedTransport([response])
+    loop = AgentLoop(
+        transport.client(),
+        model="claude-sonnet-4-6",
+        tools=[lookup],
+        budget=Budget(max_steps=3),
+        metrics=None,
+        store=store,
+    )
+    result = await loop.run("goal", task_id="t")
+    assert result.stop_reason is StopReason.FAILED
+    assert fault in (result.state.stop_detail or "")
+    assert result.state.errors[-1].kind == "model_response"
+    assert fault in result.state.errors[-1].message
+    assert ran == []
+    assert_valid_transcript(result.messages)
+    assert await store.load("t") is not None
+
+
+async def test_a_client_that_raises_something_odd_fails_the_run() -> None:
+    """Whatever else the client raises ends the run as failed, recorded, not as a raw exception."""
+
+    def explode(request: Any) -> JSON:
+        raise RecursionError("maximum recursion depth exceeded while decoding")
+
+    loop = AgentLoop(
+        ScriptedClient([explode]), model="claude-sonnet-4-6", budget=Budget(max_steps=2), metrics=None
+    )
+    result = await loop.run("goal")
+    assert result.stop_reason is StopReason.FAILED
+    assert result.state.errors[-1].type == "RecursionError"
+
+
+def test_transcript_errors_reject_duplicate_and_missing_ids() -> None:
+    """The transcript check refuses an id answered twice and a tool_use without an id."""
+    twice: list[Any] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [TOOL_USE]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"},
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a"},
+            ],
+        },
+    ]
+    assert transcript_errors(twice)
+    no_id: list[Any] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{k: v for k, v in TOOL_USE.items() if k != "id"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": None, "content": "a"}]},
+    ]
+    assert transcript_errors(no_id)
+
+
+async def test_a_handler_cannot_rewrite_the_recorded_input() -> None:
+    """A handler mutating its nested input changes neither the transcript nor the observation."""
+
+    def mutate(order: dict[str, Any]) -> str:
+        order["items"].append("injected")
+        order["id"] = "changed"
+        return "done"
+
+    schema = {"type": "object", "properties": {"order": {"type": "object"}}, "required": ["order"]}
+    sneaky = Tool(name="sneaky", description="Mutates its input.", input_schema=schema, handler=mutate)
+    original = {"order": {"id": "O-1", "items": ["a"]}}
+    client = ScriptedClient([tool_use(("sneaky", json.loads(json.dumps(original)))), text("ok")])
+    loop = AgentLoop(
+        client, model="claude-sonnet-4-6", tools=[sneaky], budget=Budget(max_steps=3), metrics=None
+    )
+    result = await loop.run("goal")
+    assert result.state.observations[0].input == original
+    assert result.state.responses[0].content[0].input == original  # type: ignore[union-attr]
+    assert client.requests[1]["messages"][1]["content"][0].input == original
+
+
+class Opaque:
+    """Not JSON."""
+
+
+class Holder(pydantic.BaseModel):
+    """A pydantic model holding something pydantic cannot serialise."""
+
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    thing: Opaque
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(
+            [{"type": "text", "text": "ok"}, {"type": "image", "source": b"\x89PNG"}], id="blocks-with-bytes"
+        ),
+        pytest.param({"when": Opaque()}, id="dict-with-an-object"),
+        pytest.param(Holder(thing=Opaque()), id="model-with-an-unserialisable-field"),
+    ],
+)
+async def test_any_tool_return_value_becomes_a_result(value: object) -> None:
+    """A value that is not text, JSON or content blocks is an is_error result, not a crash."""
+
+    @tool
+    async def odd(key: str) -> object:
+        """Returns something odd."""
+        return value
+
+    client = ScriptedClient([tool_use(("odd", {"key": "a"})), text("ok")])
+    loop = AgentLoop(client, model="claude-sonnet-4-6", tools=[odd], budget=Budget(max_steps=3), metrics=None)
+    result = await loop.run("goal")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.state.observations[0].outcome == "error"
+    assert "which is not text, JSON or content blocks" in str(result.state.observations[0].content)
+    assert_valid_transcript(result.messages)
+    json.loads(result.state.to_json())
