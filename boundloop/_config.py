@@ -203,6 +203,8 @@ def provenance(
 ) -> Provenance:
     """The model and hashes of what a run is made with: replay compares them."""
     manifest = json.loads(json.dumps(tools.params, default=str))
+    for entry in manifest:
+        entry["requires_approval"] = tools[entry["name"]].requires_approval
     return Provenance(
         model=model,
         system_sha256=_sha256(system or ""),

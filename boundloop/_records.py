@@ -77,6 +77,8 @@ class CallResult:
     duration_s: float = 0.0
     attempts: int = 0
     """Handler invocations (0 when the call was not executed)."""
+    by_human: bool = False
+    """Decided by a human on resume: a denial is not the model's failure (no breaker count)."""
 
     @property
     def is_error(self) -> bool:

@@ -18,8 +18,9 @@ import anyio.to_thread
 from anthropic.types import Message, MessageParam
 
 from ._config import LoopConfig, build_config
-from ._records import Observation, Provenance
+from ._records import Observation, Provenance, StopReason
 from .errors import ScriptExhausted, UnhandledStop
+from .handlers._resume import prepare
 from .handlers.tools import Tool
 from .loop import AgentLoop
 from .policy import Policy
@@ -147,7 +148,15 @@ async def replay(source: LoopState | str | Path, loop: AgentLoop | None = None) 
     result: LoopResult | None
     try:
         result = await execute(config, state)
-        got = _trajectory(result.trace, result.state, detailed=recording.detailed)
+        events = list(result.trace)
+        decisions = _human_decisions(recording, result.state)
+        while decisions is not None:  # the recorded run went on after a human decided: so does this one
+            approvals, reply = decisions
+            resumed = prepare(result.state, approvals, reply)
+            result = await execute(config, result.state, resumed=resumed)
+            events += [event for event in result.trace if event.kind != "resume"]
+            decisions = _human_decisions(recording, result.state)
+        got = _trajectory(events, result.state, detailed=recording.detailed)
     except (ScriptExhausted, UnhandledStop) as exc:
         partial = exc.result if isinstance(exc, UnhandledStop) else None
         result = partial
@@ -162,6 +171,34 @@ async def replay(source: LoopState | str | Path, loop: AgentLoop | None = None) 
         provenance_changes=_changes(recording.provenance, config.provenance),
         result=result,
     )
+
+
+def _human_decisions(
+    recording: _Recording, state: LoopState
+) -> tuple[dict[str, bool | str], str | None] | None:
+    """The decisions a human made at this stop, read back from the recorded answers; None when
+    the run does not wait for a human or the recording has no answer to give."""
+    turn = state.turn
+    if state.stop_reason is not StopReason.NEEDS_HUMAN or turn is None or not turn.awaiting_human:
+        return None
+    approvals: dict[str, bool | str] = {}
+    for pending in state.pending_approvals:
+        answer = recording.results.get((pending.step, pending.tool_use_id))
+        if answer is None:
+            return None
+        text = str(answer.content)
+        if answer.outcome == "denied" and " was denied by a human" in text:
+            reason = text.split(" was denied by a human", 1)[1].removesuffix("; not run")
+            approvals[pending.tool_use_id] = reason.removeprefix(": ") if reason else False
+        else:
+            approvals[pending.tool_use_id] = True
+    reply: str | None = None
+    if state.escalation is not None:
+        answer = recording.results.get((state.escalation.step, state.escalation.tool_use_id))
+        if answer is None:
+            return None
+        reply = str(answer.content)
+    return approvals, reply
 
 
 def _recording(source: LoopState | str | Path) -> _Recording:
@@ -270,6 +307,7 @@ def _stand_in(entry: Mapping[str, Any]) -> Tool:
         description=str(entry.get("description") or "(replayed)"),
         input_schema=cast(dict[str, Any], entry.get("input_schema") or {"type": "object"}),
         handler=unreachable,
+        requires_approval=bool(entry.get("requires_approval", False)),
     )
 
 

@@ -45,7 +45,7 @@ def transcript_errors(messages: list[MessageParam]) -> list[str]:
             if previous == "user":
                 problems.append(f"message {index}: two user messages in a row")
             answered = [field(b, "tool_use_id") for b in blocks if kind(b) == "tool_result"]
-            if sorted(answered) != sorted(open_ids):
+            if sorted(answered, key=repr) != sorted(open_ids, key=repr):
                 problems.append(f"message {index}: answers {answered}, expected {open_ids}")
             open_ids = []
         else:
@@ -54,7 +54,9 @@ def transcript_errors(messages: list[MessageParam]) -> list[str]:
                     f"message {index}: tool_use {open_ids} not answered before more assistant output"
                 )
             open_ids = [field(b, "id") for b in blocks if kind(b) == "tool_use"]
-            if not all(isinstance(tool_use_id, str) and tool_use_id for tool_use_id in open_ids):
+            if not all(
+                isinstance(cast(object, tool_use_id), str) and tool_use_id for tool_use_id in open_ids
+            ):
                 problems.append(f"message {index}: a tool_use without an id")
             if len(set(open_ids)) != len(open_ids):
                 problems.append(f"message {index}: two tool_use blocks share an id")

@@ -42,7 +42,35 @@ def test_examples_are_all_tested() -> None:
         "parallel_tools",
         "fastapi_app",
         "diagram",
+        "approval",
     }
+
+
+async def test_approval(capsys: pytest.CaptureFixture[str]) -> None:
+    """The approval example waits for a human, then runs the approved refund and denies the other."""
+    assert await load("approval").main() == 0
+    out = capsys.readouterr().out
+    assert "stop reason: needs_human" in out
+    assert "waiting: t1 issue_refund" in out
+    assert "waiting: t2 issue_refund" in out
+    assert "refunds so far: 0" in out
+    assert "t2 denied: issue_refund was denied by a human: over the EUR 500 limit without a manager" in out
+    assert "refunds applied: ['O-104: EUR 40.00']" in out
+    assert "stop reason: completed" in out
+
+
+def test_approval_as_a_script() -> None:
+    """`python examples/approval.py` runs offline and exits 0."""
+    ran = subprocess.run(
+        [sys.executable, str(EXAMPLES / "approval.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=ENV,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "stop reason: completed" in ran.stdout
 
 
 async def test_refund_investigation(capsys: pytest.CaptureFixture[str]) -> None:

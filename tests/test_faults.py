@@ -247,7 +247,8 @@ async def test_an_approver_callback_decides_in_process(approved: bool, expected_
 
 
 async def test_cost_budget_stops_before_the_next_model_call() -> None:
-    """Spend computed from usage and the price table stops the run with cost_budget."""
+    """Spend computed from usage and the price table stops the run with cost_budget: the second
+    call's input alone (about the first call's) would pass the budget, so it never starts."""
     ledger = Ledger()
     client = ScriptedClient(
         [tool_use(("read_order", {"order_id": str(i)}), input_tokens=1_000_000) for i in range(3)]
@@ -256,7 +257,8 @@ async def test_cost_budget_stops_before_the_next_model_call() -> None:
     loop = loop_for(client, ledger, budget=Budget(max_steps=6, max_cost_usd=5.0), prices=prices)
     result = await loop.run("goal")
     assert result.stop_reason is StopReason.COST_BUDGET
-    assert result.usage.cost_usd == pytest.approx(2 * (3.0 + 5 * 15 / 1e6))
+    assert result.usage.cost_usd == pytest.approx(3.0 + 5 * 15 / 1e6)
+    assert len(client.requests) == 1
     with pytest.raises(BudgetExceeded) as caught:
         result.unwrap()
     assert caught.value.limit == "max_cost_usd"

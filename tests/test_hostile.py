@@ -222,3 +222,60 @@ async def test_any_tool_return_value_becomes_a_result(value: object) -> None:
     assert "which is not text, JSON or content blocks" in str(result.state.observations[0].content)
     assert_valid_transcript(result.messages)
     json.loads(result.state.to_json())
+
+
+# -- budgets are ceilings ----------------------------------------------------------------
+
+
+async def test_no_batch_runs_once_the_response_passes_the_token_budget() -> None:
+    """A response whose usage already passes max_total_tokens has its tool calls answered, not run."""
+    ran.clear()
+    client = ScriptedClient([tool_use(("lookup", {"key": "a"}), input_tokens=400, output_tokens=200)])
+    loop = AgentLoop(
+        client,
+        model="claude-sonnet-4-6",
+        tools=[lookup],
+        budget=Budget(max_steps=4, max_total_tokens=500),
+        metrics=None,
+        max_tokens=1000,
+    )
+    result = await loop.run("goal")
+    assert result.stop_reason is StopReason.TOKEN_BUDGET
+    assert ran == []
+    assert result.state.tool_calls == 0
+    assert_valid_transcript(result.messages)
+
+
+async def test_each_request_asks_for_no_more_output_than_the_budget_has_left() -> None:
+    """max_tokens is clamped to the tokens left after the next call's estimated input."""
+    client = ScriptedClient(
+        [tool_use(("lookup", {"key": "a"}), input_tokens=300, output_tokens=100), text("done")]
+    )
+    loop = AgentLoop(
+        client,
+        model="claude-sonnet-4-6",
+        tools=[lookup],
+        budget=Budget(max_steps=4, max_total_tokens=1000),
+        metrics=None,
+        max_tokens=4096,
+    )
+    result = await loop.run("goal")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert client.requests[0]["max_tokens"] == 1000  # nothing used, no estimate yet
+    assert client.requests[1]["max_tokens"] == 1000 - 400 - 400  # used 400; the next input is >= 400
+
+
+async def test_no_final_answer_once_tokens_are_spent() -> None:
+    """on_exhausted="final_answer" at max_steps makes no call when the tokens are spent too."""
+    client = ScriptedClient([tool_use(("lookup", {"key": "a"}), input_tokens=600, output_tokens=100)])
+    loop = AgentLoop(
+        client,
+        model="claude-sonnet-4-6",
+        tools=[lookup],
+        budget=Budget(max_steps=1, max_total_tokens=1000, on_exhausted="final_answer"),
+        metrics=None,
+    )
+    result = await loop.run("goal")
+    assert result.stop_reason is StopReason.MAX_STEPS
+    assert len(client.requests) == 1
+    assert result.answer is None

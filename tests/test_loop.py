@@ -138,7 +138,8 @@ TRAJECTORIES = [
     pytest.param(
         [tool_use(("lookup", {"key": "a"}), input_tokens=10), tool_use(("lookup", {"key": "b"}))],
         {"budget": Budget(max_steps=6, max_total_tokens=20)},
-        [*START, *TOOL_ROUND, ("validate", "act"), ("act", "observe"), ("observe", "stopped")],
+        # 15 tokens used; the next call's input alone (15) would pass 20: it never starts.
+        [*START, ("validate", "act"), ("act", "observe"), ("observe", "assemble"), ("assemble", "stopped")],
         StopReason.TOKEN_BUDGET,
         id="token-budget",
     ),

@@ -76,3 +76,22 @@ async def test_a_file_that_is_not_a_recording_is_refused(tmp_path: Path) -> None
     await anyio.Path(path).write_text('{"kind": "transition", "step": 0, "at": 0}\n', encoding="utf-8")
     with pytest.raises(ValueError, match="no stop event"):
         await replay(path)
+
+
+async def test_a_run_resumed_after_human_decisions_replays_through_them() -> None:
+    """The human's approvals, denial reason and reply are read back from the recorded answers."""
+    from boundloop import MemoryStore
+    from tests.test_resume import TWO_REFUNDS, Ledger
+    from tests.test_resume import make_loop as refund_loop
+
+    store = MemoryStore()
+    await refund_loop([TWO_REFUNDS], store, Ledger()).run("Refund?", task_id="t")
+    later = refund_loop(
+        [{"stop_reason": "end_turn", "content": [{"type": "text", "text": "ok"}]}], store, Ledger()
+    )
+    result = await later.resume("t", approvals={"toolu_r1": True, "toolu_r2": "over the limit"})
+    report = await replay(result.state)
+    assert report.identical, report.describe()
+    assert report.result is not None
+    assert report.result.stop_reason is StopReason.COMPLETED
+    assert report.result.trace[0].kind == "resume"  # it stopped for the human

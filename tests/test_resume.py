@@ -231,3 +231,13 @@ async def test_a_bad_envelope_is_refused_before_the_run(kwargs: JSON, message: s
     with pytest.raises(ConfigurationError, match=message):
         await loop.run(**kwargs)
     assert client.requests == []
+
+
+async def test_a_humans_denials_do_not_open_the_circuit_breaker() -> None:
+    """Denying every waiting call is a decision, not the model failing: the run goes on."""
+    store = MemoryStore()
+    await make_loop([TWO_REFUNDS], store, Ledger()).run("Refund?", task_id="t-deny")
+    later = make_loop([text("Neither refund was approved.")], store, Ledger())
+    result = await later.resume("t-deny", approvals={"toolu_r1": False, "toolu_r2": "no"})
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.state.consecutive_tool_errors == 0

@@ -288,8 +288,8 @@ async def test_memory_store_checkpoints_every_step() -> None:
         [tool_use(("lookup", {"key": "a"})), tool_use(("lookup", {"key": "b"})), text("done")], store=Spy()
     )
     result = await loop.run("goal", task_id="t-9")
-    # Before each batch (its intents) and after it (its results), then at the stop.
-    assert saved_steps == [1, 1, 2, 2, 3]
+    # At the start, before each batch (its intents) and after it (its results), then at the stop.
+    assert saved_steps == [0, 1, 1, 2, 2, 3]
     loaded = await store.load("t-9")
     assert loaded is not None
     assert loaded.to_dict() == result.state.to_dict()

@@ -78,7 +78,7 @@ def _record(ctx: RunContext, results: list[CallResult], keys: list[str]) -> None
         if outcome == "ok":
             state.consecutive_tool_errors = 0
             state.succeeded[key] = len(state.observations) - 1
-        elif outcome in FAILED_OUTCOMES:
+        elif outcome in FAILED_OUTCOMES and not result.by_human:
             state.consecutive_tool_errors += 1
             if outcome != "invalid":  # invalid actions are recorded when validation decides them
                 state.errors.append(

@@ -72,7 +72,7 @@ def _blocks_problem(content: list[object]) -> str | None:
         tool_input = getattr(block, "input", None)
         if not isinstance(tool_input, dict):
             return f"tool_use {block_id!r} input is {type(tool_input).__name__}, not an object"
-        shape = _input_problem(tool_input)
+        shape = _input_problem(cast(object, tool_input))
         if shape is not None:
             return f"tool_use {block_id!r} input {shape}"
     return None

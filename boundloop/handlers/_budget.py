@@ -8,6 +8,7 @@ observe); `breaker` after every tool round. A spent step or tool-call budget wit
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
 import anyio
@@ -29,6 +30,14 @@ def spent(ctx: RunContext) -> Exceeded | None:
     budget = ctx.config.budget
     if state.step >= budget.max_steps:
         return Exceeded(limit="max_steps", value=budget.max_steps, used=state.step)
+    return ceiling_spent(ctx)
+
+
+def ceiling_spent(ctx: RunContext) -> Exceeded | None:
+    """The first spent hard ceiling (tokens, cost, time), or None: checked before every batch
+    and every model call, the final answer included."""
+    state = ctx.state
+    budget = ctx.config.budget
     tokens = state.usage.total_tokens
     if budget.max_total_tokens is not None and tokens >= budget.max_total_tokens:
         return Exceeded(limit="max_total_tokens", value=budget.max_total_tokens, used=tokens)
@@ -77,8 +86,58 @@ def stop_at(ctx: RunContext, exceeded: Exceeded, detail: str | None = None) -> N
         detail or f"{exceeded.limit}={exceeded.value:g} spent (used {exceeded.used:g})",
     )
     state.final_call_due = (
-        ctx.config.budget.on_exhausted == "final_answer" and exceeded.limit in FINAL_ANSWER_AFTER
+        ctx.config.budget.on_exhausted == "final_answer"
+        and exceeded.limit in FINAL_ANSWER_AFTER
+        and ceiling_spent(ctx) is None
+        and output_allowance(ctx) >= 1
     )
+
+
+def next_input_estimate(ctx: RunContext) -> int:
+    """The input tokens of the next call, at least: the previous call's input and its output,
+    which is now part of the transcript. 0 before the first call."""
+    if not ctx.state.responses:
+        return 0
+    usage = ctx.state.responses[-1].usage
+    return (
+        usage.input_tokens
+        + (usage.cache_read_input_tokens or 0)
+        + (usage.cache_creation_input_tokens or 0)
+        + usage.output_tokens
+    )
+
+
+def output_allowance(ctx: RunContext) -> int:
+    """`max_tokens` for the next call: the configured value, clamped so that the call's worst
+    case (the estimated input plus all of its output) fits in the token and cost budgets."""
+    config = ctx.config
+    budget = config.budget
+    state = ctx.state
+    allowance = config.max_tokens
+    estimate = next_input_estimate(ctx)
+    if budget.max_total_tokens is not None:
+        allowance = min(allowance, budget.max_total_tokens - state.usage.total_tokens - estimate)
+    price = config.price
+    if budget.max_cost_usd is not None and price is not None and price.output_per_mtok > 0:
+        left = budget.max_cost_usd - state.usage.cost_usd - estimate * price.input_per_mtok / 1_000_000
+        allowance = min(allowance, math.floor(left * 1_000_000 / price.output_per_mtok))
+    return allowance
+
+
+def call_spent(ctx: RunContext) -> Exceeded | None:
+    """The token or cost budget cannot cover even one output token of the next call."""
+    if output_allowance(ctx) >= 1:
+        return None
+    state = ctx.state
+    budget = ctx.config.budget
+    estimate = next_input_estimate(ctx)
+    if budget.max_total_tokens is not None and (
+        state.usage.total_tokens + estimate + 1 > budget.max_total_tokens
+    ):
+        return Exceeded(
+            limit="max_total_tokens", value=budget.max_total_tokens, used=state.usage.total_tokens
+        )
+    return Exceeded(limit="max_cost_usd", value=budget.max_cost_usd or 0.0, used=state.usage.cost_usd)
 
 
 def final_answer_note(exceeded: Exceeded) -> str:

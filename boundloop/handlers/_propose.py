@@ -14,18 +14,24 @@ from ..statemachine.table import Trigger
 from ..transcript import append_user
 from ._answers import finish
 from ._boundary import problem
-from ._budget import final_answer_note, spent, stop_at
+from ._budget import call_spent, ceiling_spent, final_answer_note, output_allowance, spent, stop_at
 from ._context import RunContext
 from ._validation import canonical
 
 
 async def assemble(ctx: RunContext) -> Trigger:
-    """Check every budget before the next model call; at a spent one, stop or conclude."""
+    """Check every budget before the next model call; at a spent one, stop or conclude.
+
+    The next call's worst case (its estimated input plus `max_tokens`) must fit in the token
+    and cost budgets; `max_tokens` is clamped to what is left.
+    """
     state = ctx.state
     if state.exceeded is None:
-        exceeded = spent(ctx)
+        exceeded = spent(ctx) or call_spent(ctx)
         if exceeded is not None:
             stop_at(ctx, exceeded)
+    elif state.final_call_due and (ceiling_spent(ctx) or call_spent(ctx)) is not None:
+        state.final_call_due = False  # tokens, cost and time are ceilings: no final answer past them
     if state.final_call_due and state.exceeded is not None:
         append_user(state.messages, [{"type": "text", "text": final_answer_note(state.exceeded)}])
     return Trigger.ASSEMBLED
@@ -36,7 +42,7 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
     config = ctx.config
     request: dict[str, Any] = {
         "model": config.model,
-        "max_tokens": config.max_tokens,
+        "max_tokens": max(1, output_allowance(ctx)),
         "messages": list(ctx.state.messages),
     }
     if config.system is not None:
@@ -82,7 +88,7 @@ async def _call_model(ctx: RunContext, request: dict[str, Any]) -> Message | Non
         ctx.error("model_response", ValueError(fault))
         _failed(ctx, f"the model's response is not usable: {fault}")
         return None
-    return cast(Message, response)
+    return cast(Message, response)  # pyright: ignore[reportUnnecessaryCast]  # mypy keeps `object`
 
 
 def _failed(ctx: RunContext, detail: str) -> None:

@@ -103,4 +103,6 @@ def _approval(name: str, decision: Decision, turn: Turn, index: int) -> CallResu
     if decision is True:
         return None
     reason = "" if decision is False else f": {decision}"
-    return refused(call, "denied", f"{name} was denied by a human{reason}; not run")
+    answer = refused(call, "denied", f"{name} was denied by a human{reason}; not run")
+    answer.by_human = True
+    return answer

@@ -25,7 +25,7 @@ from ..errors import UnhandledStop
 from ..statemachine.table import Trigger
 from ..transcript import append_user
 from ._answers import answer_open_calls, finish
-from ._budget import stop_at
+from ._budget import LIMIT_STOPS, ceiling_spent, stop_at
 from ._context import Planned, RunContext
 from ._results import refused
 from .stops import Route, SignalContext, Verdict, answer_text
@@ -164,6 +164,10 @@ def _batch_stop(
         return (StopReason.NEEDS_HUMAN, f"the model asked for a human: {state.escalation.reason}"), None
     if escalated:
         return (StopReason.NEEDS_HUMAN, f"approval required for {', '.join(escalated)}"), None
+    ceiling = ceiling_spent(ctx)
+    if ceiling is not None and runnable:  # no batch runs once tokens, cost or time are spent
+        detail = f"{ceiling.limit}={ceiling.value:g} spent (used {ceiling.used:g}) before the batch"
+        return (LIMIT_STOPS[ceiling.limit], detail), ceiling
     limit = ctx.config.budget.max_tool_calls
     if limit is not None and state.tool_calls + runnable > limit:
         left = limit - state.tool_calls

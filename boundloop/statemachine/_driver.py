@@ -71,8 +71,8 @@ async def execute(
     """Drive a run from the phase its state is in to `stopped`, and return its result.
 
     A new run starts in `assemble`; a state read back from a checkpoint continues where
-    it was saved. A resume (`resumed`: what the `resume` trace event records) is saved
-    before anything runs, so its intents are durable.
+    it was saved. With a store, the state is saved before anything runs (a new run exists
+    from its start; a resume's intents are durable).
 
     Raises:
         UnhandledStop: the API sent a stop_reason with no handler (`.result` is set).
@@ -87,8 +87,8 @@ async def execute(
     try:
         if resumed is not None:
             ctx.event("resume", **resumed)
-            if config.store is not None:
-                await config.store.save(state)
+        if config.store is not None:  # the run exists from its start (or its resume's intents)
+            await config.store.save(state)
         await driver.execute(cancel)
     finally:
         config.machine.remove(driver.run)
@@ -160,9 +160,13 @@ class _Driver:
         while run.phase is not Phase.STOPPED:
             trigger = await WORK[run.phase](ctx)
             dest = self.fire(trigger)
-            if store is not None and (dest is Phase.ACT or dest is Phase.OBSERVE):
-                # Before a batch (its calls and idempotency keys, as intents), and after it
-                # (its results, recorded as observations).
+            if store is not None and (
+                dest is Phase.ACT
+                or dest is Phase.OBSERVE
+                or (dest is Phase.ASSEMBLE and trigger is Trigger.VALIDATED)
+            ):
+                # Before a batch (its calls and idempotency keys, as intents), after it (its
+                # results, recorded as observations), and after a step without tools.
                 ctx.state.elapsed_s = ctx.elapsed_s
                 await store.save(ctx.state)
 

@@ -1,0 +1,204 @@
+"""Crash and resume across processes: a SIGKILLed run continues from its SQLite checkpoint.
+
+Each test starts `tests/crash_worker.py` as a real process, waits on its stdout until the run
+is where it should die (coordination through the pipe, no sleeps), SIGKILLs it, and resumes
+the run, in this process or in a fresh worker. A side-effecting tool writes its effect into a
+SQLite ledger once per idempotency key, so "exactly once" is checked on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import anyio.to_thread
+import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from boundloop import LoopState, SQLiteStore, StopReason
+from tests import crash_worker
+from tests.crash_worker import CHARGE_ID, READ_ID, REFUND_IDS
+from tests.helpers import assert_valid_transcript
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+WORKER: Final = "tests/crash_worker.py"
+DEADLINE_S: Final = 30.0
+"""The most one worker may take to reach its marker or to finish (a slow, shared CI machine)."""
+
+Ledger = tuple[list[tuple[str, str]], list[tuple[str, str, int]]]
+
+
+def command(db: Path, ledger: Path, mode: str, task_id: str, *extra: str) -> list[str]:
+    """The worker's command line."""
+    return [sys.executable, WORKER, str(db), str(ledger), mode, task_id, *extra]
+
+
+async def read_until(process: Process, marker: str) -> None:
+    """Read the worker's stdout line by line until it prints `marker`."""
+    assert process.stdout is not None
+    stdout = BufferedByteReceiveStream(process.stdout)
+    lines: list[str] = []
+    while True:
+        try:
+            line = (await stdout.receive_until(b"\n", 1 << 20)).decode()
+        except (anyio.EndOfStream, anyio.IncompleteRead):
+            code = await process.wait()
+            raise AssertionError(f"the worker exited ({code}) before {marker}; stdout: {lines}") from None
+        if line == marker:
+            return
+        lines.append(line)
+
+
+async def kill_at(marker: str, db: Path, ledger: Path, mode: str, task_id: str) -> None:
+    """Start a worker in `mode`, wait until it prints `marker`, then SIGKILL it."""
+    # stderr is inherited: pytest shows a worker's traceback with the failing test.
+    async with await anyio.open_process(command(db, ledger, mode, task_id), cwd=ROOT, stderr=None) as process:
+        try:
+            with anyio.fail_after(DEADLINE_S):
+                await read_until(process, marker)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            with anyio.fail_after(DEADLINE_S, shield=True):
+                await process.wait()
+    assert process.returncode == -signal.SIGKILL
+
+
+async def run_worker(db: Path, ledger: Path, mode: str, task_id: str, *extra: str) -> dict[str, Any]:
+    """Run a worker to its end; its last stdout line, parsed as JSON."""
+    with anyio.fail_after(DEADLINE_S):
+        done = await anyio.run_process(command(db, ledger, mode, task_id, *extra), cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    report: dict[str, Any] = json.loads(done.stdout.decode().splitlines()[-1])
+    return report
+
+
+async def read_ledger(ledger: Path) -> Ledger:
+    """The ledger's effects and calls, read in a worker thread."""
+    return await anyio.to_thread.run_sync(crash_worker.read_ledger, ledger)
+
+
+async def stored(db: Path, task_id: str) -> LoopState:
+    """The task's last checkpoint."""
+    state = await SQLiteStore(db).load(task_id)
+    assert state is not None
+    return state
+
+
+async def test_a_run_killed_while_its_tool_is_in_flight_resumes_and_charges_once(tmp_path: Path) -> None:
+    """SIGKILL while `charge` is in flight: the checkpoint holds the batch as intents, and resuming
+    in this process runs it again under the same idempotency key, so the charge lands once."""
+    db, ledger, task_id = tmp_path / "runs.db", tmp_path / "ledger.db", "crash-in-tool"
+    key = f"{task_id}:1:{CHARGE_ID}"
+    await kill_at(crash_worker.IN_FLIGHT, db, ledger, "kill-in-tool", task_id)
+
+    before = await stored(db, task_id)
+    assert str(before.phase) == "act"
+    assert before.step == 1
+    assert before.turn is not None
+    ids = [call.id for call in before.turn.calls]
+    assert ids == [READ_ID, CHARGE_ID]
+    assert before.turn.answers == [None, None]  # both intents: no result was recorded
+    assert before.observations == []
+    effects, calls = await read_ledger(ledger)
+    assert effects == [(key, "O-1")]  # the effect happened before the kill
+    (killed_pid,) = {pid for _, _, pid in calls}
+
+    loop = crash_worker.build_loop(db, ledger, "resume", crash_worker.SCRIPT[len(before.responses) :])
+    with anyio.fail_after(DEADLINE_S):
+        result = await loop.resume(task_id)
+
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.answer == "charged"
+    assert result.state.task_id == task_id
+    assert result.state.trace_id == before.trace_id
+    assert result.trace[0].kind == "resume"
+    assert result.trace[0].data["from_phase"] == "act"
+    assert result.trace[0].data["interrupted"] is True
+    assert result.state.step == 2
+    assert_valid_transcript(result.messages)
+    assert [(o.tool_use_id, o.outcome) for o in result.state.observations] == [
+        (READ_ID, "ok"),
+        (CHARGE_ID, "ok"),
+    ]
+    effects, calls = await read_ledger(ledger)
+    assert effects == [(key, "O-1")]  # exactly one effect for the charge
+    charges = [(k, pid) for tool, k, pid in calls if tool == "charge"]
+    assert charges == [(key, killed_pid), (key, os.getpid())]  # run again, under the same key
+    assert ("read_order", f"{task_id}:1:{READ_ID}", os.getpid()) in calls  # its intent ran again too
+    after = await stored(db, task_id)
+    assert str(after.phase) == "stopped"
+    assert after.stop_reason is StopReason.COMPLETED
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the work is in the workers: one event loop is enough
+async def test_a_run_killed_before_its_next_model_call_resumes_in_a_new_process(tmp_path: Path) -> None:
+    """SIGKILL between the post-batch checkpoint and the next model call: a fresh worker resumes
+    it, no tool runs again, and the run completes under its original ids."""
+    db, ledger, task_id = tmp_path / "runs.db", tmp_path / "ledger.db", "crash-before-model"
+    key = f"{task_id}:1:{CHARGE_ID}"
+    await kill_at(crash_worker.MODEL_CALL, db, ledger, "kill-before-model", task_id)
+
+    before = await stored(db, task_id)
+    assert str(before.phase) == "observe"
+    assert before.step == 1
+    assert [(o.tool_use_id, o.outcome) for o in before.observations] == [(READ_ID, "ok"), (CHARGE_ID, "ok")]
+    effects_before, calls_before = await read_ledger(ledger)
+    assert effects_before == [(key, "O-1")]
+    assert sorted(tool for tool, _, _ in calls_before) == ["charge", "read_order"]
+
+    report = await run_worker(db, ledger, "resume", task_id)
+
+    assert report["stop_reason"] == "completed"
+    assert report["answer"] == "charged"
+    state = LoopState.from_json(json.dumps(report["state"]))
+    assert state.task_id == task_id
+    assert state.trace_id == before.trace_id
+    assert report["trace"][0]["kind"] == "resume"
+    assert report["trace"][0]["data"]["from_phase"] == "observe"
+    assert report["trace"][0]["data"]["interrupted"] is True
+    assert state.step == 2
+    assert_valid_transcript(state.messages)
+    assert len(state.observations) == 2  # the recorded results were kept, not redone
+    assert await read_ledger(ledger) == (effects_before, calls_before)  # no tool ran again
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the work is in the workers: one event loop is enough
+async def test_an_approval_round_trip_across_processes(tmp_path: Path) -> None:
+    """One process stops for approval of two refunds; a new process resumes it approving one and
+    denying one: the approved refund lands once, the denied never, and the model sees the reason."""
+    db, ledger, task_id = tmp_path / "runs.db", tmp_path / "ledger.db", "refunds"
+    first = await run_worker(db, ledger, "run-approval", task_id)
+    assert first == {"stop_reason": "needs_human", "pending": list(REFUND_IDS)}
+    assert await read_ledger(ledger) == ([], [])  # nothing ran: the batch waits as a whole
+    [row] = await SQLiteStore(db).list()
+    assert (row.task_id, row.status) == (task_id, "waiting")
+    waiting = await stored(db, task_id)
+
+    approved, denied = REFUND_IDS
+    decisions = {approved: True, denied: "over the refund limit"}
+    report = await run_worker(db, ledger, "resume-approval", task_id, json.dumps(decisions))
+
+    assert report["stop_reason"] == "completed"
+    state = LoopState.from_json(json.dumps(report["state"]))
+    assert state.task_id == task_id
+    assert state.trace_id == waiting.trace_id
+    assert report["trace"][0]["kind"] == "resume"
+    assert report["trace"][0]["data"]["approvals"] == decisions
+    assert state.step == 2
+    assert_valid_transcript(state.messages)
+    seen = json.loads(report["answer"])  # the scripted model answers with the tool results it was sent
+    assert seen[approved] == {"content": "refunded O-1", "is_error": False}
+    assert seen[denied]["is_error"] is True
+    assert "denied by a human: over the refund limit" in seen[denied]["content"]
+    key = f"{task_id}:1:{approved}"
+    effects, calls = await read_ledger(ledger)
+    assert effects == [(key, "O-1")]  # the approved refund, once; the denied one never
+    assert [(tool, k) for tool, k, _ in calls] == [("issue_refund", key)]
