@@ -23,7 +23,9 @@ def test_readme_python_block_runs(index: int, tmp_path: Path, capsys: pytest.Cap
     script = tmp_path / f"readme_{index}.py"
     script.write_text(source, encoding="utf-8")
     namespace = runpy.run_path(str(script), run_name="__main__")
-    if "loop.run" in source:
+    if "resume(" in source:
+        assert "completed Refunded O-104." in capsys.readouterr().out
+    elif "loop.run" in source:
         assert "evidence is sufficient" in capsys.readouterr().out
     else:  # the FastAPI block: the app serves /metrics
         routes = namespace["app"].routes
