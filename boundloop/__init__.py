@@ -29,6 +29,7 @@ from .errors import RunFailed as RunFailed
 from .errors import ScriptExhausted as ScriptExhausted
 from .errors import TaskExists as TaskExists
 from .errors import TaskNotFound as TaskNotFound
+from .errors import ToolFailed as ToolFailed
 from .errors import Truncated as Truncated
 from .errors import UnhandledStop as UnhandledStop
 from .handlers.stops import Route as Route
@@ -98,6 +99,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolContext",
+    "ToolFailed",
     "TraceEvent",
     "Truncated",
     "UnhandledStop",

@@ -28,7 +28,7 @@ from .trace import TraceEvent
 
 Redactor = Callable[[str], str]
 EventHook = Callable[[TraceEvent], None]
-ToolErrors = Literal["report", "raise"]
+ToolErrors = Literal["report", "raise", "stop"]
 
 
 class Default:
@@ -136,8 +136,8 @@ def build_config(
         f"on_event must be a callable taking a TraceEvent, got {on_event!r}",
     )
     _require(
-        on_tool_error in ("report", "raise"),
-        f"on_tool_error must be 'report' or 'raise', got {on_tool_error!r}",
+        on_tool_error in ("report", "raise", "stop"),
+        f"on_tool_error must be 'report', 'raise' or 'stop', got {on_tool_error!r}",
     )
     _require(_positive_int(max_tool_output_chars), "max_tool_output_chars must be a positive int")
     registry = ToolRegistry(tools)

@@ -30,6 +30,7 @@ class StopReason(enum.StrEnum):
     COST_BUDGET = "cost_budget"
     TRUNCATED = "truncated"
     CONTEXT_EXCEEDED = "context_exceeded"
+    TOOL_FAILURE = "tool_failure"
 
 
 BUDGET_STOPS: Final = frozenset(

@@ -20,6 +20,7 @@ LoopError
     ├── PolicyBlocked                  the model proposed a forbidden tool
     ├── EvidenceMissing                a final answer came before the required evidence
     ├── Truncated                      the model hit max_tokens
+    ├── ToolFailed                     a tool failed after its retries, with on_tool_error="stop"
     └── ContextExceeded                the model's context window was exceeded
 ```
 
@@ -184,6 +185,10 @@ class Truncated(RunError):
     """The model ran out of output tokens (`stop_reason: max_tokens`)."""
 
 
+class ToolFailed(RunError):
+    """A tool failed after its retries and `on_tool_error="stop"` ends the run."""
+
+
 class ContextExceeded(RunError):
     """The model's context window was exceeded."""
 
@@ -197,6 +202,7 @@ _BY_REASON: dict[str, type[RunError]] = {
     "evidence_missing": EvidenceMissing,
     "truncated": Truncated,
     "context_exceeded": ContextExceeded,
+    "tool_failure": ToolFailed,
     "max_steps": BudgetExceeded,
     "max_tool_calls": BudgetExceeded,
     "timeout": BudgetExceeded,

@@ -40,6 +40,7 @@ class AgentLoop:
         max_tokens: `max_tokens` of every request.
         name: the `loop` label on every metric.
         on_tool_error: `"report"` a failing handler to the model as an `is_error` result,
+            `"stop"` the run with `tool_failure` once a tool fails after its retries,
             or `"raise"` its exception from `run()`.
         max_tool_output_chars: longer tool results are truncated with a visible marker.
         redact: a hook applied to text written to the trace, `state.errors` and stop details

@@ -380,13 +380,118 @@ def test_run_reports_the_users_errors_in_one_line(
     assert expected in one_line(capsys.readouterr().err)
 
 
-def test_trace_path_is_checked_before_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A --trace into a missing directory fails at once, before any model call."""
-    target = tmp_path / "missing" / "run.jsonl"
+def unwritable_trace(tmp_path: Path, kind: str) -> Path:
+    """A --trace path that cannot be opened for writing, even by root."""
+    if kind == "parent-is-a-file":
+        (tmp_path / "file").write_text("", encoding="utf-8")
+        return tmp_path / "file" / "run.jsonl"
+    if kind == "missing-directory":
+        return tmp_path / "missing" / "run.jsonl"
+    if kind == "dangling-link":  # passed the old check: the link's own directory is writable
+        (tmp_path / "run.jsonl").symlink_to(tmp_path / "missing" / "run.jsonl")
+        return tmp_path / "run.jsonl"
+    (tmp_path / "dir").mkdir()
+    return tmp_path / "dir"
+
+
+UNWRITABLE = pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        pytest.param("parent-is-a-file", "Not a directory", id="parent-is-a-file"),
+        pytest.param("missing-directory", "No such file or directory", id="missing-directory"),
+        pytest.param("directory", "Is a directory", id="directory"),
+        pytest.param("dangling-link", "No such file or directory", id="dangling-link"),
+    ],
+)
+
+
+@UNWRITABLE
+def test_an_unwritable_trace_fails_the_demo_before_the_run(
+    kind: str, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --trace that cannot be opened fails at once (exit 2, one line), before any model call."""
+    target = unwritable_trace(tmp_path, kind)
     assert main(["demo", "--trace", str(target)]) == 2
     captured = capsys.readouterr()
-    assert "does not exist" in one_line(captured.err)
-    assert "step 1" not in captured.out
+    assert one_line(captured.err) == f"boundloop: error: cannot write the trace {target}: {reason}"
+    assert captured.out == ""  # no view, no transition: the loop never started
+    assert not target.is_file()
+
+
+WATCHED = ScriptedClient([text("done")])
+"""The client of `watched_loop`; each test replaces it (monkeypatch) with a fresh one."""
+
+
+def watched_loop() -> AgentLoop:
+    """A loop on `WATCHED`, so a test can see which requests its model got."""
+    return AgentLoop(WATCHED, model="claude-sonnet-4-6", budget=Budget(max_steps=2), metrics=None)
+
+
+@UNWRITABLE
+def test_an_unwritable_trace_fails_run_before_any_model_call(
+    kind: str,
+    reason: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`run --trace` into an unusable path: exit 2, one line, and the model got no request."""
+    client = ScriptedClient([text("done")])
+    monkeypatch.setattr(sys.modules[__name__], "WATCHED", client)
+    target = unwritable_trace(tmp_path, kind)
+    argv = [
+        "run",
+        "tests.test_cli:watched_loop",
+        "--goal",
+        "g",
+        "--app-dir",
+        str(ROOT),
+        "--trace",
+        str(target),
+    ]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert one_line(captured.err) == f"boundloop: error: cannot write the trace {target}: {reason}"
+    assert captured.out == ""
+    assert client.requests == []
+
+
+def test_a_writable_trace_is_written_after_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The check opens the file but keeps the run going: the model is called, the trace written."""
+    client = ScriptedClient([text("done")])
+    monkeypatch.setattr(sys.modules[__name__], "WATCHED", client)
+    target = tmp_path / "run.jsonl"
+    target.write_text("an older trace, replaced\n", encoding="utf-8")
+    argv = [
+        "run",
+        "tests.test_cli:watched_loop",
+        "--goal",
+        "g",
+        "--app-dir",
+        str(ROOT),
+        "--trace",
+        str(target),
+    ]
+    assert main([*argv, "--json"]) == 0
+    capsys.readouterr()
+    assert len(client.requests) == 1
+    assert [event.kind for event in read_trace(target)][-1] == "stop"
+
+
+def test_a_run_that_never_starts_leaves_no_trace_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A setup error after the check (here the factory) removes the file it created, keeps an old one."""
+    target = tmp_path / "run.jsonl"
+    argv = ["run", "tests.test_cli:factory_that_raises", "--goal", "g", "--app-dir", str(ROOT)]
+    assert main([*argv, "--trace", str(target)]) == 2
+    assert not target.exists()
+    target.write_text("an older trace\n", encoding="utf-8")
+    assert main([*argv, "--trace", str(target)]) == 2
+    assert target.read_text(encoding="utf-8") == "an older trace\n"
+    capsys.readouterr()
 
 
 def test_the_trace_of_a_failed_run_is_still_written(

@@ -118,7 +118,7 @@ def make_loop(**overrides: Any) -> AgentLoop:
         ),
         pytest.param(
             {"on_tool_error": "ignore"},
-            r"on_tool_error must be 'report' or 'raise', got 'ignore'",
+            r"on_tool_error must be 'report', 'raise' or 'stop', got 'ignore'",
             id="bad-on-tool-error",
         ),
         pytest.param({"client": object()}, r"has no messages\.create", id="client-without-messages"),

@@ -180,6 +180,7 @@ def test_stop_reason_values_are_exactly_the_designs_list() -> None:
         "cost_budget",
         "truncated",
         "context_exceeded",
+        "tool_failure",
     ]
     assert StopReason("needs_human") is StopReason.NEEDS_HUMAN
     assert str(StopReason.POLICY_BLOCKED) == "policy_blocked"
@@ -312,6 +313,7 @@ UNWRAP_ERRORS: dict[StopReason, type[boundloop.RunError]] = {
     StopReason.TIMEOUT: boundloop.BudgetExceeded,
     StopReason.TOKEN_BUDGET: boundloop.BudgetExceeded,
     StopReason.COST_BUDGET: boundloop.BudgetExceeded,
+    StopReason.TOOL_FAILURE: boundloop.ToolFailed,
 }
 
 

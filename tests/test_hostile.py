@@ -10,6 +10,7 @@ import httpx2
 import pydantic
 import pytest
 
+import boundloop
 from boundloop import AgentLoop, Budget, MemoryStore, ScriptedClient, StopReason, Tool, tool
 from boundloop.transcript import transcript_errors
 from tests.helpers import ScriptedTransport, api_message, assert_valid_transcript, text, tool_use
@@ -279,3 +280,38 @@ async def test_no_final_answer_once_tokens_are_spent() -> None:
     assert result.stop_reason is StopReason.MAX_STEPS
     assert len(client.requests) == 1
     assert result.answer is None
+
+
+# -- every tool outcome is a result; tool_failure ----------------------------------------
+
+
+async def test_on_tool_error_stop_ends_the_run_with_tool_failure() -> None:
+    """A tool failing after its retries stops the run as tool_failure, every call answered."""
+
+    @tool
+    async def broken(key: str) -> str:
+        """Always fails."""
+        raise RuntimeError(f"backend down for {key}")
+
+    client = ScriptedClient([tool_use(("broken", {"key": "a"}), ("lookup", {"key": "b"})), text("unused")])
+    loop = AgentLoop(
+        client,
+        model="claude-sonnet-4-6",
+        tools=[broken, lookup],
+        budget=Budget(max_steps=3),
+        metrics=None,
+        on_tool_error="stop",
+    )
+    result = await loop.run("goal")
+    assert result.stop_reason is StopReason.TOOL_FAILURE
+    assert result.state.stop_detail == "broken failed: RuntimeError: backend down for a"
+    assert [o.outcome for o in result.state.observations] == ["error", "ok"]
+    assert len(client.requests) == 1
+    assert_valid_transcript(result.messages)
+    assert [(e.source, e.dest, e.data.get("guard")) for e in result.trace if e.kind == "transition"][-1] == (
+        "observe",
+        "stopped",
+        "tool_failed",
+    )
+    with pytest.raises(boundloop.ToolFailed):
+        result.unwrap()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import sys
@@ -99,12 +100,13 @@ def execute(options: RunOptions, build: LoopBuilder, start: Start, *, cleanup: C
     Raises:
         CommandError: a usage or setup error (code 2), or the run failed (code 1).
     """
-    if options.trace is not None:
-        _check_writable(options.trace)  # before the run: a --live run costs money
+    # Before the event loop and the run: a failure found after the run comes after the model calls.
+    created = options.trace is not None and _open_trace(options.trace)
     console = Console(file=sys.stdout, highlight=False)
-    server = _start_metrics(options)
+    server: MetricsServer | None = None
     events: list[TraceEvent] = []
     try:
+        server = _start_metrics(options)
         code = anyio.run(_run_loop, options, build, start, console, events, cleanup)
         if server is not None and options.hold:
             # Operational notices go to stderr only: stdout is the view or the JSON result.
@@ -115,21 +117,51 @@ def execute(options: RunOptions, build: LoopBuilder, start: Start, *, cleanup: C
                 pass
         return code
     finally:
-        # Also after a failure or Ctrl-C: the trace of an interrupted run is what one wants.
-        if options.trace is not None and events:
-            _write_events(events, options.trace)
-        if server is not None:
-            server.close()
+        try:
+            # Also after a failure or Ctrl-C: the trace of an interrupted run is what one wants.
+            if options.trace is not None:
+                if events:
+                    _write_events(events, options.trace)
+                elif created:  # nothing ran (a setup error): leave no empty file behind
+                    with contextlib.suppress(OSError):
+                        Path(options.trace).unlink(missing_ok=True)
+        finally:
+            if server is not None:
+                server.close()
 
 
-def _check_writable(path: str) -> None:
-    target = Path(path)
-    if target.is_dir():
-        raise CommandError(f"--trace {path} is a directory")
-    if not target.parent.is_dir():
-        raise CommandError(f"--trace {path}: the directory {str(target.parent)!r} does not exist")
-    if not os.access(target.parent, os.W_OK):
-        raise CommandError(f"--trace {path}: the directory is not writable")
+def _open_trace(path: str) -> bool:
+    """Open `--trace` for writing now, so an unusable path fails before any model call.
+
+    A permission check (`os.access`) is not enough: root passes it for a path that cannot be
+    written all the same, and it says nothing of a parent that is a file. The file is opened,
+    created if missing, but not truncated: a run that fails before its first event leaves an
+    existing trace as it was.
+
+    Args:
+        path: the `--trace` argument.
+
+    Returns:
+        Whether the file was created (so it can be removed if the run records nothing).
+
+    Raises:
+        CommandError: the file cannot be opened for writing (code 2).
+    """
+    try:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            created = True
+        except FileExistsError:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+            created = False
+    except OSError as exc:
+        raise _trace_error(path, exc) from exc
+    os.close(fd)
+    return created
+
+
+def _trace_error(path: str, exc: OSError) -> CommandError:
+    return CommandError(f"cannot write the trace {path}: {exc.strerror or exc}")
 
 
 def _start_metrics(options: RunOptions) -> MetricsServer | None:
@@ -190,4 +222,4 @@ def _write_events(events: list[TraceEvent], path: str) -> None:
     try:
         write_trace(events, path)
     except OSError as exc:
-        raise CommandError(f"cannot write the trace to {path}: {exc.strerror or exc}") from exc
+        raise _trace_error(path, exc) from exc

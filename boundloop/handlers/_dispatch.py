@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import anyio
 
-from .._records import CallResult, Observation, ToolCall, Turn
+from .._records import CallResult, Observation, StopReason, ToolCall, Turn
 from ..statemachine.table import Trigger
-from ._answers import answer_open_calls
+from ._answers import answer_open_calls, finish
 from ._budget import take_tool_call
 from ._context import Planned, RunContext
 from ._results import refused, to_result
@@ -44,7 +44,11 @@ async def act(ctx: RunContext) -> Trigger:
     )
     ctx.state.earlier_text = ""
     await dispatch(ctx, turn, plan)
+    failed = [answer for answer in turn.answers if answer is not None and answer.attempts and answer.is_error]
     answer_open_calls(ctx, "cancelled", "not run")
+    if failed and ctx.config.on_tool_error == "stop":
+        first = failed[0]
+        finish(ctx, StopReason.TOOL_FAILURE, f"{first.call.name} failed: {first.content}")
     return Trigger.ACTED
 
 

@@ -9,6 +9,8 @@ from ._context import RunContext
 
 async def observe(ctx: RunContext) -> Trigger:
     """Check the circuit breaker, then the budget, after a tool round."""
+    if ctx.state.stop_reason is not None:  # act decided it (a tool failed, on_tool_error="stop")
+        return Trigger.OBSERVED
     exceeded = breaker(ctx) or spent(ctx)
     if exceeded is not None:
         stop_at(ctx, exceeded)

@@ -49,8 +49,8 @@ Guard = Callable[[Facts], bool]
 
 
 def within_budget(run: Facts) -> bool:
-    """No limit of the `Budget` is spent: go on."""
-    return run.state.exceeded is None
+    """No limit of the `Budget` is spent and nothing stops the run: go on."""
+    return run.state.exceeded is None and run.state.stop_reason is None
 
 
 def budget_spent(run: Facts) -> bool:
@@ -68,6 +68,11 @@ def breaker_open(run: Facts) -> bool:
     """Too many failing tool results in a row, or too many repeated calls."""
     exceeded = run.state.exceeded
     return exceeded is not None and exceeded.limit in BREAKER_LIMITS
+
+
+def tool_failed(run: Facts) -> bool:
+    """A tool failed after its retries and `on_tool_error="stop"` ends the run."""
+    return run.state.stop_reason == "tool_failure"
 
 
 def has_tool_calls(run: Facts) -> bool:
@@ -100,6 +105,7 @@ GUARDS: Final[Mapping[str, Guard]] = {
         budget_spent,
         answer_at_limit,
         breaker_open,
+        tool_failed,
         has_tool_calls,
         resume_turn,
         final_answer,

@@ -79,6 +79,7 @@ TRANSITIONS: Final[tuple[TransitionRow, ...]] = (
     _row(Trigger.OBSERVED, Phase.OBSERVE, Phase.ASSEMBLE, "answer_at_limit"),
     _row(Trigger.OBSERVED, Phase.OBSERVE, Phase.STOPPED, "breaker_open"),
     _row(Trigger.OBSERVED, Phase.OBSERVE, Phase.STOPPED, "budget_spent"),
+    _row(Trigger.OBSERVED, Phase.OBSERVE, Phase.STOPPED, "tool_failed"),
     *(_row(Trigger.HALT, phase, Phase.STOPPED) for phase in STATES if phase is not FINAL),
 )
 """Every edge. Rows sharing a trigger and source have guards that exclude one another, so

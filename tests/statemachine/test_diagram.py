@@ -132,7 +132,9 @@ async def test_budget_stop_is_drawn_on_the_budget_edge() -> None:
     """A run stopped by max_steps after its tools is counted on observe -> stopped [budget_spent]."""
     trace = await run_trace(tool_use(("lookup", {"key": "a"})), text("unused"), budget=Budget(max_steps=1))
     edges = edge_lines(render_mermaid(trace))
-    assert edges[("observe", "stopped")] == "observed [breaker_open] | observed [budget_spent] (1x) | halt"
+    assert edges[("observe", "stopped")] == (
+        "observed [breaker_open] | observed [budget_spent] (1x) | observed [tool_failed] | halt"
+    )
 
 
 async def test_trace_round_trips_through_jsonl(tmp_path: Path) -> None:
