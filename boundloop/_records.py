@@ -112,6 +112,8 @@ class Turn:
     """What validation decided for each call: execute, deny, block, escalate, approve, repeat."""
     invoked: list[int] = dataclasses.field(default_factory=list[int])
     """Indexes of calls whose handler was invoked: their effect may have happened."""
+    same_as: dict[int, int] = dataclasses.field(default_factory=dict[int, int])
+    """Identical calls of one batch: copy index -> the index of the call that runs for both."""
     answered: bool = False
     """The calls' tool_result message is in the transcript."""
     awaiting_human: bool = False

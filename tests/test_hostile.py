@@ -315,3 +315,37 @@ async def test_on_tool_error_stop_ends_the_run_with_tool_failure() -> None:
     )
     with pytest.raises(boundloop.ToolFailed):
         result.unwrap()
+
+
+async def test_identical_calls_in_one_batch_run_once_and_count_as_repeats() -> None:
+    """Two identical calls in one response run once; the copy is answered from it and counted."""
+    ran.clear()
+    client = ScriptedClient(
+        [tool_use(("lookup", {"key": "a"}, "toolu_1"), ("lookup", {"key": "a"}, "toolu_2")), text("done")]
+    )
+    loop = AgentLoop(
+        client, model="claude-sonnet-4-6", tools=[lookup], budget=Budget(max_steps=3), metrics=None
+    )
+    result = await loop.run("goal")
+    assert ran == [{"key": "a"}]
+    assert [o.outcome for o in result.state.observations] == ["ok", "repeated"]
+    assert result.state.repeated_calls == 1
+    assert result.state.tool_calls == 1
+    assert_valid_transcript(result.messages)
+
+
+async def test_repeats_inside_one_batch_open_the_breaker() -> None:
+    """max_repeated_calls counts copies within a batch too."""
+    client = ScriptedClient(
+        [tool_use(*[("lookup", {"key": "a"}, f"toolu_{i}") for i in range(3)]), text("x")]
+    )
+    loop = AgentLoop(
+        client,
+        model="claude-sonnet-4-6",
+        tools=[lookup],
+        budget=Budget(max_steps=3, max_repeated_calls=1),
+        metrics=None,
+    )
+    result = await loop.run("goal")
+    assert result.stop_reason is StopReason.NEEDS_HUMAN
+    assert result.state.stop_detail == "2 repeated tool calls"

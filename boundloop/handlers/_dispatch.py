@@ -20,6 +20,7 @@ from ._answers import answer_open_calls, finish
 from ._budget import take_tool_call
 from ._context import Planned, RunContext
 from ._results import refused, to_result
+from ._validation import fill_copies
 from .tools import RetryableToolError, Tool, ToolContext, idempotency_key
 
 
@@ -44,6 +45,7 @@ async def act(ctx: RunContext) -> Trigger:
     )
     ctx.state.earlier_text = ""
     await dispatch(ctx, turn, plan)
+    fill_copies(turn)
     failed = [answer for answer in turn.answers if answer is not None and answer.attempts and answer.is_error]
     answer_open_calls(ctx, "cancelled", "not run")
     if failed and ctx.config.on_tool_error == "stop":
@@ -58,7 +60,7 @@ def _replan(ctx: RunContext, turn: Turn) -> list[Planned]:
     return [
         Planned(index=index, tool=tools[call.name], arguments=tools[call.name].validate(call.input))
         for index, (call, answer) in enumerate(zip(turn.calls, turn.answers, strict=True))
-        if answer is None
+        if answer is None and index not in turn.same_as
     ]
 
 

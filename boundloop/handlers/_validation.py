@@ -118,8 +118,16 @@ async def _plan(
     blocked: list[str] = []
     escalated: list[str] = []
     to_approve: list[Planned] = []
+    first_of: dict[str, int] = {}
     for index, (call, key) in enumerate(zip(turn.calls, turn.keys, strict=True)):
         decision, planned = _decide(ctx, turn, index, call, key)
+        if planned is not None:
+            if key in first_of:  # the same call twice in one batch: it runs once, and repeats
+                turn.same_as[index] = first_of[key]
+                ctx.state.repeated_calls += 1
+                decision, planned = "repeat", None
+            else:
+                first_of[key] = index
         turn.decisions.append(decision)
         decisions.append(_record(ctx, turn, index, decision))
         if decision == "block":
@@ -151,7 +159,21 @@ async def _plan(
             turn.answers[planned.index] = answer
             record["reason"] = answer.content
     ctx.plan = sorted(plan, key=lambda planned: planned.index)
+    fill_copies(turn)
     return decisions, None, None
+
+
+def fill_copies(turn: Turn) -> None:
+    """Answer each copy of an identical call in the batch from the call that ran for it."""
+    for copy, first in turn.same_as.items():
+        source = turn.answers[first]
+        if source is None or turn.answers[copy] is not None:
+            continue
+        call = turn.calls[copy]
+        if source.outcome == "ok":
+            turn.answers[copy] = CallResult(call=call, outcome="repeated", content=_with_note(source.content))
+        else:
+            turn.answers[copy] = CallResult(call=call, outcome=source.outcome, content=source.content)
 
 
 def _batch_stop(
