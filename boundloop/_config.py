@@ -9,10 +9,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final, Literal, cast, final
 
 from ._records import Observation, Provenance
+from ._redaction import Redactor
 from .checkpoint.store import CheckpointStore
 from .errors import ConfigurationError
 from .handlers.registry import ToolRegistry
@@ -26,7 +28,7 @@ from .state import Budget
 from .statemachine._engine import StateMachine
 from .trace import TraceEvent
 
-Redactor = Callable[[str], str]
+RedactHook = Callable[[str], str]
 EventHook = Callable[[TraceEvent], None]
 ToolErrors = Literal["report", "raise", "stop"]
 
@@ -65,7 +67,11 @@ class LoopConfig:
     name: str
     on_tool_error: ToolErrors
     max_tool_output_chars: int
-    redact: Redactor | None
+    redact: RedactHook | None
+    redactor: Redactor
+    """The default patterns, `redact_patterns` and the `redact` hook, compiled once."""
+    redact_checkpoints: bool
+    """Checkpoints store the transcript and observations redacted too."""
     on_event: EventHook | None
     store: CheckpointStore | None
     metrics: BoundMetrics | None
@@ -89,12 +95,14 @@ def build_config(
     name: str,
     on_tool_error: ToolErrors,
     max_tool_output_chars: int,
-    redact: Redactor | None,
+    redact: RedactHook | None,
     metrics: LoopMetrics | Default | None,
     prices: Mapping[str, Price] | None,
     signal_handlers: Mapping[str, SignalHandler] | None,
     on_event: EventHook | None,
     store: CheckpointStore | None,
+    redact_patterns: Iterable[str | re.Pattern[str]] = (),
+    redact_checkpoints: bool = False,
 ) -> LoopConfig:
     """Check every setting and build the configuration.
 
@@ -164,6 +172,8 @@ def build_config(
         on_tool_error=on_tool_error,
         max_tool_output_chars=max_tool_output_chars,
         redact=redact,
+        redactor=Redactor(redact_patterns, redact),
+        redact_checkpoints=bool(redact_checkpoints),
         on_event=on_event,
         store=store,
         metrics=None if chosen_metrics is None else chosen_metrics.bind(name, registry),

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import final
 
 import anyio
 from anthropic.types import MessageParam
 
-from ._config import DEFAULT, Default, EventHook, LoopConfig, Redactor, ToolErrors, build_config
+from ._config import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, build_config
 from ._envelope import new_state
 from .checkpoint.store import CheckpointStore
 from .errors import CheckpointCorrupt, ConfigurationError, TaskExists, TaskNotFound
@@ -43,16 +44,22 @@ class AgentLoop:
             `"stop"` the run with `tool_failure` once a tool fails after its retries,
             or `"raise"` its exception from `run()`.
         max_tool_output_chars: longer tool results are truncated with a visible marker.
-        redact: a hook applied to text written to the trace, `state.errors` and stop details
-            (API keys are always removed there). The transcript, observations and pending
-            approvals are what the model saw and are kept verbatim, also in checkpoints.
+        redact: a hook applied, after the secret patterns, to everything a run records: every
+            field of the trace (as written), `state.errors` and stop details. The transcript,
+            observations and pending approvals are what the model saw and are kept verbatim
+            in the state, and in checkpoints unless `redact_checkpoints`.
         metrics: a `LoopMetrics`; default: shared instruments on the default registry;
             None: no metrics.
         prices: per-model prices merged over the built-in table (for `max_cost_usd`).
         signal_handlers: overrides of the stop_reason handlers, by API stop_reason.
         on_event: called synchronously with every `TraceEvent` as it is recorded (for live
             views and logging); it must not block.
-        store: where the state is checkpointed after every step and at the stop
+        redact_patterns: regular expressions of your own secrets, added to the defaults
+            (Anthropic, OpenAI, AWS, Google, GitHub and Slack keys, bearer tokens).
+        redact_checkpoints: save checkpoints with the transcript and observations redacted
+            too (a resumed run then continues from the redacted transcript).
+        store: where the state is checkpointed (at the start, before and after every tool batch,
+            after every step and at the stop)
             (`boundloop.checkpoint.MemoryStore`, `SQLiteStore`); None: not saved.
 
     Raises:
@@ -73,12 +80,14 @@ class AgentLoop:
         name: str = "agent",
         on_tool_error: ToolErrors = "report",
         max_tool_output_chars: int = 100_000,
-        redact: Redactor | None = None,
+        redact: RedactHook | None = None,
         metrics: LoopMetrics | Default | None = DEFAULT,
         prices: Mapping[str, Price] | None = None,
         signal_handlers: Mapping[str, SignalHandler] | None = None,
         on_event: EventHook | None = None,
         store: CheckpointStore | None = None,
+        redact_patterns: Iterable[str | re.Pattern[str]] = (),
+        redact_checkpoints: bool = False,
     ) -> None:
         self._config: LoopConfig = build_config(
             client,
@@ -97,6 +106,8 @@ class AgentLoop:
             signal_handlers=signal_handlers,
             on_event=on_event,
             store=store,
+            redact_patterns=redact_patterns,
+            redact_checkpoints=redact_checkpoints,
         )
 
     @property

@@ -99,19 +99,19 @@ class Deferred:
 
     def json(self) -> object:
         """The value as JSON, every string redacted."""
-        return _redact_strings(_plain(self._value), self._redact)
+        return redact_strings(_plain(self._value), self._redact)
 
     def __repr__(self) -> str:
         return f"Deferred({type(self._value).__name__})"
 
 
-def _redact_strings(value: object, redact: Callable[[str], str]) -> object:
+def redact_strings(value: object, redact: Callable[[str], str]) -> object:
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, list):
-        return [_redact_strings(item, redact) for item in cast(list[object], value)]
+        return [redact_strings(item, redact) for item in cast(list[object], value)]
     if isinstance(value, dict):
-        return {key: _redact_strings(item, redact) for key, item in cast(dict[str, object], value).items()}
+        return {key: redact_strings(item, redact) for key, item in cast(dict[str, object], value).items()}
     return value
 
 

@@ -349,3 +349,82 @@ async def test_repeats_inside_one_batch_open_the_breaker() -> None:
     result = await loop.run("goal")
     assert result.stop_reason is StopReason.NEEDS_HUMAN
     assert result.state.stop_detail == "2 repeated tool calls"
+
+
+# -- nothing leaked ------------------------------------------------------------------------
+
+SECRET = "sk-ant-api03-AbCdEf0123456789xyzXYZ"
+
+
+async def test_a_secret_in_a_tool_name_reaches_no_recorded_artefact(tmp_path: Any) -> None:
+    """An API key the model puts in a tool name is redacted in every event and in the errors."""
+    client = ScriptedClient([tool_use((f"leak_{SECRET}", {"key": "a"})), text(f"the key is {SECRET}")])
+    loop = AgentLoop(
+        client, model="claude-sonnet-4-6", tools=[lookup], budget=Budget(max_steps=3), metrics=None
+    )
+    result = await loop.run("goal")
+    recorded = json.dumps([event.to_dict() for event in result.trace]) + json.dumps(
+        result.state.to_dict()["errors"]
+    )
+    assert SECRET not in recorded
+    assert "[REDACTED]" in recorded
+    assert SECRET not in str([event.data.get("tools") for event in result.trace if event.kind == "proposal"])
+    assert SECRET not in (result.state.stop_detail or "")
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "AKIAIOSFODNN7EXAMPLE",
+        "ghp_0123456789abcdefghijABCDEFGHIJ",
+        "Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig",
+        "AIzaSyA-0123456789abcdefghijklmnopqrstu",
+        "xoxb-1234567890-abcdefghij",
+        "sk-proj-abcdefghijklmnopqrstuvwxyz012345",
+    ],
+)
+async def test_the_default_patterns_cover_common_cloud_keys_and_bearer_tokens(secret: str) -> None:
+    """A tool error carrying a common cloud key or token never reaches the trace or the errors."""
+
+    @tool
+    async def leaky(key: str) -> str:
+        """Fails with a secret in its message."""
+        raise RuntimeError(f"auth failed: {secret}")
+
+    client = ScriptedClient([tool_use(("leaky", {"key": "a"})), text("done")])
+    loop = AgentLoop(
+        client, model="claude-sonnet-4-6", tools=[leaky], budget=Budget(max_steps=3), metrics=None
+    )
+    result = await loop.run("goal")
+    recorded = json.dumps([event.to_dict() for event in result.trace]) + json.dumps(
+        result.state.to_dict()["errors"]
+    )
+    assert secret not in recorded
+
+
+async def test_your_patterns_and_redacted_checkpoints() -> None:
+    """redact_patterns adds your secrets; redact_checkpoints keeps them out of the stored transcript."""
+    store = MemoryStore()
+    client = ScriptedClient([text("customer PIN-4242-9999 is verified")])
+    loop = AgentLoop(
+        client,
+        model="claude-sonnet-4-6",
+        budget=Budget(max_steps=2),
+        metrics=None,
+        store=store,
+        redact_patterns=[r"PIN-\d{4}-\d{4}"],
+        redact_checkpoints=True,
+    )
+    result = await loop.run("goal", task_id="t")
+    assert result.answer == "customer PIN-4242-9999 is verified"  # the caller gets the answer
+    stored = await store.load("t")
+    assert stored is not None
+    assert "PIN-4242-9999" not in stored.to_json()
+    assert "customer [REDACTED] is verified" in stored.to_json()
+    assert "PIN-4242-9999" not in json.dumps([event.to_dict() for event in result.trace])
+
+
+def test_a_redact_pattern_that_does_not_compile_is_a_configuration_error() -> None:
+    """Bad patterns fail at construction."""
+    with pytest.raises(boundloop.ConfigurationError, match="does not compile"):
+        AgentLoop(ScriptedClient([]), model="m", budget=Budget(max_steps=1), redact_patterns=["(unclosed"])

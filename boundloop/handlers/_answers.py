@@ -85,14 +85,14 @@ def _record(ctx: RunContext, results: list[CallResult], keys: list[str]) -> None
                     ErrorRecord(
                         kind=f"tool_{outcome}",
                         step=call.step,
-                        tool=call.name,
+                        tool=ctx.tool_name(call.name),
                         message=ctx.redact(str(result.content)),
                     )
                 )
         ctx.event(
             "tool_result",
-            tool=call.name,
-            tool_use_id=call.id,
+            tool=ctx.tool_name(call.name),
+            tool_use_id=ctx.call_id(call.id),
             outcome=outcome,
             is_error=result.is_error,
             attempts=result.attempts,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, final
 
 import anthropic
 
@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from .._config import EventHook, LoopConfig
     from ..state import LoopState
 
-API_KEY: Final = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
-"""Anthropic API keys: never written to the trace, the errors or the logs."""
+
+_API_ID = re.compile(r"(?:toolu|srvtoolu)_[A-Za-z0-9]{1,64}")
+"""The shape of the ids the API gives tool_use blocks."""
 
 
 @final
@@ -103,7 +104,13 @@ class RunContext:
         return Deferred(value, self.redact)
 
     def redact(self, text: str) -> str:
-        """Remove API keys (and whatever the user's `redact` hook removes) from text."""
-        text = API_KEY.sub("[REDACTED]", text)
-        hook = self.config.redact
-        return text if hook is None else hook(text)
+        """Remove secrets (the default and your patterns, then your `redact` hook) from text."""
+        return self.config.redactor(text)
+
+    def call_id(self, tool_use_id: str) -> str:
+        """A tool_use id as it may be recorded: the API's own ids as they are, anything else redacted."""
+        return tool_use_id if _API_ID.fullmatch(tool_use_id) else self.config.redactor(tool_use_id)
+
+    def tool_name(self, name: str) -> str:
+        """A proposed tool name as it may be recorded: a registered name, or the model's redacted."""
+        return name if name in self.config.tools else self.config.redactor(name)

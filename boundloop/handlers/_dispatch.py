@@ -41,7 +41,10 @@ async def act(ctx: RunContext) -> Trigger:
     plan = ctx.plan if ctx.plan is not None else _replan(ctx, turn)
     ctx.event(
         "tool_call",
-        calls=[{"tool": turn.calls[p.index].name, "tool_use_id": turn.calls[p.index].id} for p in plan],
+        calls=[
+            {"tool": turn.calls[p.index].name, "tool_use_id": ctx.call_id(turn.calls[p.index].id)}
+            for p in plan
+        ],
     )
     ctx.state.earlier_text = ""
     await dispatch(ctx, turn, plan)

@@ -134,7 +134,7 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         "proposal",
         stop_reason=response.stop_reason,
         stop_sequence=response.stop_sequence,
-        tools=[call.name for call in calls],
+        tools=[ctx.tool_name(call.name) for call in calls],
         duration_s=duration_s,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,

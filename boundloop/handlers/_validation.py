@@ -264,14 +264,13 @@ def _record(ctx: RunContext, turn: Turn, index: int, decision: Decision) -> dict
     """The trace record of one decision; an invalid action is also recorded as an error."""
     call = turn.calls[index]
     answer = turn.answers[index]
-    record: dict[str, Any] = {"tool": call.name, "tool_use_id": call.id, "decision": decision}
+    name = ctx.tool_name(call.name)
+    record: dict[str, Any] = {"tool": name, "tool_use_id": ctx.call_id(call.id), "decision": decision}
     if answer is None:
         return record
     reason = ctx.redact(str(answer.content))
     if answer.outcome == "invalid":
-        ctx.state.errors.append(
-            ErrorRecord(kind="invalid_action", step=call.step, tool=call.name, message=reason)
-        )
+        ctx.state.errors.append(ErrorRecord(kind="invalid_action", step=call.step, tool=name, message=reason))
     record["reason"] = reason
     return record
 

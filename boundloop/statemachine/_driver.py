@@ -7,6 +7,7 @@ The work of each state lives in `boundloop.handlers` and records facts in the ru
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -23,7 +24,7 @@ from ..handlers._observe import observe
 from ..handlers._propose import assemble, propose
 from ..handlers._validation import validate
 from ..state import LoopResult, LoopState
-from ..trace import TraceEvent
+from ..trace import TraceEvent, redact_strings
 from .table import Phase, Trigger
 
 if TYPE_CHECKING:
@@ -88,11 +89,20 @@ async def execute(
         if resumed is not None:
             ctx.event("resume", **resumed)
         if config.store is not None:  # the run exists from its start (or its resume's intents)
-            await config.store.save(state)
+            await config.store.save(_for_store(ctx))
         await driver.execute(cancel)
     finally:
         config.machine.remove(driver.run)
     return driver.result()
+
+
+def _for_store(ctx: RunContext) -> LoopState:
+    """The state as it is checkpointed: with `redact_checkpoints`, every string redacted."""
+    state = ctx.state
+    state.elapsed_s = ctx.elapsed_s
+    if not ctx.config.redact_checkpoints:
+        return state
+    return LoopState.from_json(json.dumps(redact_strings(json.loads(state.to_json()), ctx.redact)))
 
 
 @final
@@ -167,8 +177,7 @@ class _Driver:
             ):
                 # Before a batch (its calls and idempotency keys, as intents), after it (its
                 # results, recorded as observations), and after a step without tools.
-                ctx.state.elapsed_s = ctx.elapsed_s
-                await store.save(ctx.state)
+                await store.save(_for_store(ctx))
 
     def fire(self, trigger: Trigger) -> Phase:
         """Fire a trigger; trace and measure the transition it took."""
@@ -225,10 +234,9 @@ class _Driver:
         if store is None:
             return
         in_flight = sys.exc_info()[1] is not None
-        ctx.state.elapsed_s = ctx.elapsed_s
         try:
             with anyio.move_on_after(CHECKPOINT_TIMEOUT_S, shield=True):
-                await store.save(ctx.state)
+                await store.save(_for_store(ctx))
         except Exception as exc:
             if not in_flight:
                 raise

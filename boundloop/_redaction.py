@@ -1,0 +1,80 @@
+"""Redaction: secrets never reach what a run records (trace, errors, stop details).
+
+The default patterns cover Anthropic, OpenAI, AWS, Google, GitHub and Slack keys and bearer
+tokens; `AgentLoop(redact_patterns=[...])` adds yours, and `AgentLoop(redact=fn)` runs your
+own function after them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Final, cast, final
+
+from .errors import ConfigurationError
+
+DEFAULT_PATTERNS: Final[tuple[str, ...]] = (
+    r"sk-ant-[A-Za-z0-9_\-]{8,}",  # Anthropic
+    r"sk-(?:proj-)?[A-Za-z0-9_\-]{20,}",  # OpenAI
+    r"(?:AKIA|ASIA)[0-9A-Z]{16}",  # AWS access key ids
+    r"(?i:aws_secret_access_key)\s*[=:]\s*\S+",  # AWS secret keys, as written in config
+    r"AIza[0-9A-Za-z_\-]{35}",  # Google API keys
+    r"gh[pousr]_[A-Za-z0-9]{20,}",  # GitHub tokens
+    r"xox[abposr]-[A-Za-z0-9\-]{10,}",  # Slack tokens
+    r"(?i:bearer)\s+[A-Za-z0-9._~+/\-]{8,}=*",  # bearer tokens
+)
+REDACTED: Final = "[REDACTED]"
+
+
+_GLOBAL_FLAGS: Final = re.compile(r"^\(\?([aiLmsux]+)\)")
+
+
+def _scoped(pattern: object) -> str:
+    """A pattern's source with its flags scoped to it, so patterns combine into one expression."""
+    if isinstance(pattern, re.Pattern):
+        flags = "".join(
+            letter
+            for letter, flag in (("i", re.IGNORECASE), ("m", re.MULTILINE), ("s", re.DOTALL))
+            if cast(re.Pattern[str], pattern).flags & flag
+        )
+        source = str(cast(re.Pattern[str], pattern).pattern)
+        return f"(?{flags}:{source})" if flags else source
+    if not isinstance(pattern, str):
+        return ""
+    found = _GLOBAL_FLAGS.match(pattern)
+    return pattern if found is None else f"(?{found.group(1)}:{pattern[found.end() :]})"
+
+
+@final
+class Redactor:
+    """The patterns and hook of one loop, compiled once into one expression."""
+
+    __slots__ = ("_hook", "_pattern")
+
+    def __init__(
+        self, patterns: Iterable[str | re.Pattern[str]] = (), hook: Callable[[str], str] | None = None
+    ):
+        """Compile the default patterns and `patterns` into one expression.
+
+        Raises:
+            ConfigurationError: a pattern does not compile, or `hook` is not callable.
+        """
+        sources = list(DEFAULT_PATTERNS)
+        for pattern in patterns:
+            source = _scoped(pattern)
+            if not source:
+                raise ConfigurationError(f"redact_patterns takes regular expressions, got {pattern!r}")
+            try:
+                re.compile(source)
+            except re.error as exc:
+                raise ConfigurationError(f"redact pattern {source!r} does not compile: {exc}") from None
+            sources.append(source)
+        if hook is not None and not callable(hook):
+            raise ConfigurationError(f"redact must be a callable taking and returning a str, got {hook!r}")
+        self._pattern = re.compile("|".join(f"(?:{source})" for source in sources))
+        self._hook = hook
+
+    def __call__(self, text: str) -> str:
+        """`text` with every secret replaced by `[REDACTED]`, then the hook applied."""
+        text = self._pattern.sub(REDACTED, text)
+        return text if self._hook is None else self._hook(text)
