@@ -59,7 +59,7 @@ class Redactor:
         Raises:
             ConfigurationError: a pattern does not compile, or `hook` is not callable.
         """
-        sources = list(DEFAULT_PATTERNS)
+        sources: list[str] = list(DEFAULT_PATTERNS)
         for pattern in patterns:
             source = _scoped(pattern)
             if not source:
