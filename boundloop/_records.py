@@ -44,11 +44,22 @@ BUDGET_STOPS: Final = frozenset(
 )
 
 
-Outcome: TypeAlias = Literal["ok", "error", "denied", "invalid", "timeout", "cancelled", "repeated"]
+Outcome: TypeAlias = Literal[
+    "ok", "error", "denied", "invalid", "timeout", "cancelled", "repeated", "invalid_result"
+]
 """How one tool_use was answered; also the `outcome` label of `boundloop_tool_calls_total`."""
 
-OUTCOMES: tuple[Outcome, ...] = ("ok", "error", "denied", "invalid", "timeout", "cancelled", "repeated")
-FAILED_OUTCOMES: frozenset[Outcome] = frozenset({"error", "invalid", "timeout", "denied"})
+OUTCOMES: tuple[Outcome, ...] = (
+    "ok",
+    "error",
+    "denied",
+    "invalid",
+    "timeout",
+    "cancelled",
+    "repeated",
+    "invalid_result",
+)
+FAILED_OUTCOMES: frozenset[Outcome] = frozenset({"error", "invalid", "timeout", "denied", "invalid_result"})
 """Outcomes that count towards the circuit breaker."""
 
 Content: TypeAlias = str | list[dict[str, Any]]

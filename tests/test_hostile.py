@@ -9,6 +9,7 @@ from typing import Any
 import httpx2
 import pydantic
 import pytest
+from prometheus_client import CollectorRegistry
 
 import boundloop
 from boundloop import AgentLoop, Budget, MemoryStore, ScriptedClient, StopReason, Tool, tool
@@ -428,3 +429,73 @@ def test_a_redact_pattern_that_does_not_compile_is_a_configuration_error() -> No
     """Bad patterns fail at construction."""
     with pytest.raises(boundloop.ConfigurationError, match="does not compile"):
         AgentLoop(ScriptedClient([]), model="m", budget=Budget(max_steps=1), redact_patterns=["(unclosed"])
+
+
+# -- a malformed tool result -------------------------------------------------------------
+
+
+async def test_a_result_that_breaks_the_return_annotation_is_invalid_and_never_evidence(
+    registry: CollectorRegistry,
+) -> None:
+    """A @tool returning what its annotation does not allow is answered as invalid_result, counted
+    as such in the trace and the metrics, and does not satisfy required evidence."""
+
+    @tool
+    async def read_stock(sku: str) -> dict[str, int]:
+        """Units in stock by warehouse."""
+        return {"berlin": "many"}  # type: ignore[dict-item]
+
+    client = ScriptedClient([tool_use(("read_stock", {"sku": "S-1"})), text("in stock")])
+    loop = AgentLoop(
+        client,
+        model="claude-sonnet-4-6",
+        tools=[read_stock],
+        budget=Budget(max_steps=3),
+        policy=boundloop.Policy(required_evidence={"read_stock"}),
+        metrics=boundloop.LoopMetrics(registry=registry),
+        name="stock",
+    )
+    result = await loop.run("goal")
+    observation = result.state.observations[0]
+    assert observation.outcome == "invalid_result"
+    assert "berlin" in str(observation.content)
+    assert result.stop_reason is StopReason.EVIDENCE_MISSING
+    assert [e.data["outcome"] for e in result.trace if e.kind == "tool_result"] == ["invalid_result"]
+    labels = {"loop": "stock", "tool": "read_stock", "outcome": "invalid_result"}
+    assert registry.get_sample_value("boundloop_tool_calls_total", labels) == 1
+    assert_valid_transcript(result.messages)
+
+
+async def test_an_output_schema_catches_a_malformed_result() -> None:
+    """Tool(output_schema=...) checks the result's JSON and names the field."""
+
+    def status(order_id: str) -> dict[str, str]:
+        return {"order": order_id}
+
+    schema = {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}
+    checked = Tool(
+        name="status",
+        description="Order status.",
+        input_schema=schema,
+        handler=status,
+        output_schema={"type": "object", "required": ["status"]},
+    )
+    client = ScriptedClient([tool_use(("status", {"order_id": "O-1"})), text("ok")])
+    loop = AgentLoop(
+        client, model="claude-sonnet-4-6", tools=[checked], budget=Budget(max_steps=3), metrics=None
+    )
+    result = await loop.run("goal")
+    assert result.state.observations[0].outcome == "invalid_result"
+    assert "'status' is a required property" in str(result.state.observations[0].content)
+
+
+def test_an_invalid_output_schema_is_a_configuration_error() -> None:
+    """A declared output that is not a JSON schema fails at construction."""
+    with pytest.raises(boundloop.ConfigurationError, match="invalid output_schema"):
+        Tool(
+            name="t",
+            description="d",
+            input_schema={"type": "object"},
+            handler=lambda: None,
+            output_schema={"type": "nonsense"},
+        )

@@ -191,4 +191,11 @@ async def _attempt(
         if raise_errors:
             raise
         return refused(call, "error", f"{type(exc).__name__}: {exc}")
+    check = planned.tool.check_output
+    try:
+        fault = None if check is None else check(value)
+    except Exception as exc:  # a value the check itself cannot read does not match either
+        fault = f"{type(exc).__name__}: {exc}"
+    if fault is not None:
+        return refused(call, "invalid_result", f"the tool's result does not match what it declares: {fault}")
     return to_result(call, value, config.max_tool_output_chars)

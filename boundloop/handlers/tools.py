@@ -19,6 +19,7 @@ from anthropic.types import ToolParam
 
 from .._records import ToolCall
 from ..errors import ConfigurationError
+from ._outputs import OutputCheck, annotation_check, return_hint, schema_check
 
 _best_match = cast(
     "Callable[[Iterable[jsonschema.ValidationError]], jsonschema.ValidationError | None]",
@@ -89,10 +90,12 @@ class Tool:
         "_context_param",
         "_is_async",
         "_validate",
+        "check_output",
         "description",
         "handler",
         "input_schema",
         "name",
+        "output_schema",
         "requires_approval",
         "side_effect",
         "timeout_s",
@@ -108,13 +111,17 @@ class Tool:
         side_effect: bool = False,
         timeout_s: float | None = None,
         requires_approval: bool = False,
+        output_schema: Mapping[str, Any] | None = None,
         _validate: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
+        _check_output: OutputCheck | None = None,
     ) -> None:
         """Declare a tool with an explicit JSON schema (Draft 2020-12).
 
         Raises:
             ConfigurationError: a bad name, an empty description, an invalid schema, a
-                non-callable handler, or a side-effecting handler that takes no ToolContext.
+                non-callable handler, a side-effecting handler that takes no ToolContext, or
+                an invalid `output_schema` (what the tool returns; a result that does not
+                match it is answered as `invalid_result`).
         """
         self.name = check_tool_name(name)
         if not isinstance(cast(object, description), str) or not description.strip():
@@ -147,6 +154,11 @@ class Tool:
         self._context_param = _context_parameter(handler)
         self._is_async = _is_async(handler)
         self._validate = _validate or _jsonschema_validator(schema)
+        self.output_schema = None if output_schema is None else dict(output_schema)
+        self.check_output: OutputCheck | None = (
+            schema_check(name, output_schema) if output_schema is not None else _check_output
+        )
+        """What is wrong with a return value, or None; None: the result is not checked."""
         if side_effect and self._context_param is None:
             raise ConfigurationError(
                 f"tool {name!r} has side effects: its handler must take a ToolContext parameter "
@@ -312,6 +324,7 @@ def _from_function(
         timeout_s=timeout_s,
         requires_approval=requires_approval,
         _validate=_pydantic_validator(model, parameters),
+        _check_output=annotation_check(tool_name, return_hint(fn)),
     )
 
 
