@@ -145,3 +145,20 @@ def _when(epoch: float) -> str:
 
 def _one_line(value: str) -> str:
     return " ".join(value.split())
+
+
+async def load_state(store: SQLiteStore, path: str, task_id: str, *, hint: str = "") -> LoopState:
+    """The stored state of `task_id`.
+
+    Raises:
+        CommandError: the task is not in the store, its row cannot be read, or the store fails.
+    """
+    try:
+        state = await store.load(task_id)
+    except CheckpointCorrupt as exc:
+        raise CommandError(str(exc)) from exc
+    except (sqlite3.Error, OSError) as exc:
+        raise store_failure(path, exc) from exc
+    if state is None:
+        raise CommandError(f"task {task_id!r} is not in {path}{hint}")
+    return state

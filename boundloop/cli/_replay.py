@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 from pathlib import Path
 
 import anyio
 
 from .. import AgentLoop, CheckpointCorrupt, LoopError, LoopState, ReplayReport, SQLiteStore, replay
 from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, CommandError
-from ._pending import open_store, store_failure
+from ._pending import load_state, open_store
 from ._run import load_target, make_loop
 
 CONTEXT_LINES = 3
@@ -69,7 +68,7 @@ async def _replay(
     recorded: LoopState | str = source
     if store is not None:
         assert store_path is not None
-        recorded = await _load(store, store_path, source)
+        recorded = await load_state(store, store_path, source)
     try:
         return await replay(recorded, loop=loop)
     except UnicodeDecodeError as exc:
@@ -82,18 +81,6 @@ async def _replay(
         raise CommandError(f"cannot read {source}: {exc.strerror or exc}") from exc
     except Exception as exc:  # the user's tools or callbacks: one line, no traceback
         raise CommandError(f"the replay failed: {type(exc).__name__}: {exc}", EXIT_NOT_COMPLETED) from exc
-
-
-async def _load(store: SQLiteStore, path: str, task_id: str) -> LoopState:
-    try:
-        state = await store.load(task_id)
-    except CheckpointCorrupt as exc:
-        raise CommandError(str(exc)) from exc
-    except (sqlite3.Error, OSError) as exc:
-        raise store_failure(path, exc) from exc
-    if state is None:
-        raise CommandError(f"task {task_id!r} is not in {path}")
-    return state
 
 
 def first_divergence(report: ReplayReport, context: int = CONTEXT_LINES) -> list[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sqlite3
 from collections.abc import Sequence
 
 from .. import (
@@ -16,7 +15,7 @@ from .. import (
     TaskNotFound,
 )
 from ._errors import CommandError
-from ._pending import open_store, store_failure
+from ._pending import load_state, open_store
 from ._run import load_target, make_loop
 from ._runner import EventHook, RunOptions, Start, execute
 from ._view import RunView
@@ -102,14 +101,7 @@ def resume_start(
     """
 
     async def start(loop: AgentLoop, view: RunView | None, on_event: EventHook) -> LoopResult:
-        try:
-            state = await store.load(task_id)
-        except CheckpointCorrupt as exc:
-            raise CommandError(str(exc)) from exc
-        except (sqlite3.Error, OSError) as exc:
-            raise store_failure(path, exc) from exc
-        if state is None:
-            raise CommandError(f"task {task_id!r} is not in {path} (see `boundloop pending --store {path}`)")
+        state = await load_state(store, path, task_id, hint=f" (see `boundloop pending --store {path}`)")
         if view is not None:
             view.start(loop, state.goal, resumed=state)
         try:
