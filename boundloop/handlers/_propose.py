@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import anthropic
 from anthropic.types import Message, ToolUseBlock
@@ -17,6 +17,19 @@ from ._boundary import problem
 from ._budget import call_spent, ceiling_spent, final_answer_note, output_allowance, spent, stop_at
 from ._context import RunContext
 from ._validation import canonical
+
+KNOWN_STOP_REASONS: Final = frozenset(
+    {
+        "end_turn",
+        "tool_use",
+        "max_tokens",
+        "stop_sequence",
+        "pause_turn",
+        "refusal",
+        "model_context_window_exceeded",
+    }
+)
+"""The API's stop reasons: recorded as they are; anything else the model's, redacted."""
 
 
 async def assemble(ctx: RunContext) -> Trigger:
@@ -132,8 +145,10 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         totals.cost_usd += config.price.cost(usage)
     ctx.event(
         "proposal",
-        stop_reason=response.stop_reason,
-        stop_sequence=response.stop_sequence,
+        stop_reason=response.stop_reason
+        if response.stop_reason in KNOWN_STOP_REASONS or response.stop_reason is None
+        else ctx.redact(str(response.stop_reason)),
+        stop_sequence=None if response.stop_sequence is None else ctx.redact(response.stop_sequence),
         tools=[ctx.tool_name(call.name) for call in calls],
         duration_s=duration_s,
         input_tokens=usage.input_tokens,

@@ -88,8 +88,6 @@ async def execute(
     try:
         if resumed is not None:
             ctx.event("resume", **resumed)
-        if config.store is not None:  # the run exists from its start (or its resume's intents)
-            await config.store.save(_for_store(ctx))
         await driver.execute(cancel)
     finally:
         config.machine.remove(driver.run)
@@ -122,6 +120,8 @@ class _Driver:
             ctx.deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_before)
         try:
             with anyio.CancelScope(deadline=ctx.deadline or float("inf")) as scope:
+                if ctx.config.store is not None:  # the run exists from its start (or a resume's intents)
+                    await ctx.config.store.save(_for_store(ctx))
                 if cancel is None:
                     await self.drive()
                 else:
