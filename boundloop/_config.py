@@ -72,6 +72,8 @@ class LoopConfig:
     """The default patterns, `redact_patterns` and the `redact` hook, compiled once."""
     redact_checkpoints: bool
     """Checkpoints store the transcript and observations redacted too."""
+    count_tokens: bool
+    """Count each request's input with `messages.count_tokens` before a token or cost check."""
     on_event: EventHook | None
     store: CheckpointStore | None
     metrics: BoundMetrics | None
@@ -103,6 +105,7 @@ def build_config(
     store: CheckpointStore | None,
     redact_patterns: Iterable[str | re.Pattern[str]] = (),
     redact_checkpoints: bool = False,
+    count_tokens: bool = False,
 ) -> LoopConfig:
     """Check every setting and build the configuration.
 
@@ -148,6 +151,10 @@ def build_config(
         f"on_tool_error must be 'report', 'raise' or 'stop', got {on_tool_error!r}",
     )
     _require(_positive_int(max_tool_output_chars), "max_tool_output_chars must be a positive int")
+    _require(
+        not count_tokens or callable(getattr(getattr(client, "messages", None), "count_tokens", None)),
+        f"count_tokens=True needs a client with messages.count_tokens (AsyncAnthropic), not {client!r}",
+    )
     registry = ToolRegistry(tools)
     chosen_policy = Policy() if policy is None else policy
     escalation = chosen_policy.escalation_tool
@@ -174,6 +181,7 @@ def build_config(
         redact=redact,
         redactor=Redactor(redact_patterns, redact),
         redact_checkpoints=bool(redact_checkpoints),
+        count_tokens=bool(count_tokens),
         on_event=on_event,
         store=store,
         metrics=None if chosen_metrics is None else chosen_metrics.bind(name, registry),

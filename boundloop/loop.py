@@ -58,6 +58,9 @@ class AgentLoop:
             (Anthropic, OpenAI, AWS, Google, GitHub and Slack keys, bearer tokens).
         redact_checkpoints: save checkpoints with the transcript and observations redacted
             too (a resumed run then continues from the redacted transcript).
+        count_tokens: with a token or cost budget, count each request's input with the API's
+            `messages.count_tokens` before the call, instead of estimating it from the previous
+            call (one more request per model call; `anthropic.AsyncAnthropic` only).
         store: where the state is checkpointed (at the start, before and after every tool batch,
             after every step and at the stop)
             (`boundloop.checkpoint.MemoryStore`, `SQLiteStore`); None: not saved.
@@ -88,6 +91,7 @@ class AgentLoop:
         store: CheckpointStore | None = None,
         redact_patterns: Iterable[str | re.Pattern[str]] = (),
         redact_checkpoints: bool = False,
+        count_tokens: bool = False,
     ) -> None:
         self._config: LoopConfig = build_config(
             client,
@@ -108,6 +112,7 @@ class AgentLoop:
             store=store,
             redact_patterns=redact_patterns,
             redact_checkpoints=redact_checkpoints,
+            count_tokens=count_tokens,
         )
 
     @property

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from anthropic.types import Message
+from anthropic.types import Message, MessageTokensCount
 
 
 class MessagesAPI(Protocol):
@@ -20,3 +20,10 @@ class Model(Protocol):
 
     @property
     def messages(self) -> MessagesAPI: ...
+
+
+class TokenCounter(Protocol):
+    """`messages.count_tokens`, which `AgentLoop(count_tokens=True)` calls before each request."""
+
+    @property
+    def count_tokens(self) -> Callable[..., Awaitable[MessageTokensCount]]: ...

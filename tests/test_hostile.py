@@ -499,3 +499,58 @@ def test_an_invalid_output_schema_is_a_configuration_error() -> None:
             handler=lambda: None,
             output_schema={"type": "nonsense"},
         )
+
+
+class CountingTransport:
+    """The real SDK over a transport that answers count_tokens with a fixed count and serves messages."""
+
+    def __init__(self, counted: int, bodies: list[JSON]) -> None:
+        self.counted = counted
+        self.bodies = bodies
+        self.paths: list[str] = []
+        self.max_tokens: list[int] = []
+
+    def handler(self, request: httpx2.Request) -> httpx2.Response:
+        self.paths.append(request.url.path)
+        if request.url.path == "/v1/messages/count_tokens":
+            return httpx2.Response(200, json={"input_tokens": self.counted})
+        self.max_tokens.append(json.loads(request.content)["max_tokens"])
+        return httpx2.Response(200, json=api_message(self.bodies.pop(0)))
+
+
+@pytest.mark.parametrize(
+    ("counted", "expected_stop", "expected_max_tokens"),
+    [
+        pytest.param(900, StopReason.COMPLETED, [100], id="clamped-to-what-is-left"),
+        pytest.param(1000, StopReason.TOKEN_BUDGET, [], id="no-call-when-the-input-alone-fills-the-budget"),
+    ],
+)
+async def test_count_tokens_checks_the_exact_input_before_the_first_call(
+    counted: int, expected_stop: StopReason, expected_max_tokens: list[int]
+) -> None:
+    """With count_tokens=True the first call's input is counted, not guessed as 0."""
+    import anthropic
+
+    transport = CountingTransport(counted, [text("done")])
+    client = anthropic.AsyncAnthropic(
+        api_key="sk-ant-test-0000000000",
+        max_retries=0,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(transport.handler)),
+    )
+    loop = AgentLoop(
+        client,
+        model="claude-sonnet-4-6",
+        budget=Budget(max_steps=2, max_total_tokens=1000),
+        metrics=None,
+        count_tokens=True,
+    )
+    result = await loop.run("goal")
+    assert result.stop_reason is expected_stop
+    assert transport.max_tokens == expected_max_tokens
+    assert transport.paths[0] == "/v1/messages/count_tokens"
+
+
+def test_count_tokens_needs_a_client_that_counts() -> None:
+    """The scripted client cannot count tokens: a construction error, not a mid-run failure."""
+    with pytest.raises(boundloop.ConfigurationError, match="count_tokens=True needs a client"):
+        AgentLoop(ScriptedClient([]), model="m", budget=Budget(max_steps=1), count_tokens=True)

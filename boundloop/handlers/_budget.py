@@ -96,6 +96,8 @@ def stop_at(ctx: RunContext, exceeded: Exceeded, detail: str | None = None) -> N
 def next_input_estimate(ctx: RunContext) -> int:
     """The input tokens of the next call, at least: the previous call's input and its output,
     which is now part of the transcript. 0 before the first call."""
+    if ctx.counted_input is not None:
+        return ctx.counted_input
     if not ctx.state.responses:
         return 0
     usage = ctx.state.responses[-1].usage

@@ -41,7 +41,17 @@ class Planned:
 class RunContext:
     """One run's configuration, state, trace and clock, handed to each state's work."""
 
-    __slots__ = ("_hooks", "config", "deadline", "elapsed_before", "plan", "started", "state", "trace")
+    __slots__ = (
+        "_hooks",
+        "config",
+        "counted_input",
+        "deadline",
+        "elapsed_before",
+        "plan",
+        "started",
+        "state",
+        "trace",
+    )
 
     def __init__(self, config: LoopConfig, state: LoopState, *, on_event: EventHook | None = None) -> None:
         self.config = config
@@ -54,6 +64,8 @@ class RunContext:
         """Wall-clock seconds the run spent before this session (a continued run)."""
         self.deadline: float | None = None
         """The run's time limit on anyio's clock, when `Budget.timeout_s` is set."""
+        self.counted_input: int | None = None
+        """The next request's input tokens, as `messages.count_tokens` counted them."""
         self.plan: list[Planned] | None = None
         """The calls of the current turn that validation let through; None: rebuild from state."""
 

@@ -10,6 +10,7 @@ from anthropic.types import Message, ToolUseBlock
 
 from .._records import StopReason, ToolCall, Turn
 from ..errors import ScriptExhausted
+from ..model import TokenCounter
 from ..statemachine.table import Trigger
 from ..transcript import append_user
 from ._answers import finish
@@ -35,19 +36,42 @@ KNOWN_STOP_REASONS: Final = frozenset(
 async def assemble(ctx: RunContext) -> Trigger:
     """Check every budget before the next model call; at a spent one, stop or conclude.
 
-    The next call's worst case (its estimated input plus `max_tokens`) must fit in the token
-    and cost budgets; `max_tokens` is clamped to what is left.
+    The next call's worst case (its input, estimated or counted, plus `max_tokens`) must fit
+    in the token and cost budgets; `max_tokens` is clamped to what is left.
     """
     state = ctx.state
     if state.exceeded is None:
-        exceeded = spent(ctx) or call_spent(ctx)
+        exceeded = spent(ctx)  # steps, and the ceilings as they stand
         if exceeded is not None:
             stop_at(ctx, exceeded)
-    elif state.final_call_due and (ceiling_spent(ctx) or call_spent(ctx)) is not None:
-        state.final_call_due = False  # tokens, cost and time are ceilings: no final answer past them
+    if state.exceeded is not None and not state.final_call_due:
+        return Trigger.ASSEMBLED  # no call: nothing to count or clamp
     if state.final_call_due and state.exceeded is not None:
         append_user(state.messages, [{"type": "text", "text": final_answer_note(state.exceeded)}])
+    await _count_input(ctx)
+    worst = call_spent(ctx)
+    if state.final_call_due and (worst or ceiling_spent(ctx)) is not None:
+        state.final_call_due = False  # tokens, cost and time are ceilings: no final answer past them
+    elif worst is not None and not state.final_call_due:
+        stop_at(ctx, worst)
     return Trigger.ASSEMBLED
+
+
+async def _count_input(ctx: RunContext) -> None:
+    """With `count_tokens=True` and a token or cost budget: the next request's exact input."""
+    ctx.counted_input = None
+    config = ctx.config
+    budget = config.budget
+    if not config.count_tokens or (budget.max_total_tokens is None and budget.max_cost_usd is None):
+        return
+    request = build_request(ctx, tools_allowed=not ctx.state.final_call_due)
+    request.pop("max_tokens")
+    try:
+        # Checked at construction: the client has messages.count_tokens.
+        counter = cast(TokenCounter, config.client.messages)
+        ctx.counted_input = (await counter.count_tokens(**request)).input_tokens
+    except anthropic.APIError as exc:  # the estimate stands in: a count is a refinement, not a need
+        ctx.error("count_tokens", exc)
 
 
 def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, Any]:
@@ -131,6 +155,7 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         final=final,
     )
     ctx.plan = None
+    ctx.counted_input = None
     if final:
         state.final_call_due = False  # made: the run stops after its validation
     usage = response.usage
