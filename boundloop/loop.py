@@ -208,10 +208,10 @@ class AgentLoop:
             TaskExists: the store already holds `task_id`.
             UnhandledStop: the API returned a stop_reason with no handler (`.result` holds
                 the partial result).
-            Exception: a tool's exception, with `on_tool_error="raise"`; an exception raised
-                by your own callbacks (`Policy.approve`, `Policy.success`, `on_event`, a
-                signal handler, the store) propagates as itself, with the run recorded as
-                failed first.
+            Exception: a tool's exception, with `on_tool_error="raise"` (the run is recorded
+                as failed first). Any other exception — your callbacks (`Policy.approve`,
+                `Policy.success`, `on_event`, a signal handler), the store — ends the run as
+                `failed`, recorded in `state.errors`, and is not raised.
             ScriptExhausted: a `ScriptedClient` ran out of responses.
         """
         state = new_state(

@@ -1007,9 +1007,13 @@ async def test_a_run_stopped_in_its_first_checkpoint_is_recorded_and_counted(how
     if how == "cancelled":
         with anyio.move_on_after(0):  # already expired: the first checkpoint is where it lands
             await loop.run(GOAL, task_id="t-1")
-    else:
-        with pytest.raises(OSError, match="disk full"):  # the store's error propagates as itself
-            await loop.run(GOAL, task_id="t-1")
+    else:  # the store's error ends the run as failed, recorded; run() returns
+        failed = await loop.run(GOAL, task_id="t-1")
+        assert failed.stop_reason is StopReason.FAILED
+        assert [(e.kind, e.type) for e in failed.state.errors] == [
+            ("exception", "OSError"),
+            ("checkpoint", "OSError"),
+        ]
     stop_reason = StopReason.CANCELLED if how == "cancelled" else StopReason.FAILED
     runs = {
         reason: registry.get_sample_value(

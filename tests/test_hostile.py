@@ -554,3 +554,75 @@ def test_count_tokens_needs_a_client_that_counts() -> None:
     """The scripted client cannot count tokens: a construction error, not a mid-run failure."""
     with pytest.raises(boundloop.ConfigurationError, match="count_tokens=True needs a client"):
         AgentLoop(ScriptedClient([]), model="m", budget=Budget(max_steps=1), count_tokens=True)
+
+
+# -- the exceptions run() lets out ---------------------------------------------------------
+
+
+class Broken(Exception):
+    """Raised by a callback of the caller's."""
+
+
+def _raise(*_: object) -> Any:
+    raise Broken("callback failed with sk-ant-api03-SECRETSECRETSECRET")
+
+
+class FailingStore:
+    """A store whose second save fails (the one before the first tool batch)."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryStore()
+        self.saves = 0
+
+    async def save(self, state: Any) -> None:
+        self.saves += 1
+        if self.saves == 2:
+            raise OSError("disk full")
+        await self.inner.save(state)
+
+    async def load(self, task_id: str) -> Any:
+        return await self.inner.load(task_id)
+
+    async def list(self, *, status: Any = None, stop_reason: str | None = None) -> Any:
+        return await self.inner.list(status=status, stop_reason=stop_reason)
+
+    async def delete(self, task_id: str) -> bool:
+        return await self.inner.delete(task_id)
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["success", "approve", "on_event", "signal_handler", "store"],
+)
+async def test_a_failing_callback_of_yours_fails_the_run_it_does_not_escape(where: str) -> None:
+    """Your callback raising ends the run as failed, recorded and redacted, and run() returns."""
+    options: dict[str, Any] = {}
+    script: list[JSON] = [tool_use(("lookup", {"key": "a"})), text("done")]
+    if where == "success":
+        options["policy"] = boundloop.Policy(success=_raise)
+    elif where == "approve":
+        options["policy"] = boundloop.Policy(requires_approval={"lookup"}, approve=_async_raise)
+    elif where == "on_event":
+        options["on_event"] = _raise
+    elif where == "signal_handler":
+        options["signal_handlers"] = {"end_turn": _raise}
+    else:
+        options["store"] = FailingStore()
+    loop = AgentLoop(
+        ScriptedClient(script),
+        model="claude-sonnet-4-6",
+        tools=[lookup],
+        budget=Budget(max_steps=3),
+        metrics=None,
+        **options,
+    )
+    result = await loop.run("goal")
+    assert result.stop_reason is StopReason.FAILED
+    error = next(e for e in result.state.errors if e.kind == "exception")
+    assert error.type in ("Broken", "OSError")
+    assert "SECRET" not in error.message
+    assert_valid_transcript(result.messages)
+
+
+async def _async_raise(*_: object) -> bool:
+    raise Broken("approver down")

@@ -50,6 +50,7 @@ class RunContext:
         "plan",
         "started",
         "state",
+        "tool_raised",
         "trace",
     )
 
@@ -64,6 +65,8 @@ class RunContext:
         """Wall-clock seconds the run spent before this session (a continued run)."""
         self.deadline: float | None = None
         """The run's time limit on anyio's clock, when `Budget.timeout_s` is set."""
+        self.tool_raised: BaseException | None = None
+        """A handler's exception with `on_tool_error="raise"`: the one that leaves `run()`."""
         self.counted_input: int | None = None
         """The next request's input tokens, as `messages.count_tokens` counted them."""
         self.plan: list[Planned] | None = None
@@ -82,7 +85,12 @@ class RunContext:
         """Append to the trace and tell the `on_event` hooks, as it happens."""
         self.trace.append(event)
         for hook in self._hooks:
-            hook(event)
+            try:
+                hook(event)
+            except Exception:
+                # A failing hook fails the run; it is not called again while the run stops.
+                self._hooks = tuple(other for other in self._hooks if other is not hook)
+                raise
 
     def error(self, kind: str, exc: BaseException) -> None:
         """Record an exception in the state and the trace, with secrets redacted."""

@@ -91,6 +91,7 @@ async def dispatch(ctx: RunContext, turn: Turn, plan: list[Planned]) -> None:
             raise group_error.exceptions[0] from None
         raise
     if failure:
+        ctx.tool_raised = failure[0]
         raise failure[0]
 
 

@@ -8,7 +8,6 @@ The work of each state lives in `boundloop.handlers` and records facts in the ru
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Final, final
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Final, final
 import anyio
 
 from .._records import Exceeded, StopReason
-from ..errors import UnhandledStop
+from ..errors import ScriptExhausted, UnhandledStop
 from ..handlers._answers import answer_open_calls, finish
 from ..handlers._context import RunContext
 from ..handlers._dispatch import act
@@ -103,6 +102,17 @@ def _for_store(ctx: RunContext) -> LoopState:
     return LoopState.from_json(json.dumps(redact_strings(json.loads(state.to_json()), ctx.redact)))
 
 
+def _leaves_run(exc: BaseException, ctx: RunContext) -> bool:
+    """The exceptions `run()` lets out: `UnhandledStop`, a tool's with `on_tool_error="raise"`,
+    `ScriptExhausted` (a test script ran out), and every `BaseException` that is not an
+    `Exception` (cancellation, `KeyboardInterrupt`, `SystemExit`)."""
+    return (
+        not isinstance(exc, Exception)
+        or isinstance(exc, UnhandledStop | ScriptExhausted)
+        or exc is ctx.tool_raised
+    )
+
+
 @final
 class _Driver:
     __slots__ = ("cancel_requested", "ctx", "entered", "run")
@@ -140,7 +150,9 @@ class _Driver:
             self.abort(StopReason.FAILED, f"{type(exc).__name__}: {exc}")
             if isinstance(exc, UnhandledStop):
                 exc.result = self.result()
-            raise
+            if _leaves_run(exc, ctx):
+                raise
+            # Anything else — your callbacks, the store, a bug — ends the run as failed, recorded.
         finally:
             self._record_stop()
             await self._last_checkpoint()
@@ -226,20 +238,17 @@ class _Driver:
     async def _last_checkpoint(self) -> None:
         """Save the final state, shielded from the caller's cancellation.
 
-        A failing store never replaces an exception or cancellation already on its way out:
-        then the store's error is recorded in the state and the trace instead.
+        A failing store never replaces the run's outcome, an exception or a cancellation on
+        its way out: its error is recorded in the state and the trace as a `checkpoint` error.
         """
         ctx = self.ctx
         store = ctx.config.store
         if store is None:
             return
-        in_flight = sys.exc_info()[1] is not None
         try:
             with anyio.move_on_after(CHECKPOINT_TIMEOUT_S, shield=True):
                 await store.save(_for_store(ctx))
-        except Exception as exc:
-            if not in_flight:
-                raise
+        except Exception as exc:  # never replaces the run's outcome: recorded instead
             ctx.error("checkpoint", exc)
 
     def _record_stop(self) -> None:
