@@ -119,11 +119,11 @@ def _dump_messages(messages: list[MessageParam]) -> list[dict[str, Any]]:
         if isinstance(content, str):
             plain.append(dict(message))
         else:
-            plain.append({**message, "content": [json_default_or_self(block) for block in content]})
+            plain.append({**message, "content": [_plain_block(block) for block in content]})
     return plain
 
 
-def json_default_or_self(block: object) -> object:
+def _plain_block(block: object) -> object:
     """An SDK block as its JSON dict; a dict block as itself."""
     return json_default(block) if isinstance(block, pydantic.BaseModel) else block
 
