@@ -241,3 +241,37 @@ async def test_a_humans_denials_do_not_open_the_circuit_breaker() -> None:
     result = await later.resume("t-deny", approvals={"toolu_r1": False, "toolu_r2": "no"})
     assert result.stop_reason is StopReason.COMPLETED
     assert result.state.consecutive_tool_errors == 0
+
+
+async def test_a_call_waiting_for_the_approver_waits_for_the_human_when_the_batch_stops() -> None:
+    """A call the in-process approver would decide, held back because the model asked a human in
+    the same batch, needs the human's decision on resume: it never runs unapproved."""
+    store = MemoryStore()
+    ledger = Ledger()
+    asked: list[str] = []
+
+    async def approver(call: Any) -> bool:
+        asked.append(call.id)
+        return True
+
+    policy = Policy(escalation_tool="request_human", approve=approver)
+    script = [
+        tool_use(
+            ("issue_refund", {"order_id": "O-1"}, "toolu_r1"),
+            ("request_human", {"reason": "Refund a late order?"}, "toolu_ask"),
+            ("request_human", {"reason": "Again?"}, "toolu_ask2"),
+        )
+    ]
+    first = await make_loop(script, store, ledger, policy=policy).run("Refund?", task_id="t-mixed")
+    assert first.stop_reason is StopReason.NEEDS_HUMAN
+    assert [p.tool_use_id for p in first.state.pending_approvals] == ["toolu_r1"]
+    assert asked == []
+    later = make_loop([text("Not refunded.")], store, ledger, policy=policy)
+    with pytest.raises(ApprovalMissing, match="toolu_r1"):
+        await later.resume("t-mixed", reply="Yes.")
+    result = await later.resume("t-mixed", reply="Yes.", approvals={"toolu_r1": "ask finance first"})
+    assert result.stop_reason is StopReason.COMPLETED
+    assert ledger.effects == {}
+    outcomes = {o.tool_use_id: o.outcome for o in result.state.observations}
+    assert outcomes == {"toolu_r1": "denied", "toolu_ask": "ok", "toolu_ask2": "denied"}
+    assert_valid_transcript(result.messages)

@@ -64,6 +64,7 @@ def _record(ctx: RunContext, results: list[CallResult], keys: list[str]) -> None
     for result, key in zip(results, keys, strict=True):
         call = result.call
         outcome = result.outcome
+        name = ctx.tool_name(call.name)
         state.observations.append(
             Observation(
                 step=call.step,
@@ -85,13 +86,13 @@ def _record(ctx: RunContext, results: list[CallResult], keys: list[str]) -> None
                     ErrorRecord(
                         kind=f"tool_{outcome}",
                         step=call.step,
-                        tool=ctx.tool_name(call.name),
+                        tool=name,
                         message=ctx.redact(str(result.content)),
                     )
                 )
         ctx.event(
             "tool_result",
-            tool=ctx.tool_name(call.name),
+            tool=name,
             tool_use_id=ctx.call_id(call.id),
             outcome=outcome,
             is_error=result.is_error,

@@ -46,9 +46,9 @@ def prepare(
         if state.escalation is not None and call.id == state.escalation.tool_use_id:
             assert reply is not None  # checked above
             turn.answers[index] = CallResult(call=call, outcome="ok", content=reply)
-        elif decision == "escalate":
+        elif decision in ("escalate", "approve"):
             turn.answers[index] = _approval(call.name, decided[call.id], turn, index)
-        elif decision in ("execute", "approve"):
+        elif decision == "execute":
             turn.answers[index] = None  # held back only because the batch waited: it runs now
     record: dict[str, object] = {"from_phase": "stopped", "approvals": {k: v for k, v in decided.items()}}
     if state.escalation is not None:

@@ -138,12 +138,7 @@ async def _plan(
             (to_approve if decision == "approve" else plan).append(planned)
     stop, exceeded = _batch_stop(ctx, len(plan) + len(to_approve), blocked, escalated)
     if stop is not None:
-        # Waiting for a human: the answers below are provisional until `resume` decides.
-        turn.awaiting_human = stop[0] is StopReason.NEEDS_HUMAN
-        for index, call in enumerate(turn.calls):
-            if turn.answers[index] is None:
-                turn.answers[index] = refused(call, "denied", f"not run: {stop[1]}")
-        ctx.plan = []
+        _hold(ctx, turn, to_approve, stop)
         return decisions, stop, exceeded
     approve = ctx.config.policy.approve
     for planned in to_approve:
@@ -161,6 +156,22 @@ async def _plan(
     ctx.plan = sorted(plan, key=lambda planned: planned.index)
     fill_copies(turn)
     return decisions, None, None
+
+
+def _hold(ctx: RunContext, turn: Turn, to_approve: list[Planned], stop: tuple[StopReason, str]) -> None:
+    """The batch does not run: answer every call not yet answered, saying why."""
+    # Waiting for a human: these answers are provisional until `resume` decides.
+    turn.awaiting_human = stop[0] is StopReason.NEEDS_HUMAN
+    if turn.awaiting_human:  # calls waiting for the approver wait for the human instead
+        for planned in to_approve:
+            call = turn.calls[planned.index]
+            ctx.state.pending_approvals.append(
+                PendingApproval(tool_use_id=call.id, tool=call.name, input=call.input, step=call.step)
+            )
+    for index, call in enumerate(turn.calls):
+        if turn.answers[index] is None:
+            turn.answers[index] = refused(call, "denied", f"not run: {stop[1]}")
+    ctx.plan = []
 
 
 def fill_copies(turn: Turn) -> None:
@@ -253,9 +264,11 @@ def _escalate(ctx: RunContext, turn: Turn, index: int, call: ToolCall) -> tuple[
     except ToolInputError as exc:
         turn.answers[index] = refused(call, "invalid", f"invalid input for {call.name}: {exc}")
         return "deny", None
+    if ctx.state.escalation is not None:  # the first request of the batch is the one a human answers
+        turn.answers[index] = refused(call, "denied", "a human is already asked in this turn: not sent")
+        return "deny", None
     reason = ctx.redact(str(call.input.get("reason", "")))
-    if ctx.state.escalation is None:  # the first request of the batch is the one a human answers
-        ctx.state.escalation = Escalation(tool_use_id=call.id, reason=reason, step=call.step)
+    ctx.state.escalation = Escalation(tool_use_id=call.id, reason=reason, step=call.step)
     turn.answers[index] = refused(call, "denied", "waiting for a human: not answered yet")
     return "escalate", None
 
