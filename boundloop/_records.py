@@ -151,6 +151,8 @@ class Observation:
     content: Content
     attempts: int = 0
     """Handler invocations (0: answered without running)."""
+    by_human: bool = False
+    """Decided by a human on resume (an approval or a denial), not by the loop."""
 
 
 @final

@@ -10,6 +10,7 @@ trajectory is identical and, if not, where it first diverges.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast, final
@@ -27,7 +28,7 @@ from .policy import Policy
 from .state import Budget, LoopResult, LoopState
 from .statemachine._driver import execute
 from .testing import ScriptedClient
-from .trace import TraceEvent, read_trace
+from .trace import TraceEvent, json_default, read_trace
 
 
 @final
@@ -118,12 +119,15 @@ class _Recording:
     """The trajectory holds transitions and decisions (from a trace), not only tool outcomes."""
 
 
-async def replay(source: LoopState | str | Path, loop: AgentLoop | None = None) -> ReplayReport:
+async def replay(
+    source: LoopState | Sequence[TraceEvent] | str | Path, loop: AgentLoop | None = None
+) -> ReplayReport:
     """Re-drive a recorded run with no model and no real tools, and compare the trajectories.
 
     Args:
-        source: a `LoopState` (e.g. from a store), or the path of a state JSON file or of a
-            JSON-lines trace written by `LoopResult.write_trace` / `--trace`.
+        source: a `LoopState` (e.g. from a store), a run's trace events (`LoopResult.trace`,
+            or the traces of a run and its resumes, in order), or the path of a state JSON
+            file or of a JSON-lines trace written by `LoopResult.write_trace` / `--trace`.
         loop: an `AgentLoop` whose configuration (tools, policy, budget) the recording is
             replayed through; default: the configuration recorded with the run.
 
@@ -201,10 +205,14 @@ def _human_decisions(
     return approvals, reply
 
 
-def _recording(source: LoopState | str | Path) -> _Recording:
+def _recording(source: LoopState | Sequence[TraceEvent] | str | Path) -> _Recording:
     """The recording in `source` (reads files: call it in a worker thread)."""
     if isinstance(source, LoopState):
         return _from_state(source)
+    if not isinstance(source, str | Path):
+        # Events as a trace file holds them: the data as JSON, SDK objects as dicts.
+        plain = json.loads(json.dumps([event.to_dict() for event in source], default=json_default))
+        return _from_trace([TraceEvent.from_dict(event) for event in plain])
     path = Path(source)
     text = path.read_text(encoding="utf-8")
     first = text.lstrip().split("\n", 1)[0]

@@ -89,10 +89,11 @@ def test_there_is_no_import_cycle_inside_the_package(graph: dict[str, set[str]])
 
 
 def test_nothing_below_the_loop_imports_it() -> None:
-    """Configuration travels down: only what sits above the loop (the package's `__init__`, and
-    replay, which drives a loop's configuration) imports `boundloop.loop`."""
+    """Configuration travels down: only what sits above the loop (the package's `__init__`,
+    replay, which drives a loop's configuration, and the evals, which build and run loops)
+    imports `boundloop.loop`."""
     importers = sorted(name for name, targets in TYPE_GRAPH.items() if "boundloop.loop" in targets)
-    assert importers == ["boundloop", "boundloop.replay"]
+    assert importers == ["boundloop", "boundloop.evals._build", "boundloop.evals._runner", "boundloop.replay"]
 
 
 def test_errors_import_nothing_of_the_package_at_run_time() -> None:

@@ -74,6 +74,7 @@ def _record(ctx: RunContext, results: list[CallResult], keys: list[str]) -> None
                 outcome=outcome,
                 content=result.content,
                 attempts=result.attempts,
+                by_human=result.by_human,
             )
         )
         if outcome == "ok":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
 import anthropic
@@ -24,6 +25,11 @@ if TYPE_CHECKING:
 
 
 _API_ID = re.compile(r"(?:toolu|srvtoolu)_[A-Za-z0-9]{1,64}")
+
+
+def recorded_call_id(tool_use_id: str, redact: Callable[[str], str]) -> str:
+    """A tool_use id as the trace records it: the API's own ids as they are, anything else redacted."""
+    return tool_use_id if _API_ID.fullmatch(tool_use_id) else redact(tool_use_id)
 """The shape of the ids the API gives tool_use blocks."""
 
 
@@ -129,7 +135,7 @@ class RunContext:
 
     def call_id(self, tool_use_id: str) -> str:
         """A tool_use id as it may be recorded: the API's own ids as they are, anything else redacted."""
-        return tool_use_id if _API_ID.fullmatch(tool_use_id) else self.config.redactor(tool_use_id)
+        return recorded_call_id(tool_use_id, self.config.redactor)
 
     def tool_name(self, name: str) -> str:
         """A proposed tool name as it may be recorded: a registered name, or the model's redacted."""

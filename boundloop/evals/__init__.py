@@ -1,0 +1,35 @@
+"""Trajectory evals: JSON fixtures, a runner that checks the path a run took, and its report.
+
+See docs/evals.md for the fixture format. In short::
+
+    cases = load_cases("examples/evals")
+    results = await run_cases(cases)
+    report = EvalReport(results)
+"""
+
+from ._build import build_loop, load_cases, parse_case
+from ._export import export_case
+from ._fixture import Case, Decision, Expected, FixtureError, ToolSpec, api_name, schema, schema_problems
+from ._report import EvalReport, Figures
+from ._runner import CaseResult, Status, run_case, run_cases
+
+__all__ = [
+    "Case",
+    "CaseResult",
+    "Decision",
+    "EvalReport",
+    "Expected",
+    "Figures",
+    "FixtureError",
+    "Status",
+    "ToolSpec",
+    "api_name",
+    "build_loop",
+    "export_case",
+    "load_cases",
+    "parse_case",
+    "run_case",
+    "run_cases",
+    "schema",
+    "schema_problems",
+]

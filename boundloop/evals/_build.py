@@ -1,0 +1,144 @@
+"""From fixtures to loops: read the case files, and build the `AgentLoop` a case runs on."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import cast
+
+from anthropic.types import Message
+
+from ..checkpoint.store import MemoryStore
+from ..errors import ConfigurationError
+from ..handlers.tools import Tool
+from ..loop import AgentLoop
+from ..policy import Policy
+from ..testing import Request, ScriptedClient
+from ._fixture import Case, FixtureError, read_case
+from ._mocks import DEFAULT_TIMEOUT_S, Mocks
+
+STATE_SUFFIX = ".state.json"
+"""A saved `LoopState` next to the fixtures: not a case itself."""
+
+
+def build_loop(case: Case, mocks: Mocks | None = None) -> AgentLoop:
+    """The loop a case runs on: the scripted model, its mocked tools, budget and policy.
+
+    Each call builds a fresh loop, with its own `ScriptedClient` and `MemoryStore` and
+    no metrics, so cases run side by side without sharing anything.
+
+    Raises:
+        ConfigurationError: the case's tools, budget or policy do not make a valid loop.
+    """
+    mocks = mocks if mocks is not None else Mocks(case.mocked, case.names)
+    tools = [
+        Tool(
+            name=spec.name,
+            description=spec.description,
+            input_schema=spec.input_schema,
+            handler=mocks.handler(spec.name),
+            side_effect=spec.side_effect,
+            requires_approval=spec.requires_approval,
+            timeout_s=spec.timeout_s if spec.timeout_s is not None else _timeout(case, spec.name),
+            output_schema=spec.output_schema,
+        )
+        for spec in case.tools
+    ]
+    loop = AgentLoop(
+        ScriptedClient([_serving(mocks, turn) for turn in case.turns], model=case.model_name),
+        model=case.model_name,
+        tools=tools,
+        budget=case.budget,
+        policy=Policy(**case.policy),
+        system=case.system,
+        name="eval",
+        metrics=None,
+        store=MemoryStore(),
+    )
+    mocks.redact = loop.config.redactor
+    return loop
+
+
+def _serving(mocks: Mocks, turn: Message) -> Callable[[Request], Message]:
+    """A scripted turn that tells the mocks which calls it holds when it is served."""
+    return lambda _: mocks.serve(turn)
+
+
+def _timeout(case: Case, tool: str) -> float | None:
+    """A mocked `timeout` needs a deadline to end: the budget's, else a short default."""
+    if case.budget.tool_timeout_s is not None:
+        return None
+    times_out = any(result["status"] == "timeout" for result in case.mocked.get(tool, ()))
+    return DEFAULT_TIMEOUT_S if times_out else None
+
+
+def parse_case(raw: object, *, source: Path | None = None) -> Case:
+    """Check one fixture (a parsed JSON object) and build its `Case`.
+
+    Args:
+        raw: the fixture.
+        source: the file it came from; a relative `state` path is read from its folder.
+
+    Raises:
+        FixtureError: the fixture does not match the schema, two tool names map to one API
+            name, a model turn is not a valid response, or its tools, budget or policy do
+            not make a valid loop.
+    """
+    case = read_case(raw, source=source)
+    try:
+        build_loop(case)
+    except ConfigurationError as exc:
+        raise FixtureError([str(exc)]) from None
+    return case
+
+
+def load_cases(*paths: str | Path) -> list[Case]:
+    """Read every case in these files and folders.
+
+    A folder holds its `*.json` files, recursively, except saved states (`*.state.json`),
+    which cases name in their `state` field.
+
+    Raises:
+        FixtureError: a file is missing or not JSON, a case is invalid, or two share an id;
+            every problem is listed, each with its file and field.
+    """
+    problems: list[str] = []
+    cases: list[Case] = []
+    seen: dict[str, Path] = {}
+    for path in _files(paths, problems):
+        try:
+            raw: object = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            problems.append(f"{path}: not a JSON file ({exc})")
+            continue
+        items = cast(list[object], raw) if isinstance(raw, list) else [raw]
+        for index, item in enumerate(items):
+            where = f"{path}" if not isinstance(raw, list) else f"{path}[{index}]"
+            try:
+                case = parse_case(item, source=path)
+            except FixtureError as exc:
+                problems += [f"{where}: {problem}" for problem in exc.problems]
+                continue
+            if case.case_id in seen:
+                problems.append(f"{where}: case_id {case.case_id!r} is already used by {seen[case.case_id]}")
+                continue
+            seen[case.case_id] = path
+            cases.append(case)
+    if problems:
+        raise FixtureError(problems)
+    return cases
+
+
+def _files(paths: Iterable[str | Path], problems: list[str]) -> Iterator[Path]:
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            found = sorted(file for file in path.rglob("*.json") if not file.name.endswith(STATE_SUFFIX))
+            if not found:
+                problems.append(f"{path}: no *.json fixtures in this folder")
+            yield from found
+        elif path.is_file():
+            yield path
+        else:
+            problems.append(f"{path}: no such file or folder")
