@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from boundloop import AgentLoop, Budget, Policy, ScriptedClient, StopReason, tool
-from boundloop.evals import CaseResult, build_loop, parse_case, run_case
-from boundloop.evals import export_case
+from boundloop.evals import CaseResult, build_loop, export_case, parse_case, run_case
 from boundloop.evals._mocks import Mocks
 from boundloop.state import LoopState, ToolCall
 from tests.helpers import text, tool_use
