@@ -6,6 +6,7 @@ import re
 import runpy
 from pathlib import Path
 
+import anyio
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +24,12 @@ def test_readme_python_block_runs(index: int, tmp_path: Path, capsys: pytest.Cap
     script = tmp_path / f"readme_{index}.py"
     script.write_text(source, encoding="utf-8")
     namespace = runpy.run_path(str(script), run_name="__main__")
-    if "resume(" in source:
+    if "load_cases" in source:  # the eval block: its test passes on every shipped case
+        cases = namespace["load_cases"](ROOT / "examples" / "evals")
+        assert len(cases) >= 13
+        for case in cases:
+            anyio.run(namespace["test_eval"], case)
+    elif "resume(" in source:
         assert "completed Refunded O-104." in capsys.readouterr().out
     elif "loop.run" in source:
         assert "evidence is sufficient" in capsys.readouterr().out

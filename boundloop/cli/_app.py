@@ -14,6 +14,7 @@ from . import demo
 from ._demo import demo_command
 from ._diagram import diagram_command
 from ._errors import (
+    EVAL_EXIT_CODES,
     EXIT_CODES,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -21,6 +22,7 @@ from ._errors import (
     REPLAY_EXIT_CODES,
     CommandError,
 )
+from ._eval import eval_command
 from ._pending import pending_command
 from ._replay import replay_command
 from ._resume import resume_command
@@ -141,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace", metavar="FILE", help="a JSON-lines trace (from --trace) whose path to highlight"
     )
     diagram_parser.set_defaults(command=diagram_command)
+    _add_eval_command(commands.add_parser)
     return parser
 
 
@@ -221,6 +224,36 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
     )
     replay_parser.add_argument("--json", action="store_true", help="print the report as JSON instead")
     replay_parser.set_defaults(command=replay_command)
+
+
+def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+    eval_parser = add_parser(
+        "eval",
+        help="run trajectory eval fixtures (JSON cases) and report; --export a stored run as one",
+        description=_wrap(
+            "Run eval cases: JSON fixtures with a goal, the model's turns, mocked tool results "
+            "and what the run must do (stop reason, tools that ran or must not, trace events, "
+            "answer). Every case runs in process on the scripted model, concurrently; each is "
+            "then replayed from its own trace. Prints a line per case and the aggregate figures. "
+            "PATH is a fixture file or a folder of them. See docs/evals.md for the format."
+        ),
+        epilog=EVAL_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    eval_parser.add_argument("paths", nargs="*", metavar="PATH", help="fixture files or folders")
+    eval_parser.add_argument("--check", action="store_true", help="validate the fixtures only; run nothing")
+    eval_parser.add_argument("--case", action="append", metavar="ID", help="run only this case (repeatable)")
+    eval_parser.add_argument(
+        "--concurrency", type=int, default=8, metavar="N", help="cases run at once (default: 8)"
+    )
+    eval_parser.add_argument("--junit", metavar="FILE", help="write JUnit XML here")
+    eval_parser.add_argument("--json", metavar="FILE", help="write the report as JSON here")
+    eval_parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report here")
+    eval_parser.add_argument(
+        "--export", metavar="TASK_ID", help="print the stored run TASK_ID (with --store) as a fixture"
+    )
+    _add_store(eval_parser)
+    eval_parser.set_defaults(command=eval_command)
 
 
 def _add_store(parser: argparse.ArgumentParser, *, required: bool = False) -> None:

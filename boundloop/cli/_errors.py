@@ -34,6 +34,16 @@ exit codes:
   130  interrupted (Ctrl-C)"""
 """The exit codes of `boundloop replay`."""
 
+EVAL_EXIT_CODES: Final = """\
+exit codes:
+  0    every case passed (with --check: every fixture is valid;
+       with --export: the case was printed)
+  1    a case failed: its first failed expectation is on its line
+  2    a fixture is invalid (each problem names its file and field),
+       or a usage or setup error
+  130  interrupted (Ctrl-C)"""
+"""The exit codes of `boundloop eval`."""
+
 
 class CommandError(Exception):
     """A failure reported as one line on stderr with an exit code; never a traceback."""

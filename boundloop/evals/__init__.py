@@ -10,6 +10,7 @@ See docs/evals.md for the fixture format. In short::
 from ._build import build_loop, load_cases, parse_case
 from ._export import export_case
 from ._fixture import Case, Decision, Expected, FixtureError, ToolSpec, api_name, schema, schema_problems
+from ._html import STOP_EDGES, render_html
 from ._report import EvalReport, Figures
 from ._runner import CaseResult, Status, run_case, run_cases
 
@@ -21,6 +22,7 @@ __all__ = [
     "Expected",
     "Figures",
     "FixtureError",
+    "STOP_EDGES",
     "Status",
     "ToolSpec",
     "api_name",
@@ -28,6 +30,7 @@ __all__ = [
     "export_case",
     "load_cases",
     "parse_case",
+    "render_html",
     "run_case",
     "run_cases",
     "schema",

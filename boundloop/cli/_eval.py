@@ -1,0 +1,93 @@
+"""`boundloop eval PATH...`: run trajectory eval fixtures; `--check` them; `--export` a stored run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import anyio
+
+from ..evals import Case, EvalReport, FixtureError, export_case, load_cases, render_html, run_cases
+from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, EXIT_USAGE, CommandError
+from ._pending import load_state, open_store
+
+
+def eval_command(args: argparse.Namespace) -> int:
+    """Run, check or export eval cases.
+
+    Args:
+        args: the parsed arguments of `boundloop eval`.
+
+    Returns:
+        0 when every case passed (or every fixture is valid, with `--check`), 1 when a case
+        failed, 2 when a fixture is invalid.
+
+    Raises:
+        CommandError: a usage error: no PATH, an unwritable output, a missing store or task.
+    """
+    if args.export is not None:
+        return _export(args)
+    paths: list[str] = args.paths
+    if args.concurrency < 1:
+        raise CommandError(f"--concurrency must be at least 1, got {args.concurrency}")
+    if not paths:
+        raise CommandError("give the fixture files or folders to run (or --export TASK_ID)")
+    try:
+        cases = _selected(load_cases(*paths), args.case)
+    except FixtureError as exc:
+        for problem in exc.problems:
+            print(f"invalid: {problem}", file=sys.stderr)
+        print(f"{len(exc.problems)} problem(s) in the fixtures", file=sys.stderr)
+        return EXIT_USAGE
+    if args.check:
+        print(f"{len(cases)} case(s) valid")
+        return EXIT_OK
+    report = anyio.run(_run, cases, args.concurrency)
+    print(report.table())
+    _write(args.junit, report.junit())
+    _write(args.json, json.dumps(report.to_dict(), indent=2) + "\n")
+    _write(args.html, render_html(report))
+    if report.has_errors:
+        return EXIT_USAGE
+    return EXIT_OK if report.passed else EXIT_NOT_COMPLETED
+
+
+def _selected(cases: list[Case], wanted: list[str] | None) -> list[Case]:
+    if not wanted:
+        return cases
+    known = {case.case_id for case in cases}
+    unknown = sorted(set(wanted) - known)
+    if unknown:
+        raise CommandError(f"--case {', '.join(unknown)}: no such case in the fixtures given")
+    return [case for case in cases if case.case_id in wanted]
+
+
+async def _run(cases: list[Case], concurrency: int) -> EvalReport:
+    return EvalReport(await run_cases(cases, concurrency=concurrency))
+
+
+def _write(path: str | None, text: str) -> None:
+    if path is None:
+        return
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def _export(args: argparse.Namespace) -> int:
+    store_path: str | None = args.store
+    if store_path is None:
+        raise CommandError("--export needs --store PATH, the SQLite store the run is in")
+    if args.paths:
+        raise CommandError("--export takes no fixture PATH: it prints one case")
+    store = open_store(store_path)
+    state = anyio.run(load_state, store, store_path, args.export)
+    try:
+        fixture = export_case(state)
+    except ValueError as exc:  # a run that has not stopped has no outcome to expect
+        raise CommandError(f"cannot export {args.export}: {exc}") from exc
+    print(json.dumps(fixture, indent=2, ensure_ascii=False))
+    return EXIT_OK
