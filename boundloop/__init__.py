@@ -16,7 +16,9 @@ from .errors import BudgetExceeded as BudgetExceeded
 from .errors import CheckpointCorrupt as CheckpointCorrupt
 from .errors import ConfigurationError as ConfigurationError
 from .errors import ContextExceeded as ContextExceeded
+from .errors import ContractError as ContractError
 from .errors import EvidenceMissing as EvidenceMissing
+from .errors import FixtureError as FixtureError
 from .errors import GraphvizMissing as GraphvizMissing
 from .errors import LoopError as LoopError
 from .errors import NeedsHuman as NeedsHuman
@@ -67,8 +69,10 @@ __all__ = [
     "CheckpointStore",
     "ConfigurationError",
     "ContextExceeded",
+    "ContractError",
     "Divergence",
     "EvidenceMissing",
+    "FixtureError",
     "GraphvizMissing",
     "LoopError",
     "LoopMetrics",

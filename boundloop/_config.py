@@ -100,7 +100,7 @@ def build_config(
     redact: RedactHook | None,
     metrics: LoopMetrics | Default | None,
     prices: Mapping[str, Price] | None,
-    signal_handlers: Mapping[str, SignalHandler] | None,
+    signal_handlers: Mapping[str, SignalHandler | None] | None,
     on_event: EventHook | None,
     store: CheckpointStore | None,
     redact_patterns: Iterable[str | re.Pattern[str]] = (),
@@ -257,9 +257,12 @@ def _check_policy(policy: Policy, tools: ToolRegistry) -> None:
             )
 
 
-def _handlers(overrides: Mapping[str, SignalHandler] | None) -> dict[str, SignalHandler]:
+def _handlers(overrides: Mapping[str, SignalHandler | None] | None) -> dict[str, SignalHandler]:
     handlers = dict(DEFAULT_HANDLERS)
     for stop_reason, handler in (overrides or {}).items():
+        if handler is None and isinstance(cast(object, stop_reason), str):
+            handlers.pop(stop_reason, None)  # no handler: this stop_reason raises UnhandledStop
+            continue
         if not isinstance(cast(object, stop_reason), str) or not callable(handler):
             raise ConfigurationError(
                 f"signal_handlers maps a stop_reason str to a handler, got {stop_reason!r}: {handler!r}"

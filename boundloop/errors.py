@@ -3,6 +3,8 @@
 ```
 LoopError
 ├── ConfigurationError (ValueError)    misuse, raised at construction, never mid-run
+│   └── ContractError                  a loop contract breaks its schema or the loop's rules
+├── FixtureError (ValueError)          an eval fixture is invalid (every problem, field named)
 ├── GraphvizMissing (RuntimeError)     a diagram format needs graphviz and it is not installed
 ├── ScriptExhausted                    ScriptedClient asked for more responses than scripted
 ├── UnhandledStop                      the API sent a stop_reason no handler is declared for
@@ -29,7 +31,7 @@ Developer misuse (`ConfigurationError`) and run outcomes (`RunError`) are separa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
@@ -42,6 +44,23 @@ class LoopError(Exception):
 
 class ConfigurationError(LoopError, ValueError):
     """Raised at construction for a configuration the loop cannot run safely."""
+
+
+class ContractError(ConfigurationError):
+    """A loop contract breaks its schema or the loop's rules; `problems` lists each one
+    (`boundloop.contract.Problem`: its rule, field and message)."""
+
+    def __init__(self, source: str, problems: Sequence[object]) -> None:
+        self.problems = list(problems)
+        super().__init__(f"{source}: " + "; ".join(str(problem) for problem in self.problems))
+
+
+class FixtureError(LoopError, ValueError):
+    """One or more eval fixtures are invalid; `problems` has one line per fault, field named."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
 
 
 class GraphvizMissing(LoopError, RuntimeError):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import final
+from pathlib import Path
+from typing import Any, final
 
 import anyio
 from anthropic.types import MessageParam
@@ -13,14 +14,16 @@ from anthropic.types import MessageParam
 from ._config import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, build_config
 from ._envelope import new_state
 from .checkpoint.store import CheckpointStore
+from .contract._build import contract_of, loop_settings
+from .contract._contract import Contract, load_contract
 from .errors import CheckpointCorrupt, ConfigurationError, TaskExists, TaskNotFound
 from .handlers._resume import prepare
 from .handlers.registry import ToolRegistry
 from .handlers.stops import SignalHandler
-from .handlers.tools import Tool
+from .handlers.tools import Handler, Tool
 from .metrics.instruments import BoundMetrics, LoopMetrics
 from .model import Model
-from .policy import Policy
+from .policy import Approver, Policy, SuccessCheck
 from .prices import Price
 from .state import Budget, LoopResult, LoopState
 from .statemachine._driver import execute
@@ -51,7 +54,8 @@ class AgentLoop:
         metrics: a `LoopMetrics`; default: shared instruments on the default registry;
             None: no metrics.
         prices: per-model prices merged over the built-in table (for `max_cost_usd`).
-        signal_handlers: overrides of the stop_reason handlers, by API stop_reason.
+        signal_handlers: overrides of the stop_reason handlers, by API stop_reason; None for
+            a stop_reason makes it raise `UnhandledStop`.
         on_event: called synchronously with every `TraceEvent` as it is recorded (for live
             views and logging); it must not block.
         redact_patterns: regular expressions of your own secrets, added to the defaults
@@ -86,7 +90,7 @@ class AgentLoop:
         redact: RedactHook | None = None,
         metrics: LoopMetrics | Default | None = DEFAULT,
         prices: Mapping[str, Price] | None = None,
-        signal_handlers: Mapping[str, SignalHandler] | None = None,
+        signal_handlers: Mapping[str, SignalHandler | None] | None = None,
         on_event: EventHook | None = None,
         store: CheckpointStore | None = None,
         redact_patterns: Iterable[str | re.Pattern[str]] = (),
@@ -164,6 +168,65 @@ class AgentLoop:
     def metrics(self) -> BoundMetrics | None:
         """The loop's metrics, bound to its `loop` label; None when off."""
         return self._config.metrics
+
+    @classmethod
+    def from_contract(
+        cls,
+        contract: str | Path | Mapping[str, Any] | Contract,
+        *,
+        handlers: Mapping[str, Handler],
+        client: Model,
+        policy: str | Path | None = None,
+        signal_handlers: Mapping[str, SignalHandler] | None = None,
+        approve: Approver | None = None,
+        success: SuccessCheck | None = None,
+        metrics: LoopMetrics | Default | None = DEFAULT,
+        prices: Mapping[str, Price] | None = None,
+        store: CheckpointStore | None = None,
+        on_event: EventHook | None = None,
+    ) -> AgentLoop:
+        """Build the loop a contract declares (see docs/contracts.md).
+
+        A path is read here, with its policy and system prompt files: inside async code,
+        `load_contract` in a worker thread and pass the `Contract`.
+
+        Args:
+            contract: a contract file, the contract as a JSON object, or a loaded `Contract`.
+            handlers: the tool handlers, by tool name: one for every declared tool, no more.
+            client: the model client.
+            policy: a policy file used instead of the contract's `policy`.
+            signal_handlers: the contract's `custom_handlers`, by name.
+            approve: `Policy.approve`, the in-process approver (code, not contract data).
+            success: `Policy.success`, the extra completion check (code, not contract data).
+            metrics: as for `AgentLoop`; a contract with metrics disabled turns them off.
+            prices: as for `AgentLoop`.
+            store: as for `AgentLoop`.
+            on_event: as for `AgentLoop`.
+
+        Raises:
+            ContractError: the contract breaks its schema or the loop's rules (every problem
+                listed, each with its rule and field).
+            ConfigurationError: a declared tool has no handler, a handler has no declared
+                tool, a custom signal handler is missing, or the loop itself is invalid.
+        """
+        loaded = contract if isinstance(contract, Contract) else load_contract(contract, policy=policy)
+        settings = loop_settings(
+            loaded, handlers=handlers, signal_handlers=signal_handlers, approve=approve, success=success
+        )
+        settings.setdefault("metrics", metrics)
+        return cls(client, prices=prices, store=store, on_event=on_event, **settings)
+
+    def to_contract(self) -> Contract:
+        """The contract of this loop: `to_contract().to_dict()` is the JSON `boundloop check`
+        accepts and `from_contract` builds the same loop from (given the same handlers).
+
+        The wiring is not contract data: the client, store, prices, redaction and hooks
+        (`Policy.approve`, `Policy.success`) are passed to `from_contract` again.
+
+        Raises:
+            ConfigurationError: a custom signal handler has no name a contract can hold.
+        """
+        return contract_of(self._config)
 
     def with_store(self, store: CheckpointStore | None) -> AgentLoop:
         """The same loop, checkpointing to `store` (e.g. the CLI's `--store PATH`)."""

@@ -43,7 +43,31 @@ def test_examples_are_all_tested() -> None:
         "fastapi_app",
         "diagram",
         "approval",
+        "contract_loop",
     }
+
+
+async def test_contract_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    """The contract example checks, builds and runs its loop, and its contract round-trips."""
+    assert await load("contract_loop").main() == 0
+    out = capsys.readouterr().out
+    assert "check: 0 problem(s)" in out
+    assert "stop reason: completed" in out
+    assert "round trip checks: 0 problem(s)" in out
+
+
+def test_contract_loop_as_a_script() -> None:
+    """`python examples/contract_loop.py` runs offline and exits 0."""
+    ran = subprocess.run(
+        [sys.executable, str(EXAMPLES / "contract_loop.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=ENV,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "stop reason: completed" in ran.stdout
 
 
 async def test_approval(capsys: pytest.CaptureFixture[str]) -> None:

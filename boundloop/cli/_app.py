@@ -11,13 +11,16 @@ from typing import NoReturn
 from .. import __version__
 from ..statemachine import diagram
 from . import demo
+from ._contract import check_command, compile_command, lint_command
 from ._demo import demo_command
 from ._diagram import diagram_command
 from ._errors import (
+    CONTRACT_EXIT_CODES,
     EVAL_EXIT_CODES,
     EXIT_CODES,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    LINT_EXIT_CODES,
     PENDING_EXIT_CODES,
     REPLAY_EXIT_CODES,
     CommandError,
@@ -144,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     diagram_parser.set_defaults(command=diagram_command)
     _add_eval_command(commands.add_parser)
+    _add_contract_commands(commands.add_parser)
     return parser
 
 
@@ -254,6 +258,67 @@ def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> Non
     )
     _add_store(eval_parser)
     eval_parser.set_defaults(command=eval_command)
+
+
+def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+    """Add `check`, `compile` and `lint`."""
+    check_parser = add_parser(
+        "check",
+        help="check a loop contract (JSON) against its schemas and the loop's rules",
+        description=_wrap(
+            "Validate a loop contract against the shipped JSON Schemas (loop-contract and "
+            "loop-policy) and the loop's rules: a budget with max_steps, no control by the "
+            "model's text, a handler for every API stop_reason, tools with schemas and names the "
+            "API accepts, tool results only in user messages, no tool both allowed and "
+            "forbidden. One line per problem: `FILE: RULE: FIELD: message`. See docs/contracts.md."
+        ),
+        epilog=CONTRACT_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check_parser.add_argument("contract", metavar="CONTRACT", help="the contract's JSON file")
+    check_parser.add_argument(
+        "--policy", metavar="POLICY", help="a loop-policy.json used instead of the contract's"
+    )
+    check_parser.set_defaults(command=check_command)
+
+    compile_parser = add_parser(
+        "compile",
+        help="write the Python module that builds a contract's loop, and a review report",
+        description=_wrap(
+            "Check CONTRACT, then write --output: a Python module that builds the AgentLoop from "
+            "the contract (inlined), with a typed handler stub per tool that raises "
+            "NotImplementedError until you fill it in; and --report: a markdown review with the "
+            "state diagram of the table the runtime executes, the signal/handler table, the "
+            "budget, the tools, the policy and the checks passed."
+        ),
+        epilog=CONTRACT_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    compile_parser.add_argument("contract", metavar="CONTRACT", help="the contract's JSON file")
+    compile_parser.add_argument("--output", "-o", required=True, metavar="FILE", help="the module to write")
+    compile_parser.add_argument("--report", metavar="FILE", help="the markdown report to write")
+    compile_parser.add_argument(
+        "--policy", metavar="POLICY", help="a loop-policy.json used instead of the contract's"
+    )
+    compile_parser.set_defaults(command=compile_command)
+
+    lint_parser = add_parser(
+        "lint",
+        help="flag the anti-patterns of hand-written agent loops in Python files",
+        description=_wrap(
+            "Read Python files (their syntax tree, not text) and flag what makes a hand-written "
+            "agent loop unbounded or unreliable: control by the model's text, `while True` "
+            "with no bound, swallowed tool errors, only content[0] handled, tool results in "
+            "the assistant role or without their tool_use_id, one message per tool result. "
+            "Each finding with file:line:col and a one-line fix; `# boundloop: ignore[BL001]` "
+            "on the line silences one. PATH is a file or a folder (its *.py, recursively)."
+        ),
+        epilog=LINT_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    lint_parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders")
+    lint_parser.add_argument("--json", action="store_true", help="print the findings as a JSON list")
+    lint_parser.set_defaults(command=lint_command)
 
 
 def _add_store(parser: argparse.ArgumentParser, *, required: bool = False) -> None:

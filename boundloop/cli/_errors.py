@@ -44,6 +44,23 @@ exit codes:
   130  interrupted (Ctrl-C)"""
 """The exit codes of `boundloop eval`."""
 
+CONTRACT_EXIT_CODES: Final = """\
+exit codes:
+  0    the contract is sound (compile: the files were written)
+  1    the contract breaks a rule: one line per problem (compile
+       writes nothing)
+  2    usage error: bad arguments, a missing file, an unwritable output
+  130  interrupted (Ctrl-C)"""
+"""The exit codes of `boundloop check` and `boundloop compile`."""
+
+LINT_EXIT_CODES: Final = """\
+exit codes:
+  0    no finding
+  1    findings: one line each, file:line:col RULE name: message (fix)
+  2    usage error: bad arguments, a missing path
+  130  interrupted (Ctrl-C)"""
+"""The exit codes of `boundloop lint`."""
+
 
 class CommandError(Exception):
     """A failure reported as one line on stderr with an exit code; never a traceback."""

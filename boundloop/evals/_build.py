@@ -10,12 +10,12 @@ from typing import cast
 from anthropic.types import Message
 
 from ..checkpoint.store import MemoryStore
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, FixtureError
 from ..handlers.tools import Tool
 from ..loop import AgentLoop
 from ..policy import Policy
 from ..testing import Request, ScriptedClient
-from ._fixture import Case, FixtureError, read_case
+from ._fixture import Case, read_case
 from ._mocks import DEFAULT_TIMEOUT_S, Mocks
 
 STATE_SUFFIX = ".state.json"

@@ -21,7 +21,7 @@ import jsonschema.protocols
 from anthropic.types import Message
 
 from .._records import StopReason
-from ..errors import ConfigurationError, LoopError
+from ..errors import ConfigurationError, FixtureError
 from ..handlers.tools import TOOL_NAME
 from ..state import Budget, LoopState
 from ..testing import parse_message
@@ -30,14 +30,6 @@ from ..trace import TraceKind
 DEFAULT_MODEL: Final = "claude-sonnet-4-6"
 DEFAULT_BUDGET: Final[Mapping[str, Any]] = {"max_steps": 10}
 _NOT_API: Final = re.compile(r"[^a-zA-Z0-9_-]")
-
-
-class FixtureError(LoopError, ValueError):
-    """One or more fixtures are invalid; `problems` has one line per fault, field named."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = list(problems)
 
 
 @final

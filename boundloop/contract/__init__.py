@@ -1,0 +1,34 @@
+"""Loop contracts: a loop declared in JSON, checked, compiled; and a lint for hand-written loops.
+
+A contract (`loop-contract.schema.json`) names the model, the system prompt, the tools, the
+stop_reason -> handler map, the budget, the policy (inline or a `loop-policy.json` file) and
+the metrics. `check_contract` applies the schemas and the loop's rules;
+`AgentLoop.from_contract` builds the loop; `AgentLoop.to_contract` writes one back.
+"""
+
+from ..errors import ContractError
+from ._check import BUILTIN_HANDLERS, CONTRACT_SCHEMA, POLICY_SCHEMA, RULES, UNHANDLED, Problem
+from ._compile import compile_module, compile_report
+from ._contract import Contract, ContractTool, check_contract, load_contract
+from ._lint import RULES as LINT_RULES
+from ._lint import Finding, lint_paths, lint_source
+
+__all__ = [
+    "BUILTIN_HANDLERS",
+    "CONTRACT_SCHEMA",
+    "Contract",
+    "ContractError",
+    "ContractTool",
+    "Finding",
+    "LINT_RULES",
+    "POLICY_SCHEMA",
+    "Problem",
+    "RULES",
+    "UNHANDLED",
+    "check_contract",
+    "compile_module",
+    "compile_report",
+    "lint_paths",
+    "lint_source",
+    "load_contract",
+]

@@ -1,0 +1,195 @@
+"""Loop contracts: read one (its policy and system prompt files too), check it, hold it typed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast, final
+
+from anthropic.types import MessageParam
+
+from ..errors import ContractError
+from ._check import Problem, loop_problems, prose_problems, schema_problems
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ContractTool:
+    """A tool as the contract declares it."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any] | None = None
+    side_effect: bool = False
+    requires_approval: bool = False
+    timeout_s: float | None = None
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Contract:
+    """A checked loop contract, its files read: what `AgentLoop.from_contract` builds from."""
+
+    name: str
+    model: str
+    tools: tuple[ContractTool, ...]
+    signals: Mapping[str, str]
+    """API stop_reason -> handler name."""
+    budget: Mapping[str, Any]
+    policy: Mapping[str, Any]
+    """The policy, read from its file when the contract names one."""
+    description: str = ""
+    system: str | None = None
+    max_tokens: int | None = None
+    custom_handlers: tuple[str, ...] = ()
+    metrics: bool = True
+    max_tool_output_chars: int | None = None
+    history: tuple[MessageParam, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The contract as JSON, self-contained: the policy and the system prompt inline."""
+        document: dict[str, Any] = {"name": self.name}
+        if self.description:
+            document["description"] = self.description
+        document["model"] = self.model
+        if self.system is not None:
+            document["system"] = {"text": self.system}
+        if self.max_tokens is not None:
+            document["max_tokens"] = self.max_tokens
+        document["tools"] = [
+            {
+                key: value
+                for key, value in dataclasses.asdict(tool).items()
+                if value is not None and (key not in ("side_effect", "requires_approval") or value)
+            }
+            for tool in self.tools
+        ]
+        document["signals"] = dict(self.signals)
+        if self.custom_handlers:
+            document["custom_handlers"] = list(self.custom_handlers)
+        document["budget"] = dict(self.budget)
+        document["policy"] = dict(self.policy)
+        document["metrics"] = {"enabled": self.metrics}
+        if self.max_tool_output_chars is not None:
+            document["max_tool_output_chars"] = self.max_tool_output_chars
+        if self.history:
+            document["history"] = [dict(message) for message in self.history]
+        return document
+
+
+def check_contract(
+    source: str | Path | Mapping[str, Any], *, policy: str | Path | None = None
+) -> list[Problem]:
+    """Every problem of a contract: its schema, its files, then the loop's rules.
+
+    Args:
+        source: the contract's file, or the contract as a parsed JSON object (its relative
+            file names are then read from the current directory).
+        policy: a policy file to use instead of the contract's own `policy`.
+
+    Returns:
+        The problems, in order; empty when the contract is sound.
+    """
+    return _read(source, policy)[1]
+
+
+def load_contract(source: str | Path | Mapping[str, Any], *, policy: str | Path | None = None) -> Contract:
+    """Read and check a contract.
+
+    Raises:
+        ContractError: the contract breaks a rule (every problem listed).
+    """
+    contract, problems = _read(source, policy)
+    if contract is None or problems:
+        raise ContractError(str(source) if isinstance(source, str | Path) else "contract", problems)
+    return contract
+
+
+def _read(
+    source: str | Path | Mapping[str, Any], policy_file: str | Path | None
+) -> tuple[Contract | None, list[Problem]]:
+    base = Path(".")
+    raw: object
+    if isinstance(source, Mapping):
+        raw = dict(source)
+    else:
+        path = Path(source)
+        base = path.parent
+        loaded = _json(path, "(contract)")
+        if isinstance(loaded, Problem):
+            return None, [loaded]
+        raw = loaded
+    problems = list(prose_problems(raw)) + schema_problems(raw)
+    if problems:
+        return None, problems
+    contract = cast(dict[str, Any], raw)
+    policy, policy_at, policy_problems = _policy(contract["policy"], policy_file, base)
+    system, system_problems = _system(contract.get("system"), base)
+    problems = policy_problems + system_problems
+    if problems:
+        return None, problems
+    problems = loop_problems(contract, policy, policy_at)
+    return _contract(contract, policy, system), problems
+
+
+def _json(path: Path, where: str) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        return Problem(rule="file", where=where, message=f"cannot read {path}: {exc}")
+    except json.JSONDecodeError as exc:
+        return Problem(rule="file", where=where, message=f"{path} is not JSON: {exc}")
+
+
+def _policy(
+    inline: str | dict[str, Any], override: str | Path | None, base: Path
+) -> tuple[dict[str, Any], str, list[Problem]]:
+    """The policy, its field prefix for problems, and what is wrong with it."""
+    if override is None and isinstance(inline, dict):
+        return _without_schema(inline), "policy/", []
+    path = Path(override) if override is not None else base / cast(str, inline)
+    loaded = _json(path, "policy")
+    if isinstance(loaded, Problem):
+        return {}, "", [loaded]
+    prefix = f"{path}: "
+    problems = list(prose_problems(loaded, prefix)) + schema_problems(loaded, policy=True, prefix=prefix)
+    return (_without_schema(cast(dict[str, Any], loaded)) if not problems else {}), prefix, problems
+
+
+def _without_schema(policy: dict[str, Any]) -> dict[str, Any]:
+    """The policy's fields (a `$schema` key is for editors)."""
+    return {key: value for key, value in policy.items() if key != "$schema"}
+
+
+def _system(reference: dict[str, str] | None, base: Path) -> tuple[str | None, list[Problem]]:
+    if reference is None:
+        return None, []
+    if "text" in reference:
+        return reference["text"], []
+    path = base / reference["file"]
+    try:
+        # A prompt file ends with a newline the prompt itself does not have.
+        return path.read_text(encoding="utf-8").removesuffix("\n"), []
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [Problem(rule="file", where="system/file", message=f"cannot read {path}: {exc}")]
+
+
+def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | None) -> Contract:
+    return Contract(
+        name=raw["name"],
+        description=raw.get("description", ""),
+        model=raw["model"],
+        system=system,
+        max_tokens=raw.get("max_tokens"),
+        tools=tuple(ContractTool(**tool) for tool in raw["tools"]),
+        signals=dict(raw["signals"]),
+        custom_handlers=tuple(raw.get("custom_handlers", ())),
+        budget=dict(raw["budget"]),
+        policy=dict(policy),
+        metrics=raw.get("metrics", {}).get("enabled", True),
+        max_tool_output_chars=raw.get("max_tool_output_chars"),
+        history=tuple(cast(list[MessageParam], raw.get("history", []))),
+    )
