@@ -47,19 +47,11 @@ def test_examples_are_all_tested() -> None:
     }
 
 
-async def test_contract_loop(capsys: pytest.CaptureFixture[str]) -> None:
-    """The contract example checks, builds and runs its loop, and its contract round-trips."""
-    assert await load("contract_loop").main() == 0
-    out = capsys.readouterr().out
-    assert "check: 0 problem(s)" in out
-    assert "stop reason: completed" in out
-    assert "round trip checks: 0 problem(s)" in out
-
-
-def test_contract_loop_as_a_script() -> None:
-    """`python examples/contract_loop.py` runs offline and exits 0."""
+@pytest.mark.parametrize("name", ["contract_loop", "approval", "refund_investigation"])
+def test_example_runs_as_a_script(name: str) -> None:
+    """`python examples/<name>.py` runs offline, exits 0 and completes its run."""
     ran = subprocess.run(
-        [sys.executable, str(EXAMPLES / "contract_loop.py")],
+        [sys.executable, str(EXAMPLES / f"{name}.py")],
         capture_output=True,
         text=True,
         timeout=60,
@@ -68,6 +60,15 @@ def test_contract_loop_as_a_script() -> None:
     )
     assert ran.returncode == 0, ran.stderr
     assert "stop reason: completed" in ran.stdout
+
+
+async def test_contract_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    """The contract example checks, builds and runs its loop, and its contract round-trips."""
+    assert await load("contract_loop").main() == 0
+    out = capsys.readouterr().out
+    assert "check: 0 problem(s)" in out
+    assert "stop reason: completed" in out
+    assert "round trip checks: 0 problem(s)" in out
 
 
 async def test_approval(capsys: pytest.CaptureFixture[str]) -> None:
@@ -83,20 +84,6 @@ async def test_approval(capsys: pytest.CaptureFixture[str]) -> None:
     assert "stop reason: completed" in out
 
 
-def test_approval_as_a_script() -> None:
-    """`python examples/approval.py` runs offline and exits 0."""
-    ran = subprocess.run(
-        [sys.executable, str(EXAMPLES / "approval.py")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=ENV,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stderr
-    assert "stop reason: completed" in ran.stdout
-
-
 async def test_refund_investigation(capsys: pytest.CaptureFixture[str]) -> None:
     """The refund example completes, with the issue_refund attempt denied by policy."""
     assert await load("refund_investigation").main() == 0
@@ -104,20 +91,6 @@ async def test_refund_investigation(capsys: pytest.CaptureFixture[str]) -> None:
     assert re.search(r"step 2: issue_refund\s+denied", out)
     assert "stop reason: completed" in out
     assert "model calls: 4, tool calls: 5" in out
-
-
-def test_refund_investigation_as_a_script() -> None:
-    """`python examples/refund_investigation.py` runs offline and exits 0."""
-    ran = subprocess.run(
-        [sys.executable, str(EXAMPLES / "refund_investigation.py")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=ENV,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stderr
-    assert "stop reason: completed" in ran.stdout
 
 
 def test_refund_investigation_through_boundloop_run(capsys: pytest.CaptureFixture[str]) -> None:

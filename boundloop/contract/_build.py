@@ -45,7 +45,7 @@ def loop_settings(
     on_tool_error = policy.pop("on_tool_error", "report")
     settings: dict[str, Any] = {
         "model": contract.model,
-        "tools": [_tool(tool, handlers[tool.name]) for tool in contract.tools],
+        "tools": [declared_tool(tool, handlers[tool.name]) for tool in contract.tools],
         "budget": Budget(**contract.budget),
         "policy": Policy(**policy, approve=approve, success=success),
         "system": contract.system,
@@ -74,7 +74,8 @@ def _same_names(kind: str, declared: set[str], given: Mapping[str, object]) -> N
         raise ConfigurationError("from_contract: " + "; ".join(problems))
 
 
-def _tool(declared: ContractTool, handler: Handler) -> Tool:
+def declared_tool(declared: ContractTool, handler: Handler) -> Tool:
+    """The `Tool` a declaration stands for, running `handler`."""
     return Tool(
         name=declared.name,
         description=declared.description,

@@ -10,7 +10,7 @@ See docs/evals.md for the fixture format. In short::
 from ..errors import FixtureError
 from ._build import build_loop, load_cases, parse_case
 from ._export import export_case
-from ._fixture import Case, Decision, Expected, ToolSpec, api_name, schema, schema_problems
+from ._fixture import Case, Decision, Expected, api_name, schema, schema_problems
 from ._html import STOP_EDGES, render_html
 from ._report import EvalReport, Figures
 from ._runner import CaseResult, Status, run_case, run_cases
@@ -25,7 +25,6 @@ __all__ = [
     "FixtureError",
     "STOP_EDGES",
     "Status",
-    "ToolSpec",
     "api_name",
     "build_loop",
     "export_case",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -10,8 +11,8 @@ from typing import cast
 from anthropic.types import Message
 
 from ..checkpoint.store import MemoryStore
+from ..contract._build import declared_tool
 from ..errors import ConfigurationError, FixtureError
-from ..handlers.tools import Tool
 from ..loop import AgentLoop
 from ..policy import Policy
 from ..testing import Request, ScriptedClient
@@ -33,15 +34,11 @@ def build_loop(case: Case, mocks: Mocks | None = None) -> AgentLoop:
     """
     mocks = mocks if mocks is not None else Mocks(case.mocked, case.names)
     tools = [
-        Tool(
-            name=spec.name,
-            description=spec.description,
-            input_schema=spec.input_schema,
-            handler=mocks.handler(spec.name),
-            side_effect=spec.side_effect,
-            requires_approval=spec.requires_approval,
-            timeout_s=spec.timeout_s if spec.timeout_s is not None else _timeout(case, spec.name),
-            output_schema=spec.output_schema,
+        declared_tool(
+            spec
+            if spec.timeout_s is not None
+            else dataclasses.replace(spec, timeout_s=_timeout(case, spec.name)),
+            mocks.handler(spec.name),
         )
         for spec in case.tools
     ]

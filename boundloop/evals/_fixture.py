@@ -21,6 +21,7 @@ import jsonschema.protocols
 from anthropic.types import Message
 
 from .._records import StopReason
+from ..contract._contract import ContractTool
 from ..errors import ConfigurationError, FixtureError
 from ..handlers.tools import TOOL_NAME
 from ..state import Budget, LoopState
@@ -30,20 +31,6 @@ from ..trace import TraceKind
 DEFAULT_MODEL: Final = "claude-sonnet-4-6"
 DEFAULT_BUDGET: Final[Mapping[str, Any]] = {"max_steps": 10}
 _NOT_API: Final = re.compile(r"[^a-zA-Z0-9_-]")
-
-
-@final
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ToolSpec:
-    """A tool the case registers (API name), with what its fixture declares."""
-
-    name: str
-    description: str
-    input_schema: Mapping[str, Any]
-    output_schema: Mapping[str, Any] | None = None
-    side_effect: bool = False
-    requires_approval: bool = False
-    timeout_s: float | None = None
 
 
 @final
@@ -88,7 +75,7 @@ class Case:
         default_factory=dict[str, tuple[Mapping[str, Any], ...]]
     )
     """Each tool's results in call order, by API name."""
-    tools: tuple[ToolSpec, ...] = ()
+    tools: tuple[ContractTool, ...] = ()
     budget: Budget = dataclasses.field(default_factory=lambda: Budget(**DEFAULT_BUDGET))
     policy: Mapping[str, Any] = dataclasses.field(default_factory=dict[str, Any])
     """`Policy` keyword arguments, tool names mapped."""
@@ -303,7 +290,9 @@ def _mapped_content(turn: Mapping[str, Any]) -> dict[str, Any]:
     return {**turn, "content": content}
 
 
-def _tools(fixture: Mapping[str, Any], shown: Mapping[str, str], problems: list[str]) -> tuple[ToolSpec, ...]:
+def _tools(
+    fixture: Mapping[str, Any], shown: Mapping[str, str], problems: list[str]
+) -> tuple[ContractTool, ...]:
     declared: dict[str, dict[str, Any]] = {}
     for index, tool in enumerate(fixture.get("tools", ())):
         name = api_name(tool["name"])
@@ -312,11 +301,11 @@ def _tools(fixture: Mapping[str, Any], shown: Mapping[str, str], problems: list[
         declared[name] = tool
     # Declaration order, as the model will see the tools: `tools`, then mocks, then the policy.
     order = dict.fromkeys([*declared, *(api_name(name) for name in _registered_names(fixture))])
-    specs: list[ToolSpec] = []
+    specs: list[ContractTool] = []
     for name in order:
         tool = declared.get(name, {})
         specs.append(
-            ToolSpec(
+            ContractTool(
                 name=name,
                 description=tool.get("description", f"(mocked) {shown.get(name, name)}"),
                 input_schema=tool.get("input_schema", {"type": "object"}),
