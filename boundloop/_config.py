@@ -159,7 +159,7 @@ def build_config(
     chosen_policy = Policy() if policy is None else policy
     escalation = chosen_policy.escalation_tool
     if escalation is not None and escalation not in registry:
-        registry = ToolRegistry([*registry.values(), _escalation_tool(escalation)])
+        registry = ToolRegistry([*registry.values(), escalation_tool(escalation)])
     _check_policy(chosen_policy, registry)
     price = price_for(model, {**PRICES, **(prices or {})})
     if budget.max_cost_usd is not None and price is None:
@@ -188,12 +188,12 @@ def build_config(
         price=price,
         signal_handlers=_handlers(signal_handlers),
         machine=StateMachine(),
-        provenance=provenance(model, system, registry, chosen_policy, budget),
+        provenance=provenance(model, system, registry, chosen_policy, budget, on_tool_error),
         recorded=None,
     )
 
 
-def _escalation_tool(name: str) -> Tool:
+def escalation_tool(name: str) -> Tool:
     """The tool the model calls to ask a human; validation answers it, its handler never runs."""
 
     def never_called(reason: str) -> str:
@@ -217,7 +217,12 @@ def _escalation_tool(name: str) -> Tool:
 
 
 def provenance(
-    model: str, system: str | None, tools: ToolRegistry, policy: Policy, budget: Budget
+    model: str,
+    system: str | None,
+    tools: ToolRegistry,
+    policy: Policy,
+    budget: Budget,
+    on_tool_error: ToolErrors = "report",
 ) -> Provenance:
     """The model and hashes of what a run is made with: replay compares them."""
     manifest = json.loads(json.dumps(tools.params, default=str))
@@ -229,7 +234,8 @@ def provenance(
         tools_sha256=_sha256(json.dumps(manifest, sort_keys=True)),
         policy_sha256=_sha256(policy.fingerprint()),
         tools=manifest,
-        policy=json.loads(policy.fingerprint()),
+        # What a failing tool does decides stops too: recorded with the policy (not in its hash).
+        policy={**json.loads(policy.fingerprint()), "on_tool_error": on_tool_error},
         budget=dataclasses.asdict(budget),
     )
 

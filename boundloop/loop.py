@@ -209,7 +209,9 @@ class AgentLoop:
             ConfigurationError: a declared tool has no handler, a handler has no declared
                 tool, a custom signal handler is missing, or the loop itself is invalid.
         """
-        loaded = contract if isinstance(contract, Contract) else load_contract(contract, policy=policy)
+        # A `Contract` built in code is checked too (its files are already inline).
+        source = contract.to_dict() if isinstance(contract, Contract) else contract
+        loaded = load_contract(source, policy=policy)
         settings = loop_settings(
             loaded, handlers=handlers, signal_handlers=signal_handlers, approve=approve, success=success
         )

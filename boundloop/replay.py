@@ -293,7 +293,7 @@ def _config(recording: _Recording, loop: AgentLoop | None) -> LoopConfig:
         system=None,
         max_tokens=4096,
         name="replay",
-        on_tool_error="report",
+        on_tool_error=recorded.policy.get("on_tool_error", "report"),
         max_tool_output_chars=100_000,
         redact=None,
         metrics=None,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
+from .._config import escalation_tool
 from ..errors import ConfigurationError
 from ..handlers._propose import KNOWN_STOP_REASONS
 from ..handlers.stops import DEFAULT_HANDLERS, SignalHandler
@@ -18,6 +20,7 @@ from ._contract import Contract, ContractTool
 if TYPE_CHECKING:
     from .._config import LoopConfig
 
+_IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _BUILTIN: dict[str, SignalHandler] = {handler.__name__: handler for handler in DEFAULT_HANDLERS.values()}
 
 
@@ -95,16 +98,20 @@ def contract_of(config: LoopConfig) -> Contract:
         ConfigurationError: a custom signal handler has no name a contract can hold (a lambda).
     """
     signals: dict[str, str] = {}
-    custom: list[str] = []
+    custom: dict[str, SignalHandler] = {}
     for stop_reason, handler in config.signal_handlers.items():
         name = getattr(handler, "__name__", "")
         if _BUILTIN.get(name) is not handler:
-            if not name.isidentifier():
+            if not _IDENTIFIER.fullmatch(name) or name in _BUILTIN or name == UNHANDLED:
                 raise ConfigurationError(
-                    f"the signal handler for {stop_reason!r} has no name a contract can hold: "
-                    "give it a def with a name"
+                    f"the signal handler for {stop_reason!r} has no name a contract can hold "
+                    f"({name!r}): give it a def named with 1-64 ASCII letters, digits and _, "
+                    "not a built-in handler's name"
                 )
-            custom.append(name)
+            if custom.setdefault(name, handler) is not handler:
+                raise ConfigurationError(
+                    f"two different signal handlers are both named {name!r}: a contract names each once"
+                )
         signals[stop_reason] = name
     for stop_reason in sorted(KNOWN_STOP_REASONS - set(signals)):
         signals[stop_reason] = UNHANDLED
@@ -125,15 +132,23 @@ def contract_of(config: LoopConfig) -> Contract:
                 timeout_s=tool.timeout_s,
             )
             for tool in config.tools.values()
-            if tool.name != policy.escalation_tool  # the loop adds it from the policy
+            if not _synthesized(tool, policy)  # the loop adds it from the policy again
         ),
         signals=signals,
-        custom_handlers=tuple(dict.fromkeys(custom)),
+        custom_handlers=tuple(custom),
         budget={key: value for key, value in dataclasses.asdict(config.budget).items() if value is not None},
         policy=_policy(policy, config.on_tool_error),
         metrics=config.metrics is not None,
         max_tool_output_chars=config.max_tool_output_chars,
     )
+
+
+def _synthesized(tool: Tool, policy: Policy) -> bool:
+    """The escalation tool the loop made from `Policy.escalation_tool` (not one declared)."""
+    if tool.name != policy.escalation_tool:
+        return False
+    made = escalation_tool(tool.name)
+    return (tool.description, tool.input_schema) == (made.description, made.input_schema)
 
 
 def _policy(policy: Policy, on_tool_error: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from importlib import resources
@@ -17,10 +18,12 @@ from typing import Any, Final, cast, final
 import jsonschema
 import jsonschema.protocols
 import referencing
+from anthropic.types import MessageParam
 
 from ..handlers._propose import KNOWN_STOP_REASONS
 from ..handlers.stops import DEFAULT_HANDLERS
 from ..handlers.tools import TOOL_NAME
+from ..transcript import transcript_errors
 
 UNHANDLED: Final = "unhandled_stop"
 """The handler name that says: this stop_reason ends the run with `UnhandledStop`."""
@@ -33,15 +36,19 @@ RULES: Final[Mapping[str, str]] = {
     "schema": "the contract and its policy match their JSON Schemas (an unknown field is named)",
     "budget-required": "a budget with max_steps: there is no unbounded loop",
     "control-by-prose": "no field ends the loop on the model's text; control is the typed stop_reason",
-    "tool-result-role": "a tool_result is only ever in a user message, with the tool_use_id it answers",
+    "tool-result-role": "a tool_result is only ever in a user message",
+    "history": "the history is a valid transcript: every tool_use answered once, in the next user message",
     "unknown-handler": "every signal handler is built in, `unhandled_stop`, or declared in custom_handlers",
     "unhandled-signal": "every API stop_reason has an explicit handler (or `unhandled_stop`)",
-    "tool-schema": "every tool has a valid JSON Schema of type object for its input (and output)",
+    "signal-handler": "a built-in handler answers only its own stop_reason (a refusal is never a completion)",
+    "tool-schema": "every tool has a valid JSON Schema of type object for its input (and a valid output one)",
     "allowed-and-forbidden": "no tool is both allowed and forbidden",
+    "policy-conflict": "no forbidden tool is required evidence or gated by approval; evidence is allowed",
     "api-name": "every tool name is one the Messages API accepts: 1-64 of [a-zA-Z0-9_-]",
     "unknown-tool": "the policy's allowed, approval and evidence lists name declared tools",
     "duplicate-tool": "each tool is declared once",
     "file": "the files the contract names (policy, system prompt) exist and parse",
+    "number": "counts are whole numbers (1, not 1.0) and limits are finite",
 }
 """Rule id -> what it guarantees."""
 
@@ -52,6 +59,10 @@ _PROSE: Final = re.compile(
     re.IGNORECASE,
 )
 """Field names that decide the loop's end from what the model wrote."""
+_PROSE_FIX: Final = (
+    "this would end the loop on the model's text; route on the typed stop_reason in `signals` "
+    "(and `policy.required_evidence`) instead"
+)
 _OPAQUE: Final = frozenset({"input_schema", "output_schema", "history"})
 """Fields whose keys are the user's data (schemas, messages), not contract fields."""
 
@@ -130,12 +141,7 @@ def prose_problems(raw: object, where: str = "") -> Iterator[Problem]:
         for key, value in cast(dict[str, object], raw).items():
             path = f"{where}{key}"
             if _PROSE.search(key):
-                yield Problem(
-                    rule="control-by-prose",
-                    where=path,
-                    message="this field would end the loop on the model's text; route on the typed "
-                    "stop_reason in `signals` (and `policy.required_evidence`) instead",
-                )
+                yield Problem(rule="control-by-prose", where=path, message=_PROSE_FIX)
             elif key not in _OPAQUE:
                 yield from prose_problems(value, f"{path}/")
     elif isinstance(raw, list):
@@ -145,11 +151,83 @@ def prose_problems(raw: object, where: str = "") -> Iterator[Problem]:
 
 def loop_problems(contract: Mapping[str, Any], policy: Mapping[str, Any], policy_at: str) -> list[Problem]:
     """The loop's rules, on a contract that matches its schema (and its resolved policy)."""
-    problems = list(_tool_problems(contract.get("tools", [])))
+    problems = list(_name_problems(contract))
+    problems += _number_problems(contract, policy, policy_at)
+    problems += _tool_problems(contract.get("tools", []))
     problems += _signal_problems(contract.get("signals", {}), contract.get("custom_handlers", []))
-    problems += _policy_problems(policy, {tool["name"] for tool in contract.get("tools", [])}, policy_at)
+    declared = {tool["name"] for tool in contract.get("tools", [])}
+    if policy.get("escalation_tool"):
+        declared.add(policy["escalation_tool"])  # the loop adds it itself
+    problems += _policy_problems(policy, declared, policy_at)
     problems += _history_problems(contract.get("history", []))
     return problems
+
+
+_IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
+_MODEL: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
+_SIGNAL: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def _name_problems(contract: Mapping[str, Any]) -> Iterator[Problem]:
+    """Names are matched whole (a JSON Schema pattern's `$` lets a trailing newline through)."""
+    fields: list[tuple[str, str, re.Pattern[str], str]] = [
+        ("name", contract["name"], _NAME, "a letter or _, then up to 127 of [A-Za-z0-9_.:-]"),
+        ("model", contract["model"], _MODEL, "a model name: up to 128 of [A-Za-z0-9._:@/-]"),
+    ]
+    fields += [
+        (f"custom_handlers/{index}", name, _IDENTIFIER, "a Python identifier of at most 64 ASCII characters")
+        for index, name in enumerate(contract.get("custom_handlers", []))
+    ]
+    for stop_reason, handler in contract.get("signals", {}).items():
+        fields.append((f"signals/{stop_reason}", stop_reason, _SIGNAL, "a stop_reason: [a-z][a-z0-9_]*"))
+        fields.append((f"signals/{stop_reason}", handler, _IDENTIFIER, "a handler name: a Python identifier"))
+    for where, value, pattern, what in fields:
+        if not pattern.fullmatch(value):
+            yield Problem(rule="schema", where=where, message=f"{value!r} is not {what}")
+
+
+_WHOLE: Final = (
+    "max_steps",
+    "max_tool_calls",
+    "max_total_tokens",
+    "max_consecutive_tool_errors",
+    "max_repeated_calls",
+    "max_tool_retries",
+)
+
+
+def _number_problems(
+    contract: Mapping[str, Any], policy: Mapping[str, Any], policy_at: str
+) -> Iterator[Problem]:
+    """JSON Schema counts 1.0 as an integer and Python reads 1e309 as infinity: neither is a limit."""
+    values: list[tuple[str, object]] = [(f"budget/{key}", value) for key, value in contract["budget"].items()]
+    values += [(key, contract[key]) for key in ("max_tokens", "max_tool_output_chars") if key in contract]
+    values += (
+        [(f"{policy_at}max_continuations", policy["max_continuations"])]
+        if "max_continuations" in policy
+        else []
+    )
+    values += [
+        (f"tools/{i}/timeout_s", t["timeout_s"]) for i, t in enumerate(contract["tools"]) if "timeout_s" in t
+    ]
+    for where, value in values:
+        whole = where.rsplit("/", 1)[-1] in (
+            *_WHOLE,
+            "max_tokens",
+            "max_tool_output_chars",
+            "max_continuations",
+        )
+        if whole and isinstance(value, float):
+            yield Problem(
+                rule="number",
+                where=where,
+                message=f"{value!r} is not a whole number: write {int(value)}"
+                if math.isfinite(value)
+                else f"{value!r} is not a whole number",
+            )
+        elif isinstance(value, float) and not math.isfinite(value):
+            yield Problem(rule="number", where=where, message=f"{value!r} is not a finite limit")
 
 
 def _tool_problems(tools: list[dict[str, Any]]) -> Iterator[Problem]:
@@ -169,14 +247,14 @@ def _tool_problems(tools: list[dict[str, Any]]) -> Iterator[Problem]:
         seen.add(name)
         for field in ("input_schema", "output_schema"):
             if field in tool:
-                problem = _schema_fault(tool[field])
+                problem = _schema_fault(tool[field], needs_object=field == "input_schema")
                 if problem is not None:
                     yield Problem(rule="tool-schema", where=f"tools/{index}/{field}", message=problem)
 
 
-def _schema_fault(schema: dict[str, Any]) -> str | None:
-    if schema.get("type") != "object":
-        return "a tool's schema must have type 'object'"
+def _schema_fault(schema: dict[str, Any], *, needs_object: bool) -> str | None:
+    if needs_object and schema.get("type") != "object":
+        return "a tool's input schema must have type 'object'"
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
@@ -184,16 +262,24 @@ def _schema_fault(schema: dict[str, Any]) -> str | None:
     return None
 
 
+_OWN_HANDLER: Final[Mapping[str, str]] = {
+    reason: handler.__name__ for reason, handler in DEFAULT_HANDLERS.items()
+}
+"""Each API stop_reason's own built-in handler: the only built-in that may answer it."""
+
+
 def _signal_problems(signals: Mapping[str, str], custom: list[str]) -> Iterator[Problem]:
-    known = {*BUILTIN_HANDLERS, UNHANDLED, *custom}
-    for stop_reason, handler in signals.items():
-        if handler not in known:
+    for index, name in enumerate(custom):
+        if name in BUILTIN_HANDLERS or name == UNHANDLED:
             yield Problem(
                 rule="unknown-handler",
-                where=f"signals/{stop_reason}",
-                message=f"handler {handler!r} is not built in ({', '.join(sorted(BUILTIN_HANDLERS))}), "
-                f"{UNHANDLED!r}, or listed in custom_handlers",
+                where=f"custom_handlers/{index}",
+                message=f"{name!r} is a built-in handler's name: a reviewer would read it as the built-in",
             )
+        elif _PROSE.search(name):
+            yield Problem(rule="control-by-prose", where=f"custom_handlers/{index}", message=_PROSE_FIX)
+    for stop_reason, handler in signals.items():
+        yield from _route_problems(stop_reason, handler, custom)
     for stop_reason in sorted(KNOWN_STOP_REASONS - set(signals)):
         yield Problem(
             rule="unhandled-signal",
@@ -203,14 +289,43 @@ def _signal_problems(signals: Mapping[str, str], custom: list[str]) -> Iterator[
         )
 
 
+def _route_problems(stop_reason: str, handler: str, custom: list[str]) -> Iterator[Problem]:
+    where = f"signals/{stop_reason}"
+    if handler in custom or handler == UNHANDLED:
+        return
+    if handler not in BUILTIN_HANDLERS:
+        yield Problem(
+            rule="unknown-handler",
+            where=where,
+            message=f"handler {handler!r} is not built in ({', '.join(sorted(BUILTIN_HANDLERS))}), "
+            f"{UNHANDLED!r}, or listed in custom_handlers",
+        )
+    elif stop_reason not in _OWN_HANDLER:
+        yield Problem(
+            rule="signal-handler",
+            where=where,
+            message=f"{stop_reason!r} is not a stop_reason the API defines: only a custom handler "
+            f"or {UNHANDLED!r} may answer it",
+        )
+    elif handler != _OWN_HANDLER[stop_reason]:
+        yield Problem(
+            rule="signal-handler",
+            where=where,
+            message=f"{handler} answers {', '.join(r for r, h in _OWN_HANDLER.items() if h == handler)}, "
+            f"not {stop_reason}: use {_OWN_HANDLER[stop_reason]}, a custom handler or {UNHANDLED!r}",
+        )
+
+
 def _policy_problems(policy: Mapping[str, Any], tools: set[str], where: str) -> Iterator[Problem]:
-    overlap = sorted(set(policy.get("allowed", ())) & set(policy.get("forbidden", ())))
+    forbidden = set(policy.get("forbidden", ()))
+    overlap = sorted(set(policy.get("allowed", ())) & forbidden)
     if overlap:
         yield Problem(
             rule="allowed-and-forbidden",
             where=f"{where}forbidden",
             message=f"also allowed: {', '.join(overlap)}",
         )
+    yield from _conflicts(policy, forbidden, where)
     for field in ("allowed", "forbidden", "requires_approval", "required_evidence", "escalation_tool"):
         value = policy.get(field)
         names: list[str] = [] if value is None else [value] if isinstance(value, str) else list(value)
@@ -229,26 +344,43 @@ def _policy_problems(policy: Mapping[str, Any], tools: set[str], where: str) -> 
                 )
 
 
+def _conflicts(policy: Mapping[str, Any], forbidden: set[str], where: str) -> Iterator[Problem]:
+    for field, what in (
+        ("required_evidence", "required as evidence"),
+        ("requires_approval", "gated by approval"),
+    ):
+        both = sorted(set(policy.get(field, ())) & forbidden)
+        if both:
+            yield Problem(
+                rule="policy-conflict",
+                where=f"{where}{field}",
+                message=f"forbidden, yet {what}: {', '.join(both)}",
+            )
+    if policy.get("allowed") is not None:
+        unreachable = sorted(set(policy.get("required_evidence", ())) - set(policy["allowed"]))
+        if unreachable:
+            yield Problem(
+                rule="policy-conflict",
+                where=f"{where}required_evidence",
+                message=f"not allowed, so no run can gather it or complete: {', '.join(unreachable)}",
+            )
+
+
 def _history_problems(history: list[dict[str, Any]]) -> Iterator[Problem]:
-    offered: set[str] = set()
+    misplaced = False
     for index, message in enumerate(history):
         content: object = message["content"]
         blocks = cast(list[dict[str, Any]], content) if isinstance(content, list) else []
         for position, block in enumerate(blocks):
-            where = f"history/{index}/content/{position}"
-            if block.get("type") == "tool_use":
-                offered.add(str(block.get("id")))
-            if block.get("type") != "tool_result":
-                continue
-            if message["role"] != "user":
+            if block.get("type") == "tool_result" and message["role"] != "user":
+                misplaced = True
                 yield Problem(
                     rule="tool-result-role",
-                    where=where,
+                    where=f"history/{index}/content/{position}",
                     message=f"a tool_result in the {message['role']} role: tool results go in a user message",
                 )
-            elif block.get("tool_use_id") not in offered:
-                yield Problem(
-                    rule="tool-result-role",
-                    where=where,
-                    message="a tool_result without the tool_use_id of a tool_use before it",
-                )
+    if misplaced:
+        return
+    # The same transcript rules `run(goal, messages=history)` applies.
+    for problem in transcript_errors(cast(list[MessageParam], history)):
+        yield Problem(rule="history", where="history", message=problem)

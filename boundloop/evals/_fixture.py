@@ -210,10 +210,17 @@ def read_case(raw: object, *, source: Path | None = None) -> Case:
 
 
 def _name_map(fixture: Mapping[str, Any], problems: list[str]) -> set[str]:
-    """Every tool name the fixture writes; collisions and overlong API names are problems."""
+    """Every tool name the fixture writes; collisions and overlong API names are problems.
+
+    A model turn may name a tool as the API saw it (`a__b` for the fixture's `a.b`), as a
+    response pasted from production does: that is the same tool, not a collision.
+    """
     names = set(_tool_names(fixture))
+    spelled = {api_name(name) for name in names if not TOOL_NAME.fullmatch(name)}
     taken: dict[str, str] = {}
     for name in sorted(names):
+        if name in spelled and name in set(_model_names(fixture)) - set(_declared_names(fixture)):
+            continue
         api = api_name(name)
         if len(api) > 64:
             problems.append(f"tool name {name!r} is longer than 64 characters as {api!r}")
@@ -224,6 +231,11 @@ def _name_map(fixture: Mapping[str, Any], problems: list[str]) -> set[str]:
 
 
 def _tool_names(fixture: Mapping[str, Any]) -> Iterator[str]:
+    yield from _declared_names(fixture)
+    yield from _model_names(fixture)
+
+
+def _declared_names(fixture: Mapping[str, Any]) -> Iterator[str]:
     yield from fixture.get("mocked_tools", {})
     yield from (tool["name"] for tool in fixture.get("tools", ()))
     policy: dict[str, Any] = fixture.get("policy", {})
@@ -234,6 +246,9 @@ def _tool_names(fixture: Mapping[str, Any]) -> Iterator[str]:
     expected: dict[str, Any] = fixture["expected"]
     yield from expected.get("forbidden_tools", ())
     yield from expected.get("tool_sequence", ())
+
+
+def _model_names(fixture: Mapping[str, Any]) -> Iterator[str]:
     for turn in fixture.get("model", ()):
         yield from (call["name"] for call in turn.get("tool_calls", ()))
         for block in turn.get("content", ()):

@@ -53,8 +53,9 @@ class Figures:
             failed=sum(1 for result in results if result.status == "failed"),
             errors=sum(1 for result in results if result.status == "error"),
             completion_rate=_rate(sum(1 for r in runs if r.stop_reason is StopReason.COMPLETED), len(runs)),
-            correct_stop_rate=_rate(
-                sum(1 for r in runs if r.stop_reason is r.case.expected.stop_reason), len(runs)
+            correct_stop_rate=_rate(  # a run that raised did not stop as the case expects
+                sum(1 for r in runs if r.raised is None and r.stop_reason is r.case.expected.stop_reason),
+                len(runs),
             ),
             invalid_action_rate=_rate(sum(result.refused for result in runs), proposed),
             repeated_action_rate=_rate(sum(result.repeated for result in runs), proposed),

@@ -52,6 +52,8 @@ class CaseResult:
     tools_run: tuple[str, ...]
     """The tools that ran, in order, as the fixture names them."""
     trace: tuple[TraceEvent, ...]
+    raised: str | None = None
+    """The exception the run raised (`UnhandledStop: ...`), if it did not stop by itself."""
 
     @property
     def passed(self) -> bool:
@@ -201,6 +203,7 @@ def _judge(case: Case, run: _Run, duration: float) -> CaseResult:
         replay_detail="" if run.replayed is None else _divergence(run.replayed),
         tools_run=tools_run,
         trace=tuple(run.events),
+        raised=run.raised,
     )
 
 

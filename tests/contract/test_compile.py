@@ -18,8 +18,7 @@ import pytest
 
 from boundloop import AgentLoop, ScriptedClient, UnhandledStop
 from boundloop.cli import demo
-from boundloop.contract import RULES, Contract, ContractError, load_contract
-from boundloop.contract._compile import compile_module, compile_report
+from boundloop.contract import RULES, Contract, ContractError, compile_module, compile_report, load_contract
 from boundloop.statemachine.diagram import render_mermaid
 
 ROOT = Path(__file__).resolve().parents[2]

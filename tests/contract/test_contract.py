@@ -10,11 +10,19 @@ from typing import Any
 import pytest
 from anthropic.types import Message
 
-from boundloop import AgentLoop, Budget, ConfigurationError, Policy, ScriptedClient, StopReason, tool
+from boundloop import AgentLoop, Budget, ConfigurationError, Policy, ScriptedClient, StopReason, Tool, tool
 from boundloop.cli import demo
-from boundloop.contract import RULES, Contract, ContractError, check_contract, load_contract
+from boundloop.contract import (
+    RULES,
+    Contract,
+    ContractError,
+    check_contract,
+    compile_module,
+    compile_report,
+    load_contract,
+)
 from boundloop.errors import UnhandledStop
-from boundloop.handlers.stops import Route, SignalContext, stop
+from boundloop.handlers.stops import Route, SignalContext, SignalHandler, stop
 from tests.helpers import text, tool_use
 
 JSON = dict[str, Any]
@@ -129,7 +137,7 @@ def signals(**changes: str | None) -> dict[str, str]:
                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t9", "content": ""}]}
                 ]
             ),
-            ("tool-result-role", "history/0/content/0"),
+            ("history", "history"),
             id="tool-result-answering-nothing",
         ),
         pytest.param(
@@ -175,6 +183,63 @@ def signals(**changes: str | None) -> dict[str, str]:
         pytest.param(
             contract(metrics={"enabled": True, "port": 9464}), ("schema", "metrics"), id="unknown-field"
         ),
+        pytest.param(
+            contract(signals=signals(refusal="on_end_turn")),
+            ("signal-handler", "signals/refusal"),
+            id="refusal-read-as-completion",
+        ),
+        pytest.param(
+            contract(signals={**SIGNALS, "refusall": "on_refusal"}),
+            ("signal-handler", "signals/refusall"),
+            id="unknown-stop-reason-key",
+        ),
+        pytest.param(
+            contract(signals=signals(refusal="on_refusal"), custom_handlers=["on_refusal"]),
+            ("unknown-handler", "custom_handlers/0"),
+            id="custom-shadows-builtin",
+        ),
+        pytest.param(
+            contract(
+                signals=signals(refusal="stop_when_text_matches"), custom_handlers=["stop_when_text_matches"]
+            ),
+            ("control-by-prose", "custom_handlers/0"),
+            id="prose-in-a-handler-name",
+        ),
+        pytest.param(
+            contract(signals=signals(refusal="mine\n"), custom_handlers=["mine\n"]),
+            ("schema", "custom_handlers/0"),
+            id="trailing-newline-name",
+        ),
+        pytest.param(contract(name="loop`\n## fake"), ("schema", "name"), id="markup-in-name"),
+        pytest.param(contract(budget={"max_steps": 1.0}), ("number", "budget/max_steps"), id="float-count"),
+        pytest.param(
+            contract(budget={"max_steps": 3, "timeout_s": 1e309}),
+            ("number", "budget/timeout_s"),
+            id="infinite",
+        ),
+        pytest.param(
+            contract(policy={"forbidden": ["lookup"], "required_evidence": ["lookup"]}),
+            ("policy-conflict", "policy/required_evidence"),
+            id="forbidden-evidence",
+        ),
+        pytest.param(
+            contract(policy={"allowed": [], "required_evidence": ["lookup"]}),
+            ("policy-conflict", "policy/required_evidence"),
+            id="evidence-never-allowed",
+        ),
+        pytest.param(
+            contract(
+                history=[
+                    {"role": "user", "content": "hi"},
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": "t1", "name": "lookup", "input": {}}],
+                    },
+                ]
+            ),
+            ("history", "history"),
+            id="history-leaves-a-call-unanswered",
+        ),
         pytest.param(contract(policy="missing-policy.json"), ("file", "policy"), id="missing-policy-file"),
         pytest.param(
             contract(system={"file": "missing.md"}), ("file", "system/file"), id="missing-system-file"
@@ -186,6 +251,15 @@ def test_each_rule_rejects_its_fault_naming_the_field(document: JSON, expected: 
     found = rules_of(document)
     assert expected in found, found
     assert all(rule in RULES for rule, _ in found)
+
+
+def test_the_escalation_tool_may_be_allowed_and_output_schemas_may_be_any_type() -> None:
+    """A policy may list its escalation tool; a tool may declare it returns a string."""
+    tools = [{**contract()["tools"][0], "output_schema": {"type": "string"}}]
+    document = contract(
+        tools=tools, policy={"allowed": ["lookup", "ask_human"], "escalation_tool": "ask_human"}
+    )
+    assert check_contract(document) == []
 
 
 def test_an_unknown_field_is_named() -> None:
@@ -351,3 +425,57 @@ def test_to_contract_refuses_a_nameless_signal_handler() -> None:
     )
     with pytest.raises(ConfigurationError, match="no name a contract can hold"):
         loop.to_contract()
+
+
+def test_compile_never_shadows_what_a_stub_raises_and_the_report_keeps_markup_inert() -> None:
+    """A property named NotImplementedError is not a parameter; contract text cannot forge report markup."""
+    tool = {
+        "name": "lookup",
+        "description": "Look up. <!-- hidden | `code`",
+        "input_schema": {"type": "object", "properties": {"NotImplementedError": {"type": "string"}}},
+    }
+    loaded = load_contract(contract(tools=[tool], description="Evil <!-- start", policy={}))
+    module = compile_module(loaded, source="c.json")
+    assert "NotImplementedError: str" not in module
+    compile(module, "loop.py", "exec")
+    report = compile_report(loaded, source="c.json")
+    assert "<!--" not in report
+    assert "Evil &lt;!-- start" in report
+
+
+def test_to_contract_keeps_a_declared_escalation_tool_and_refuses_two_handlers_of_one_name() -> None:
+    """A tool the code declares under the escalation name stays in the contract; handler names are unique."""
+    ask = Tool(
+        name="ask",
+        description="Ask the on-call engineer.",
+        input_schema={"type": "object", "properties": {"reason": {"type": "string"}}},
+        handler=lookup,
+    )
+    loop = AgentLoop(
+        ScriptedClient([]),
+        model="claude-sonnet-4-6",
+        tools=[ask],
+        budget=Budget(max_steps=2),
+        policy=Policy(escalation_tool="ask"),
+        metrics=None,
+    )
+    document = loop.to_contract().to_dict()
+    assert [t["name"] for t in document["tools"]] == ["ask"]
+    rebuilt = AgentLoop.from_contract(document, handlers={"ask": lookup}, client=ScriptedClient([]))
+    assert rebuilt.config.provenance == loop.config.provenance
+
+    def make(reason: StopReason) -> SignalHandler:
+        def handler(message: Message, ctx: SignalContext) -> Route:
+            return stop(reason)
+
+        return handler
+
+    twins = AgentLoop(
+        ScriptedClient([]),
+        model="claude-sonnet-4-6",
+        budget=Budget(max_steps=2),
+        signal_handlers={"refusal": make(StopReason.REFUSED), "max_tokens": make(StopReason.TRUNCATED)},
+        metrics=None,
+    )
+    with pytest.raises(ConfigurationError, match="both named 'handler'"):
+        twins.to_contract()

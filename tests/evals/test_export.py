@@ -87,6 +87,7 @@ async def test_a_completed_run_with_parallel_calls_of_one_tool_comes_back_as_is(
         "on_forbidden": "stop",
         "on_max_tokens": "stop",
         "on_missing_evidence": "stop",
+        "on_tool_error": "report",
     }
     assert "resume" not in exported
     assert exported["expected"] == {
@@ -212,6 +213,7 @@ async def test_a_run_resumed_after_approvals_replies_and_denials_exports_the_dec
         "on_forbidden": "stop",
         "on_max_tokens": "stop",
         "on_missing_evidence": "stop",
+        "on_tool_error": "report",
     }
     assert exported["expected"]["forbidden_tools"] == ["wipe"]
     assert exported["expected"]["requires_trace_events"][-1] == "resume"
@@ -384,3 +386,17 @@ async def test_the_case_id_is_the_callers_or_the_task_id_made_valid() -> None:
         export_case(state, case_id="no spaces")
     with pytest.raises(ValueError, match="has not stopped"):
         export_case(LoopState(task_id="t", trace_id="r", goal="g", started_at=0.0))
+
+
+async def test_a_run_stopped_by_a_failing_tool_exports_its_tool_error_policy() -> None:
+    """on_tool_error="stop" travels with the policy, so the exported case stops the same way."""
+    raw = fixture(
+        [{"tool_calls": [{"name": "lookup", "input": {}}]}],
+        {"lookup": [{"status": "error", "error": "down"}]},
+        policy={"on_tool_error": "stop"},
+    )
+    state = await record(raw, [])
+    assert state.stop_reason is StopReason.TOOL_FAILURE
+    exported, result = await rerun(state)
+    assert exported["policy"]["on_tool_error"] == "stop"
+    assert result.stop_reason is StopReason.TOOL_FAILURE

@@ -255,3 +255,21 @@ def test_every_shipped_case_is_valid() -> None:
     """examples/evals parses, and covers the cases the project promises."""
     ids = {case.case_id for case in load_cases(ROOT / "examples" / "evals")}
     assert "shipping_lookup_repeated_failure" in ids
+
+
+def test_a_model_turn_may_name_a_dotted_tool_as_the_api_saw_it() -> None:
+    """A pasted production response calls `a__b`; the fixture declares `a.b`: one tool, no collision."""
+    case = parse_case(
+        minimal(
+            model=[
+                {
+                    "content": [{"type": "tool_use", "id": "toolu_1", "name": "a__b", "input": {}}],
+                    "stop_reason": "tool_use",
+                }
+            ],
+            mocked_tools={"a.b": [{"status": "ok", "output": "x"}]},
+        )
+    )
+    assert [tool.name for tool in case.tools] == ["a__b"]
+    assert case.shown("a__b") == "a.b"
+    assert problems_of(minimal(mocked_tools={"a.b": [], "a__b": []}))  # two declarations still collide

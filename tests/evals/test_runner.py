@@ -379,3 +379,14 @@ async def test_failure_messages_name_tools_as_the_fixture_writes_them() -> None:
         "stop_reason: expected completed, got policy_blocked (forbidden tool proposed: refunds.issue)"
     )
     assert result.refused == 1
+
+
+async def test_a_run_that_raised_never_counts_as_a_correct_stop() -> None:
+    """An UnhandledStop run records `failed`, but it raised: the figures do not count it as right."""
+    result = await run(
+        case(model=[{"text": "?", "stop_reason": "brand_new_reason"}], expected={"stop_reason": "failed"})
+    )
+    assert result.status == "failed"
+    assert result.raised is not None
+    assert result.raised.startswith("UnhandledStop")
+    assert EvalReport([result]).figures.correct_stop_rate == 0.0
