@@ -56,7 +56,8 @@ def script(turns: int, tools: int) -> list[Any]:
         blocks = [
             {
                 "type": "tool_use",
-                "id": f"toolu_{turn}_{index}",
+                # The API's id shape: the loop records other ids as model-invented, redacted.
+                "id": f"toolu_01bench{turn:04d}C{index:02d}",
                 "name": TOOL_NAMES[index % len(TOOL_NAMES)],
                 "input": {"key": f"k{turn}-{index}"},
             }
