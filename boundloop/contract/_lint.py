@@ -22,6 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import final
 
+from . import _lint_more as more
 from . import _lint_rules as rules
 
 __all__ = ["RULES", "Finding", "lint_paths", "lint_source"]
@@ -34,12 +35,12 @@ _TABLE: dict[str, tuple[str, str, str]] = {
     ),
     "BL001": (
         "control-by-text",
-        "a string test on the model's text (`in`, `==`, startswith, re.search) ends or steers the loop",
+        "a string test on the model's text (`in`, `==`, find, re.search, match/case) ends or steers the loop",
         "route on response.stop_reason (end_turn, tool_use, ...), never on the model's text",
     ),
     "BL002": (
         "unbounded-loop",
-        "a `while True` loop that calls the model and has no visible step, turn, budget or time bound",
+        "a `while True` (or `while` on stop_reason) calling the model, with no step, budget or time bound",
         "bound the loop: for step in range(max_steps): ..., or a budget check that stops it",
     ),
     "BL003": (
@@ -49,7 +50,7 @@ _TABLE: dict[str, tuple[str, str, str]] = {
     ),
     "BL004": (
         "first-block-only",
-        "`.content[0]` in code that handles tool calls: the other blocks of the response are lost",
+        "`.content[0]`, `[-1]` or `next(...)` takes one block where tool calls come: the others are lost",
         "iterate over every block: [b for b in response.content if b.type == 'tool_use']",
     ),
     "BL005": (
@@ -114,7 +115,7 @@ class _Walk(ast.NodeVisitor):
 
     def __init__(self) -> None:
         self.hits: list[tuple[ast.AST, str, str]] = []
-        self.scopes: list[rules.Scope] = []
+        self.scopes: list[more.Scope] = []
         self.loops: list[ast.For | ast.AsyncFor | ast.While] = []
         self.timeouts = 0
         self.asserting = False
@@ -130,13 +131,13 @@ class _Walk(ast.NodeVisitor):
         return self._agent_loops[id(loop)]
 
     def visit_Module(self, node: ast.Module) -> None:
-        self.scopes.append(rules.scope_of(node))
+        self.scopes.append(more.scope_of(node))
         self.generic_visit(node)
 
     def _visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         saved = self.loops, self.timeouts
         self.loops, self.timeouts = [], 0
-        self.scopes.append(rules.scope_of(node))
+        self.scopes.append(more.scope_of(node))
         self.generic_visit(node)
         self.scopes.pop()
         self.loops, self.timeouts = saved
@@ -159,14 +160,24 @@ class _Walk(ast.NodeVisitor):
     visit_With = visit_AsyncWith = _visit_with
 
     def visit_While(self, node: ast.While) -> None:
-        """BL001 on the condition of an agent loop; BL002 on an unbounded `while True`."""
+        """BL001 on the condition of an agent loop; BL002 on an unbounded `while True` or `while` that
+        only the model ends (on `stop_reason`, or a flag set from it)."""
         if self.agent_loop(self.loops[0] if self.loops else node):
             self._text_control(node.test)
-        forever = rules.is_forever(node.test) and not self.timeouts
-        if forever and self.agent_loop(node) and not rules.is_bounded(node):
-            self.hit(
-                node, "BL002", "`while True` calls the model with no visible bound on steps, budget or time"
-            )
+        if not self.timeouts and self.agent_loop(node) and not rules.is_bounded(node):
+            if rules.is_forever(node.test):
+                self.hit(
+                    node,
+                    "BL002",
+                    "`while True` calls the model with no visible bound on steps, budget or time",
+                )
+            elif rules.decided_by_model(node.test, self.scopes[-1].model_flags):
+                self.hit(
+                    node,
+                    "BL002",
+                    f"`while {_snippet(node.test, 40)}` is bounded only by the model: "
+                    "no step, budget or time bound",
+                )
         self._visit_loop(node)
 
     def visit_If(self, node: ast.If) -> None:
@@ -175,13 +186,21 @@ class _Walk(ast.NodeVisitor):
             self._text_control(node.test)
         self.generic_visit(node)
 
+    def visit_Match(self, node: ast.Match) -> None:
+        """BL001: a `match` on the model's text whose string case leaves an agent loop."""
+        if self.loops and self.agent_loop(self.loops[0]):
+            for case in rules.text_cases(node, self.scopes[-1].user_input):
+                steered = f"match {_snippet(node.subject, 30)}: case {_snippet(case.pattern, 30)}"
+                self.hit(case.pattern, "BL001", f"the loop is steered by the model's text: `{steered}`")
+        self.generic_visit(node)
+
     def _text_control(self, test: ast.expr) -> None:
         if (found := rules.text_check(test, self.scopes[-1].user_input)) is not None:
             self.hit(found, "BL001", f"the loop is steered by the model's text: `{_snippet(found)}`")
 
     def _visit_try(self, node: ast.Try | ast.TryStar) -> None:
         """BL003: a catch-all handler around a tool call that drops the error."""
-        if rules.runs_a_tool(node.body, self.scopes[-1]):
+        if rules.runs_a_tool(node.body, self.scopes[-1].name):
             for handler in node.handlers:
                 if rules.catches_all(handler.type) and rules.swallows(handler.body):
                     caught = "except:" if handler.type is None else f"except {_snippet(handler.type)}:"
@@ -197,27 +216,37 @@ class _Walk(ast.NodeVisitor):
         self.asserting = False
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
-        """BL004: `.content[0]` in a function that handles tool calls (outside an `assert`)."""
-        if rules.first_block(node) and self.scopes[-1].tool_aware and not self.asserting:
-            self.hit(node, "BL004", f"`{_snippet(node)}` reads only the first block of a response")
+        """BL004: `.content[0]` in a function that handles tool calls, `.content[-1]` in one that names
+        "tool_use", unless it iterates over `.content` too (or in an `assert`)."""
+        index, scope = more.block_index(node), self.scopes[-1]
+        if index is not None and not self.asserting and not scope.iterates_content:
+            if scope.tool_aware if index == 0 else scope.last_block_as_call:
+                which = "first" if index == 0 else "last"
+                self.hit(node, "BL004", f"`{_snippet(node)}` reads only the {which} block of a response")
         self.generic_visit(node)
 
     def visit_Dict(self, node: ast.Dict) -> None:
         """BL005: a tool_result in an assistant message; BL006: a tool_result without its id."""
-        if rules.result_without_id(node):
+        self._message_shape(node)
+        self.generic_visit(node)
+
+    def _message_shape(self, node: ast.Dict | ast.Call) -> None:
+        if more.result_without_id(node):
             self.hit(node, "BL006", "a tool_result without tool_use_id: the API cannot pair it with its call")
-        if (role := rules.assistant_results(node, self.scopes[-1].result_lists)) is not None:
+        if (role := more.assistant_results(node, self.scopes[-1])) is not None:
             self.hit(
                 role, "BL005", "a tool_result in an assistant message: the API takes them in user messages"
             )
-        self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        """BL006 on `dict(type="tool_result", ...)`; BL007 on a user message appended per tool result."""
-        if rules.result_without_id(node):
-            self.hit(node, "BL006", "a tool_result without tool_use_id: the API cannot pair it with its call")
+        """BL004 on `next(<the tool_use blocks>)`; BL005 and BL006 on `dict(...)`; BL007 on a user
+        message appended per tool result."""
+        if more.first_tool_call(node) and not self.asserting:
+            taken = f"next{_snippet(node.args[0], 56)}" if len(node.args) == 1 else _snippet(node)
+            self.hit(node, "BL004", f"`{taken}` handles only the first tool_use block of a response")
+        self._message_shape(node)
         loop = self.loops[-1] if self.loops else None
-        if (appended := rules.per_result_message(node, loop)) is not None:
+        if (appended := more.per_result_message(node, loop, self.scopes[-1])) is not None:
             self.hit(
                 appended, "BL007", "a user message per tool result, appended inside the loop over the blocks"
             )

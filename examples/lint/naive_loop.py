@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from anthropic import Anthropic
-from anthropic.types import TextBlock, ToolParam, ToolUseBlock
+from anthropic.types import Message, TextBlock, ToolParam, ToolUseBlock
 
 MODEL = "claude-sonnet-4-5"
 
@@ -44,9 +44,9 @@ def ask(client: Anthropic, question: str) -> str:
     while True:  # BL002: nothing stops a model that keeps calling tools
         response = client.messages.create(model=MODEL, max_tokens=1024, tools=TOOLS, messages=messages)
         messages.append({"role": "assistant", "content": response.content})
-        first = response.content[0]  # BL004: a response can hold several blocks
-        if isinstance(first, TextBlock) and "FINAL ANSWER" in first.text:  # BL001: control by prose
-            return first.text
+        text = "".join(block.text for block in response.content if isinstance(block, TextBlock))
+        if "FINAL ANSWER" in text:  # BL001: control by prose
+            return text
         for block in response.content:
             if isinstance(block, ToolUseBlock):
                 output = run_tool(block.name, block.input)
@@ -54,12 +54,13 @@ def ask(client: Anthropic, question: str) -> str:
                 messages.append({"role": "user", "content": [{"type": "tool_result", "content": output}]})
 
 
-def resume(client: Anthropic, messages: list[Any], tool_use_id: str, output: str) -> str:
-    """Continue a conversation with the output of a tool that ran elsewhere."""
+def resume(client: Anthropic, messages: list[Any], response: Message, output: str) -> str:
+    """Continue a conversation with the output of the tool `response` asked for, run elsewhere."""
+    call = next(b for b in response.content if b.type == "tool_use")  # BL004: the response may hold several
     messages.append(
         {
             "role": "assistant",  # BL005: tool results belong in a user message
-            "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "content": output}],
+            "content": [{"type": "tool_result", "tool_use_id": call.id, "content": output}],
         }
     )
     response = client.messages.create(model=MODEL, max_tokens=1024, tools=TOOLS, messages=messages)

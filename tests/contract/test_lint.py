@@ -243,6 +243,186 @@ POSITIVE = [
         6,
         id="BL007-append-per-block",
     ),
+    pytest.param(
+        """
+        def ask(client, messages):
+            for step in range(10):
+                response = client.messages.create(model="m", max_tokens=9, messages=messages)
+                text = response.content[0].text
+                if text.lower().find("done") != -1:
+                    break
+        """,
+        "BL001",
+        6,
+        id="BL001-find-not-minus-one",
+    ),
+    pytest.param(
+        """
+        def ask(messages):
+            for turn in range(10):
+                reply = call_model(messages)
+                if reply.index("FINAL") >= 0:
+                    return reply
+        """,
+        "BL001",
+        5,
+        id="BL001-index",
+    ),
+    pytest.param(
+        """
+        def ask(client, messages):
+            for step in range(10):
+                answer = client.messages.create(model="m", max_tokens=9, messages=messages).content[0].text
+                match answer.strip():
+                    case "DONE" | "FINISHED":
+                        break
+                    case _:
+                        messages.append({"role": "user", "content": "go on"})
+        """,
+        "BL001",
+        6,
+        id="BL001-match-case",
+    ),
+    pytest.param(
+        """
+        def ask(client, messages):
+            response = client.messages.create(model="m", max_tokens=9, messages=messages)
+            while response.stop_reason == "tool_use":
+                messages.append({"role": "user", "content": run_all(response)})
+                response = client.messages.create(model="m", max_tokens=9, messages=messages)
+            return response
+        """,
+        "BL002",
+        4,
+        id="BL002-while-stop-reason-is-tool-use",
+    ),
+    pytest.param(
+        """
+        async def ask(client, messages):
+            resp = None
+            while resp is None or resp.stop_reason != "end_turn":
+                resp = await client.messages.create(model="m", max_tokens=9, messages=messages)
+                messages.append({"role": "assistant", "content": resp.content})
+        """,
+        "BL002",
+        4,
+        id="BL002-while-stop-reason-not-end-turn",
+    ),
+    pytest.param(
+        """
+        def ask(messages):
+            done = False
+            while not done:
+                reply = call_model(messages)
+                done = "FINAL ANSWER" in reply
+        """,
+        "BL002",
+        4,
+        id="BL002-while-not-done-set-from-the-text",
+    ),
+    pytest.param(
+        """
+        def ask(client, messages):
+            finished = False
+            while not finished:
+                response = client.messages.create(model="m", max_tokens=9, messages=messages)
+                if response.stop_reason == "end_turn":
+                    finished = True
+        """,
+        "BL002",
+        4,
+        id="BL002-while-not-done-set-under-a-stop-reason-test",
+    ),
+    pytest.param(
+        """
+        def step(client, messages):
+            response = client.messages.create(model="m", max_tokens=9, messages=messages)
+            call = next(b for b in response.content if b.type == "tool_use")
+            return run(call.name, call.input)
+        """,
+        "BL004",
+        4,
+        id="BL004-next-over-the-tool-use-blocks",
+    ),
+    pytest.param(
+        """
+        def step(response):
+            call = next((b for b in response["content"] if isinstance(b, ToolUseBlock)), None)
+            return call
+        """,
+        "BL004",
+        3,
+        id="BL004-next-with-a-default-and-isinstance",
+    ),
+    pytest.param(
+        """
+        def step(response):
+            call = response.content[-1]
+            if call.type == "tool_use":
+                return run(call.name, call.input)
+        """,
+        "BL004",
+        3,
+        id="BL004-last-block-as-the-tool-call",
+    ),
+    pytest.param(
+        """
+        def step(response, messages):
+            for message in messages:
+                print(message)
+            block = response.content[0]
+            if response.stop_reason == "tool_use":
+                return block.name
+        """,
+        "BL004",
+        5,
+        id="BL004-iterating-something-else",
+    ),
+    pytest.param(
+        """
+        def answer(messages, call, output):
+            res = {"type": "tool_result", "tool_use_id": call.id, "content": output}
+            messages.append({"role": "assistant", "content": [res]})
+        """,
+        "BL005",
+        4,
+        id="BL005-result-held-in-a-variable",
+    ),
+    pytest.param(
+        """
+        def answer(messages, call, output):
+            res = {"type": "tool_result", "tool_use_id": call.id, "content": output}
+            messages.append(dict(role="assistant", content=[res]))
+        """,
+        "BL005",
+        4,
+        id="BL005-dict-call-with-a-variable",
+    ),
+    pytest.param(
+        """
+        def answer(messages, response):
+            for block in response.content:
+                if block.type == "tool_use":
+                    result = {"type": "tool_result", "tool_use_id": block.id, "content": "ok"}
+                    msg = {"role": "user", "content": [result]}
+                    messages.append(msg)
+        """,
+        "BL007",
+        7,
+        id="BL007-message-built-in-a-variable",
+    ),
+    pytest.param(
+        """
+        def answer(messages, calls):
+            for call in calls:
+                messages.append(
+                    dict(role="user", content=[{"type": "tool_result", "tool_use_id": call.id}])
+                )
+        """,
+        "BL007",
+        5,
+        id="BL007-dict-call",
+    ),
 ]
 
 
@@ -491,11 +671,155 @@ NEGATIVE = [
                 response = client.messages.create(model="m", max_tokens=9, messages=messages)
                 if response.stop_reason != "tool_use":
                     return response
-                call = next(b for b in response.content if b.type == "tool_use")
+                (call,) = [b for b in response.content if b.type == "tool_use"]
                 result = {"type": "tool_result", "tool_use_id": call.id, "content": "ok"}
                 messages.append({"role": "user", "content": [result]})
         """,
         id="BL007-a-loop-over-turns",
+    ),
+    pytest.param(
+        """
+        def ask(client, messages):
+            for step in range(10):
+                response = client.messages.create(model="m", max_tokens=9, messages=messages)
+                text = response.content[0].text
+                if text.find("done") != -1:
+                    print("the model says it is done")
+                if path.find("done") != -1 or messages.index(response) > 3:
+                    break
+        """,
+        id="BL001-find-that-does-not-leave-or-not-on-text",
+    ),
+    pytest.param(
+        """
+        def ask(client, messages):
+            for step in range(10):
+                response = client.messages.create(model="m", max_tokens=9, messages=messages)
+                command = input("> ")
+                match response.stop_reason:
+                    case "end_turn":
+                        break
+                match command:
+                    case "quit":
+                        return response
+        """,
+        id="BL001-match-on-stop-reason-and-user-input",
+    ),
+    pytest.param(
+        """
+        def ask(client, messages, max_steps):
+            for step in range(max_steps):
+                response = client.messages.create(model="m", max_tokens=9, messages=messages)
+                if response.stop_reason != "tool_use":
+                    break
+                messages.append({"role": "user", "content": run_all(response)})
+        """,
+        id="BL002-stop-reason-test-in-a-bounded-for",
+    ),
+    pytest.param(
+        """
+        def ask(client, messages, max_steps):
+            step, response = 0, client.messages.create(model="m", max_tokens=9, messages=messages)
+            while response.stop_reason == "tool_use" and step < max_steps:
+                step += 1
+                response = client.messages.create(model="m", max_tokens=9, messages=messages)
+        """,
+        id="BL002-stop-reason-loop-bounded-in-its-condition",
+    ),
+    pytest.param(
+        """
+        async def ask(client, messages, budget):
+            response = await client.messages.create(model="m", max_tokens=9, messages=messages)
+            while response.stop_reason == "tool_use":
+                if len(messages) > 40:
+                    raise RuntimeError("too many turns")
+                response = await client.messages.create(model="m", max_tokens=9, messages=messages)
+            with anyio.move_on_after(30):
+                while response.stop_reason != "end_turn":
+                    response = await client.messages.create(model="m", max_tokens=9, messages=messages)
+            done = False
+            while not done:
+                response = await client.messages.create(model="m", max_tokens=9, messages=messages)
+                budget.charge(response.usage)
+                done = response.stop_reason == "end_turn"
+        """,
+        id="BL002-stop-reason-loops-with-a-limit-a-deadline-or-a-budget",
+    ),
+    pytest.param(
+        """
+        def ask(client, messages, max_steps):
+            step, done = 0, False
+            while not done:
+                step += 1
+                response = client.messages.create(model="m", max_tokens=9, messages=messages)
+                done = response.stop_reason == "end_turn" or step >= max_steps
+        """,
+        id="BL002-flag-set-from-a-limit-too",
+    ),
+    pytest.param(
+        """
+        def replay(recorded):
+            response = recorded.pop()
+            while response.stop_reason == "tool_use":
+                response = recorded.pop()
+        """,
+        id="BL002-stop-reason-loop-that-calls-no-model",
+    ),
+    pytest.param(
+        """
+        def step(response):
+            if response.stop_reason == "tool_use":
+                text = next(b for b in response.content if b.type == "text")
+                return text, [b for b in response.content if b.type == "tool_use"]
+        """,
+        id="BL004-next-over-text-blocks",
+    ),
+    pytest.param(
+        """
+        def on_max_tokens(message):
+            last = message.content[-1]
+            if isinstance(last, ToolUseBlock):
+                return "truncated"
+            if message.stop_reason == "max_tokens" and message.content[-1].type == "tool_use":
+                return "truncated"
+        """,
+        id="BL004-last-block-checked-for-a-truncated-call",
+    ),
+    pytest.param(
+        """
+        def step(r):
+            first = r.content[0]
+            if first.type == "thinking":
+                log(first.thinking)
+            for b in r.content:
+                if b.type == "tool_use":
+                    run(b)
+        """,
+        id="BL004-first-block-read-where-every-block-is-handled",
+    ),
+    pytest.param(
+        """
+        def answer(messages, call, output):
+            res = {"type": "tool_result", "tool_use_id": call.id, "content": output}
+            use = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
+            messages.append({"role": "assistant", "content": [use]})
+            messages.append({"role": "user", "content": [res]})
+        """,
+        id="BL005-result-variable-in-a-user-message",
+    ),
+    pytest.param(
+        """
+        def answer(messages, response):
+            results = []
+            for block in response.content:
+                if block.type == "tool_use":
+                    note = {"role": "user", "content": "running " + block.name}
+                    messages.append(note)
+                    results.append({"type": "tool_result", "tool_use_id": block.id, "content": "ok"})
+            msg = dict(role="user", content=results)
+            messages.append(msg)
+        """,
+        id="BL007-one-message-in-a-variable-after-the-loop",
     ),
 ]
 
