@@ -39,7 +39,7 @@ SCHEMA_VERSION: Final = 1
 """The version of `LoopState`'s JSON; `LoopState.from_json` refuses any other."""
 
 
-_COUNTS: Final = frozenset(
+BUDGET_COUNTS: Final = frozenset(
     {
         "max_steps",
         "max_tool_calls",
@@ -88,7 +88,7 @@ class Budget:
                 return
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise errors.ConfigurationError(f"Budget.{name} must be a number, got {value!r}")
-            if name in _COUNTS and not isinstance(value, int):
+            if name in BUDGET_COUNTS and not isinstance(value, int):
                 raise errors.ConfigurationError(f"Budget.{name} counts: it must be an int, got {value!r}")
             if math.isnan(value) or value < 0 or (value == 0 and not allow_zero):
                 raise errors.ConfigurationError(f"Budget.{name} must be > 0, got {value!r}")

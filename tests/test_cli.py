@@ -427,6 +427,20 @@ def watched_loop() -> AgentLoop:
     return AgentLoop(WATCHED, model="claude-sonnet-4-6", budget=Budget(max_steps=2), metrics=None)
 
 
+def watched_run(trace: Path) -> list[str]:
+    """`boundloop run` of `watched_loop`, writing its trace to `trace`."""
+    return [
+        "run",
+        "tests.test_cli:watched_loop",
+        "--goal",
+        "g",
+        "--app-dir",
+        str(ROOT),
+        "--trace",
+        str(trace),
+    ]
+
+
 @UNWRITABLE
 def test_an_unwritable_trace_fails_run_before_any_model_call(
     kind: str,
@@ -439,16 +453,7 @@ def test_an_unwritable_trace_fails_run_before_any_model_call(
     client = ScriptedClient([text("done")])
     monkeypatch.setattr(sys.modules[__name__], "WATCHED", client)
     target = unwritable_trace(tmp_path, kind)
-    argv = [
-        "run",
-        "tests.test_cli:watched_loop",
-        "--goal",
-        "g",
-        "--app-dir",
-        str(ROOT),
-        "--trace",
-        str(target),
-    ]
+    argv = watched_run(target)
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert one_line(captured.err) == f"boundloop: error: cannot write the trace {target}: {reason}"
@@ -464,16 +469,7 @@ def test_a_writable_trace_is_written_after_the_run(
     monkeypatch.setattr(sys.modules[__name__], "WATCHED", client)
     target = tmp_path / "run.jsonl"
     target.write_text("an older trace, replaced\n", encoding="utf-8")
-    argv = [
-        "run",
-        "tests.test_cli:watched_loop",
-        "--goal",
-        "g",
-        "--app-dir",
-        str(ROOT),
-        "--trace",
-        str(target),
-    ]
+    argv = watched_run(target)
     assert main([*argv, "--json"]) == 0
     capsys.readouterr()
     assert len(client.requests) == 1

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from .._config import escalation_tool
 from ..errors import ConfigurationError
@@ -14,13 +13,12 @@ from ..handlers.stops import DEFAULT_HANDLERS, SignalHandler
 from ..handlers.tools import Handler, Tool
 from ..policy import Approver, Policy, SuccessCheck
 from ..state import Budget
-from ._check import UNHANDLED
+from ._check import HANDLER_NAME, UNHANDLED
 from ._contract import Contract, ContractTool
 
 if TYPE_CHECKING:
     from .._config import LoopConfig
 
-_IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _BUILTIN: dict[str, SignalHandler] = {handler.__name__: handler for handler in DEFAULT_HANDLERS.values()}
 
 
@@ -102,7 +100,7 @@ def contract_of(config: LoopConfig) -> Contract:
     for stop_reason, handler in config.signal_handlers.items():
         name = getattr(handler, "__name__", "")
         if _BUILTIN.get(name) is not handler:
-            if not _IDENTIFIER.fullmatch(name) or name in _BUILTIN or name == UNHANDLED:
+            if not HANDLER_NAME.fullmatch(name) or name in _BUILTIN or name == UNHANDLED:
                 raise ConfigurationError(
                     f"the signal handler for {stop_reason!r} has no name a contract can hold "
                     f"({name!r}): give it a def named with 1-64 ASCII letters, digits and _, "

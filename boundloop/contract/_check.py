@@ -23,6 +23,7 @@ from anthropic.types import MessageParam
 from ..handlers._propose import KNOWN_STOP_REASONS
 from ..handlers.stops import DEFAULT_HANDLERS
 from ..handlers.tools import TOOL_NAME
+from ..state import BUDGET_COUNTS
 from ..transcript import transcript_errors
 
 UNHANDLED: Final = "unhandled_stop"
@@ -163,7 +164,8 @@ def loop_problems(contract: Mapping[str, Any], policy: Mapping[str, Any], policy
     return problems
 
 
-_IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+HANDLER_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+"""A signal handler name a contract can hold (matched whole)."""
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,127}")
 _MODEL: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
 _SIGNAL: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -176,25 +178,21 @@ def _name_problems(contract: Mapping[str, Any]) -> Iterator[Problem]:
         ("model", contract["model"], _MODEL, "a model name: up to 128 of [A-Za-z0-9._:@/-]"),
     ]
     fields += [
-        (f"custom_handlers/{index}", name, _IDENTIFIER, "a Python identifier of at most 64 ASCII characters")
+        (f"custom_handlers/{index}", name, HANDLER_NAME, "a Python identifier of at most 64 ASCII characters")
         for index, name in enumerate(contract.get("custom_handlers", []))
     ]
     for stop_reason, handler in contract.get("signals", {}).items():
         fields.append((f"signals/{stop_reason}", stop_reason, _SIGNAL, "a stop_reason: [a-z][a-z0-9_]*"))
-        fields.append((f"signals/{stop_reason}", handler, _IDENTIFIER, "a handler name: a Python identifier"))
+        fields.append(
+            (f"signals/{stop_reason}", handler, HANDLER_NAME, "a handler name: a Python identifier")
+        )
     for where, value, pattern, what in fields:
         if not pattern.fullmatch(value):
             yield Problem(rule="schema", where=where, message=f"{value!r} is not {what}")
 
 
-_WHOLE: Final = (
-    "max_steps",
-    "max_tool_calls",
-    "max_total_tokens",
-    "max_consecutive_tool_errors",
-    "max_repeated_calls",
-    "max_tool_retries",
-)
+_WHOLE: Final = BUDGET_COUNTS | {"max_tokens", "max_tool_output_chars", "max_continuations"}
+"""Fields that count something: whole numbers only."""
 
 
 def _number_problems(
@@ -212,12 +210,7 @@ def _number_problems(
         (f"tools/{i}/timeout_s", t["timeout_s"]) for i, t in enumerate(contract["tools"]) if "timeout_s" in t
     ]
     for where, value in values:
-        whole = where.rsplit("/", 1)[-1] in (
-            *_WHOLE,
-            "max_tokens",
-            "max_tool_output_chars",
-            "max_continuations",
-        )
+        whole = where.rsplit("/", 1)[-1] in _WHOLE
         if whole and isinstance(value, float):
             yield Problem(
                 rule="number",

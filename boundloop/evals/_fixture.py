@@ -217,9 +217,10 @@ def _name_map(fixture: Mapping[str, Any], problems: list[str]) -> set[str]:
     """
     names = set(_tool_names(fixture))
     spelled = {api_name(name) for name in names if not TOOL_NAME.fullmatch(name)}
+    as_api_saw = spelled & (set(_model_names(fixture)) - set(_declared_names(fixture)))
     taken: dict[str, str] = {}
     for name in sorted(names):
-        if name in spelled and name in set(_model_names(fixture)) - set(_declared_names(fixture)):
+        if name in as_api_saw:
             continue
         api = api_name(name)
         if len(api) > 64:

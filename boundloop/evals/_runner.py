@@ -146,8 +146,8 @@ async def run_case(case: Case) -> CaseResult:
         run.raised = f"{type(exc).__name__}: {exc}"
     duration = time.perf_counter() - started
     run.problems += mocks.problems
-    if run.result is not None and run.raised is None and not run.problems:
-        run.replayed = run.replayed if case.state is not None else await replay(run.events, build_loop(case))
+    if case.state is None and run.result is not None and run.raised is None and not run.problems:
+        run.replayed = await replay(run.events, build_loop(case))
     return _judge(case, run, duration)
 
 
