@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
 import anthropic
+import sniffio
 
 from .._records import ErrorRecord
 from ..trace import Deferred, TraceEvent, TraceKind
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 
 _API_ID = re.compile(r"(?:toolu|srvtoolu)_[A-Za-z0-9]{1,64}")
+"""The shape of the ids the API gives tool_use blocks."""
 
 
 def recorded_call_id(tool_use_id: str, redact: Callable[[str], str]) -> str:
@@ -32,7 +34,11 @@ def recorded_call_id(tool_use_id: str, redact: Callable[[str], str]) -> str:
     return tool_use_id if _API_ID.fullmatch(tool_use_id) else redact(tool_use_id)
 
 
-"""The shape of the ids the API gives tool_use blocks."""
+def _on_asyncio() -> bool:
+    try:
+        return sniffio.current_async_library() == "asyncio"
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
 
 
 @final
@@ -55,6 +61,7 @@ class RunContext:
         "counted_input",
         "deadline",
         "elapsed_before",
+        "on_asyncio",
         "plan",
         "started",
         "state",
@@ -79,6 +86,8 @@ class RunContext:
         """The next request's input tokens, as `messages.count_tokens` counted them."""
         self.plan: list[Planned] | None = None
         """The calls of the current turn that validation let through; None: rebuild from state."""
+        self.on_asyncio = _on_asyncio()
+        """Whether the run is on asyncio (not trio), where a batch runs in native tasks."""
 
     @property
     def elapsed_s(self) -> float:
