@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from typing import Final
 
-from .._records import FAILED_OUTCOMES, CallResult, ErrorRecord, Observation, Outcome, StopReason, ToolCall
+from .._records import (
+    FAILED_OUTCOMES,
+    CallResult,
+    ErrorRecord,
+    Observation,
+    Outcome,
+    StopReason,
+    ToolCall,
+    Turn,
+)
 from ..transcript import append_user
 from ._context import RunContext
 from ._results import refused
@@ -42,7 +51,7 @@ def answer_open_calls(ctx: RunContext, outcome: Outcome, text: str) -> None:
     turn.answers = list[CallResult | None](results)
     append_user(ctx.state.messages, [result.to_block() for result in results])
     if not turn.awaiting_human:  # provisional answers are recorded once a human has decided
-        _record(ctx, results, turn.keys)
+        _record(ctx, turn, results)
 
 
 def _unanswered(ctx: RunContext, index: int, call: ToolCall, outcome: Outcome, text: str) -> CallResult:
@@ -58,13 +67,12 @@ def _unanswered(ctx: RunContext, index: int, call: ToolCall, outcome: Outcome, t
     return refused(call, outcome, text)
 
 
-def _record(ctx: RunContext, results: list[CallResult], keys: list[str]) -> None:
+def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
     state = ctx.state
     metrics = ctx.config.metrics
-    for result, key in zip(results, keys, strict=True):
+    for result, key, (name, call_id) in zip(results, turn.keys, ctx.recorded(turn), strict=True):
         call = result.call
         outcome = result.outcome
-        name = ctx.tool_name(call.name)
         state.observations.append(
             Observation(
                 step=call.step,
@@ -94,7 +102,7 @@ def _record(ctx: RunContext, results: list[CallResult], keys: list[str]) -> None
         ctx.event(
             "tool_result",
             tool=name,
-            tool_use_id=ctx.call_id(call.id),
+            tool_use_id=call_id,
             outcome=outcome,
             is_error=result.is_error,
             attempts=result.attempts,

@@ -78,8 +78,15 @@ def _blocks_problem(content: list[object]) -> str | None:
     return None
 
 
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
 def _input_problem(value: object) -> str | None:
     """Depth and size of a JSON value, walked without recursion."""
+    if isinstance(value, dict):
+        items = cast(dict[object, object], value)
+        if len(items) < MAX_INPUT_NODES and all(item.__class__ in _SCALARS for item in items.values()):
+            return None  # the usual input: one flat object
     stack: list[tuple[object, int]] = [(value, 1)]
     nodes = 0
     while stack:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, final
 import anthropic
 import sniffio
 
-from .._records import ErrorRecord
+from .._records import ErrorRecord, Turn
 from ..trace import Deferred, TraceEvent, TraceKind
 from .tools import Tool
 
@@ -57,10 +57,13 @@ class RunContext:
 
     __slots__ = (
         "_hooks",
+        "_recorded",
+        "_recorded_for",
         "config",
         "counted_input",
         "deadline",
         "elapsed_before",
+        "epoch",
         "on_asyncio",
         "plan",
         "started",
@@ -76,6 +79,8 @@ class RunContext:
         self._hooks = tuple(hook for hook in (config.on_event, on_event) if hook is not None)
         """Called with every trace event as it is recorded: the loop's hook, then the run's."""
         self.started = time.perf_counter()
+        self.epoch = time.time() - self.started
+        """Add `time.perf_counter()` to get epoch seconds: the trace's `at`, one clock read per event."""
         self.elapsed_before = state.elapsed_s
         """Wall-clock seconds the run spent before this session (a continued run)."""
         self.deadline: float | None = None
@@ -86,6 +91,8 @@ class RunContext:
         """The next request's input tokens, as `messages.count_tokens` counted them."""
         self.plan: list[Planned] | None = None
         """The calls of the current turn that validation let through; None: rebuild from state."""
+        self._recorded: list[tuple[str, str]] = []
+        self._recorded_for: Turn | None = None
         self.on_asyncio = _on_asyncio()
         """Whether the run is on asyncio (not trio), where a batch runs in native tasks."""
 
@@ -96,7 +103,7 @@ class RunContext:
 
     def event(self, kind: TraceKind, /, **data: Any) -> None:
         """Add a non-transition event to the trace."""
-        self.emit(TraceEvent(kind=kind, step=self.state.step, at=time.time(), data=data))
+        self.emit(TraceEvent(kind=kind, step=self.state.step, at=self.epoch + time.perf_counter(), data=data))
 
     def emit(self, event: TraceEvent) -> None:
         """Append to the trace and tell the `on_event` hooks, as it happens."""
@@ -147,6 +154,13 @@ class RunContext:
     def call_id(self, tool_use_id: str) -> str:
         """A tool_use id as it may be recorded: the API's own ids as they are, anything else redacted."""
         return recorded_call_id(tool_use_id, self.config.redactor)
+
+    def recorded(self, turn: Turn) -> list[tuple[str, str]]:
+        """Each call of `turn` as the trace records it, (tool name, tool_use id): computed once a turn."""
+        if self._recorded_for is not turn:
+            self._recorded = [(self.tool_name(call.name), self.call_id(call.id)) for call in turn.calls]
+            self._recorded_for = turn
+        return self._recorded
 
     def tool_name(self, name: str) -> str:
         """A proposed tool name as it may be recorded: a registered name, or the model's redacted."""

@@ -41,12 +41,10 @@ async def act(ctx: RunContext) -> Trigger:
     turn = ctx.state.turn
     assert turn is not None  # validate let tool calls through, so there is a turn
     plan = ctx.plan if ctx.plan is not None else _replan(ctx, turn)
+    recorded = ctx.recorded(turn)
     ctx.event(
         "tool_call",
-        calls=[
-            {"tool": turn.calls[p.index].name, "tool_use_id": ctx.call_id(turn.calls[p.index].id)}
-            for p in plan
-        ],
+        calls=[{"tool": recorded[p.index][0], "tool_use_id": recorded[p.index][1]} for p in plan],
     )
     ctx.state.earlier_text = ""
     await dispatch(ctx, turn, plan)
@@ -147,12 +145,16 @@ async def _run_call(
     if config.recorded is not None:  # replay: the recorded result, no tool runs
         turn.answers[index] = _replayed(ctx, call, config.recorded.get((call.step, call.id)))
         return
-    context = ToolContext(
-        task_id=ctx.state.task_id,
-        trace_id=ctx.state.trace_id,
-        step=call.step,
-        tool_use_id=call.id,
-        idempotency_key=idempotency_key(ctx.state.task_id, call),
+    context = (
+        ToolContext(
+            task_id=ctx.state.task_id,
+            trace_id=ctx.state.trace_id,
+            step=call.step,
+            tool_use_id=call.id,
+            idempotency_key=idempotency_key(ctx.state.task_id, call),
+        )
+        if tool.takes_context
+        else None  # built only for a handler that reads it
     )
     timeout = tool.timeout_s if tool.timeout_s is not None else budget.tool_timeout_s
     started = time.perf_counter()
@@ -212,7 +214,7 @@ def _timed_out(tool: Tool, timeout: float) -> str:
 
 
 async def _attempt(
-    ctx: RunContext, planned: Planned, call: ToolCall, call_context: ToolContext, attempt: int
+    ctx: RunContext, planned: Planned, call: ToolCall, call_context: ToolContext | None, attempt: int
 ) -> CallResult | _Retry:
     """One invocation of the handler: its result, or the delay before a retry."""
     config = ctx.config

@@ -277,8 +277,8 @@ def _record(ctx: RunContext, turn: Turn, index: int, decision: Decision) -> dict
     """The trace record of one decision; an invalid action is also recorded as an error."""
     call = turn.calls[index]
     answer = turn.answers[index]
-    name = ctx.tool_name(call.name)
-    record: dict[str, Any] = {"tool": name, "tool_use_id": ctx.call_id(call.id), "decision": decision}
+    name, call_id = ctx.recorded(turn)[index]
+    record: dict[str, Any] = {"tool": name, "tool_use_id": call_id, "decision": decision}
     if answer is None:
         return record
     reason = ctx.redact(str(answer.content))

@@ -169,6 +169,11 @@ class Tool:
         return f"Tool(name={self.name!r}, side_effect={self.side_effect})"
 
     @property
+    def takes_context(self) -> bool:
+        """The handler has a `ToolContext` parameter."""
+        return self._context_param is not None
+
+    @property
     def runs_in_thread(self) -> bool:
         """A sync handler: it runs in a worker thread, which a timeout cannot stop."""
         return not self._is_async
@@ -194,14 +199,19 @@ class Tool:
             raise ToolInputError(f"input must be a JSON object, got {type(tool_input).__name__}")
         return self._validate(typing.cast(dict[str, Any], tool_input))
 
-    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> object:
+    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None) -> object:
         """Call the handler with validated arguments (and the context, when it asks for one).
 
         Nested objects and arrays are copied first: a handler that mutates its input cannot
         change the transcript, the observation or the next request.
         """
-        kwargs = {name: _isolated(value) for name, value in arguments.items()}
+        kwargs = {
+            name: value if value.__class__ in _SCALARS else _isolated(value)
+            for name, value in arguments.items()
+        }
         if self._context_param is not None:
+            if context is None:
+                raise TypeError(f"tool {self.name!r} takes a ToolContext: invoke it with one")
             kwargs[self._context_param] = context
         if self._is_async:
             return await typing.cast(Awaitable[object], self.handler(**kwargs))
@@ -209,6 +219,10 @@ class Tool:
         return await anyio.to_thread.run_sync(
             functools.partial(self.handler, **kwargs), abandon_on_cancel=True
         )
+
+
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+"""JSON values that are immutable: passed to a handler as they are."""
 
 
 def _isolated(value: object) -> object:

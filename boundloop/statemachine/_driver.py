@@ -57,7 +57,7 @@ class Run:
 
     @phase.setter
     def phase(self, value: str) -> None:
-        self.state.phase = Phase(value)
+        self.state.phase = value if isinstance(value, Phase) else Phase(value)
 
 
 async def execute(
@@ -203,7 +203,7 @@ class _Driver:
             TraceEvent(
                 kind="transition",
                 step=ctx.state.step,
-                at=time.time(),
+                at=ctx.epoch + now,  # one clock read per transition
                 source=source,
                 dest=dest,
                 trigger=trigger,
