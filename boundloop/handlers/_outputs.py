@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, TypeAlias, cast
+from typing import Any, Final, TypeAlias, cast
 
 import jsonschema
 import pydantic
@@ -52,6 +52,10 @@ def schema_check(tool: str, schema: Mapping[str, Any]) -> OutputCheck:
     return check
 
 
+_EXACT: Final = frozenset({str, int, float, bool, dict, list})
+"""Return annotations a value of exactly that class always matches (pydantic's lax mode)."""
+
+
 def annotation_check(tool: str, hint: object) -> OutputCheck | None:
     """A check against a return annotation; None for an unchecked one (`object`, `Any`).
 
@@ -65,7 +69,11 @@ def annotation_check(tool: str, hint: object) -> OutputCheck | None:
     except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
         raise ConfigurationError(f"tool {tool!r}: its return annotation cannot be checked: {exc}") from exc
 
+    exact = hint if isinstance(hint, type) and hint in _EXACT else None
+
     def check(value: object) -> str | None:
+        if value.__class__ is exact:  # the declared type itself: valid, no validation to run
+            return None
         try:
             adapter.validate_python(value)
         except pydantic.ValidationError as exc:

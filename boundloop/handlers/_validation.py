@@ -9,6 +9,7 @@ transcript stays valid. Only when nothing blocks the batch is an in-process appr
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal, TypeAlias
 
 from .._records import (
@@ -33,6 +34,16 @@ from .tools import ToolInputError
 
 _CANONICAL_JSON: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
 """Built once: `json.dumps` with options builds a new encoder on every call."""
+_make_encoder: Callable[..., Callable[[object, int], Iterable[str]]] | None = getattr(
+    json.encoder, "c_make_encoder", None
+)
+_C_ENCODER: Final = (
+    None
+    if _make_encoder is None
+    # The same output as _CANONICAL_JSON, without building the C encoder on every call (half
+    # the cost). No cycle check: a tool_use input is JSON that the boundary walked already.
+    else _make_encoder(None, str, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, True)
+)
 REPEAT_NOTE: Final = "\n[repeated call: this is the result of the identical earlier call]"
 Decision: TypeAlias = Literal["execute", "deny", "block", "escalate", "approve", "repeat"]
 _DECISIONS: Final = {
@@ -45,7 +56,9 @@ _DECISIONS: Final = {
 
 def canonical(name: str, tool_input: object) -> str:
     """The identity of a call for repeat detection: tool name and canonical JSON input."""
-    return name + "\x00" + _CANONICAL_JSON(tool_input)
+    if _C_ENCODER is None:
+        return name + "\x00" + _CANONICAL_JSON(tool_input)
+    return name + "\x00" + "".join(_C_ENCODER(tool_input, 0))
 
 
 async def validate(ctx: RunContext) -> Trigger:

@@ -55,6 +55,10 @@ class Route:
             raise ValueError("a STOP route needs a stop_reason other than completed")
 
 
+_RUN_TOOLS: Final = Route(verdict=Verdict.TOOL_CALLS)
+"""Every tool_use response's route: a route is immutable, so one serves them all."""
+
+
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class SignalContext:
@@ -92,7 +96,7 @@ def on_tool_use(message: Message, ctx: SignalContext) -> Route:
     """Validate and run the tool calls."""
     if not any(isinstance(block, ToolUseBlock) for block in message.content):
         return stop(StopReason.FAILED, "stop_reason tool_use without any tool_use block")
-    return Route(verdict=Verdict.TOOL_CALLS)
+    return _RUN_TOOLS
 
 
 def on_end_turn(message: Message, ctx: SignalContext) -> Route:
