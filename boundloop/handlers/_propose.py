@@ -148,7 +148,7 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         for block in response.content
         if isinstance(block, ToolUseBlock)
     ]
-    state.turn = Turn(
+    state.turn = turn = Turn(
         calls=calls,
         keys=[canonical(call.name, call.input) for call in calls],
         answers=[None] * len(calls),
@@ -174,7 +174,7 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         if response.stop_reason in KNOWN_STOP_REASONS or response.stop_reason is None
         else ctx.redact(str(response.stop_reason)),
         stop_sequence=None if response.stop_sequence is None else ctx.redact(response.stop_sequence),
-        tools=[ctx.tool_name(call.name) for call in calls],
+        tools=[name for name, _ in ctx.recorded(turn)],
         duration_s=duration_s,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,

@@ -81,15 +81,12 @@ async def execute(
     """
     ctx = RunContext(config, state, on_event=on_event)
     driver = _Driver(ctx)
-    config.machine.add(driver.run, state.phase)
+    config.machine.start(driver.run, state.phase)
     if config.metrics is not None:
         config.metrics.run_started()
-    try:
-        if resumed is not None:
-            ctx.event("resume", **resumed)
-        await driver.execute(cancel)
-    finally:
-        config.machine.remove(driver.run)
+    if resumed is not None:
+        ctx.event("resume", **resumed)
+    await driver.execute(cancel)
     return driver.result()
 
 

@@ -46,7 +46,7 @@ def _resolved_rows() -> list[dict[str, Any]]:
 
 @final
 class StateMachine:
-    """The loop's table as a `transitions.Machine`; each run is a model added and removed."""
+    """The loop's table as a `transitions.Machine`, fired for any number of runs at once."""
 
     __slots__ = ("_compiled", "_events", "_machine")
 
@@ -96,12 +96,26 @@ class StateMachine:
             raise RuntimeError("the engine needs a machine without callbacks")
         return compiled
 
+    def start(self, run: Facts, initial: Phase = INITIAL) -> None:
+        """Put a run in `initial` (a new run's first state, or where a saved run was) for `fire`.
+
+        The run is not registered with the machine: `fire` needs only its state attribute.
+        `Machine.add_model` injects a dozen methods per run and `remove_model` searches a list
+        of every run in flight: a third of a one-turn run, and quadratic in concurrent runs.
+
+        Raises:
+            InvalidTransition: `initial` is not a state of the table.
+        """
+        if initial not in STATES:
+            raise InvalidTransition(f"{initial!r} is not a state of the table")
+        setattr(run, MODEL_ATTRIBUTE, Phase(initial))
+
     def add(self, run: Facts, initial: Phase = INITIAL) -> None:
-        """Start a run in `initial`: a new run's first state, or where a saved run was."""
+        """Register a run with the machine in `initial`, for `trigger` (the oracle)."""
         self._machine.add_model(run, initial=str(initial))
 
     def remove(self, run: Facts) -> None:
-        """Forget a run (always called in a `finally`)."""
+        """Unregister a run added with `add`."""
         self._machine.remove_model(run)
 
     def fire(self, run: Facts, trigger: Trigger) -> tuple[Phase, str | None]:
