@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import cast
 
@@ -46,8 +46,8 @@ def new_state(
         if value is not None and (not isinstance(cast(object, value), str) or not value.strip()):
             raise ConfigurationError(f"{name} must be a non-empty string, got {value!r}")
     return LoopState(
-        task_id=task_id or uuid.uuid4().hex,
-        trace_id=trace_id or uuid.uuid4().hex,
+        task_id=task_id or _random_id(),
+        trace_id=trace_id or _random_id(),
         goal=goal if goal is not None else _last_user_text(history),
         started_at=time.time(),
         metadata=_metadata(metadata),
@@ -55,6 +55,12 @@ def new_state(
         messages=history,
         opening=len(history),
     )
+
+
+def _random_id() -> str:
+    """128 random bits as 32 hex digits: a uuid4's hex without its version bits, a fifth of the cost,
+    and a valid W3C trace id."""
+    return os.urandom(16).hex()
 
 
 def _history(messages: Sequence[MessageParam] | None) -> list[MessageParam]:

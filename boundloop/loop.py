@@ -254,8 +254,9 @@ class AgentLoop:
 
         Args:
             goal: the task, sent as the last user message.
-            task_id: the run's id (default: a new uuid); part of every idempotency key. With a
-                store, a task id already stored is refused: use `resume` to continue it.
+            task_id: the run's id (default: 128 random bits as 32 hex digits); part of every
+                idempotency key. With a store, a task id already stored is refused: use `resume`
+                to continue it.
             trace_id: an incoming trace id to carry (default: a new one).
             metadata: your own JSON values, kept in the state and in the trace's stop event.
             messages: a message history to start from, instead of (or before) `goal`; it must

@@ -126,9 +126,12 @@ class _Driver:
         if timeout is not None:
             ctx.deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_before)
         try:
+            if ctx.deadline is None and cancel is None:  # nothing can stop it early: no scope to build
+                await self._save_start()
+                await self.drive()
+                return
             with anyio.CancelScope(deadline=ctx.deadline or float("inf")) as scope:
-                if ctx.config.store is not None:  # the run exists from its start (or a resume's intents)
-                    await ctx.config.store.save(_for_store(ctx))
+                await self._save_start()
                 if cancel is None:
                     await self.drive()
                 else:
@@ -153,6 +156,11 @@ class _Driver:
         finally:
             self._record_stop()
             await self._last_checkpoint()
+
+    async def _save_start(self) -> None:
+        store = self.ctx.config.store
+        if store is not None:  # the run exists from its start (or a resume's intents)
+            await store.save(_for_store(self.ctx))
 
     async def _drive_cancellable(self, cancel: anyio.Event, scope: anyio.CancelScope) -> None:
         async def watch() -> None:
