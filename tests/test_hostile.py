@@ -184,7 +184,7 @@ async def test_a_handler_cannot_rewrite_the_recorded_input() -> None:
     result = await loop.run("goal")
     assert result.state.observations[0].input == original
     assert result.state.responses[0].content[0].input == original  # type: ignore[union-attr]
-    assert client.requests[1]["messages"][1]["content"][0].input == original
+    assert client.requests[1]["messages"][1]["content"][0]["input"] == original
 
 
 class Opaque:

@@ -14,6 +14,7 @@ from ..model import TokenCounter
 from ..statemachine.table import Trigger
 from ..transcript import append_user
 from ._answers import finish
+from ._blocks import assistant_message
 from ._boundary import problem
 from ._budget import call_spent, ceiling_spent, final_answer_note, output_allowance, spent, stop_at
 from ._context import RunContext
@@ -141,8 +142,8 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     state = ctx.state
     config = ctx.config
     state.responses.append(response)
-    # The SDK's own blocks, exactly as received (thinking signatures, server tool blocks).
-    state.messages.append({"role": "assistant", "content": response.content})
+    # Exactly the JSON received (thinking signatures, server tool blocks), dumped once.
+    state.messages.append(assistant_message(response.content))
     calls = [
         ToolCall(id=block.id, name=block.name, input=block.input, step=state.step)
         for block in response.content

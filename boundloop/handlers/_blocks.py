@@ -1,0 +1,35 @@
+"""A response's content as the transcript keeps it: JSON, exactly the fields the API sent.
+
+The SDK turns a content block object back into JSON on every request that carries it, so a
+transcript of objects costs a dump per block per turn, growing with the run. Dumped once here,
+the blocks are plain dicts from then on: the same JSON a checkpoint holds, so a fresh run and
+a resumed one send identical requests. A `tool_use` or `text` block with only its usual fields
+is copied by hand (its `input` dict shared: handlers get copies); any other block — thinking
+with its signature, server tool blocks, citations — is dumped by the SDK's own model with
+`exclude_unset`, which keeps exactly the keys the API sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final, cast
+
+from anthropic.types import AssistantMessageParam, ContentBlock, ContentBlockParam, TextBlock, ToolUseBlock
+
+_TOOL_USE_FIELDS: Final = frozenset({"type", "id", "name", "input"})
+_TEXT_FIELDS: Final = frozenset({"type", "text"})
+
+
+def assistant_message(content: Sequence[ContentBlock]) -> AssistantMessageParam:
+    """The response as the transcript's assistant message: each block as the JSON the API sent."""
+    blocks = [_block_json(block) for block in content]
+    return {"role": "assistant", "content": cast("list[ContentBlockParam]", blocks)}
+
+
+def _block_json(block: ContentBlock) -> dict[str, Any]:
+    fields = block.model_fields_set
+    if isinstance(block, ToolUseBlock) and fields <= _TOOL_USE_FIELDS:
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    if isinstance(block, TextBlock) and fields <= _TEXT_FIELDS:
+        return {"type": "text", "text": block.text}
+    return block.model_dump(mode="json", exclude_unset=True)

@@ -1,0 +1,62 @@
+"""The transcript keeps each response's content as the JSON the API sent, dumped once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from boundloop.handlers._blocks import assistant_message
+from boundloop.testing import parse_message
+
+JSON = dict[str, Any]
+
+BLOCKS: list[JSON] = [
+    {"type": "thinking", "thinking": "check the order", "signature": "sig-abc=="},
+    {"type": "redacted_thinking", "data": "opaque=="},
+    {"type": "text", "text": "Looking it up."},
+    {
+        "type": "text",
+        "text": "Per the policy,",
+        "citations": [
+            {
+                "type": "char_location",
+                "cited_text": "30 days",
+                "document_index": 0,
+                "document_title": "policy",
+                "start_char_index": 0,
+                "end_char_index": 7,
+            }
+        ],
+    },
+    {"type": "text", "text": "explicit null", "citations": None},
+    {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "refunds"}},
+    {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"key": "O-1", "nested": {"a": [1]}}},
+    # A field this SDK version may not know: kept, not dropped.
+    {"type": "tool_use", "id": "toolu_2", "name": "lookup", "input": {}, "caller": {"type": "direct"}},
+]
+
+
+def message(content: list[JSON]) -> JSON:
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-6",
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "content": content,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[f"{b['type']}-{i}" for i, b in enumerate(BLOCKS)])
+def test_each_block_is_the_json_the_api_sent(block: JSON) -> None:
+    """No field added (a None the API left out) and none lost (a signature, an explicit null)."""
+    response = parse_message(message([block]))
+    assert assistant_message(response.content) == {"role": "assistant", "content": [block]}
+
+
+def test_a_whole_response_keeps_its_block_order() -> None:
+    response = parse_message(message(BLOCKS))
+    assert assistant_message(response.content)["content"] == BLOCKS
