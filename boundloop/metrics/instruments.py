@@ -1,10 +1,13 @@
-"""Prometheus instruments: one object holding every instrument, bound per loop.
+"""Prometheus instruments: the metrics of docs/metrics.md's table, bound per loop.
 
-Nothing registers at import time. `LoopMetrics(registry)` registers the instruments on
-`registry` once: a second `LoopMetrics` on the same registry shares them, so any number of
-loops in one process report side by side, told apart by the `loop` label. `bind()` resolves
-the labelled children of the hot path (every edge of the table, every stop reason, every token
-kind) once per loop, so a transition costs a dict lookup, an `inc()` and an `observe()`.
+Nothing registers at import time. `LoopMetrics(registry)` registers the metrics on `registry`
+once: a second `LoopMetrics` on the same registry shares them, so any number of loops in one
+process report side by side, told apart by the `loop` label. The values live in plain Python
+(`_store.LocalStore`, one prometheus_client collector), not in prometheus_client instruments:
+`bind()` resolves the hot path's cells (every edge of the table, every stop reason, every token
+kind) once per loop and thread, so a transition costs a thread-local lookup, a dict lookup and
+a `bisect` into its bucket counts. In multiprocess mode they are prometheus_client's own
+instruments (`_client.ClientInstruments`), whose values reach the shared mmap files.
 
 Label values are bounded: edges come from the transition table, stop reasons from the API's
 documented set and `StopReason`, tool names from the loop's registry, outcomes from
@@ -19,23 +22,28 @@ import weakref
 from collections.abc import Iterable
 from typing import Final, final
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from .._records import OUTCOMES, StopReason
 from ..statemachine.table import TRANSITIONS
-
-TRANSITION_BUCKETS: Final = (
-    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 0.01, 0.025, 0.05, 0.1,
-    0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
-)  # fmt: skip
-"""Time in the source state: tens of microseconds for the bookkeeping states (assemble, validate,
-observe), seconds to minutes for `propose` (the model call) and `act` (the tools)."""
-MODEL_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0, 300.0)
-"""Model request latency: tens of milliseconds (cached, short) to minutes (long outputs)."""
-RUN_BUCKETS: Final = (0.01, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
-"""Whole runs: from an instant scripted run to half an hour."""
-TOOL_BUCKETS: Final = (1e-4, 1e-3, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-"""Tool calls: from an in-memory lookup to a minute."""
+from ._client import ClientInstruments
+from ._families import (
+    FAMILIES,
+    MODEL_REQUEST_DURATION,
+    MODEL_REQUESTS_TOTAL,
+    MODEL_TOKENS_TOTAL,
+    RUN_DURATION,
+    RUNS_TOTAL,
+    TOOL_CALLS_TOTAL,
+    TOOL_DURATION,
+    TRANSITION_DURATION,
+    TRANSITIONS_TOTAL,
+)
+from ._families import MODEL_BUCKETS as MODEL_BUCKETS
+from ._families import RUN_BUCKETS as RUN_BUCKETS
+from ._families import TOOL_BUCKETS as TOOL_BUCKETS
+from ._families import TRANSITION_BUCKETS as TRANSITION_BUCKETS
+from ._store import Backend, Counting, LocalStore, Observing
 
 API_STOP_REASONS: Final = frozenset(
     {
@@ -56,9 +64,9 @@ TOOL_OUTCOMES: Final = frozenset(OUTCOMES)
 EXEMPLAR_MIN_S: Final = 1e-3
 """Observations at least this long carry the run's `trace_id` as an exemplar (runs always do).
 
-An exemplar costs ~3 µs per observation in prometheus_client (validation, a tuple, a clock
-read): about as much as the observation itself. Sub-millisecond bookkeeping transitions are
-not what anyone follows to a trace, so they skip it; model calls, tools and slow states keep it.
+An exemplar costs a clock read and a tuple here (~0.2 µs; ~3 µs on prometheus_client's own
+instruments): nobody follows a sub-millisecond bookkeeping transition to a trace, so those
+skip it; model calls, tools and slow states keep it.
 """
 UNKNOWN: Final = "_unknown"
 """The label value for anything outside the bounded sets above."""
@@ -75,68 +83,18 @@ def multiprocess_mode() -> bool:
     return "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ
 
 
-@final
-class _Instruments:
-    """Every instrument of docs/metrics.md's table, registered once per registry and namespace."""
-
-    def __init__(self, registry: CollectorRegistry, namespace: str) -> None:
-        def histogram(name: str, doc: str, labels: tuple[str, ...], buckets: tuple[float, ...]) -> Histogram:
-            return Histogram(
-                name,
-                doc,
-                ("loop", *labels),
-                namespace=namespace,
-                registry=registry,
-                buckets=buckets,
-            )
-
-        def counter(name: str, doc: str, labels: tuple[str, ...]) -> Counter:
-            return Counter(name, doc, ("loop", *labels), namespace=namespace, registry=registry)
-
-        self.transitions = counter(
-            "transitions_total", "State machine transitions taken.", ("source", "dest")
-        )
-        self.transition_duration = histogram(
-            "transition_duration_seconds",
-            "Time spent in the source state before the transition.",
-            ("source", "dest"),
-            TRANSITION_BUCKETS,
-        )
-        self.runs = counter("runs_total", "Runs ended, by stop reason.", ("stop_reason",))
-        self.run_duration = histogram(
-            "run_duration_seconds", "Wall-clock duration of runs.", ("stop_reason",), RUN_BUCKETS
-        )
-        self.runs_active = Gauge(
-            "runs_active",
-            "Runs in progress.",
-            ("loop",),
-            namespace=namespace,
-            registry=registry,
-            # Multiprocess mode: sum over the live processes; a dead worker's runs drop out.
-            multiprocess_mode="livesum",
-        )
-        self.model_requests = counter(
-            "model_requests_total", "Model requests, by the API's stop_reason.", ("stop_reason",)
-        )
-        self.model_request_duration = histogram(
-            "model_request_duration_seconds", "Model request latency.", (), MODEL_BUCKETS
-        )
-        self.model_tokens = counter("model_tokens_total", "Tokens reported by the API.", ("kind",))
-        self.tool_calls = counter("tool_calls_total", "Tool calls answered, by outcome.", ("tool", "outcome"))
-        self.tool_duration = histogram(
-            "tool_duration_seconds", "Tool handler latency (all attempts).", ("tool",), TOOL_BUCKETS
-        )
-
-
-_shared: weakref.WeakKeyDictionary[CollectorRegistry, dict[str, _Instruments]] = weakref.WeakKeyDictionary()
+_shared: weakref.WeakKeyDictionary[CollectorRegistry, dict[str, Backend]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-def _instruments_for(registry: CollectorRegistry, namespace: str) -> _Instruments:
+def _instruments_for(registry: CollectorRegistry, namespace: str) -> Backend:
     with _lock:
         by_namespace = _shared.setdefault(registry, {})
         if namespace not in by_namespace:
-            by_namespace[namespace] = _Instruments(registry, namespace)
+            # Plain Python values behind one collector; in multiprocess mode the values must
+            # reach prometheus_client's mmap files, so its own instruments.
+            backend = ClientInstruments if multiprocess_mode() else LocalStore
+            by_namespace[namespace] = backend(registry, namespace, FAMILIES)
         return by_namespace[namespace]
 
 
@@ -186,61 +144,74 @@ class LoopMetrics:
 
 
 @final
-class BoundMetrics:
-    """The children of one loop, resolved once; the methods the loop calls on its hot path."""
+class _Children:
+    """One loop's children in one thread: a `LocalStore` cell has a single writer, its thread."""
 
     __slots__ = (
-        "_edges",
-        "_exemplars",
-        "_instruments",
-        "_loop",
-        "_model_duration",
-        "_model_requests",
-        "_run_duration",
-        "_runs",
-        "_runs_active",
-        "_tokens",
-        "_tool_calls",
-        "_tool_duration",
-        "_tools",
+        "edges",
+        "model_duration",
+        "model_requests",
+        "run_duration",
+        "runs",
+        "tokens",
+        "tool_calls",
+        "tool_duration",
     )
 
-    def __init__(
-        self, instruments: _Instruments, loop: str, tools: frozenset[str], *, exemplars: bool = True
-    ) -> None:
-        self._instruments = instruments
-        self._loop = loop
-        self._tools = tools
-        self._exemplars = exemplars
-        # Every edge of the table, resolved now: the hot path never calls `.labels()`. The
-        # children's bound methods are stored, saving two attribute lookups per transition.
-        self._edges = {
-            (row["source"], row["dest"]): (
-                instruments.transitions.labels(loop, row["source"], row["dest"]).inc,
-                instruments.transition_duration.labels(loop, row["source"], row["dest"]).observe,
+    def __init__(self, backend: Backend, loop: str, tools: frozenset[str]) -> None:
+        # Every edge of the table, resolved now: the hot path never resolves a label set.
+        self.edges = {
+            (row["source"], row["dest"]): backend.counted_histogram(
+                TRANSITIONS_TOTAL, TRANSITION_DURATION, (loop, row["source"], row["dest"])
             )
             for row in TRANSITIONS
         }
-        self._runs_active = instruments.runs_active.labels(loop)
         # Counters start at zero for every bounded value, so `rate()` sees the first increase
         # and a dashboard's ratio is 0, not absent.
-        self._runs = {
-            reason: instruments.runs.labels(loop, reason) for reason in (*RUN_STOP_REASONS, UNKNOWN)
+        self.runs = {
+            reason: backend.counter(RUNS_TOTAL, (loop, reason)) for reason in (*RUN_STOP_REASONS, UNKNOWN)
         }
-        self._run_duration: dict[str, Histogram] = {}
-        self._model_duration = instruments.model_request_duration.labels(loop)
-        self._model_requests = {
-            reason: instruments.model_requests.labels(loop, reason) for reason in (*API_STOP_REASONS, UNKNOWN)
+        self.model_duration = backend.histogram(MODEL_REQUEST_DURATION, (loop,))
+        self.model_requests: dict[str | None, Counting] = {
+            reason: backend.counter(MODEL_REQUESTS_TOTAL, (loop, reason))
+            for reason in (*API_STOP_REASONS, UNKNOWN)
         }
-        self._tokens = tuple(instruments.model_tokens.labels(loop, kind) for kind in TOKEN_KINDS)
-        self._tool_calls: dict[tuple[str, str], Counter] = {
-            (tool, outcome): instruments.tool_calls.labels(loop, tool, outcome)
+        self.tokens = tuple(backend.counter(MODEL_TOKENS_TOTAL, (loop, kind)) for kind in TOKEN_KINDS)
+        self.tool_calls: dict[tuple[str, str], Counting] = {
+            (tool, outcome): backend.counter(TOOL_CALLS_TOTAL, (loop, tool, outcome))
             for tool in (*sorted(tools), UNKNOWN)
             for outcome in OUTCOMES
         }
         # Histograms appear on first use (a series per bucket: most stop reasons never happen);
         # their keys are bounded by the enums and the registry, so these dicts are too.
-        self._tool_duration: dict[str, Histogram] = {}
+        self.run_duration: dict[str, Observing] = {}
+        self.tool_duration: dict[str, Observing] = {}
+
+
+@final
+class BoundMetrics:
+    """One loop's children, resolved once per thread; the methods the loop calls on its hot path.
+
+    Off multiprocess mode a child is a plain Python cell of `LocalStore` (no lock: an
+    attribute increment, or a `bisect` into the bucket counts); each thread records into cells
+    of its own, found through a `threading.local`, and a scrape adds them up.
+    """
+
+    __slots__ = ("_backend", "_exemplars", "_local", "_loop", "_runs_active", "_tools")
+
+    def __init__(self, backend: Backend, loop: str, tools: frozenset[str], *, exemplars: bool = True) -> None:
+        self._backend = backend
+        self._loop = loop
+        self._tools = tools
+        self._exemplars = exemplars
+        self._runs_active = backend.gauge((loop,))
+        self._local = threading.local()
+        self._local.children = _Children(backend, loop, tools)  # every bounded series exists now
+
+    def _children(self) -> _Children:
+        """The calling thread's children, made on its first call."""
+        children = self._local.children = _Children(self._backend, self._loop, self._tools)
+        return children
 
     @property
     def loop(self) -> str:
@@ -261,12 +232,14 @@ class BoundMetrics:
             trace_id: the run's trace id, attached as an exemplar when given and the
                 observation is at least `EXEMPLAR_MIN_S`.
         """
-        inc, observe = self._edges[(source, dest)]
-        inc()
-        if trace_id is not None and duration_s >= EXEMPLAR_MIN_S and self._exemplars:
-            observe(duration_s, {"trace_id": trace_id})
+        try:
+            edges: dict[tuple[str, str], Observing] = self._local.children.edges
+        except AttributeError:
+            edges = self._children().edges
+        if duration_s >= EXEMPLAR_MIN_S and trace_id is not None and self._exemplars:
+            edges[(source, dest)].observe(duration_s, trace_id)
         else:
-            observe(duration_s)
+            edges[(source, dest)].observe(duration_s, None)
 
     def run_started(self) -> None:
         """A run began."""
@@ -281,15 +254,16 @@ class BoundMetrics:
             trace_id: the run's trace id, attached as an exemplar.
         """
         self._runs_active.dec()
+        try:
+            children: _Children = self._local.children
+        except AttributeError:
+            children = self._children()
         label = stop_reason if stop_reason in RUN_STOP_REASONS else UNKNOWN
-        self._runs[label].inc()
-        timer = self._run_duration.get(label)
+        children.runs[label].inc()
+        timer = children.run_duration.get(label)
         if timer is None:
-            timer = self._run_duration[label] = self._instruments.run_duration.labels(self._loop, label)
-        if self._exemplars:
-            timer.observe(duration_s, {"trace_id": trace_id})
-        else:
-            timer.observe(duration_s)
+            timer = children.run_duration[label] = self._backend.histogram(RUN_DURATION, (self._loop, label))
+        timer.observe(duration_s, trace_id if self._exemplars else None)
 
     def model_request(
         self,
@@ -308,16 +282,23 @@ class BoundMetrics:
                 least `EXEMPLAR_MIN_S`.
             tokens: (input, output, cache_read, cache_creation), from the response's `usage`.
         """
-        label = stop_reason if stop_reason in API_STOP_REASONS else UNKNOWN
-        self._model_requests[label].inc()
+        try:
+            children: _Children = self._local.children
+        except AttributeError:
+            children = self._children()
+        # The dict holds every documented stop reason and `_unknown`: anything else is unknown.
+        counter = children.model_requests.get(stop_reason)
+        if counter is None:
+            counter = children.model_requests[UNKNOWN]
+        counter.inc()
         if duration_s >= EXEMPLAR_MIN_S and self._exemplars:
-            self._model_duration.observe(duration_s, {"trace_id": trace_id})
+            children.model_duration.observe(duration_s, trace_id)
         else:
-            self._model_duration.observe(duration_s)
+            children.model_duration.observe(duration_s, None)
         if tokens is not None:
             # Unrolled: this runs once per model call, and most calls report no cache tokens.
             input_tokens, output_tokens, cache_read, cache_creation = tokens
-            counters = self._tokens
+            counters = children.tokens
             if input_tokens:
                 counters[0].inc(input_tokens)
             if output_tokens:
@@ -339,24 +320,32 @@ class BoundMetrics:
             trace_id: the run's trace id, attached as an exemplar when given and the
                 handler took at least `EXEMPLAR_MIN_S`.
         """
+        try:
+            children: _Children = self._local.children
+        except AttributeError:
+            children = self._children()
         # Fast path: the dict holds every registered tool x outcome. A miss is bounded first and
         # cached under the bounded key only, so invented names never grow the dict.
-        child = self._tool_calls.get((name, outcome))
-        if child is None:
+        counter = children.tool_calls.get((name, outcome))
+        if counter is None:
             key = (self.tool_label(name), outcome if outcome in TOOL_OUTCOMES else UNKNOWN)
-            child = self._tool_calls.get(key)
-            if child is None:
-                child = self._tool_calls[key] = self._instruments.tool_calls.labels(self._loop, *key)
-        child.inc()
+            counter = children.tool_calls.get(key)
+            if counter is None:
+                counter = children.tool_calls[key] = self._backend.counter(
+                    TOOL_CALLS_TOTAL, (self._loop, *key)
+                )
+        counter.inc()
         if duration_s is None:
             return
-        timer = self._tool_duration.get(name)
+        timer = children.tool_duration.get(name)
         if timer is None:
             tool = self.tool_label(name)
-            timer = self._tool_duration.get(tool)
+            timer = children.tool_duration.get(tool)
             if timer is None:
-                timer = self._tool_duration[tool] = self._instruments.tool_duration.labels(self._loop, tool)
-        if trace_id is not None and duration_s >= EXEMPLAR_MIN_S and self._exemplars:
-            timer.observe(duration_s, {"trace_id": trace_id})
+                timer = children.tool_duration[tool] = self._backend.histogram(
+                    TOOL_DURATION, (self._loop, tool)
+                )
+        if duration_s >= EXEMPLAR_MIN_S and trace_id is not None and self._exemplars:
+            timer.observe(duration_s, trace_id)
         else:
-            timer.observe(duration_s)
+            timer.observe(duration_s, None)
