@@ -14,7 +14,7 @@ from typing import final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ._families import Family
-from ._store import Counting, Observing
+from ._store import Counting, Observing, fits_exemplar
 
 
 @final
@@ -27,7 +27,7 @@ class _ClientHistogram:
         self._child = child
 
     def observe(self, amount: float, trace_id: str | None) -> None:
-        if trace_id is None:
+        if trace_id is None or not fits_exemplar(trace_id):
             self._child.observe(amount)
         else:
             self._child.observe(amount, {"trace_id": trace_id})

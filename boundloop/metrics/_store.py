@@ -66,17 +66,11 @@ class Backend(Protocol):
     def gauge(self, labels: tuple[str, ...]) -> Gauge: ...
 
 
-def check_exemplar(trace_id: str) -> None:
-    """Refuse what prometheus_client refuses: exemplar labels over 128 characters in all.
-
-    Raises:
-        ValueError: `trace_id` is too long to be an exemplar.
-    """
-    runes = len("trace_id") + len(trace_id)
-    if runes > EXEMPLAR_MAX_RUNES:
-        raise ValueError(
-            f"Exemplar labels have {runes} UTF-8 characters, exceeding the limit of {EXEMPLAR_MAX_RUNES}"
-        )
+def fits_exemplar(trace_id: str) -> bool:
+    """Whether `trace_id` fits in an exemplar: OpenMetrics allows 128 characters of label names
+    and values in all. A longer id (the caller's own) is recorded without an exemplar: a metric
+    never fails a run."""
+    return len("trace_id") + len(trace_id) <= EXEMPLAR_MAX_RUNES
 
 
 @final
@@ -117,8 +111,7 @@ class _Histogram:
         if amount == amount:
             index = bisect_left(self.bounds, amount)
             self.buckets[index] += 1
-            if trace_id is not None:
-                check_exemplar(trace_id)
+            if trace_id is not None and fits_exemplar(trace_id):
                 self.exemplars[index] = (trace_id, amount, time.time())
         self.sum += amount
 
@@ -134,8 +127,7 @@ class _CountedHistogram(_Histogram):
         if amount == amount:  # `_Histogram.observe`, inlined: this runs five times a turn
             index = bisect_left(self.bounds, amount)
             self.buckets[index] += 1
-            if trace_id is not None:
-                check_exemplar(trace_id)
+            if trace_id is not None and fits_exemplar(trace_id):
                 self.exemplars[index] = (trace_id, amount, time.time())
         self.sum += amount
 

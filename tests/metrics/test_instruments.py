@@ -434,3 +434,13 @@ def test_metrics_off_records_nothing(registry: CollectorRegistry) -> None:
     )
     assert loop.metrics is None
     assert series(registry) == set()
+
+
+async def test_a_trace_id_too_long_for_an_exemplar_does_not_fail_the_run() -> None:
+    """The caller's own trace id of 200 characters: the run completes and is counted, no exemplar."""
+    registry = CollectorRegistry()
+    trace_id = "t" * 200
+    result = await refund_loop(LoopMetrics(registry=registry, exemplars=True)).run("goal", trace_id=trace_id)
+    assert result.stop_reason is StopReason.COMPLETED
+    assert value(registry, "boundloop_runs_total", loop="refunds", stop_reason="completed") == 1
+    assert trace_id not in render(registry, "application/openmetrics-text")[0].decode()

@@ -131,14 +131,24 @@ def test_threads_add_up_to_the_scrape_of_one() -> None:
         assert comparable(local_body) == comparable(client_body)
 
 
-def test_an_overlong_trace_id_is_refused_like_prometheus_client() -> None:
-    """A trace id too long for an exemplar raises as in prometheus_client, and only when one is attached."""
-    (_, local), (_, client) = pair(exemplars=True)
+def test_an_overlong_trace_id_is_recorded_without_an_exemplar() -> None:
+    """A caller's trace id too long for an exemplar (OpenMetrics: 128 characters) never fails a
+    run: the observation counts, with no exemplar; a fitting id still gets one."""
+    (local_registry, local), (client_registry, client) = pair(exemplars=True)
     long_trace = "x" * 121
     for bound in (local, client):
-        bound.transition("act", "observe", EXEMPLAR_MIN_S / 10, long_trace)
-        with pytest.raises(ValueError, match="exceeding the limit of 128"):
-            bound.transition("act", "observe", 1.0, long_trace)
+        bound.transition("act", "observe", 1.0, long_trace)
+        bound.transition("act", "observe", 1.0, "y" * 120)
+    for registry in (local_registry, client_registry):
+        body = render(registry, accept=OPENMETRICS)[0].decode()
+        assert long_trace not in body
+        assert 'trace_id="' + "y" * 120 + '"' in body
+        assert (
+            registry.get_sample_value(
+                "boundloop_transitions_total", {"loop": "parity", "source": "act", "dest": "observe"}
+            )
+            == 2
+        )
 
 
 def test_a_negative_token_count_is_refused_like_prometheus_client() -> None:
