@@ -32,6 +32,7 @@ from ._records import StopReason as StopReason
 from ._records import ToolCall as ToolCall
 from ._records import Turn as Turn
 from ._records import Usage as Usage
+from ._records import empty_dict, empty_list
 from .statemachine.table import INITIAL, Phase
 from .trace import TraceEvent, json_default, write_trace
 
@@ -175,7 +176,7 @@ class LoopState:
     started_at: float
     """Epoch seconds."""
     schema_version: int = SCHEMA_VERSION
-    metadata: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
+    metadata: dict[str, Any] = dataclasses.field(default_factory=empty_dict)
     """The caller's own JSON values, kept with the run."""
     provenance: Provenance | None = None
     """What the run was made with: the model and hashes of the system prompt, tools and policy."""
@@ -188,21 +189,21 @@ class LoopState:
     elapsed_s: float = 0.0
     """Wall-clock seconds spent in earlier sessions of this run (before a resume)."""
     usage: Usage = dataclasses.field(default_factory=Usage)
-    messages: Messages = dataclasses.field(default_factory=list[MessageParam])
-    """The transcript, as Messages API params; assistant turns exactly as received."""
+    messages: Messages = dataclasses.field(default_factory=empty_list)
+    """The transcript, as Messages API params in plain JSON; assistant turns exactly as received."""
     opening: int = 1
     """How many messages the run started from (the goal, or the caller's history)."""
-    responses: Responses = dataclasses.field(default_factory=list[Message])
+    responses: Responses = dataclasses.field(default_factory=empty_list)
     """Every model response as received, for replay."""
     turn: Turn | None = None
     """The latest response's tool calls and their answers (decided in validate, filled in act)."""
-    observations: list[Observation] = dataclasses.field(default_factory=list[Observation])
+    observations: list[Observation] = dataclasses.field(default_factory=empty_list)
     """One record per answered tool_use, in order."""
-    succeeded: dict[str, int] = dataclasses.field(default_factory=dict[str, int])
+    succeeded: dict[str, int] = dataclasses.field(default_factory=empty_dict)
     """Repeat history: canonical call (tool and input) -> index of its successful observation."""
-    errors: list[ErrorRecord] = dataclasses.field(default_factory=list[ErrorRecord])
+    errors: list[ErrorRecord] = dataclasses.field(default_factory=empty_list)
     """Model API failures, invalid actions and tool errors, in order."""
-    pending_approvals: list[PendingApproval] = dataclasses.field(default_factory=list[PendingApproval])
+    pending_approvals: list[PendingApproval] = dataclasses.field(default_factory=empty_list)
     """Tool calls waiting for a human decision (`needs_human`); `resume(approvals=...)` decides."""
     escalation: Escalation | None = None
     """The model asked for a human (`Policy.escalation_tool`); `resume(reply=...)` answers."""

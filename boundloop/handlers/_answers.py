@@ -73,18 +73,7 @@ def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
     for result, key, (name, call_id) in zip(results, turn.keys, ctx.recorded(turn), strict=True):
         call = result.call
         outcome = result.outcome
-        state.observations.append(
-            Observation(
-                step=call.step,
-                tool_use_id=call.id,
-                tool=call.name,
-                input=call.input,
-                outcome=outcome,
-                content=result.content,
-                attempts=result.attempts,
-                by_human=result.by_human,
-            )
-        )
+        state.observations.append(Observation.of(result))
         if outcome == "ok":
             state.consecutive_tool_errors = 0
             state.succeeded[key] = len(state.observations) - 1

@@ -103,7 +103,7 @@ class RunContext:
 
     def event(self, kind: TraceKind, /, **data: Any) -> None:
         """Add a non-transition event to the trace."""
-        self.emit(TraceEvent(kind=kind, step=self.state.step, at=self.epoch + time.perf_counter(), data=data))
+        self.emit(TraceEvent.of(kind, self.state.step, self.epoch + time.perf_counter(), data))
 
     def emit(self, event: TraceEvent) -> None:
         """Append to the trace and tell the `on_event` hooks, as it happens."""
@@ -145,7 +145,9 @@ class RunContext:
 
     def deferred(self, value: object) -> Deferred:
         """`value` for the trace: kept by reference, written as redacted JSON."""
-        return Deferred(value, self.redact)
+        # The redactor itself: a bound `self.redact` per wrapper would cost 64 bytes and keep
+        # this context alive for as long as the trace.
+        return Deferred(value, self.config.redactor)
 
     def redact(self, text: str) -> str:
         """Remove secrets (the default and your patterns, then your `redact` hook) from text."""

@@ -145,7 +145,7 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     # Exactly the JSON received (thinking signatures, server tool blocks), dumped once.
     state.messages.append(assistant_message(response.content))
     calls = [
-        ToolCall(id=block.id, name=block.name, input=block.input, step=state.step)
+        ToolCall.of(block.id, block.name, block.input, state.step)
         for block in response.content
         if isinstance(block, ToolUseBlock)
     ]

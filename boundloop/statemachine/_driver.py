@@ -204,17 +204,9 @@ class _Driver:
         now = time.perf_counter()
         duration = now - self.entered
         self.entered = now
+        # One clock read per transition: `at` is derived from it.
         ctx.emit(
-            TraceEvent(
-                kind="transition",
-                step=ctx.state.step,
-                at=ctx.epoch + now,  # one clock read per transition
-                source=source,
-                dest=dest,
-                trigger=trigger,
-                duration_s=duration,
-                data={} if guard is None else {"guard": guard},
-            )
+            TraceEvent.transition(ctx.state.step, ctx.epoch + now, source, dest, trigger, duration, guard)
         )
         metrics = ctx.config.metrics
         if metrics is not None:
