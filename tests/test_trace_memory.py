@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from boundloop import trace
+from boundloop import AgentLoop, Budget, ScriptedClient, tool, trace
 from boundloop._records import CallResult, Observation, ToolCall, Turn
 from boundloop.trace import TraceEvent, read_trace, write_trace
+from tests.helpers import text, tool_use
 
 
 def public_transition(guard: str | None) -> TraceEvent:
@@ -253,3 +254,30 @@ def test_turn_defaults_are_fresh_per_turn() -> None:
     first.invoked.append(0)
     first.same_as[1] = 0
     assert (second.decisions, second.invoked, second.same_as) == ([], [], {})
+
+
+async def test_the_tool_call_event_lists_the_validation_records_of_the_calls_it_runs() -> None:
+    """One record per call in memory: `tool_call` holds the very dicts `validation` decided with."""
+
+    @tool
+    async def lookup(key: str) -> str:
+        """Return the key."""
+        return key
+
+    script = [tool_use(("lookup", {"key": "a"}), ("missing", {}), ("lookup", {"key": "b"})), text("done")]
+    loop = AgentLoop(
+        ScriptedClient(script),
+        model="claude-sonnet-4-6",
+        tools=[lookup],
+        budget=Budget(max_steps=3),
+        metrics=None,
+    )
+    result = await loop.run("goal")
+    validation = next(event for event in result.trace if event.kind == "validation")
+    tool_call = next(event for event in result.trace if event.kind == "tool_call")
+    decided = validation.data["calls"]
+    assert [record["decision"] for record in decided] == ["execute", "deny", "execute"]
+    assert tool_call.data["calls"] == [decided[0], decided[2]]
+    assert all(
+        ran is record for ran, record in zip(tool_call.data["calls"], [decided[0], decided[2]], strict=True)
+    )

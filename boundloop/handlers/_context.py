@@ -66,6 +66,7 @@ class RunContext:
         "epoch",
         "on_asyncio",
         "plan",
+        "plan_records",
         "started",
         "state",
         "tool_raised",
@@ -91,6 +92,9 @@ class RunContext:
         """The next request's input tokens, as `messages.count_tokens` counted them."""
         self.plan: list[Planned] | None = None
         """The calls of the current turn that validation let through; None: rebuild from state."""
+        self.plan_records: list[dict[str, Any]] = []
+        """The validation event's record of each call in `plan`, in its order: the `tool_call`
+        event lists these same dicts (one record per call in memory, not two)."""
         self._recorded: list[tuple[str, str]] = []
         self._recorded_for: Turn | None = None
         self.on_asyncio = _on_asyncio()

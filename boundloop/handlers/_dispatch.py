@@ -40,12 +40,16 @@ async def act(ctx: RunContext) -> Trigger:
     """
     turn = ctx.state.turn
     assert turn is not None  # validate let tool calls through, so there is a turn
-    plan = ctx.plan if ctx.plan is not None else _replan(ctx, turn)
-    recorded = ctx.recorded(turn)
-    ctx.event(
-        "tool_call",
-        calls=[{"tool": recorded[p.index][0], "tool_use_id": recorded[p.index][1]} for p in plan],
-    )
+    if ctx.plan is not None:
+        plan, records = ctx.plan, ctx.plan_records
+    else:
+        plan = _replan(ctx, turn)
+        recorded = ctx.recorded(turn)
+        records = [
+            {"tool": recorded[p.index][0], "tool_use_id": recorded[p.index][1], "decision": "execute"}
+            for p in plan
+        ]
+    ctx.event("tool_call", calls=records)
     ctx.state.earlier_text = ""
     await dispatch(ctx, turn, plan)
     fill_copies(turn)

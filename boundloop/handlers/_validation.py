@@ -166,7 +166,10 @@ async def _plan(
             answer = refused(call, "denied", f"{call.name} was denied by the approver: not run")
             turn.answers[planned.index] = answer
             record["reason"] = answer.content
-    ctx.plan = sorted(plan, key=lambda planned: planned.index)
+    if to_approve:  # approved calls joined the plan after the others
+        plan.sort(key=lambda planned: planned.index)
+    ctx.plan = plan
+    ctx.plan_records = [decisions[planned.index] for planned in plan]
     fill_copies(turn)
     return decisions, None, None
 
@@ -185,6 +188,7 @@ def _hold(ctx: RunContext, turn: Turn, to_approve: list[Planned], stop: tuple[St
         if turn.answers[index] is None:
             turn.answers[index] = refused(call, "denied", f"not run: {stop[1]}")
     ctx.plan = []
+    ctx.plan_records = []
 
 
 def fill_copies(turn: Turn) -> None:
