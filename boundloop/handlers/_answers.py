@@ -19,6 +19,7 @@ from .._records import (
     ToolCall,
     Turn,
 )
+from ..trace import Deferred
 from ..transcript import append_user
 from ._context import RunContext
 from ._results import refused
@@ -48,7 +49,7 @@ def answer_open_calls(ctx: RunContext, outcome: Outcome, text: str) -> None:
         answer if answer is not None else _unanswered(ctx, index, call, outcome, text)
         for index, (call, answer) in enumerate(zip(turn.calls, turn.answers, strict=True))
     ]
-    turn.answers = list[CallResult | None](results)
+    turn.answers[:] = results
     append_user(ctx.state.messages, [result.to_block() for result in results])
     if not turn.awaiting_human:  # provisional answers are recorded once a human has decided
         _record(ctx, turn, results)
@@ -70,6 +71,7 @@ def _unanswered(ctx: RunContext, index: int, call: ToolCall, outcome: Outcome, t
 def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
     state = ctx.state
     metrics = ctx.config.metrics
+    redactor = ctx.config.redactor
     for result, key, (name, call_id) in zip(results, turn.keys, ctx.recorded(turn), strict=True):
         call = result.call
         outcome = result.outcome
@@ -96,8 +98,8 @@ def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
             is_error=result.is_error,
             attempts=result.attempts,
             duration_s=result.duration_s,
-            input=ctx.deferred(call.input),
-            content=ctx.deferred(result.content),
+            input=Deferred(call.input, redactor),
+            content=Deferred(result.content, redactor),
         )
         if metrics is not None:
             metrics.tool_call(

@@ -271,15 +271,18 @@ def _pydantic_validator(
 ) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
     """Validate with `model`; `parameters` maps each model field to its handler parameter."""
 
+    parse = model.__pydantic_validator__.validate_python  # what model_validate calls, bound once
+    pairs = tuple(parameters.items())
+
     def validate(tool_input: Mapping[str, Any]) -> dict[str, Any]:
         try:
-            parsed = model.model_validate(tool_input)
+            parsed = parse(tool_input)
         except pydantic.ValidationError as exc:
             problems = "; ".join(
                 f"{'/'.join(str(p) for p in err['loc']) or '(input)'}: {err['msg']}" for err in exc.errors()
             )
             raise ToolInputError(problems) from None
-        return {param: getattr(parsed, field) for field, param in parameters.items()}
+        return {param: getattr(parsed, field) for field, param in pairs}
 
     return validate
 

@@ -181,11 +181,11 @@ class _Driver:
 
     async def drive(self) -> None:
         """Await each state's work and fire its trigger until the run is stopped."""
-        run = self.run
         ctx = self.ctx
+        state = ctx.state
         store = ctx.config.store
-        while run.phase is not Phase.STOPPED:
-            trigger = await WORK[run.phase](ctx)
+        while state.phase is not Phase.STOPPED:
+            trigger = await WORK[state.phase](ctx)
             dest = self.fire(trigger)
             if store is not None and (
                 dest is Phase.ACT
@@ -199,18 +199,18 @@ class _Driver:
     def fire(self, trigger: Trigger) -> Phase:
         """Fire a trigger; trace and measure the transition it took."""
         ctx = self.ctx
-        source = self.run.phase
-        dest, guard = ctx.config.machine.fire(self.run, trigger)
+        state = ctx.state
+        source = state.phase
+        dest, guard = ctx.config.machine.step(self.run, source, trigger)
+        state.phase = dest
         now = time.perf_counter()
         duration = now - self.entered
         self.entered = now
         # One clock read per transition: `at` is derived from it.
-        ctx.emit(
-            TraceEvent.transition(ctx.state.step, ctx.epoch + now, source, dest, trigger, duration, guard)
-        )
+        ctx.emit(TraceEvent.transition(state.step, ctx.epoch + now, source, dest, trigger, duration, guard))
         metrics = ctx.config.metrics
         if metrics is not None:
-            metrics.transition(source, dest, duration, ctx.state.trace_id)
+            metrics.transition(source, dest, duration, state.trace_id)
         return dest
 
     def abort(self, reason: StopReason, detail: str) -> None:

@@ -119,7 +119,7 @@ class StateMachine:
         self._machine.remove_model(run)
 
     def fire(self, run: Facts, trigger: Trigger) -> tuple[Phase, str | None]:
-        """Fire `trigger` for `run`.
+        """Fire `trigger` for `run`: the edge `step` finds, and the run's state attribute set to it.
 
         Returns:
             The state the run is in afterwards, and the guard that let it go (None: unguarded).
@@ -127,10 +127,21 @@ class StateMachine:
         Raises:
             InvalidTransition: no edge accepts the trigger with the run's facts.
         """
-        source: str = getattr(run, MODEL_ATTRIBUTE)
+        dest, label = self.step(run, getattr(run, MODEL_ATTRIBUTE), trigger)
+        setattr(run, MODEL_ATTRIBUTE, dest)
+        return dest, label
+
+    def step(self, run: Facts, source: str, trigger: Trigger) -> tuple[Phase, str | None]:
+        """The edge `trigger` takes from `source` with `run`'s facts; the caller moves the run.
+
+        Returns:
+            The destination, and the guard that let it go (None: unguarded).
+
+        Raises:
+            InvalidTransition: no edge accepts the trigger with the run's facts.
+        """
         for conditions, dest, label in self._compiled.get((source, trigger), ()):
             if all(guard(run) == target for guard, target in conditions):
-                setattr(run, MODEL_ATTRIBUTE, dest)
                 return dest, label
         raise InvalidTransition(f"no transition for {trigger!r} from {source!r} with state {run.state!r}")
 
