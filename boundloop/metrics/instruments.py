@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Final, final
 
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -43,7 +43,7 @@ from ._families import MODEL_BUCKETS as MODEL_BUCKETS
 from ._families import RUN_BUCKETS as RUN_BUCKETS
 from ._families import TOOL_BUCKETS as TOOL_BUCKETS
 from ._families import TRANSITION_BUCKETS as TRANSITION_BUCKETS
-from ._store import Backend, Counting, LocalStore, Observing
+from ._store import Backend, Counting, LocalStore, Observing, fits_exemplar
 
 API_STOP_REASONS: Final = frozenset(
     {
@@ -221,6 +221,21 @@ class BoundMetrics:
     def tool_label(self, name: str) -> str:
         """A registered tool's name, else `_unknown`: the model never creates a time series."""
         return name if name in self._tools else UNKNOWN
+
+    def edges(self) -> Mapping[tuple[str, str], Observing]:
+        """The calling thread's observer of every edge, by (source, dest): a run's driver resolves
+        them once, since a run stays in the thread of its event loop. `observe(seconds, trace_id)`
+        counts the edge and observes the time; give a trace id only for an exemplar."""
+        try:
+            children: _Children = self._local.children
+        except AttributeError:
+            children = self._children()
+        return children.edges
+
+    def exemplar_id(self, trace_id: str) -> str | None:
+        """The trace id to attach to this loop's slow observations, or None: exemplars off, or an
+        id too long for one."""
+        return trace_id if self._exemplars and fits_exemplar(trace_id) else None
 
     def transition(self, source: str, dest: str, duration_s: float, trace_id: str | None = None) -> None:
         """Count an edge and observe the time spent in its source state.

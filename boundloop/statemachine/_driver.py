@@ -22,6 +22,7 @@ from ..handlers._dispatch import act
 from ..handlers._observe import observe
 from ..handlers._propose import assemble, propose
 from ..handlers._validation import validate
+from ..metrics.instruments import EXEMPLAR_MIN_S
 from ..state import LoopResult, LoopState
 from ..trace import TraceEvent, redact_strings
 from .table import Phase, Trigger
@@ -112,13 +113,17 @@ def _leaves_run(exc: BaseException, ctx: RunContext) -> bool:
 
 @final
 class _Driver:
-    __slots__ = ("cancel_requested", "ctx", "entered", "run")
+    __slots__ = ("cancel_requested", "ctx", "edges", "entered", "exemplar", "run")
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
         self.run = Run(ctx)
         self.entered = time.perf_counter()
         self.cancel_requested = False
+        metrics = ctx.config.metrics
+        # Resolved once: the run stays in this thread, the thread its edges' cells belong to.
+        self.edges = None if metrics is None else metrics.edges()
+        self.exemplar = None if metrics is None else metrics.exemplar_id(ctx.state.trace_id)
 
     async def execute(self, cancel: anyio.Event | None) -> None:
         ctx = self.ctx
@@ -208,9 +213,9 @@ class _Driver:
         self.entered = now
         # One clock read per transition: `at` is derived from it.
         ctx.emit(TraceEvent.transition(state.step, ctx.epoch + now, source, dest, trigger, duration, guard))
-        metrics = ctx.config.metrics
-        if metrics is not None:
-            metrics.transition(source, dest, duration, state.trace_id)
+        edges = self.edges
+        if edges is not None:  # counts the edge and observes the time in `source`
+            edges[(source, dest)].observe(duration, self.exemplar if duration >= EXEMPLAR_MIN_S else None)
         return dest
 
     def abort(self, reason: StopReason, detail: str) -> None:
