@@ -444,3 +444,12 @@ async def test_a_trace_id_too_long_for_an_exemplar_does_not_fail_the_run() -> No
     assert result.stop_reason is StopReason.COMPLETED
     assert value(registry, "boundloop_runs_total", loop="refunds", stop_reason="completed") == 1
     assert trace_id not in render(registry, "application/openmetrics-text")[0].decode()
+
+
+def test_a_runs_exemplar_id_is_its_trace_id_when_exemplars_are_on_and_it_fits() -> None:
+    on = LoopMetrics(registry=CollectorRegistry(), exemplars=True).bind("x", ())
+    off = LoopMetrics(registry=CollectorRegistry(), exemplars=False).bind("x", ())
+    assert on.exemplar_id("abc") == "abc"
+    assert on.exemplar_id("t" * 200) is None
+    assert off.exemplar_id("abc") is None
+    assert on.edges() is on.edges()  # resolved once per thread
