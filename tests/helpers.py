@@ -11,6 +11,7 @@ import httpx2 as httpx  # the HTTP library of the anthropic SDK (>= 2.x)
 import pydantic
 from anthropic.types import MessageParam
 
+from boundloop import AgentLoop, Budget, ScriptedClient, Tool
 from boundloop.transcript import transcript_errors
 
 JSON = dict[str, Any]
@@ -110,3 +111,10 @@ def blocks(message: MessageParam | Mapping[str, Any]) -> list[JSON]:
         else:
             plain.append(dict(block))
     return plain
+
+
+def scripted_loop(script: list[JSON], tools: list[Tool], **options: Any) -> AgentLoop:
+    """A loop on a `ScriptedClient`: claude-sonnet-4-6, at most three steps, no metrics; any
+    option overridden."""
+    settings: JSON = {"model": "claude-sonnet-4-6", "budget": Budget(max_steps=3), "metrics": None}
+    return AgentLoop(ScriptedClient(script), tools=tools, **(settings | options))

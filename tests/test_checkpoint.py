@@ -9,13 +9,13 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from boundloop import AgentLoop, Budget, LoopState, MemoryStore, ScriptedClient, SQLiteStore, StopReason, tool
+from boundloop import LoopState, MemoryStore, SQLiteStore, StopReason, tool
 from boundloop.checkpoint import CheckpointStore
 from boundloop.checkpoint.conformance import CHECKS, Check, RawWriter, sample_state
 from boundloop.checkpoint.store import SCHEMA_VERSION
 from boundloop.errors import CheckpointCorrupt
 from boundloop.statemachine.table import Phase
-from tests.helpers import text, tool_use
+from tests.helpers import scripted_loop, text, tool_use
 
 
 @tool
@@ -26,14 +26,7 @@ async def lookup(key: str) -> str:
 
 async def run_with(store: CheckpointStore, task_id: str) -> LoopState:
     script = [tool_use(("lookup", {"key": "a"})), text("done")]
-    loop = AgentLoop(
-        ScriptedClient(script),
-        model="claude-sonnet-4-6",
-        tools=[lookup],
-        budget=Budget(max_steps=3),
-        metrics=None,
-        store=store,
-    )
+    loop = scripted_loop(script, [lookup], store=store)
     return (await loop.run("goal", task_id=task_id)).state
 
 

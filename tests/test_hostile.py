@@ -14,7 +14,14 @@ from prometheus_client import CollectorRegistry
 import boundloop
 from boundloop import AgentLoop, Budget, MemoryStore, ScriptedClient, StopReason, Tool, tool
 from boundloop.transcript import transcript_errors
-from tests.helpers import ScriptedTransport, api_message, assert_valid_transcript, text, tool_use
+from tests.helpers import (
+    ScriptedTransport,
+    api_message,
+    assert_valid_transcript,
+    scripted_loop,
+    text,
+    tool_use,
+)
 
 JSON = dict[str, Any]
 
@@ -608,15 +615,7 @@ async def test_a_failing_callback_of_yours_fails_the_run_it_does_not_escape(wher
         options["signal_handlers"] = {"end_turn": _raise}
     else:
         options["store"] = FailingStore()
-    loop = AgentLoop(
-        ScriptedClient(script),
-        model="claude-sonnet-4-6",
-        tools=[lookup],
-        budget=Budget(max_steps=3),
-        metrics=None,
-        **options,
-    )
-    result = await loop.run("goal")
+    result = await scripted_loop(script, [lookup], **options).run("goal")
     assert result.stop_reason is StopReason.FAILED
     error = next(e for e in result.state.errors if e.kind == "exception")
     assert error.type in ("Broken", "OSError")

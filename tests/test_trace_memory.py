@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from boundloop import AgentLoop, Budget, ScriptedClient, tool, trace
+from boundloop import tool, trace
 from boundloop._records import CallResult, Observation, ToolCall, Turn
 from boundloop.trace import TraceEvent, read_trace, write_trace
-from tests.helpers import text, tool_use
+from tests.helpers import scripted_loop, text, tool_use
 
 
 def public_transition(guard: str | None) -> TraceEvent:
@@ -265,14 +265,7 @@ async def test_the_tool_call_event_lists_the_validation_records_of_the_calls_it_
         return key
 
     script = [tool_use(("lookup", {"key": "a"}), ("missing", {}), ("lookup", {"key": "b"})), text("done")]
-    loop = AgentLoop(
-        ScriptedClient(script),
-        model="claude-sonnet-4-6",
-        tools=[lookup],
-        budget=Budget(max_steps=3),
-        metrics=None,
-    )
-    result = await loop.run("goal")
+    result = await scripted_loop(script, [lookup]).run("goal")
     validation = next(event for event in result.trace if event.kind == "validation")
     tool_call = next(event for event in result.trace if event.kind == "tool_call")
     decided = validation.data["calls"]
