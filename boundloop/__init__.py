@@ -1,61 +1,71 @@
 """boundloop: a bounded, explicit, observable agent loop for Claude.
 
 The model proposes; the software decides. See `AgentLoop`.
+
+`import boundloop` loads nothing but this module: the public names below are imported on first
+use (PEP 562's module `__getattr__`), so the command line's `--help`, or a program that only
+needs `boundloop.errors`, does not pay for the Anthropic SDK, pydantic and the rest. The first
+public name used loads them all, as a plain import used to. Type checkers read the imports
+under `TYPE_CHECKING`, which are the same names from the same modules.
 """
 
 from __future__ import annotations
 
-from ._records import CallResult as CallResult
-from ._records import ToolCall as ToolCall
-from .checkpoint.store import CheckpointStore as CheckpointStore
-from .checkpoint.store import MemoryStore as MemoryStore
-from .checkpoint.store import SQLiteStore as SQLiteStore
-from .checkpoint.store import StoredRun as StoredRun
-from .errors import ApprovalMissing as ApprovalMissing
-from .errors import BudgetExceeded as BudgetExceeded
-from .errors import CheckpointCorrupt as CheckpointCorrupt
-from .errors import ConfigurationError as ConfigurationError
-from .errors import ContextExceeded as ContextExceeded
-from .errors import ContractError as ContractError
-from .errors import EvidenceMissing as EvidenceMissing
-from .errors import FixtureError as FixtureError
-from .errors import GraphvizMissing as GraphvizMissing
-from .errors import LoopError as LoopError
-from .errors import NeedsHuman as NeedsHuman
-from .errors import NotResumable as NotResumable
-from .errors import PolicyBlocked as PolicyBlocked
-from .errors import Refused as Refused
-from .errors import RunCancelled as RunCancelled
-from .errors import RunError as RunError
-from .errors import RunFailed as RunFailed
-from .errors import ScriptExhausted as ScriptExhausted
-from .errors import TaskExists as TaskExists
-from .errors import TaskNotFound as TaskNotFound
-from .errors import ToolFailed as ToolFailed
-from .errors import Truncated as Truncated
-from .errors import UnhandledStop as UnhandledStop
-from .handlers.stops import Route as Route
-from .handlers.stops import SignalContext as SignalContext
-from .handlers.stops import Verdict as Verdict
-from .handlers.tools import RetryableToolError as RetryableToolError
-from .handlers.tools import Tool as Tool
-from .handlers.tools import ToolContext as ToolContext
-from .handlers.tools import tool as tool
-from .loop import AgentLoop as AgentLoop
-from .metrics.instruments import LoopMetrics as LoopMetrics
-from .model import Model as Model
-from .policy import Policy as Policy
-from .prices import Price as Price
-from .replay import Divergence as Divergence
-from .replay import ReplayReport as ReplayReport
-from .replay import replay as replay
-from .state import Budget as Budget
-from .state import LoopResult as LoopResult
-from .state import LoopState as LoopState
-from .state import StopReason as StopReason
-from .state import Usage as Usage
-from .testing import ScriptedClient as ScriptedClient
-from .trace import TraceEvent as TraceEvent
+import importlib
+import typing
+
+if typing.TYPE_CHECKING:
+    from ._records import CallResult as CallResult
+    from ._records import ToolCall as ToolCall
+    from .checkpoint.store import CheckpointStore as CheckpointStore
+    from .checkpoint.store import MemoryStore as MemoryStore
+    from .checkpoint.store import SQLiteStore as SQLiteStore
+    from .checkpoint.store import StoredRun as StoredRun
+    from .errors import ApprovalMissing as ApprovalMissing
+    from .errors import BudgetExceeded as BudgetExceeded
+    from .errors import CheckpointCorrupt as CheckpointCorrupt
+    from .errors import ConfigurationError as ConfigurationError
+    from .errors import ContextExceeded as ContextExceeded
+    from .errors import ContractError as ContractError
+    from .errors import EvidenceMissing as EvidenceMissing
+    from .errors import FixtureError as FixtureError
+    from .errors import GraphvizMissing as GraphvizMissing
+    from .errors import LoopError as LoopError
+    from .errors import NeedsHuman as NeedsHuman
+    from .errors import NotResumable as NotResumable
+    from .errors import PolicyBlocked as PolicyBlocked
+    from .errors import Refused as Refused
+    from .errors import RunCancelled as RunCancelled
+    from .errors import RunError as RunError
+    from .errors import RunFailed as RunFailed
+    from .errors import ScriptExhausted as ScriptExhausted
+    from .errors import TaskExists as TaskExists
+    from .errors import TaskNotFound as TaskNotFound
+    from .errors import ToolFailed as ToolFailed
+    from .errors import Truncated as Truncated
+    from .errors import UnhandledStop as UnhandledStop
+    from .handlers.stops import Route as Route
+    from .handlers.stops import SignalContext as SignalContext
+    from .handlers.stops import Verdict as Verdict
+    from .handlers.tools import RetryableToolError as RetryableToolError
+    from .handlers.tools import Tool as Tool
+    from .handlers.tools import ToolContext as ToolContext
+    from .handlers.tools import tool as tool
+    from .loop import AgentLoop as AgentLoop
+    from .metrics.instruments import LoopMetrics as LoopMetrics
+    from .model import Model as Model
+    from .policy import Policy as Policy
+    from .prices import Price as Price
+    from .replay import Divergence as Divergence
+    from .replay import ReplayReport as ReplayReport
+    from .replay import replay as replay
+    from .state import Budget as Budget
+    from .state import LoopResult as LoopResult
+    from .state import LoopState as LoopState
+    from .state import StopReason as StopReason
+    from .state import Usage as Usage
+    from .testing import ScriptedClient as ScriptedClient
+    from .trace import TraceEvent as TraceEvent
 
 __version__ = "0.1.0"
 
@@ -112,3 +122,99 @@ __all__ = [
     "replay",
     "tool",
 ]
+
+_SOURCES: typing.Final[dict[str, str]] = {
+    "CallResult": "._records",
+    "ToolCall": "._records",
+    "CheckpointStore": ".checkpoint.store",
+    "MemoryStore": ".checkpoint.store",
+    "SQLiteStore": ".checkpoint.store",
+    "StoredRun": ".checkpoint.store",
+    "ApprovalMissing": ".errors",
+    "BudgetExceeded": ".errors",
+    "CheckpointCorrupt": ".errors",
+    "ConfigurationError": ".errors",
+    "ContextExceeded": ".errors",
+    "ContractError": ".errors",
+    "EvidenceMissing": ".errors",
+    "FixtureError": ".errors",
+    "GraphvizMissing": ".errors",
+    "LoopError": ".errors",
+    "NeedsHuman": ".errors",
+    "NotResumable": ".errors",
+    "PolicyBlocked": ".errors",
+    "Refused": ".errors",
+    "RunCancelled": ".errors",
+    "RunError": ".errors",
+    "RunFailed": ".errors",
+    "ScriptExhausted": ".errors",
+    "TaskExists": ".errors",
+    "TaskNotFound": ".errors",
+    "ToolFailed": ".errors",
+    "Truncated": ".errors",
+    "UnhandledStop": ".errors",
+    "Route": ".handlers.stops",
+    "SignalContext": ".handlers.stops",
+    "Verdict": ".handlers.stops",
+    "RetryableToolError": ".handlers.tools",
+    "Tool": ".handlers.tools",
+    "ToolContext": ".handlers.tools",
+    "tool": ".handlers.tools",
+    "AgentLoop": ".loop",
+    "LoopMetrics": ".metrics.instruments",
+    "Model": ".model",
+    "Policy": ".policy",
+    "Price": ".prices",
+    "Divergence": ".replay",
+    "ReplayReport": ".replay",
+    "replay": ".replay",
+    "Budget": ".state",
+    "LoopResult": ".state",
+    "LoopState": ".state",
+    "StopReason": ".state",
+    "Usage": ".state",
+    "ScriptedClient": ".testing",
+    "TraceEvent": ".trace",
+}
+"""Where each public name is defined, relative to the package: what `_load` imports."""
+
+_loaded = False
+
+
+def _load() -> None:
+    """Import every public name's module and bind the names here, as the eager imports did."""
+    global _loaded
+    if _loaded:
+        return
+    found = {
+        name: getattr(importlib.import_module(module, __name__), name) for name, module in _SOURCES.items()
+    }
+    # After the imports: importing `.replay` binds the submodule here, the function must win.
+    globals().update(found)
+    _loaded = True
+
+
+if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
+
+    def __getattr__(name: str) -> object:
+        """A public name on first use (which loads them all), or a submodule not imported yet.
+
+        Raises:
+            AttributeError: neither a public name nor a submodule of the package.
+        """
+        if name in _SOURCES:
+            _load()
+            return globals()[name]
+        if name.startswith("__"):
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        # `import boundloop; boundloop.errors.X` worked while this module imported everything;
+        # `from . import errors` comes here too, and gets the submodule alone.
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise  # the submodule exists, and something it imports is missing
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})

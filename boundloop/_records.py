@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Final, Literal, TypeAlias, cast, final
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast, final
 
-from anthropic.types import ToolResultBlockParam
+if TYPE_CHECKING:
+    from anthropic.types import ToolResultBlockParam
 
 
 class StopReason(enum.StrEnum):
@@ -288,7 +289,8 @@ class Usage:
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0
+    """None: not tracked, the model has no price (`boundloop.prices.UnpricedModelWarning`)."""
 
     @property
     def total_tokens(self) -> int:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from anthropic.types import Message, MessageTokensCount
+if TYPE_CHECKING:
+    from anthropic.types import Message, MessageTokensCount
 
 
 class MessagesAPI(Protocol):

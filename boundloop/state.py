@@ -4,6 +4,10 @@
 phase, counters, the current turn and its answers, the repeat history, the breaker count
 and the continuation text all live here, so a state read back from JSON continues exactly
 where it was saved. JSON goes through one pydantic `TypeAdapter`, with a `schema_version`.
+
+Importing this module loads neither pydantic nor the Anthropic SDK: the adapter is built on
+first use, and the transcript's and responses' fields carry their own validator and serialiser,
+so pydantic never builds a schema of the SDK's types (which type checkers still see).
 """
 
 from __future__ import annotations
@@ -12,12 +16,9 @@ import dataclasses
 import functools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, cast, final
-
-import pydantic
-from anthropic.types import Message, MessageParam
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, cast, final
 
 from . import errors
 from ._records import BUDGET_STOPS as BUDGET_STOPS
@@ -34,7 +35,12 @@ from ._records import Turn as Turn
 from ._records import Usage as Usage
 from ._records import empty_dict, empty_list
 from .statemachine.table import INITIAL, Phase
-from .trace import TraceEvent, json_default, write_trace
+from .trace import TraceEvent, is_sdk_object, json_default, write_trace
+
+if TYPE_CHECKING:
+    import pydantic
+    from anthropic.types import Message, MessageParam
+    from pydantic_core import CoreSchema
 
 SCHEMA_VERSION: Final = 1
 """The version of `LoopState`'s JSON; `LoopState.from_json` refuses any other."""
@@ -126,7 +132,7 @@ def _dump_messages(messages: list[MessageParam]) -> list[dict[str, Any]]:
 
 def _plain_block(block: object) -> object:
     """An SDK block as its JSON dict; a dict block as itself."""
-    return json_default(block) if isinstance(block, pydantic.BaseModel) else block
+    return json_default(block) if is_sdk_object(block) else block
 
 
 def _load_messages(raw: object) -> list[MessageParam]:
@@ -140,6 +146,8 @@ def _load_messages(raw: object) -> list[MessageParam]:
 
 def _load_responses(raw: object) -> list[Message]:
     """Stored responses, rebuilt as the SDK builds them (leniently: an unknown stop_reason stays)."""
+    from anthropic.types import Message
+
     if not isinstance(raw, list):
         raise ValueError("responses must be a list")
     messages: list[Message] = []
@@ -153,16 +161,35 @@ def _load_responses(raw: object) -> list[Message]:
     return messages
 
 
-Messages = Annotated[
-    list[MessageParam],
-    pydantic.PlainValidator(_load_messages),
-    pydantic.PlainSerializer(_dump_messages),
-]
-Responses = Annotated[
-    list[Message],
-    pydantic.PlainValidator(_load_responses),
-    pydantic.PlainSerializer(lambda responses: [json_default(r) for r in responses]),  # pyright: ignore[reportUnknownLambdaType, reportUnknownArgumentType]
-]
+def _dump_responses(responses: list[Message]) -> list[object]:
+    return [json_default(response) for response in responses]
+
+
+@final
+class _Plain:
+    """pydantic metadata: validate with `load`, serialise with `dump`, and build no schema of
+    the annotated type (pydantic's `PlainValidator` would: of every SDK type in a message)."""
+
+    __slots__ = ("_dump", "_load")
+
+    def __init__(self, load: Callable[[object], object], dump: Callable[[Any], object]) -> None:
+        self._load = load
+        self._dump = dump
+
+    def __get_pydantic_core_schema__(self, source: object, handler: object) -> CoreSchema:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_plain_validator_function(
+            self._load, serialization=core_schema.plain_serializer_function_ser_schema(self._dump)
+        )
+
+
+if TYPE_CHECKING:
+    Messages: TypeAlias = list[MessageParam]
+    Responses: TypeAlias = list[Message]
+else:  # what pydantic reads when the adapter is built; no SDK type is needed for it
+    Messages = Annotated[list[Any], _Plain(_load_messages, _dump_messages)]
+    Responses = Annotated[list[Any], _Plain(_load_responses, _dump_responses)]
 
 
 @final
@@ -248,6 +275,8 @@ class LoopState:
         version = raw.get("schema_version")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
         if version != SCHEMA_VERSION:
             raise ValueError(f"LoopState schema_version {version!r} is not {SCHEMA_VERSION}")
+        import pydantic
+
         try:
             return _adapter().validate_python(raw)
         except pydantic.ValidationError as exc:
@@ -256,7 +285,10 @@ class LoopState:
 
 @functools.cache
 def _adapter() -> pydantic.TypeAdapter[LoopState]:
-    """Built on first use: building it costs milliseconds that an import should not pay."""
+    """Built on first use: building it costs milliseconds (and pydantic's import) that an import
+    of boundloop should not pay."""
+    import pydantic
+
     return pydantic.TypeAdapter(LoopState)
 
 

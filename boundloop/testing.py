@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, TypeAlias, TypeGuard, final
-
-import pydantic
-from anthropic.types import Message
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, final
 
 from .errors import ConfigurationError, ScriptExhausted
+
+if TYPE_CHECKING:  # at run time, imported where a response is built: `import boundloop` stays light
+    from anthropic.types import Message
 
 Request: TypeAlias = Mapping[str, object]
 """The keyword arguments of one `messages.create` call."""
 ScriptItem: TypeAlias = (
-    Mapping[str, object] | Message | BaseException | Callable[[Request], "Mapping[str, object] | Message"]
+    "Mapping[str, object] | Message | BaseException | Callable[[Request], Mapping[str, object] | Message]"
 )
 """A scripted response: a Messages API response dict, a `Message`, an exception to raise, or a
 function of the request returning one of the first two."""
@@ -34,6 +34,9 @@ def parse_message(raw: Mapping[str, object] | Message, *, model: str = "scripted
     Raises:
         ConfigurationError: the dict is not a valid Messages API response.
     """
+    import pydantic
+    from anthropic.types import Message
+
     if isinstance(raw, Message):
         return raw
     body: dict[str, Any] = {
@@ -85,6 +88,8 @@ class ScriptedClient:
         return len(self._script) - self._served
 
     async def _create(self, **request: Any) -> Message:
+        from anthropic.types import Message
+
         # Snapshot the message list: the loop's transcript keeps growing after the call returns
         # (messages themselves are never mutated once sent).
         self.requests.append({**request, "messages": list(request.get("messages", ()))})

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal, NoReturn, cast, final
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, TypeGuard, cast, final
 
-import pydantic
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 TraceKind = Literal[
     "transition", "proposal", "validation", "tool_call", "tool_result", "stop", "error", "resume"
@@ -249,7 +251,7 @@ def _plain(value: object) -> object:
     """A value of event data as JSON: SDK objects, records and messages holding them converted."""
     if isinstance(value, Deferred):
         return value.json()
-    if isinstance(value, pydantic.BaseModel):
+    if is_sdk_object(value):
         return json_default(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {field.name: _plain(getattr(value, field.name)) for field in dataclasses.fields(value)}
@@ -260,9 +262,16 @@ def _plain(value: object) -> object:
     return value
 
 
+def is_sdk_object(value: object) -> TypeGuard[BaseModel]:
+    """Whether `value` is an SDK object (a pydantic model): never while pydantic is not loaded,
+    so this module does not load it (and a trace is read and drawn without it)."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(value, pydantic.BaseModel)
+
+
 def json_default(value: object) -> object:
     """`json.dumps(default=...)` for SDK objects: the fields the API sent, as it sent them."""
-    if isinstance(value, pydantic.BaseModel):
+    if is_sdk_object(value):
         return value.model_dump(mode="json", exclude_unset=True)
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 

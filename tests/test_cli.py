@@ -509,3 +509,163 @@ def test_json_mode_prints_the_metrics_url_on_stderr(capsys: pytest.CaptureFixtur
     captured = capsys.readouterr()
     assert json.loads(captured.out)["stop_reason"] == "completed"
     assert re.search(r"metrics: http://127\.0\.0\.1:\d+/metrics", captured.err)
+
+
+# -- each command's own exit codes; diagram's format; costs; the API out of reach ------------
+
+
+@pytest.mark.parametrize(
+    ("command", "own", "foreign"),
+    [
+        ("demo", ["0    the run completed", "ANTHROPIC_API_KEY", "with --hold"], ["diagram", "replay"]),
+        ("run", ["0    the run completed", "a SPEC that leads to no"], ["diagram", "ANTHROPIC_API_KEY"]),
+        ("resume", ["0    the resumed run completed", "left undecided"], ["diagram", "ANTHROPIC_API_KEY"]),
+        ("diagram", ["0    the diagram was written", "graphviz"], ["run completed", "--hold", "1    "]),
+        ("check", ["0    the contract is sound", "policy file"], ["compile", "written", "output"]),
+        ("compile", ["0    the contract is sound and the files were written"], ["check", "policy file"]),
+    ],
+)
+def test_each_help_shows_its_own_exit_codes(
+    command: str, own: list[str], foreign: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A command's --help lists the exit codes it can return, in its own words, and no other
+    command's."""
+    assert main([command, "--help"]) == 0
+    codes = capsys.readouterr().out.partition("exit codes:\n")[2]
+    assert codes.rstrip().endswith("interrupted (Ctrl-C)") or "with --hold" in codes
+    for phrase in own:
+        assert phrase in codes
+    for phrase in foreign:
+        assert phrase not in codes
+
+
+def test_the_parser_knows_the_diagram_formats_and_the_demo_model() -> None:
+    """The values `--help` shows without importing their modules are those modules' own."""
+    from boundloop.cli import _defaults, demo
+    from boundloop.statemachine import diagram
+
+    assert _defaults.DIAGRAM_FORMATS == diagram.FORMATS
+    assert set(_defaults.DIAGRAM_SUFFIXES.values()) == set(diagram.FORMATS)
+    assert demo.MODEL == _defaults.DEMO_MODEL
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(
+            ["--format", "dot", "-o", "x.svg"],
+            "--format dot does not match --output x.svg, which names svg: drop --format, "
+            "or give an output ending in .dot, .gv",
+            id="dot-into-svg",
+        ),
+        pytest.param(
+            ["--format", "svg", "-o", "machine.md"],
+            "--format svg does not match --output machine.md, which names mermaid",
+            id="svg-into-markdown",
+        ),
+        pytest.param(
+            ["--format", "mermaid", "-o", "x.PNG"],
+            "--format mermaid does not match --output x.PNG, which names png",
+            id="upper-case-suffix",
+        ),
+    ],
+)
+def test_diagram_refuses_a_format_the_suffix_contradicts(
+    argv: list[str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--format dot -o x.svg` would write dot text into an .svg: a one-line error, no file."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["diagram", *argv]) == 2
+    assert one_line(capsys.readouterr().err).startswith(f"boundloop: error: {message}")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "written"),
+    [
+        pytest.param(["--format", "dot", "-o", "machine.gv"], "digraph", id="agreeing-suffix"),
+        pytest.param(["--format", "dot", "-o", "machine.txt"], "digraph", id="unknown-suffix"),
+        pytest.param(["-o", "machine.dot"], "digraph", id="inferred"),
+        pytest.param(["-o", "machine.txt"], "stateDiagram-v2", id="unknown-suffix-is-mermaid"),
+    ],
+)
+def test_diagram_takes_an_agreeing_or_unknown_suffix(
+    argv: list[str], written: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A suffix that agrees, or names no format, is written in the format asked (or inferred)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["diagram", *argv]) == 0
+    [output] = tmp_path.iterdir()
+    assert written in output.read_text(encoding="utf-8")
+
+
+def test_json_costs_are_rounded(capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo's cost is 0.0381 in its JSON, not the float sum 0.038099999999999995; the state's
+    own JSON (`LoopState.to_json`, what a store keeps) stays exact."""
+    assert main(["demo", "--json"]) == 0
+    out = capsys.readouterr().out
+    result = json.loads(out)
+    assert result["usage"]["cost_usd"] == 0.0381
+    assert result["state"]["usage"]["cost_usd"] == 0.0381
+    assert not re.search(r'_usd": \d+\.\d{7,}', out)
+
+
+def test_rounded_costs_rounds_dollar_amounts_only() -> None:
+    """Floats under keys ending in `_usd` are rounded to 6 decimals, at any depth; nothing else."""
+    from boundloop.cli._json import rounded_costs
+
+    raw = {
+        "cost_usd": 0.038099999999999995,
+        "figures": {"max_cost_usd": 1, "cost_usd": 1.23456789, "duration_s": 0.123456789},
+        "cases": [{"cost_usd": 2e-7, "name": "x_usd"}],
+    }
+    assert rounded_costs(raw) == {
+        "cost_usd": 0.0381,
+        "figures": {"max_cost_usd": 1, "cost_usd": 1.234568, "duration_s": 0.123456789},
+        "cases": [{"cost_usd": 0.0, "name": "x_usd"}],
+    }
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "view"])
+def test_demo_live_without_the_api_is_one_sentence(
+    as_json: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--live with the API out of reach (here a closed loopback port, no real network): one
+    sentence naming the address and the reason, exit 2; no result JSON, no summary."""
+    from anthropic import AsyncAnthropic
+
+    from boundloop.cli import _demo
+
+    port = closed_port()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0000")
+    monkeypatch.setattr(
+        _demo,
+        "live_client",
+        lambda: AsyncAnthropic(
+            base_url=f"http://127.0.0.1:{port}", api_key="sk-ant-test-0000", max_retries=0
+        ),
+    )
+    assert main(["demo", "--live", *(["--json"] if as_json else [])]) == 2
+    captured = capsys.readouterr()
+    assert one_line(captured.err) == (
+        f"boundloop: error: could not reach the Anthropic API at http://127.0.0.1:{port}: connection refused"
+    )
+    if as_json:
+        assert captured.out == ""
+    else:
+        assert "stop reason" not in captured.out  # the summary table is not printed
+        assert "{" not in captured.out

@@ -11,10 +11,15 @@ and the `boundloop` console script both call it. Errors are one line on stderr
   key or graphviz);
 - 130: interrupted with Ctrl-C.
 
-The modules: `_app` (the parser and `main`), `_demo`, `_run`, `_pending`, `_resume`, `_replay`
-and `_diagram` (one command each), `_runner` (running a loop with the view, trace, metrics or
-JSON), `_view` (the live view), `_fields` (typed reads of trace data), `_errors` (`CommandError`
-and the exit codes) and `demo` (the demo's tools and script).
+Each command's `--help` lists the exit codes that command returns.
+
+The modules: `_app` (the parser and `main`), `_demo`, `_run`, `_pending`, `_resume`, `_replay`,
+`_diagram`, `_eval` and `_contract` (the commands), `_runner` (running a loop with the view,
+trace, metrics or JSON), `_view` (the live view), `_fields` (typed reads of trace data), `_json`
+(the JSON printed, costs rounded), `_errors` (`CommandError` and the exit codes), `_defaults`
+(what the parser shows) and `demo` (the demo's tools and script). The parser imports no
+command: a command's module is imported when it runs, so `--help` loads neither the loop nor
+the Anthropic SDK.
 """
 
 from __future__ import annotations

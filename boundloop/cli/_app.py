@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from .. import __version__
-from ..statemachine import diagram
-from . import demo
-from ._contract import check_command, compile_command, lint_command
-from ._demo import demo_command
-from ._diagram import diagram_command
+from ._defaults import DEMO_MODEL, DIAGRAM_FORMATS
 from ._errors import (
-    CONTRACT_EXIT_CODES,
+    CHECK_EXIT_CODES,
+    COMPILE_EXIT_CODES,
+    DEMO_EXIT_CODES,
+    DIAGRAM_EXIT_CODES,
     EVAL_EXIT_CODES,
     EXIT_CODES,
     EXIT_INTERRUPTED,
@@ -23,16 +23,28 @@ from ._errors import (
     LINT_EXIT_CODES,
     PENDING_EXIT_CODES,
     REPLAY_EXIT_CODES,
+    RESUME_EXIT_CODES,
+    RUN_EXIT_CODES,
     CommandError,
 )
-from ._eval import eval_command
-from ._pending import pending_command
-from ._replay import replay_command
-from ._resume import resume_command
-from ._run import run_command
 
 Command = Callable[[argparse.Namespace], int]
 """A subcommand: its parsed arguments in, the exit code out."""
+
+
+def _command(module: str, name: str) -> Command:
+    """The subcommand `name` of `boundloop.cli.<module>`, imported only when it runs.
+
+    Building the parser imports no command: `--help`, `--version` and a usage error never load
+    the loop, the Anthropic SDK, pydantic or rich.
+    """
+
+    def run(args: argparse.Namespace) -> int:
+        command: Command = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+        return command(args)
+
+    run.__name__ = run.__qualname__ = name
+    return run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -93,17 +105,17 @@ def build_parser() -> argparse.ArgumentParser:
             "no network. Shows each transition, the parallel tool calls, the validation decisions "
             "and the budget left as they happen, then the stop reason, the answer and the totals."
         ),
-        epilog=EXIT_CODES,
+        epilog=DEMO_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     demo_parser.add_argument(
         "--live", action="store_true", help="use the real API (AsyncAnthropic, ANTHROPIC_API_KEY)"
     )
     demo_parser.add_argument(
-        "--model", default=demo.MODEL, help=f"model name (default: {demo.MODEL}); with --live, the model used"
+        "--model", default=DEMO_MODEL, help=f"model name (default: {DEMO_MODEL}); with --live, the model used"
     )
     _add_run_options(demo_parser)
-    demo_parser.set_defaults(command=demo_command)
+    demo_parser.set_defaults(command=_command("_demo", "demo_command"))
 
     run_parser = commands.add_parser(
         "run",
@@ -113,14 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
             "returns an AgentLoop (it may be async; `module:loop` naming an AgentLoop works too). "
             "The module is imported from the current directory (or --app-dir)."
         ),
-        epilog=EXIT_CODES,
+        epilog=RUN_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run_parser.add_argument("spec", metavar="SPEC", help="module:factory, e.g. myapp.agents:build_loop")
     run_parser.add_argument("--goal", required=True, help="the task: the first user message")
     _add_app_dir(run_parser)
     _add_run_options(run_parser)
-    run_parser.set_defaults(command=run_command)
+    run_parser.set_defaults(command=_command("_run", "run_command"))
     _add_store_commands(commands.add_parser)
 
     diagram_parser = commands.add_parser(
@@ -130,22 +142,25 @@ def build_parser() -> argparse.ArgumentParser:
             "Draw the loop's state machine from its transition table. Guards are on the "
             "edges and the final state is marked. With --trace, the path one run took is "
             "highlighted and each edge is labelled with how often it was taken. svg and png need "
-            "graphviz (`apt-get install graphviz`). An --output ending in .md updates the mermaid "
-            "block of that markdown file in place (docs/state-machine.md)."
+            "graphviz (`apt-get install graphviz`). The format is --format's, else the one "
+            "--output's suffix names (.mmd, .mermaid, .md: mermaid; .dot, .gv: dot; .svg; .png), "
+            "else mermaid; a --format the suffix contradicts (--format dot -o x.svg) is refused. "
+            "An --output ending in .md updates the mermaid block of that markdown file in place "
+            "(docs/state-machine.md)."
         ),
-        epilog=EXIT_CODES,
+        epilog=DIAGRAM_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     diagram_parser.add_argument(
         "--format",
-        choices=diagram.FORMATS,
-        help="output format (default: from --output's suffix, else mermaid)",
+        choices=DIAGRAM_FORMATS,
+        help="output format (default: from --output's suffix, else mermaid); it must agree with the suffix",
     )
     diagram_parser.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
     diagram_parser.add_argument(
         "--trace", metavar="FILE", help="a JSON-lines trace (from --trace) whose path to highlight"
     )
-    diagram_parser.set_defaults(command=diagram_command)
+    diagram_parser.set_defaults(command=_command("_diagram", "diagram_command"))
     _add_eval_command(commands.add_parser)
     _add_contract_commands(commands.add_parser)
     return parser
@@ -170,7 +185,7 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
     )
     _add_store(pending_parser, required=True)
     pending_parser.add_argument("--json", action="store_true", help="print a JSON list instead")
-    pending_parser.set_defaults(command=pending_command)
+    pending_parser.set_defaults(command=_command("_pending", "pending_command"))
 
     resume_parser = add_parser(
         "resume",
@@ -182,7 +197,7 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
             "the model's question needs --reply. A run interrupted mid-run goes on where it was "
             "saved. See `boundloop pending` for what each run waits for."
         ),
-        epilog=EXIT_CODES,
+        epilog=RESUME_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     resume_parser.add_argument("spec", metavar="SPEC", help="module:factory, e.g. myapp.agents:build_loop")
@@ -200,7 +215,7 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
     )
     resume_parser.add_argument("--reply", metavar="TEXT", help="the answer to the model's question")
     _add_run_options(resume_parser)
-    resume_parser.set_defaults(command=resume_command)
+    resume_parser.set_defaults(command=_command("_resume", "resume_command"))
 
     replay_parser = add_parser(
         "replay",
@@ -227,7 +242,7 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
         "--diff", action="store_true", help="show both trajectories around the first divergence"
     )
     replay_parser.add_argument("--json", action="store_true", help="print the report as JSON instead")
-    replay_parser.set_defaults(command=replay_command)
+    replay_parser.set_defaults(command=_command("_replay", "replay_command"))
 
 
 def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
@@ -257,7 +272,7 @@ def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> Non
         "--export", metavar="TASK_ID", help="print the stored run TASK_ID (with --store) as a fixture"
     )
     _add_store(eval_parser)
-    eval_parser.set_defaults(command=eval_command)
+    eval_parser.set_defaults(command=_command("_eval", "eval_command"))
 
 
 def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
@@ -272,14 +287,14 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
             "API accepts, tool results only in user messages, no tool both allowed and "
             "forbidden. One line per problem: `FILE: RULE: FIELD: message`. See docs/contracts.md."
         ),
-        epilog=CONTRACT_EXIT_CODES,
+        epilog=CHECK_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check_parser.add_argument("contract", metavar="CONTRACT", help="the contract's JSON file")
     check_parser.add_argument(
         "--policy", metavar="POLICY", help="a loop-policy.json used instead of the contract's"
     )
-    check_parser.set_defaults(command=check_command)
+    check_parser.set_defaults(command=_command("_contract", "check_command"))
 
     compile_parser = add_parser(
         "compile",
@@ -291,7 +306,7 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
             "state diagram of the table the runtime executes, the signal/handler table, the "
             "budget, the tools, the policy and the checks passed."
         ),
-        epilog=CONTRACT_EXIT_CODES,
+        epilog=COMPILE_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     compile_parser.add_argument("contract", metavar="CONTRACT", help="the contract's JSON file")
@@ -300,7 +315,7 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
     compile_parser.add_argument(
         "--policy", metavar="POLICY", help="a loop-policy.json used instead of the contract's"
     )
-    compile_parser.set_defaults(command=compile_command)
+    compile_parser.set_defaults(command=_command("_contract", "compile_command"))
 
     lint_parser = add_parser(
         "lint",
@@ -318,7 +333,7 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
     )
     lint_parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders")
     lint_parser.add_argument("--json", action="store_true", help="print the findings as a JSON list")
-    lint_parser.set_defaults(command=lint_command)
+    lint_parser.set_defaults(command=_command("_contract", "lint_command"))
 
 
 def _add_store(parser: argparse.ArgumentParser, *, required: bool = False) -> None:

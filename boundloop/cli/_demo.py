@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, final
 
-from .. import AgentLoop, Model
+from .. import AgentLoop, LoopResult, Model, StopReason
 from . import demo
-from ._errors import CommandError
-from ._runner import Cleanup, RunOptions, execute, run_goal
+from ._errors import EXIT_NOT_COMPLETED, EXIT_USAGE, CommandError
+from ._runner import Cleanup, EventHook, RunOptions, Start, execute, run_goal
+from ._view import RunView
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+    from anthropic.types import Message
 
 
 def demo_command(args: argparse.Namespace) -> int:
@@ -21,23 +29,123 @@ def demo_command(args: argparse.Namespace) -> int:
         The exit code: 0 when the run completed, 1 otherwise.
 
     Raises:
-        CommandError: `--live` without ANTHROPIC_API_KEY, or the run failed.
+        CommandError: `--live` without ANTHROPIC_API_KEY, the API out of reach, or the run failed.
     """
     model: str = args.model
     live: bool = args.live
     client: Model | None = None
     cleanup: Cleanup | None = None
+    start = run_goal(demo.GOAL)
     if live:
         if not os.environ.get("ANTHROPIC_API_KEY"):
             raise CommandError(
                 "--live needs an API key: set ANTHROPIC_API_KEY (or run the demo without --live)"
             )
-        from anthropic import AsyncAnthropic
-
-        anthropic_client = AsyncAnthropic()
-        client, cleanup = anthropic_client, anthropic_client.close
+        anthropic_client = live_client()
+        reach = Reach(anthropic_client)
+        client, cleanup, start = reach, anthropic_client.close, reach.watch(start)
 
     async def build() -> AgentLoop:
         return demo.demo_loop(client, model=model)
 
-    return execute(RunOptions.from_args(args), build, run_goal(demo.GOAL), cleanup=cleanup)
+    return execute(RunOptions.from_args(args), build, start, cleanup=cleanup)
+
+
+def live_client() -> AsyncAnthropic:
+    """The client of `--live`: `AsyncAnthropic()`, configured from the environment.
+
+    Returns:
+        The client (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, the SDK's retries and timeouts).
+    """
+    from anthropic import AsyncAnthropic
+
+    return AsyncAnthropic()
+
+
+@final
+class Reach:
+    """The live client as the loop's model, noting whether the API could be reached.
+
+    The loop records a failed model call and stops the run as `failed`; this keeps what the
+    record loses, the network's own reason (refused, unknown host, timed out), so the command
+    can say in one sentence that the API was out of reach.
+    """
+
+    def __init__(self, client: AsyncAnthropic) -> None:
+        """Watch the calls made through `client`.
+
+        Args:
+            client: the live client.
+        """
+        self._client = client
+        self._create: Callable[..., Awaitable[Message]] = client.messages.create
+        self.unreachable: str | None = None
+        """Why the latest call found no API (None once a call got an answer)."""
+        self.answered = False
+        """Whether any call got an answer from the API."""
+
+    @property
+    def messages(self) -> Reach:
+        """The `messages` resource the loop calls: this object's `create`."""
+        return self
+
+    async def create(self, **request: Any) -> Message:
+        """`client.messages.create`, noting a connection failure or a timeout.
+
+        Args:
+            request: the Messages API request.
+
+        Returns:
+            The response.
+        """
+        import anthropic
+
+        try:
+            response = await self._create(**request)
+        except anthropic.APITimeoutError:
+            self.unreachable = "the request timed out"
+            raise
+        except anthropic.APIConnectionError as exc:
+            self.unreachable = _reason(exc)
+            raise
+        self.unreachable = None
+        self.answered = True
+        return response
+
+    def watch(self, start: Start) -> Start:
+        """`start`, then a run stopped by an unreachable API is a one-sentence error.
+
+        Args:
+            start: how the loop is started (`run_goal`).
+
+        Returns:
+            The same start, raising `CommandError` for that run instead of returning it: code 2
+            when the API never answered (a setup problem), 1 when it stopped answering mid-run.
+        """
+
+        async def watched(loop: AgentLoop, view: RunView | None, on_event: EventHook) -> LoopResult:
+            result = await start(loop, view, on_event)
+            if result.stop_reason is StopReason.FAILED and self.unreachable is not None:
+                raise CommandError(
+                    f"could not reach the Anthropic API at {self._client.base_url}: {self.unreachable}",
+                    EXIT_NOT_COMPLETED if self.answered else EXIT_USAGE,
+                )
+            return result
+
+        return watched
+
+
+def _reason(exc: BaseException) -> str:
+    """What the network said, from the innermost exception under the SDK's `Connection error.`."""
+    seen: set[int] = set()
+    innermost = exc
+    while (cause := innermost.__cause__ or innermost.__context__) is not None and id(cause) not in seen:
+        seen.add(id(innermost))
+        innermost = cause
+    if isinstance(innermost, TimeoutError):
+        return "the connection timed out"
+    if isinstance(innermost, socket.gaierror):
+        return f"cannot resolve the host ({innermost.strerror})"
+    if isinstance(innermost, OSError) and innermost.errno is not None and innermost.errno > 0:
+        return os.strerror(innermost.errno).lower()
+    return str(innermost) or str(exc) or type(innermost).__name__

@@ -5,22 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Final
 
 from ..errors import GraphvizMissing
 from ..statemachine import diagram
 from ..trace import TraceEvent, read_trace
+from ._defaults import DIAGRAM_SUFFIXES
 from ._errors import EXIT_OK, CommandError
-
-_SUFFIX_FORMATS: Final[dict[str, diagram.DiagramFormat]] = {
-    ".mmd": "mermaid",
-    ".mermaid": "mermaid",
-    ".md": "mermaid",
-    ".dot": "dot",
-    ".gv": "dot",
-    ".svg": "svg",
-    ".png": "png",
-}
 
 
 def diagram_command(args: argparse.Namespace) -> int:
@@ -33,17 +23,14 @@ def diagram_command(args: argparse.Namespace) -> int:
         0: the diagram was written.
 
     Raises:
-        CommandError: the trace or output file is unusable, or graphviz is missing.
+        CommandError: the trace or output file is unusable, `--format` contradicts the output's
+            suffix, or graphviz is missing.
     """
     output: Path | None = None if args.output is None else Path(args.output)
-    chosen: diagram.DiagramFormat | None = args.format
-    if chosen is None:
-        chosen = _SUFFIX_FORMATS.get(output.suffix.lower(), "mermaid") if output is not None else "mermaid"
+    chosen = output_format(args.format, output)
     trace_file: str | None = args.trace
     trace = None if trace_file is None else _read(trace_file)
-    if output is not None and output.suffix.lower() == ".md":
-        if chosen != "mermaid":
-            raise CommandError(f"a markdown --output holds a mermaid diagram, not {chosen}")
+    if output is not None and output.suffix.lower() == ".md":  # mermaid: `output_format` made sure
         _update_markdown(output, diagram.render_mermaid(trace))
         return EXIT_OK
     if chosen == "png" and output is None:
@@ -63,6 +50,32 @@ def diagram_command(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from exc
     return EXIT_OK
+
+
+def output_format(given: diagram.DiagramFormat | None, output: Path | None) -> diagram.DiagramFormat:
+    """The format to draw: `--format`, else the one the output's suffix names, else mermaid.
+
+    Args:
+        given: `--format`, if given.
+        output: `--output`, if given.
+
+    Returns:
+        The format.
+
+    Raises:
+        CommandError: `--format` names another format than the output's suffix (`--format dot
+            -o x.svg`): the file would hold what its name says it does not.
+    """
+    implied = None if output is None else DIAGRAM_SUFFIXES.get(output.suffix.lower())
+    if given is None:
+        return implied or "mermaid"
+    if implied is not None and implied != given:
+        suffixes = ", ".join(suffix for suffix, format in DIAGRAM_SUFFIXES.items() if format == given)
+        raise CommandError(
+            f"--format {given} does not match --output {output}, which names {implied}: "
+            f"drop --format, or give an output ending in {suffixes}"
+        )
+    return given
 
 
 def _read(path: str) -> list[TraceEvent]:

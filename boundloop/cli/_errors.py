@@ -11,12 +11,51 @@ EXIT_INTERRUPTED: Final = 130
 
 EXIT_CODES: Final = """\
 exit codes:
-  0    the run completed (diagram: the diagram was written)
-  1    the run stopped otherwise (max_steps, policy_blocked, ...) or failed
+  0    success: the run completed, the check passed, the file was written
+  1    a run stopped otherwise or failed, a replay diverged, an eval case
+       failed, a contract broke a rule, the linter found something
   2    usage or setup error: bad arguments, a file, the API key, graphviz
-  130  interrupted (Ctrl-C) during a run; with --hold, Ctrl-C ends
-       the hold and the exit code is the run's"""
-"""The exit codes, as the epilog of `--help` (`demo`, `run`, `resume`, `diagram`)."""
+  130  interrupted (Ctrl-C)
+each command's --help lists its own exit codes."""
+"""The exit codes of the command as a whole, the epilog of `boundloop --help`."""
+
+_RUN_CODES: Final = """\
+exit codes:
+  0    the run completed
+  1    the run stopped otherwise (max_steps, policy_blocked, ...) or failed
+  2    usage or setup error: {setup}
+  130  interrupted (Ctrl-C) during the run; with --hold, Ctrl-C ends the
+       hold and the exit code is the run's"""
+
+DEMO_EXIT_CODES: Final = _RUN_CODES.format(
+    setup="bad arguments, an unwritable --trace, a\n"
+    "       --metrics-port in use, --live without ANTHROPIC_API_KEY or with\n"
+    "       the Anthropic API out of reach"
+)
+"""The exit codes of `boundloop demo`."""
+
+RUN_EXIT_CODES: Final = _RUN_CODES.format(
+    setup="bad arguments, a SPEC that leads to no\n"
+    "       AgentLoop (its module or factory fails), an unwritable --trace, a\n"
+    "       --metrics-port in use"
+)
+"""The exit codes of `boundloop run`."""
+
+RESUME_EXIT_CODES: Final = _RUN_CODES.format(
+    setup="bad arguments, a missing store or task, a\n"
+    "       run that is over, a waiting call left undecided, a SPEC that leads\n"
+    "       to no AgentLoop, an unwritable --trace, a --metrics-port in use"
+).replace("the run completed", "the resumed run completed")
+"""The exit codes of `boundloop resume`."""
+
+DIAGRAM_EXIT_CODES: Final = """\
+exit codes:
+  0    the diagram was written
+  2    usage or setup error: bad arguments, a --format the --output
+       suffix contradicts, an unreadable --trace, an unwritable --output,
+       svg or png without graphviz
+  130  interrupted (Ctrl-C)"""
+"""The exit codes of `boundloop diagram`."""
 
 PENDING_EXIT_CODES: Final = """\
 exit codes:
@@ -44,14 +83,22 @@ exit codes:
   130  interrupted (Ctrl-C)"""
 """The exit codes of `boundloop eval`."""
 
-CONTRACT_EXIT_CODES: Final = """\
+CHECK_EXIT_CODES: Final = """\
 exit codes:
-  0    the contract is sound (compile: the files were written)
-  1    the contract breaks a rule: one line per problem (compile
-       writes nothing)
+  0    the contract is sound
+  1    the contract breaks a rule: one line per problem
+  2    usage error: bad arguments, a missing contract or policy file
+  130  interrupted (Ctrl-C)"""
+"""The exit codes of `boundloop check`."""
+
+COMPILE_EXIT_CODES: Final = """\
+exit codes:
+  0    the contract is sound and the files were written
+  1    the contract breaks a rule: one line per problem (nothing is
+       written)
   2    usage error: bad arguments, a missing file, an unwritable output
   130  interrupted (Ctrl-C)"""
-"""The exit codes of `boundloop check` and `boundloop compile`."""
+"""The exit codes of `boundloop compile`."""
 
 LINT_EXIT_CODES: Final = """\
 exit codes:

@@ -11,6 +11,7 @@ import anyio
 
 from ..evals import Case, EvalReport, FixtureError, export_case, load_cases, render_html, run_cases
 from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, EXIT_USAGE, CommandError
+from ._json import dumps
 from ._pending import load_state, open_store
 
 
@@ -47,7 +48,7 @@ def eval_command(args: argparse.Namespace) -> int:
     report = anyio.run(_run, cases, args.concurrency)
     print(report.table())
     _write(args.junit, report.junit())
-    _write(args.json, json.dumps(report.to_dict(), indent=2) + "\n")
+    _write(args.json, dumps(report.to_dict()) + "\n")
     _write(args.html, render_html(report))
     if report.has_errors:
         return EXIT_USAGE

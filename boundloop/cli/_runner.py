@@ -18,6 +18,7 @@ from .. import AgentLoop, ConfigurationError, LoopError, LoopResult, StopReason,
 from ..metrics import MetricsServer, serve
 from ..trace import write_trace
 from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, CommandError
+from ._json import dumps
 from ._view import RunView
 
 LoopBuilder = Callable[[], Awaitable[AgentLoop]]
@@ -212,7 +213,7 @@ async def _run_loop(
         if cleanup is not None:
             await cleanup()
     if view is None:
-        print(result.to_json(indent=2))
+        print(dumps(result.to_dict()))
     else:
         view.summary(result)
     return EXIT_OK if result.stop_reason is StopReason.COMPLETED else EXIT_NOT_COMPLETED

@@ -247,8 +247,8 @@ class RunView:
         table.add_row("tool calls", calls)
         usage = result.usage
         table.add_row("tokens", f"{usage.input_tokens} in / {usage.output_tokens} out")
-        if usage.cost_usd:
-            table.add_row("cost", f"${usage.cost_usd:.4f}")
+        cost = usage.cost_usd
+        table.add_row("cost", "not tracked (no price for the model)" if cost is None else f"${cost:.4f}")
         stops = [event for event in result.trace if event.kind == "stop"]
         duration = number(stops[-1].data, "duration_s") if stops else None
         if duration is not None:

@@ -35,9 +35,11 @@ from .. import (
     TraceEvent,
     tool,
 )
+from ._defaults import DEMO_MODEL
 
 GOAL: Final = "Decide whether refund evidence is sufficient for order O-104."
-MODEL: Final = "claude-sonnet-4-6"
+MODEL: Final = DEMO_MODEL
+"""The model `--live` calls by default (defined in `_defaults`, which `--help` reads)."""
 NAME: Final = "refund_investigation"
 SYSTEM: Final = (
     "You investigate refund requests for an online outdoor-gear shop. Read the order, the "

@@ -1,0 +1,169 @@
+"""Start-up: `import boundloop` and `boundloop --help` load neither the SDK nor the heavy libraries.
+
+Structural checks, in fresh interpreters, of which modules get imported (timings vary by machine;
+what is imported does not). The public names are loaded on first use (`boundloop.__getattr__`):
+the checks below also hold that laziness to the eager imports it replaced.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import boundloop
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SDK = {"anthropic", "httpx", "httpx2"}
+"""The Anthropic SDK and the HTTP client under it."""
+
+HEAVY = SDK | {
+    "pydantic",
+    "pydantic_core",
+    "jsonschema",
+    "prometheus_client",
+    "transitions",
+    "graphviz",
+    "rich",
+    "anyio",
+}
+"""What a plain import or `--help` need not load."""
+
+
+def loaded(code: str, *args: str) -> set[str]:
+    """The top-level packages among `HEAVY` a fresh interpreter has imported after `code`."""
+    probe = f"{code}\nimport sys\nprint(sorted({{m.split('.')[0] for m in sys.modules}}))"
+    ran = subprocess.run(
+        [sys.executable, "-c", probe, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=ROOT,
+    )
+    assert ran.returncode == 0, ran.stderr
+    modules: list[str] = ast.literal_eval(ran.stdout.strip().splitlines()[-1])
+    return set(modules) & HEAVY
+
+
+def test_import_boundloop_loads_no_sdk() -> None:
+    """`import boundloop` imports neither the SDK nor pydantic, jsonschema, prometheus_client, graphviz,
+    transitions, rich or anyio."""
+    assert loaded("import boundloop") == set()
+    script = (
+        "import boundloop, sys; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in {'anthropic','httpx','httpx2'}))"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert ran.stdout == "[]\n"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["--version"], ["demo", "--help"], ["run", "--help"], ["eval", "--help"], ["nope"]],
+    ids=["help", "version", "demo-help", "run-help", "eval-help", "usage-error"],
+)
+def test_the_commands_help_loads_no_sdk(argv: list[str]) -> None:
+    """`boundloop --help`, a command's `--help` and a usage error build the parser and stop: no
+    subcommand is imported, nor the SDK or a heavy library."""
+    code = "import sys\nfrom boundloop.cli import main\nmain(sys.argv[1:])"
+    assert loaded(code, *argv) == set()
+
+
+def test_the_console_script_loads_no_sdk() -> None:
+    """`boundloop --help` as installed (the console script), read from `-X importtime`."""
+    script = Path(sys.executable).with_name("boundloop")
+    ran = subprocess.run(
+        [sys.executable, "-X", "importtime", str(script), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith("usage: boundloop")
+    imported = {line.rpartition("|")[2].strip().split(".")[0] for line in ran.stderr.splitlines()}
+    assert "boundloop" in imported
+    assert imported & HEAVY == set()
+
+
+def test_the_records_and_the_state_load_no_sdk() -> None:
+    """The state, its records, the trace, the model protocol and the scripted client import the
+    SDK's types for type checking only; a state is still read and written through pydantic with
+    the SDK's `Message` rebuilt on first use."""
+    modules = "boundloop.state, boundloop._records, boundloop.trace, boundloop.model, boundloop.testing"
+    assert loaded(f"import {modules}") & (SDK | {"pydantic"}) == set()
+
+
+def test_a_state_round_trips_in_a_fresh_process() -> None:
+    """The adapter built lazily still validates the SDK's responses into `Message` objects."""
+    code = """
+from boundloop.state import LoopState
+from boundloop.testing import parse_message
+from anthropic.types import Message
+response = parse_message({"stop_reason": "end_turn", "content": [{"type": "text", "text": "hi"}]})
+state = LoopState(task_id="t", trace_id="r", goal="g", started_at=0.0,
+                  messages=[{"role": "user", "content": "g"}], responses=[response])
+again = LoopState.from_json(state.to_json())
+assert isinstance(again.responses[0], Message), again.responses
+assert again.to_json() == state.to_json()
+"""
+    assert "anthropic" in loaded(code)
+
+
+# -- the lazy public names ---------------------------------------------------------------
+
+
+def _typing_imports() -> dict[str, str]:
+    """`{name: module}` of the imports under `if typing.TYPE_CHECKING:` in boundloop/__init__.py."""
+    tree = ast.parse((ROOT / "boundloop" / "__init__.py").read_text(encoding="utf-8"))
+    block = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "typing.TYPE_CHECKING"
+    )
+    found: dict[str, str] = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom), ast.unparse(node)
+        for alias in node.names:
+            assert alias.asname == alias.name, "a re-export is spelled `import X as X`"
+            found[alias.name] = "." * node.level + (node.module or "")
+    return found
+
+
+def test_type_checkers_and_the_runtime_see_the_same_names() -> None:
+    """The imports type checkers read, the names loaded at run time and `__all__` agree."""
+    sources: dict[str, str] = vars(boundloop)["_SOURCES"]
+    assert _typing_imports() == sources
+    assert sorted(sources) == boundloop.__all__
+
+
+@pytest.mark.parametrize("name", boundloop.__all__)
+def test_each_name_is_its_modules_own(name: str) -> None:
+    """`boundloop.X` is the very object its module defines."""
+    module = importlib.import_module(vars(boundloop)["_SOURCES"][name], "boundloop")
+    assert getattr(boundloop, name) is getattr(module, name)
+
+
+def test_submodules_and_unknown_names() -> None:
+    """A submodule is an attribute even before it is imported (as when everything was imported
+    eagerly); an unknown name is an AttributeError; `dir()` lists the public names."""
+    code = """
+import boundloop
+assert boundloop.errors.LoopError is boundloop.LoopError
+assert boundloop.replay.__module__ == "boundloop.replay" and callable(boundloop.replay)
+assert not hasattr(boundloop, "nope")
+assert not hasattr(boundloop, "__nope__")
+assert {"AgentLoop", "tool", "__version__"} <= set(dir(boundloop))
+"""
+    ran = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert ran.returncode == 0, ran.stderr
