@@ -13,6 +13,8 @@ Usage::
 4. start-up — `AgentLoop(...)` construction, and a one-turn `run()` (a single `end_turn`).
 5. SDK path — the per-turn workload through the real `anthropic.AsyncAnthropic` over an
    in-process `httpx2.MockTransport`, for boundloop and for the floors alike.
+6. tracing — the per-turn workload and a one-turn run with OpenTelemetry tracing off (no
+   provider; `tracer_provider=None`) and on (an SDK `TracerProvider`, batch processor).
 
 Prints Markdown tables and the targets; `--write` also writes `benchmarks/RESULTS.md`.
 """
@@ -37,6 +39,7 @@ from prometheus_client import CollectorRegistry
 
 from benchmarks._fixtures import (
     FLOORS,
+    MAX_TOKENS,
     MODEL,
     FastClient,
     Handler,
@@ -571,6 +574,107 @@ async def sdk_path(config: Config, report: Report) -> None:
         )
 
 
+# -- 6. tracing ---------------------------------------------------------------------------
+
+TRACING_OFF: Final = "boundloop: tracing off (no provider set)"
+TRACING_NONE: Final = "boundloop: tracing off (tracer_provider=None)"
+TRACING_ON: Final = "boundloop: tracing on"
+TRACING_CONTENT: Final = "boundloop: tracing on, trace_content=True"
+
+
+def tracing_variants(responses: Sequence[Message], provider: object, batch: int = 1) -> dict[str, Runner]:
+    """The floors, and boundloop (metrics + trace) with tracing off two ways and on two ways;
+    `batch` runs per sample."""
+    tools = tools_of(instant, 3)
+    variants = floor_variants(FastClient(responses), handlers_of(instant, 3))
+    settings: dict[str, dict[str, Any]] = {
+        TRACING_OFF: {},
+        TRACING_NONE: {"tracer_provider": None},
+        TRACING_ON: {"tracer_provider": provider},
+        TRACING_CONTENT: {"tracer_provider": provider, "trace_content": True},
+    }
+    for name, options in settings.items():
+        client = FastClient(responses)
+        loop = AgentLoop(
+            client,
+            model=MODEL,
+            tools=tools,
+            budget=Budget(max_steps=len(responses) + 1),
+            max_tokens=MAX_TOKENS,
+            name="bench",
+            metrics=LoopMetrics(registry=CollectorRegistry()),
+            **options,
+        )
+        variants[name] = loop_variant(client, loop)
+    if batch == 1:
+        return variants
+
+    def batched(run: Runner) -> Runner:
+        async def runs() -> object:
+            for _ in range(batch):
+                await run()
+            return None
+
+        return runs
+
+    return {name: batched(run) for name, run in variants.items()}
+
+
+async def tracing(config: Config, report: Report) -> None:
+    """What OpenTelemetry tracing costs a run: nothing while off, its spans while on."""
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Dropped(SpanExporter):
+        """An exporter that sends nothing: the figures are boundloop's and the SDK's work."""
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Dropped()))
+    try:
+        settle()
+        per_turn = await compare(
+            tracing_variants(script(config.turns, 3), provider),
+            repeat=config.turn_repeat,
+            factor=1e6 / config.turns,
+        )
+        batch = config.startup_batch
+        settle()
+        one_turn = await compare(  # a run's fixed cost: twice the start-up repeats, the noise being larger
+            tracing_variants(script(0, 0), provider, batch),
+            repeat=2 * config.startup_repeat,
+            factor=1e6 / batch,
+        )
+    finally:
+        provider.shutdown()
+    rows = [
+        timing_row(f"{name}, {config.turns} turns x 3 tools", t, per_turn) for name, t in per_turn.items()
+    ]
+    rows += [timing_row(f"one-turn run(): {name}", t, one_turn) for name, t in one_turn.items()]
+    report.section(
+        "6. Tracing: OpenTelemetry off and on",
+        f"µs per turn ({config.turns} turns x 3 instant tools, median [min-max] of {config.turn_repeat} "
+        f"repeats) and µs per one-turn run (batches of {batch}, {2 * config.startup_repeat} repeats); "
+        "metrics and trace on throughout. *Off*: no tracer provider set anywhere (the default: a run looks "
+        "the global provider up once), or `tracer_provider=None`. *On*: an SDK `TracerProvider` "
+        "with a `BatchSpanProcessor` whose exporter drops the spans (its thread's work is not on "
+        "the event loop's CPU clock): an `invoke_agent` span per run, a `chat` span per model "
+        "call, an `execute_tool` span per tool call and a `transition` event per edge.",
+        header("µs"),
+        rows,
+    )
+    for figures, what in ((per_turn, "per turn"), (one_turn, "per one-turn run")):
+        cpu, wall = (ratio - 1 for ratio in figures[TRACING_OFF].ratio(figures[TRACING_NONE]))
+        report.target(
+            f"tracing off costs nothing measurable {what} (no provider vs tracer_provider=None, ≤ 3 %)",
+            f"{100 * cpu:+.1f} % CPU, {100 * wall:+.1f} % wall; tracing on: "
+            f"{100 * (figures[TRACING_ON].ratio(figures[TRACING_NONE])[0] - 1):+.1f} % CPU",
+            verdict(abs(cpu) <= 0.03, abs(wall) <= 0.03),
+        )
+
+
 # -- the report ----------------------------------------------------------------------------
 
 
@@ -602,7 +706,7 @@ def render(report: Report, info: dict[str, str], command: str, seconds: float) -
     return "\n".join(lines)
 
 
-WORKLOADS: Final = (per_turn, parallel, startup, sdk_path, concurrency)
+WORKLOADS: Final = (per_turn, parallel, startup, sdk_path, concurrency, tracing)
 
 
 async def measure(config: Config, report: Report) -> None:

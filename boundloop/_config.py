@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Final, Literal, cast, final
+from typing import TYPE_CHECKING, Final, Literal, cast, final
 
 from ._records import Observation, Provenance
 from ._redaction import Redactor
@@ -22,11 +22,15 @@ from .handlers.stops import DEFAULT_HANDLERS, SignalHandler
 from .handlers.tools import Tool
 from .metrics.instruments import BoundMetrics, LoopMetrics
 from .model import Model
+from .otel._setup import Tracing, is_provider, tracing_for
 from .policy import Policy
-from .prices import PRICES, Price, price_for
+from .prices import Price, resolve_price, warn_unpriced
 from .state import Budget
 from .statemachine._engine import StateMachine
 from .trace import TraceEvent
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 RedactHook = Callable[[str], str]
 EventHook = Callable[[TraceEvent], None]
@@ -83,6 +87,12 @@ class LoopConfig:
     provenance: Provenance
     recorded: Mapping[tuple[int, str], Observation] | None
     """Replay only: recorded tool results by (step, tool_use_id), answered instead of running tools."""
+    tracing: Tracing | None = None
+    """The `tracer_provider` given and boundloop's tracer on it; None: see `traces_global`."""
+    traces_global: bool = False
+    """Without a provider of its own: trace each run to the global provider, when one is set."""
+    trace_content: bool = False
+    """Spans carry message content (redacted): the model's text, tool inputs and results."""
 
 
 def build_config(
@@ -106,6 +116,8 @@ def build_config(
     redact_patterns: Iterable[str | re.Pattern[str]] = (),
     redact_checkpoints: bool = False,
     count_tokens: bool = False,
+    tracer_provider: TracerProvider | Default | None = None,
+    trace_content: bool = False,
 ) -> LoopConfig:
     """Check every setting and build the configuration.
 
@@ -155,19 +167,27 @@ def build_config(
         not count_tokens or callable(getattr(getattr(client, "messages", None), "count_tokens", None)),
         f"count_tokens=True needs a client with messages.count_tokens (AsyncAnthropic), not {client!r}",
     )
+    _require(
+        tracer_provider is None or isinstance(tracer_provider, Default) or is_provider(tracer_provider),
+        f"tracer_provider must be an OpenTelemetry TracerProvider or None, got {tracer_provider!r}",
+    )
+    _require(
+        isinstance(cast(object, trace_content), bool),
+        f"trace_content must be True or False, got {trace_content!r}",
+    )
     registry = ToolRegistry(tools)
     chosen_policy = Policy() if policy is None else policy
     escalation = chosen_policy.escalation_tool
     if escalation is not None and escalation not in registry:
         registry = ToolRegistry([*registry.values(), escalation_tool(escalation)])
     _check_policy(chosen_policy, registry)
-    price = price_for(model, {**PRICES, **(prices or {})})
+    price = resolve_price(model, prices)
     if budget.max_cost_usd is not None and price is None:
         raise ConfigurationError(
             f"max_cost_usd needs a price for model {model!r}: pass prices={{{model!r}: Price(...)}}"
         )
     chosen_metrics = default_metrics() if isinstance(metrics, Default) else metrics
-    return LoopConfig(
+    config = LoopConfig(
         client=client,
         model=model,
         tools=registry,
@@ -190,7 +210,15 @@ def build_config(
         machine=StateMachine(),
         provenance=provenance(model, system, registry, chosen_policy, budget, on_tool_error),
         recorded=None,
+        tracing=None
+        if tracer_provider is None or isinstance(tracer_provider, Default)
+        else tracing_for(tracer_provider),
+        traces_global=isinstance(tracer_provider, Default),
+        trace_content=trace_content,
     )
+    if price is None:  # last: a loop that fails to build does not warn
+        warn_unpriced(model)
+    return config
 
 
 def escalation_tool(name: str) -> Tool:

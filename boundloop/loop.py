@@ -6,7 +6,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, final
+from typing import TYPE_CHECKING, Any, final
 
 import anyio
 from anthropic.types import MessageParam
@@ -27,6 +27,9 @@ from .policy import Approver, Policy, SuccessCheck
 from .prices import Price
 from .state import Budget, LoopResult, LoopState
 from .statemachine._driver import execute
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 
 @final
@@ -68,6 +71,12 @@ class AgentLoop:
         store: where the state is checkpointed (at the start, before and after every tool batch,
             after every step and at the stop)
             (`boundloop.checkpoint.MemoryStore`, `SQLiteStore`); None: not saved.
+        tracer_provider: the OpenTelemetry `TracerProvider` every run is traced to (an
+            `invoke_agent` span per run, `chat` and `execute_tool` spans under it; see
+            docs/otel.md); default: the global provider, when one is set at the run's start;
+            None: no spans.
+        trace_content: put message content on the spans (the model's text, the transcript,
+            tool inputs and results), redacted like the trace; default: none.
 
     Raises:
         ConfigurationError: no budget, a bad tool, a duplicate tool name, a policy naming a
@@ -96,6 +105,8 @@ class AgentLoop:
         redact_patterns: Iterable[str | re.Pattern[str]] = (),
         redact_checkpoints: bool = False,
         count_tokens: bool = False,
+        tracer_provider: TracerProvider | Default | None = DEFAULT,
+        trace_content: bool = False,
     ) -> None:
         self._config: LoopConfig = build_config(
             client,
@@ -117,6 +128,8 @@ class AgentLoop:
             redact_patterns=redact_patterns,
             redact_checkpoints=redact_checkpoints,
             count_tokens=count_tokens,
+            tracer_provider=tracer_provider,
+            trace_content=trace_content,
         )
 
     @property
@@ -184,6 +197,8 @@ class AgentLoop:
         prices: Mapping[str, Price] | None = None,
         store: CheckpointStore | None = None,
         on_event: EventHook | None = None,
+        tracer_provider: TracerProvider | Default | None = DEFAULT,
+        trace_content: bool = False,
     ) -> AgentLoop:
         """Build the loop a contract declares (see docs/contracts.md).
 
@@ -202,6 +217,8 @@ class AgentLoop:
             prices: as for `AgentLoop`.
             store: as for `AgentLoop`.
             on_event: as for `AgentLoop`.
+            tracer_provider: as for `AgentLoop`.
+            trace_content: as for `AgentLoop`.
 
         Raises:
             ContractError: the contract breaks its schema or the loop's rules (every problem
@@ -216,13 +233,21 @@ class AgentLoop:
             loaded, handlers=handlers, signal_handlers=signal_handlers, approve=approve, success=success
         )
         settings.setdefault("metrics", metrics)
-        return cls(client, prices=prices, store=store, on_event=on_event, **settings)
+        return cls(
+            client,
+            prices=prices,
+            store=store,
+            on_event=on_event,
+            tracer_provider=tracer_provider,
+            trace_content=trace_content,
+            **settings,
+        )
 
     def to_contract(self) -> Contract:
         """The contract of this loop: `to_contract().to_dict()` is the JSON `boundloop check`
         accepts and `from_contract` builds the same loop from (given the same handlers).
 
-        The wiring is not contract data: the client, store, prices, redaction and hooks
+        The wiring is not contract data: the client, store, prices, redaction, tracing and hooks
         (`Policy.approve`, `Policy.success`) are passed to `from_contract` again.
 
         Raises:
@@ -257,7 +282,8 @@ class AgentLoop:
             task_id: the run's id (default: 128 random bits as 32 hex digits); part of every
                 idempotency key. With a store, a task id already stored is refused: use `resume`
                 to continue it.
-            trace_id: an incoming trace id to carry (default: a new one).
+            trace_id: an incoming trace id to carry (default: a new one; in a traced run, the
+                OpenTelemetry trace id: of the caller's current span, else of the run's span).
             metadata: your own JSON values, kept in the state and in the trace's stop event.
             messages: a message history to start from, instead of (or before) `goal`; it must
                 be a valid transcript ending with a user message when there is no goal.
@@ -296,7 +322,9 @@ class AgentLoop:
                 exists = True  # unreadable, but there: never overwritten either
             if exists:
                 raise TaskExists(task_id)
-        return await execute(self._config, state, cancel=cancel, on_event=on_event)
+        return await execute(
+            self._config, state, cancel=cancel, on_event=on_event, adopt_trace_id=trace_id is None
+        )
 
     async def resume(
         self,

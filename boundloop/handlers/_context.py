@@ -73,12 +73,20 @@ class RunContext:
         "trace",
     )
 
-    def __init__(self, config: LoopConfig, state: LoopState, *, on_event: EventHook | None = None) -> None:
+    def __init__(
+        self,
+        config: LoopConfig,
+        state: LoopState,
+        *,
+        on_event: EventHook | None = None,
+        observer: EventHook | None = None,
+    ) -> None:
         self.config = config
         self.state = state
         self.trace: list[TraceEvent] = []
-        self._hooks = tuple(hook for hook in (config.on_event, on_event) if hook is not None)
-        """Called with every trace event as it is recorded: the loop's hook, then the run's."""
+        self._hooks = tuple(hook for hook in (observer, config.on_event, on_event) if hook is not None)
+        """Called with every trace event as it is recorded: the run's `observer` (its spans, set
+        only when the run is traced, and never raising), the loop's hook, then the run's."""
         self.started = time.perf_counter()
         self.epoch = time.time() - self.started
         """Add `time.perf_counter()` to get epoch seconds: the trace's `at`, one clock read per event."""

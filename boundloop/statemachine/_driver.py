@@ -23,6 +23,7 @@ from ..handlers._observe import observe
 from ..handlers._propose import assemble, propose
 from ..handlers._validation import validate
 from ..metrics.instruments import EXEMPLAR_MIN_S
+from ..otel._setup import global_tracing
 from ..state import LoopResult, LoopState
 from ..trace import TraceEvent, redact_strings
 from .table import Phase, Trigger
@@ -68,6 +69,7 @@ async def execute(
     cancel: anyio.Event | None = None,
     on_event: EventHook | None = None,
     resumed: Mapping[str, object] | None = None,
+    adopt_trace_id: bool = False,
 ) -> LoopResult:
     """Drive a run from the phase its state is in to `stopped`, and return its result.
 
@@ -75,12 +77,44 @@ async def execute(
     it was saved. With a store, the state is saved before anything runs (a new run exists
     from its start; a resume's intents are durable).
 
+    A traced run (the loop's tracer provider, or the global one when set; never a replay)
+    runs under its `invoke_agent` span; with `adopt_trace_id` (the run made its trace id
+    itself) the state takes the span's trace id. An untraced run costs one look-up here.
+
     Raises:
         UnhandledStop: the API sent a stop_reason with no handler (`.result` is set).
         Exception: a tool's exception with `on_tool_error="raise"`; your callbacks' errors.
         anyio's cancellation exception: the caller cancelled the task (re-raised).
     """
-    ctx = RunContext(config, state, on_event=on_event)
+    tracing = config.tracing
+    if tracing is None and config.traces_global:
+        tracing = global_tracing()
+    if tracing is None or config.recorded is not None:
+        return await _execute(config, state, cancel, on_event, resumed, None)
+    from ..otel._run import start_run  # OpenTelemetry is imported once a run is traced, not before
+
+    spans = start_run(config, state, tracing, adopt_trace_id=adopt_trace_id)
+    if spans is None:
+        return await _execute(config, state, cancel, on_event, resumed, None)
+    try:
+        with spans.current():
+            result = await _execute(config, state, cancel, on_event, resumed, spans.observe)
+    except BaseException as exc:
+        spans.end(exc)
+        raise
+    spans.end(None)
+    return result
+
+
+async def _execute(
+    config: LoopConfig,
+    state: LoopState,
+    cancel: anyio.Event | None,
+    on_event: EventHook | None,
+    resumed: Mapping[str, object] | None,
+    observer: EventHook | None,
+) -> LoopResult:
+    ctx = RunContext(config, state, on_event=on_event, observer=observer)
     driver = _Driver(ctx)
     config.machine.start(driver.run, state.phase)
     if config.metrics is not None:

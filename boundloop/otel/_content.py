@@ -1,0 +1,80 @@
+"""Message content in the GenAI conventions' shapes, redacted, as JSON strings for span attributes.
+
+Only a run that opted in (`AgentLoop(trace_content=True)`) puts content on its spans. Every
+string goes through the loop's redactor first, as in the JSON-lines trace. The conventions'
+parts: `text`, `tool_call` (id, name, arguments), `tool_call_response` (id, response),
+`reasoning` for thinking, and the block's own type for anything else (no data).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
+
+from ..trace import Deferred, json_default, redact_strings
+
+Redact = Callable[[str], str]
+
+
+def as_json(value: object, redact: Redact) -> str:
+    """`value` (a `Deferred` or plain JSON) redacted: a string as it is, anything else as JSON."""
+    plain = value.json() if isinstance(value, Deferred) else redact_strings(value, redact)
+    return plain if isinstance(plain, str) else json.dumps(plain, default=json_default, ensure_ascii=False)
+
+
+def messages(history: Sequence[Mapping[str, Any]], redact: Redact) -> str:
+    """Messages API params (or dumped responses) as the conventions' chat messages."""
+    chat = [{"role": message.get("role"), "parts": parts(message.get("content"))} for message in history]
+    return json.dumps(redact_strings(chat, redact), default=json_default, ensure_ascii=False)
+
+
+def output(blocks: object, finish_reason: str | None, redact: Redact) -> str:
+    """A response's content as the conventions' output messages: one assistant message."""
+    message: dict[str, object] = {"role": "assistant", "parts": parts(blocks)}
+    if finish_reason is not None:
+        message["finish_reason"] = finish_reason
+    return json.dumps(redact_strings([message], redact), default=json_default, ensure_ascii=False)
+
+
+def system_instructions(system: str, redact: Redact) -> str:
+    """The system prompt as the conventions' system instructions."""
+    return json.dumps([{"type": "text", "content": redact(system)}], ensure_ascii=False)
+
+
+def parts(content: object) -> list[dict[str, object]]:
+    """A message's content (a string, or blocks as dicts or SDK objects) as message parts."""
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    if not isinstance(content, list):
+        return []
+    return [_part(_plain(block)) for block in cast(list[object], content)]
+
+
+def _plain(block: object) -> Mapping[str, Any]:
+    if isinstance(block, Mapping):
+        return cast(Mapping[str, Any], block)
+    try:
+        dumped = json_default(block)  # an SDK block: the fields the API sent
+    except TypeError:
+        return {}
+    return cast(Mapping[str, Any], dumped) if isinstance(dumped, Mapping) else {}
+
+
+def _part(block: Mapping[str, Any]) -> dict[str, object]:
+    kind = block.get("type")
+    if kind == "text":
+        return {"type": "text", "content": block.get("text", "")}
+    if kind in ("tool_use", "server_tool_use"):
+        return {
+            "type": "tool_call",
+            "id": block.get("id"),
+            "name": block.get("name"),
+            "arguments": block.get("input"),
+        }
+    if kind == "tool_result":
+        response = block.get("content", "")
+        return {"type": "tool_call_response", "id": block.get("tool_use_id"), "response": response}
+    if kind == "thinking":
+        return {"type": "reasoning", "content": block.get("thinking", "")}
+    return {"type": str(kind)}  # images, documents, redacted thinking, ...: the kind, not the data

@@ -1,0 +1,375 @@
+"""One run's spans, built from its trace events: `invoke_agent` over the run, a `chat` span per
+model call, an `execute_tool` span per tool call, and a `transition` event per edge.
+
+The driver makes a `RunSpans` only for a run that is traced, and `RunContext.emit` hands it
+every trace event first (`observe`), so an untraced run does no work per event. The run span
+is the current span while the run goes on: the anthropic SDK's own span of a model call, and
+any span a tool makes, are its children. A model call's span is the SDK's when the client
+traces to the same provider (`chat_spans` is False); otherwise boundloop makes it, from the
+`proposal` event (start = its time minus the call's duration). A tool call's span starts with
+its batch (the `tool_call` event) and lasts the call's own duration, so a parallel batch's
+spans overlap. Telemetry never fails a run: a failure here is logged and dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import re
+from collections.abc import Generator, Mapping
+from typing import TYPE_CHECKING, Final, cast, final
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.util.types import AttributeValue
+
+from .._records import FAILED_OUTCOMES, StopReason, Usage
+from ..trace import TraceEvent
+from . import _content
+from ._setup import Tracing
+
+if TYPE_CHECKING:
+    from .._config import LoopConfig
+    from ..state import LoopState
+
+log = logging.getLogger("boundloop.otel")
+
+PROVIDER: Final = "anthropic"
+"""`gen_ai.provider.name`: the conventions' name for the Anthropic API."""
+
+_W3C_TRACE_ID: Final = re.compile(r"[0-9a-f]{32}")
+_MODEL_ERRORS: Final = frozenset({"model_api", "model_response"})
+
+
+def _ns(seconds: float) -> int:
+    """Epoch seconds (a trace event's `at`) as OpenTelemetry's epoch nanoseconds."""
+    return int(seconds * 1e9)
+
+
+def sdk_traces(client: object, provider: object) -> bool:
+    """Whether the anthropic SDK client makes its own span of each model call on `provider`.
+
+    An SDK client (2.x) traces unless its `open_telemetry` option (or ANTHROPIC_OPEN_TELEMETRY=false)
+    turns its traces off, to its own `tracer_provider` or else to the global provider.
+    """
+    options: object = getattr(client, "open_telemetry", None)
+    if not isinstance(options, Mapping):
+        return False  # ScriptedClient, or any client that is not the SDK's
+    resolved = cast(Mapping[str, object], options)
+    traces = resolved.get("traces")
+    if not isinstance(traces, Mapping) or not cast(Mapping[str, object], traces).get("enabled"):
+        return False
+    own = resolved.get("tracer_provider")
+    return (own if own is not None else trace.get_tracer_provider()) is provider
+
+
+def _parent(state: LoopState, adopt_trace_id: bool) -> otel_context.Context | None:
+    """The run span's parent: the caller's current span if any; else, for a trace id the run
+    did not make (given by the caller, or stored by an earlier session), that trace, joined
+    under a remote parent as a propagated context would be; else none (a new trace)."""
+    if adopt_trace_id or trace.get_current_span().get_span_context().is_valid:
+        return None
+    if _W3C_TRACE_ID.fullmatch(state.trace_id) is None or not int(state.trace_id, 16):
+        return None  # not a W3C trace id: the run gets a trace of its own
+    remote = SpanContext(
+        trace_id=int(state.trace_id, 16),
+        span_id=int.from_bytes(os.urandom(8)) or 1,
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+    return trace.set_span_in_context(NonRecordingSpan(remote))
+
+
+def start_run(
+    config: LoopConfig, state: LoopState, tracing: Tracing, *, adopt_trace_id: bool
+) -> RunSpans | None:
+    """The spans of a run that starts now; None (the run goes on untraced) if the provider fails."""
+    try:
+        return RunSpans(config, state, tracing, adopt_trace_id=adopt_trace_id)
+    except Exception:  # telemetry never fails a run
+        log.warning("could not start the run's span; the run is not traced", exc_info=True)
+        return None
+
+
+@final
+class RunSpans:
+    """The spans of one traced run (one session of it: a resume is a run span of its own)."""
+
+    __slots__ = (
+        "batch_at",
+        "chat_spans",
+        "config",
+        "content",
+        "errors_before",
+        "parent",
+        "path",
+        "propose_at",
+        "span",
+        "state",
+        "tracer",
+        "usage_before",
+    )
+
+    def __init__(
+        self, config: LoopConfig, state: LoopState, tracing: Tracing, *, adopt_trace_id: bool
+    ) -> None:
+        self.config = config
+        self.state = state
+        self.tracer = tracing.tracer
+        self.content = config.trace_content
+        self.chat_spans = not sdk_traces(config.client, tracing.provider)
+        self.span: Span = self.tracer.start_span(
+            f"invoke_agent {config.name}",
+            context=_parent(state, adopt_trace_id),
+            kind=SpanKind.INTERNAL,
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.provider.name": PROVIDER,
+                "gen_ai.agent.name": config.name,
+                "gen_ai.request.model": config.model,
+                "gen_ai.request.max_tokens": config.max_tokens,
+                "gen_ai.conversation.id": state.task_id,
+            },
+        )
+        own = self.span.get_span_context()
+        if adopt_trace_id and own.is_valid:  # one id for the spans, the JSON-lines trace and exemplars
+            state.trace_id = f"{own.trace_id:032x}"
+        self.span.set_attribute("boundloop.trace_id", state.trace_id)
+        self.parent = trace.set_span_in_context(self.span)
+        self.path: list[str] = []
+        self.propose_at: float | None = None
+        self.batch_at: float | None = None
+        self.usage_before = dataclasses.replace(state.usage)
+        self.errors_before = len(state.errors)
+
+    @contextlib.contextmanager
+    def current(self) -> Generator[None]:
+        """The run span as the current span, in the run's task and the tasks it starts."""
+        token = otel_context.attach(self.parent)
+        try:
+            yield
+        finally:
+            otel_context.detach(token)
+
+    def observe(self, event: TraceEvent) -> None:
+        """Record a trace event on the spans; never raises."""
+        try:
+            kind = event.kind
+            if kind == "transition":
+                self._transition(event)
+            elif kind == "tool_result":
+                self._tool_result(event)
+            elif kind == "tool_call":
+                self.batch_at = event.at
+            elif kind == "proposal":
+                self._proposal(event)
+            elif kind == "error":
+                self._error(event)
+            elif kind == "resume":
+                self.span.set_attribute("boundloop.resumed_from", str(event.data.get("from_phase")))
+        except Exception:  # telemetry never fails a run
+            log.debug("could not record a %s event on the run's spans", event.kind, exc_info=True)
+
+    def _transition(self, event: TraceEvent) -> None:
+        source, dest = str(event.source), str(event.dest)
+        self.path.append(f"{source}->{dest}")
+        attributes: dict[str, AttributeValue] = {
+            "boundloop.source": source,
+            "boundloop.dest": dest,
+            "boundloop.trigger": str(event.trigger),
+        }
+        guard = event.data.get("guard")
+        if guard is not None:
+            attributes["boundloop.guard"] = guard
+        self.span.add_event("transition", attributes, timestamp=_ns(event.at))
+        if dest == "propose":
+            self.propose_at = event.at
+
+    def _chat(self, start: float, step: int, attributes: dict[str, AttributeValue]) -> Span:
+        """A chat span, its attributes all given at its start (one pass of the SDK's checks)."""
+        model = self.config.model
+        return self.tracer.start_span(
+            f"chat {model}",
+            context=self.parent,
+            kind=SpanKind.CLIENT,
+            attributes={
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": PROVIDER,
+                "gen_ai.request.model": model,
+                "gen_ai.conversation.id": self.state.task_id,
+                "boundloop.step": step,
+                **attributes,
+            },
+            start_time=_ns(start),
+        )
+
+    def _proposal(self, event: TraceEvent) -> None:
+        if not self.chat_spans:
+            return  # the SDK's span of this call is the chat span, a child of the run span
+        data = event.data
+        state = self.state
+        response = state.responses[-1]  # recorded before its event
+        usage = response.usage
+        cache_read = usage.cache_read_input_tokens or 0
+        cache_creation = usage.cache_creation_input_tokens or 0
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.response.id": response.id,
+            "gen_ai.response.model": response.model,
+            # The conventions count every input token; Anthropic's input_tokens excludes the cache.
+            "gen_ai.usage.input_tokens": usage.input_tokens + cache_read + cache_creation,
+            "gen_ai.usage.output_tokens": usage.output_tokens,
+            "gen_ai.usage.cache_read.input_tokens": cache_read,
+            "gen_ai.usage.cache_creation.input_tokens": cache_creation,
+        }
+        stop_reason = data.get("stop_reason")
+        if stop_reason is not None:
+            attributes["gen_ai.response.finish_reasons"] = [str(stop_reason)]
+        if data.get("final_answer"):
+            attributes["boundloop.final_answer"] = True
+        if self.content:
+            redact = self.config.redactor
+            attributes["gen_ai.input.messages"] = _content.messages(state.messages[:-1], redact)
+            attributes["gen_ai.output.messages"] = _content.output(response.content, stop_reason, redact)
+            if self.config.system is not None:
+                attributes["gen_ai.system_instructions"] = _content.system_instructions(
+                    self.config.system, redact
+                )
+        span = self._chat(event.at - float(data.get("duration_s") or 0.0), event.step, attributes)
+        span.end(end_time=_ns(event.at))
+
+    def _error(self, event: TraceEvent) -> None:
+        data = event.data
+        at = _ns(event.at)
+        exception: dict[str, AttributeValue] = {
+            "exception.type": str(data.get("type")),
+            "exception.message": str(data.get("message")),
+            "boundloop.error.kind": str(data.get("kind")),
+        }
+        self.span.add_event("exception", exception, timestamp=at)
+        if data.get("kind") not in _MODEL_ERRORS or not self.chat_spans:
+            return
+        # The model call failed or its response was unusable: no proposal event will come.
+        status_code = data.get("status_code")
+        error_type = str(status_code) if status_code is not None else str(data.get("type"))
+        start = self.propose_at if self.propose_at is not None else event.at
+        span = self._chat(start, event.step, {"error.type": error_type})
+        span.add_event("exception", exception, timestamp=at)
+        span.set_status(Status(StatusCode.ERROR))
+        span.end(end_time=at)
+
+    def _tool_result(self, event: TraceEvent) -> None:
+        data = event.data
+        name = str(data.get("tool"))
+        outcome = str(data.get("outcome"))
+        attempts = int(data.get("attempts") or 0)
+        if attempts and self.batch_at is not None:  # it ran: from its batch's start, for its duration
+            start = self.batch_at
+            end = start + float(data.get("duration_s") or 0.0)
+        else:  # answered without running (denied, repeated, invalid, cancelled before it started)
+            start = end = event.at
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": str(data.get("tool_use_id")),
+            "gen_ai.tool.type": "function",
+            "boundloop.step": event.step,
+            "boundloop.tool.outcome": outcome,
+            "boundloop.tool.attempts": attempts,
+        }
+        tool = self.config.tools.get(name)
+        if tool is not None and tool.description:
+            attributes["gen_ai.tool.description"] = tool.description
+        if self.content:
+            redact = self.config.redactor
+            attributes["gen_ai.tool.call.arguments"] = _content.as_json(data.get("input"), redact)
+            attributes["gen_ai.tool.call.result"] = _content.as_json(data.get("content"), redact)
+        span = self.tracer.start_span(
+            f"execute_tool {name}",
+            context=self.parent,
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=_ns(start),
+        )
+        if outcome in FAILED_OUTCOMES:
+            span.set_attribute("error.type", outcome)
+            span.set_status(Status(StatusCode.ERROR))
+        span.end(end_time=_ns(end))
+
+    def end(self, exc: BaseException | None) -> None:
+        """Close the run span: outcome, usage of this session, path, and an error status for a
+        run that failed or an exception that leaves `run()` (not for a cancellation)."""
+        try:
+            self._finish(exc)
+        except Exception:  # telemetry never fails a run
+            log.debug("could not record the end of the run on its span", exc_info=True)
+        finally:
+            self.span.end()
+
+    def _finish(self, exc: BaseException | None) -> None:
+        state = self.state
+        span = self.span
+        reason = state.stop_reason
+        usage = _spent(state.usage, self.usage_before)
+        attributes: dict[str, AttributeValue] = {
+            "boundloop.stop_reason": str(reason),
+            "boundloop.step": state.step,
+            "boundloop.tool_calls": state.tool_calls,
+            "boundloop.path": self.path,
+            "gen_ai.usage.input_tokens": usage.input_tokens
+            + usage.cache_read_input_tokens
+            + usage.cache_creation_input_tokens,
+            "gen_ai.usage.output_tokens": usage.output_tokens,
+            "gen_ai.usage.cache_read.input_tokens": usage.cache_read_input_tokens,
+            "gen_ai.usage.cache_creation.input_tokens": usage.cache_creation_input_tokens,
+        }
+        if usage.cost_usd is not None:  # None: the model has no price, the cost is not tracked
+            attributes["boundloop.cost_usd"] = usage.cost_usd
+        if self.content:
+            attributes.update(self._run_content())
+        span.set_attributes(attributes)
+        error_type = self._error_type(exc)
+        if error_type is not None:
+            span.set_attribute("error.type", error_type)
+            detail = state.stop_detail if self.content and state.stop_detail else None
+            span.set_status(Status(StatusCode.ERROR, detail))
+
+    def _error_type(self, exc: BaseException | None) -> str | None:
+        """The run's `error.type`: the exception that leaves `run()`, else for a failed run the
+        last exception this session recorded; None for anything else (a cancellation included)."""
+        if exc is not None and not isinstance(exc, Exception):
+            return None  # the application stopped the run: no error of the run's own
+        if exc is not None:
+            return type(exc).__qualname__
+        if self.state.stop_reason is not StopReason.FAILED:
+            return None
+        errors = self.state.errors[self.errors_before :]
+        return next((error.type for error in reversed(errors) if error.type), None) or "failed"
+
+    def _run_content(self) -> dict[str, AttributeValue]:
+        state = self.state
+        redact = self.config.redactor
+        content: dict[str, AttributeValue] = {
+            "gen_ai.input.messages": _content.messages(state.messages[: state.opening], redact),
+        }
+        if state.answer is not None:
+            last = state.responses[-1].stop_reason if state.responses else None
+            content["gen_ai.output.messages"] = _content.output(state.answer, last, redact)
+        if self.config.system is not None:
+            content["gen_ai.system_instructions"] = _content.system_instructions(self.config.system, redact)
+        if state.stop_detail:
+            content["boundloop.stop_detail"] = state.stop_detail
+        return content
+
+
+def _spent(now: Usage, before: Usage) -> Usage:
+    """What this session spent: a resumed run's usage carries the earlier sessions'."""
+    return Usage(
+        input_tokens=now.input_tokens - before.input_tokens,
+        output_tokens=now.output_tokens - before.output_tokens,
+        cache_read_input_tokens=now.cache_read_input_tokens - before.cache_read_input_tokens,
+        cache_creation_input_tokens=now.cache_creation_input_tokens - before.cache_creation_input_tokens,
+        cost_usd=None if now.cost_usd is None else now.cost_usd - (before.cost_usd or 0.0),
+    )
