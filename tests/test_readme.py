@@ -1,16 +1,23 @@
-"""The README's code runs as written, and its quick start names the commands CI uses."""
+"""The README's code runs as written, its quick start names the commands CI uses, it names the
+trace kinds the code has, and its links work on the package index page as well as on GitHub."""
 
 from __future__ import annotations
 
 import re
 import runpy
+import tomllib
 from pathlib import Path
 
 import anyio
 import pytest
 
+from boundloop.trace import TRACE_KINDS
+
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+ASSUMED_REPOSITORY = "https://github.com/boundloop/boundloop"
+"""Where the README's links point while pyproject.toml has no `[project.urls]` repository."""
 
 
 def python_blocks() -> list[str]:
@@ -44,3 +51,66 @@ def test_quick_start_is_the_demo_and_the_ci_test_command() -> None:
     assert "boundloop demo" in quick_start
     assert "bash scripts/test" in quick_start
     assert "bash scripts/test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def section(heading: str) -> str:
+    """The README's text under `heading` (the whole heading line), up to the next heading."""
+    lines = README.splitlines()
+    start = lines.index(heading) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("#")), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def test_the_readme_names_the_trace_kinds_of_the_code() -> None:
+    """The README's list of trace event kinds is TRACE_KINDS, in order: no kind missing, none invented."""
+    listed = re.findall(
+        r"^- `([a-z_]+)` — ", section('### The trace<a id="the-trace"></a>'), flags=re.MULTILINE
+    )
+    assert tuple(listed) == TRACE_KINDS
+
+
+def repository() -> str:
+    """The repository URL: pyproject's `[project.urls]` when it names one, else the assumed one."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    urls: dict[str, str] = pyproject["project"].get("urls", {})
+    named = [url for key, url in urls.items() if key.lower() in ("repository", "source", "source code")]
+    return (named[0] if named else ASSUMED_REPOSITORY).rstrip("/")
+
+
+def links(markdown: str) -> list[str]:
+    """Every link target of a Markdown text (inline links, images, HTML href and src) outside code."""
+    prose = re.sub(r"^```.*?^```", "", markdown, flags=re.DOTALL | re.MULTILINE)
+    inline = re.findall(r"\]\(([^)\s]*)(?:\s+\"[^\"]*\")?\)", prose)
+    html = re.findall(r"(?:href|src)=\"([^\"]*)\"", prose)
+    return inline + html
+
+
+def test_every_readme_link_is_absolute_or_an_anchor() -> None:
+    """Relative links break on the package index page: every link is http(s) or an in-page anchor."""
+    found = links(README)
+    assert len(found) >= 15  # the scan finds the links
+    relative = [link for link in found if not re.match(r"https?://|#", link)]
+    assert relative == []
+
+
+def test_every_in_page_anchor_has_an_explicit_target() -> None:
+    """The package index page makes no ids from headings: each `#anchor` has an `<a id=...>` of its own."""
+    targets = set(re.findall(r'<a id="([^"]+)"></a>', README))
+    anchors = {link[1:] for link in links(README) if link.startswith("#")}
+    assert anchors
+    assert anchors <= targets
+
+
+def test_repository_links_point_at_files_that_exist() -> None:
+    """Links into the repository use its URL, on main, and name a file or folder of this checkout."""
+    base = repository()
+    into_repository = [
+        link for link in links(README) if re.match(r"https://github\.com/[^/]+/boundloop\b", link)
+    ]
+    assert len(into_repository) >= 10
+    for link in into_repository:
+        match = re.fullmatch(re.escape(base) + r"/(blob|tree)/main/([^#]+)(#[a-z0-9-]+)?", link)
+        assert match is not None, f"{link} is not {base}/blob/main/PATH or {base}/tree/main/PATH"
+        kind, path = match.group(1), match.group(2)
+        target = ROOT / path
+        assert target.is_file() if kind == "blob" else target.is_dir(), f"{link}: no {path} in the checkout"

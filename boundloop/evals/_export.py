@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from .._records import Observation, Provenance
-from ..prices import PRICES, price_for
+from ..prices import resolve_price
 from ..state import LoopState
 from ._fixture import schema
 from ._mocks import DEFAULT_TIMEOUT_S
@@ -185,7 +185,7 @@ def _fields(definition: str) -> set[str]:
 def _budget(provenance: Provenance, notes: list[str]) -> dict[str, Any]:
     allowed = _fields("budget")
     budget = {key: value for key, value in provenance.budget.items() if key in allowed and value is not None}
-    if "max_cost_usd" in budget and price_for(provenance.model, PRICES) is None:
+    if "max_cost_usd" in budget and resolve_price(provenance.model) is None:
         del budget["max_cost_usd"]  # its price was the caller's own: not recorded
         notes.append(f"max_cost_usd is dropped: there is no built-in price for {provenance.model}.")
     return budget

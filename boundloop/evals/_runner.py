@@ -194,7 +194,7 @@ def _judge(case: Case, run: _Run, duration: float) -> CaseResult:
         steps=0 if state is None else state.step,
         tool_calls=0 if state is None else state.tool_calls,
         tokens=0 if state is None else state.usage.input_tokens + state.usage.output_tokens,
-        cost_usd=0.0 if state is None else state.usage.cost_usd,
+        cost_usd=0.0 if state is None else state.usage.cost_usd or 0.0,
         duration_s=duration,
         proposed=len(observations),
         refused=_refused(run.events),

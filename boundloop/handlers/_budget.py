@@ -41,7 +41,7 @@ def ceiling_spent(ctx: RunContext) -> Exceeded | None:
     tokens = state.usage.total_tokens
     if budget.max_total_tokens is not None and tokens >= budget.max_total_tokens:
         return Exceeded(limit="max_total_tokens", value=budget.max_total_tokens, used=tokens)
-    cost = state.usage.cost_usd
+    cost = state.usage.cost_usd or 0.0  # None only without a price, so without a cost budget
     if budget.max_cost_usd is not None and cost >= budget.max_cost_usd:
         return Exceeded(limit="max_cost_usd", value=budget.max_cost_usd, used=cost)
     if ctx.deadline is not None and anyio.current_time() >= ctx.deadline:
@@ -119,9 +119,10 @@ def output_allowance(ctx: RunContext) -> int:
     estimate = next_input_estimate(ctx)
     if budget.max_total_tokens is not None:
         allowance = min(allowance, budget.max_total_tokens - state.usage.total_tokens - estimate)
-    price = config.price
+    price = None if config.price is None else config.price.at(estimate)  # a long-context tier
     if budget.max_cost_usd is not None and price is not None and price.output_per_mtok > 0:
-        left = budget.max_cost_usd - state.usage.cost_usd - estimate * price.input_per_mtok / 1_000_000
+        spent = state.usage.cost_usd or 0.0
+        left = budget.max_cost_usd - spent - estimate * price.input_per_mtok / 1_000_000
         allowance = min(allowance, math.floor(left * 1_000_000 / price.output_per_mtok))
     return allowance
 
@@ -139,7 +140,7 @@ def call_spent(ctx: RunContext) -> Exceeded | None:
         return Exceeded(
             limit="max_total_tokens", value=budget.max_total_tokens, used=state.usage.total_tokens
         )
-    return Exceeded(limit="max_cost_usd", value=budget.max_cost_usd or 0.0, used=state.usage.cost_usd)
+    return Exceeded(limit="max_cost_usd", value=budget.max_cost_usd or 0.0, used=state.usage.cost_usd or 0.0)
 
 
 def final_answer_note(exceeded: Exceeded) -> str:

@@ -168,7 +168,9 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     totals.cache_read_input_tokens += cache_read
     totals.cache_creation_input_tokens += cache_creation
     if config.price is not None:
-        totals.cost_usd += config.price.cost(usage)
+        totals.cost_usd = (totals.cost_usd or 0.0) + config.price.cost(usage)
+    else:
+        totals.cost_usd = None  # no price for the model: its cost is not tracked
     ctx.event(
         "proposal",
         stop_reason=response.stop_reason

@@ -1,0 +1,60 @@
+"""The docs' code runs as written, their trace table names the kinds the code has, and their
+relative links name files of the repository."""
+
+from __future__ import annotations
+
+import re
+import runpy
+from pathlib import Path
+
+import pytest
+
+from boundloop.trace import TRACE_KINDS
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+TESTING = (DOCS / "testing.md").read_text(encoding="utf-8")
+
+
+def python_blocks(markdown: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", markdown, flags=re.DOTALL)
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks(TESTING))))
+def test_the_testing_guide_runs(index: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each python block of docs/testing.md runs as a script and prints what its comments say."""
+    source = python_blocks(TESTING)[index]
+    script = tmp_path / f"testing_{index}.py"
+    script.write_text(source, encoding="utf-8")
+    runpy.run_path(str(script), run_name="__main__")
+    printed = capsys.readouterr().out.splitlines()
+    promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
+    assert promised
+    assert printed == promised
+
+
+def test_the_testing_guide_is_linked_from_the_readme() -> None:
+    """Users find the ScriptedClient docs from the README."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "docs/testing.md" in readme
+
+
+def test_the_architecture_trace_table_lists_the_trace_kinds() -> None:
+    """docs/architecture.md's table of trace events has a row per kind of TRACE_KINDS, no more."""
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    table = text.split("| kind | emitted by | `data` keys |", 1)[1].split("\n\n", 1)[0]
+    rows = re.findall(r"^\| `([a-z_]+)` \|", table, flags=re.MULTILINE)
+    assert sorted(rows) == sorted(TRACE_KINDS)
+
+
+@pytest.mark.parametrize("doc", sorted(path.name for path in DOCS.glob("*.md")))
+def test_relative_links_in_the_docs_name_files_that_exist(doc: str) -> None:
+    """A relative link in docs/ resolves to a file or folder of the repository."""
+    text = re.sub(
+        r"^```.*?^```", "", (DOCS / doc).read_text(encoding="utf-8"), flags=re.DOTALL | re.MULTILINE
+    )
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:|#", target):
+            continue
+        path = (DOCS / target.split("#", 1)[0]).resolve()
+        assert path.exists(), f"{doc}: {target} does not exist"
