@@ -428,6 +428,17 @@ async def concurrency(config: Config, report: Report) -> None:
     )
 
 
+def batched(run: Runner, batch: int) -> Runner:
+    """`run` `batch` times in a row, as one runner: short runs timed in batches."""
+
+    async def runs() -> object:
+        for _ in range(batch):
+            await run()
+        return None
+
+    return runs
+
+
 # -- 4. start-up ---------------------------------------------------------------------------
 
 
@@ -457,15 +468,7 @@ async def startup(config: Config, report: Report) -> None:
         factor=1e6 / batch,
     )
 
-    def batched(run: Runner) -> Runner:
-        async def runs() -> object:
-            for _ in range(batch):
-                await run()
-            return None
-
-        return runs
-
-    variants = {name: batched(run) for name, run in standard_variants(responses, instant, 3).items()}
+    variants = {name: batched(run, batch) for name, run in standard_variants(responses, instant, 3).items()}
     settle()
     one_turn = await compare(variants, repeat=config.startup_repeat, factor=1e6 / batch)
     rows = [[name, timing.cpu.show(), timing.wall.show(), "—", "—"] for name, timing in build.items()]
@@ -608,16 +611,7 @@ def tracing_variants(responses: Sequence[Message], provider: object, batch: int 
         variants[name] = loop_variant(client, loop)
     if batch == 1:
         return variants
-
-    def batched(run: Runner) -> Runner:
-        async def runs() -> object:
-            for _ in range(batch):
-                await run()
-            return None
-
-        return runs
-
-    return {name: batched(run) for name, run in variants.items()}
+    return {name: batched(run, batch) for name, run in variants.items()}
 
 
 async def tracing(config: Config, report: Report) -> None:
