@@ -7,7 +7,7 @@ import importlib
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .. import __version__
 from ._defaults import DEMO_MODEL, DIAGRAM_FORMATS
@@ -48,7 +48,12 @@ def _command(module: str, name: str) -> Command:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with errors raised as `CommandError` so they print as one line."""
+    """argparse, with errors raised as `CommandError` so they print as one line, and the
+    descriptions and exit-code epilogs printed as written."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise CommandError(f"{message} (see `{self.prog} --help`)")
@@ -92,7 +97,6 @@ def build_parser() -> argparse.ArgumentParser:
         prog="boundloop",
         description="A bounded, explicit, observable agent loop for Claude.",
         epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"boundloop {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True, parser_class=_Parser)
@@ -106,7 +110,6 @@ def build_parser() -> argparse.ArgumentParser:
             "and the budget left as they happen, then the stop reason, the answer and the totals."
         ),
         epilog=DEMO_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     demo_parser.add_argument(
         "--live", action="store_true", help="use the real API (AsyncAnthropic, ANTHROPIC_API_KEY)"
@@ -126,7 +129,6 @@ def build_parser() -> argparse.ArgumentParser:
             "The module is imported from the current directory (or --app-dir)."
         ),
         epilog=RUN_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run_parser.add_argument("spec", metavar="SPEC", help="module:factory, e.g. myapp.agents:build_loop")
     run_parser.add_argument("--goal", required=True, help="the task: the first user message")
@@ -149,7 +151,6 @@ def build_parser() -> argparse.ArgumentParser:
             "(docs/state-machine.md)."
         ),
         epilog=DIAGRAM_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     diagram_parser.add_argument(
         "--format",
@@ -181,7 +182,6 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
             "model asked. Newest first, each with the `boundloop resume` command that continues it."
         ),
         epilog=PENDING_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_store(pending_parser, required=True)
     pending_parser.add_argument("--json", action="store_true", help="print a JSON list instead")
@@ -198,7 +198,6 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
             "saved. See `boundloop pending` for what each run waits for."
         ),
         epilog=RESUME_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     resume_parser.add_argument("spec", metavar="SPEC", help="module:factory, e.g. myapp.agents:build_loop")
     resume_parser.add_argument("task_id", metavar="TASK_ID", help="the stored run to continue")
@@ -228,7 +227,6 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
             "are compared."
         ),
         epilog=REPLAY_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     replay_parser.add_argument(
         "source", metavar="SOURCE", help="a task id (with --store), a trace .jsonl or a state .json"
@@ -257,7 +255,6 @@ def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> Non
             "PATH is a fixture file or a folder of them. See docs/evals.md for the format."
         ),
         epilog=EVAL_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     eval_parser.add_argument("paths", nargs="*", metavar="PATH", help="fixture files or folders")
     eval_parser.add_argument("--check", action="store_true", help="validate the fixtures only; run nothing")
@@ -288,7 +285,6 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
             "forbidden. One line per problem: `FILE: RULE: FIELD: message`. See docs/contracts.md."
         ),
         epilog=CHECK_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check_parser.add_argument("contract", metavar="CONTRACT", help="the contract's JSON file")
     check_parser.add_argument(
@@ -307,7 +303,6 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
             "budget, the tools, the policy and the checks passed."
         ),
         epilog=COMPILE_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     compile_parser.add_argument("contract", metavar="CONTRACT", help="the contract's JSON file")
     compile_parser.add_argument("--output", "-o", required=True, metavar="FILE", help="the module to write")
@@ -329,7 +324,6 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
             "on the line silences one. PATH is a file or a folder (its *.py, recursively)."
         ),
         epilog=LINT_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     lint_parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders")
     lint_parser.add_argument("--json", action="store_true", help="print the findings as a JSON list")
