@@ -12,6 +12,7 @@ from hypothesis import settings
 from prometheus_client import CollectorRegistry
 
 from boundloop import LoopMetrics
+from tests.postgres import PostgresServer, running_server
 
 
 @pytest.fixture
@@ -53,3 +54,16 @@ def no_blocking_calls() -> Iterator[BlockBuster]:
     """
     with blockbuster_ctx(scanned_modules=["boundloop"], excluded_modules=["boundloop.cli"]) as buster:
         yield buster
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL server for the session (skips locally, fails in CI, if missing)."""
+    with running_server() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: PostgresServer) -> str:
+    """The DSN of a new, empty database on the session's server."""
+    return postgres_server.create_database()
