@@ -1,45 +1,30 @@
 """Integration: a real Prometheus scrapes a running loop's `/metrics` and answers PromQL about it.
 
-Needs the `prometheus` binary (Debian package `prometheus`): skipped locally when absent, a
-failure in CI (`BOUNDLOOP_REQUIRE_INTEGRATION=1`). Every wait polls Prometheus's HTTP API
-under a deadline; the server is terminated and awaited in a `finally`.
+The server comes from `tests/metrics/prometheus_server.py` (skipped locally without the
+`prometheus` binary, a failure in CI).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import socket
-import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
 
 import anyio
-import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
 from boundloop import LoopMetrics, LoopResult
 from boundloop.metrics import MetricsServer, serve
-from tests.conftest import require_binary
+from tests.metrics.prometheus_server import DEADLINE_S, Prometheus, Target, running_prometheus
 from tests.metrics.scripts import edges_taken, refund_loop
 
 pytestmark = pytest.mark.integration
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "examples" / "grafana" / "boundloop-dashboard.json"
 LOOP = "scraped"
-DEADLINE_S = 60
-
-
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def dashboard_expressions() -> list[str]:
@@ -50,15 +35,6 @@ def dashboard_expressions() -> list[str]:
         for panel in board["panels"]
         for target in panel["targets"]
     ]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PrometheusFiles:
-    """Where a test's Prometheus keeps its config, storage and log."""
-
-    config: Path
-    storage: Path
-    log: IO[bytes]
 
 
 @pytest.fixture
@@ -72,90 +48,10 @@ def metrics_endpoint(registry: CollectorRegistry) -> Iterator[MetricsServer]:
 
 
 @pytest.fixture
-def prometheus_files(tmp_path: Path, metrics_endpoint: MetricsServer) -> Iterator[PrometheusFiles]:
-    """A scrape config pointing at the loop's endpoint every second, a storage dir and a log file."""
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n"
-        "  scrape_interval: 1s\n"
-        "  evaluation_interval: 1s\n"
-        "scrape_configs:\n"
-        "  - job_name: boundloop\n"
-        "    scrape_interval: 1s\n"
-        "    scrape_timeout: 1s\n"
-        "    static_configs:\n"
-        f"      - targets: ['127.0.0.1:{metrics_endpoint.port}']\n"
-    )
-    with (tmp_path / "prometheus.log").open("wb") as log:
-        yield PrometheusFiles(config=config, storage=tmp_path / "data", log=log)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Prometheus:
-    """A running Prometheus server and a client for its HTTP API."""
-
-    api: httpx.AsyncClient
-    log: Path
-
-    async def query(self, promql: str) -> list[dict[str, Any]]:
-        """An instant query's result vector; fails on any API error."""
-        response = await self.api.get("/api/v1/query", params={"query": promql})
-        body = response.json()
-        assert response.status_code == 200, (promql, body)
-        assert body["status"] == "success", (promql, body)
-        assert body["data"]["resultType"] == "vector", (promql, body)
-        result: list[dict[str, Any]] = body["data"]["result"]
-        return result
-
-    async def wait_for(self, promql: str, *, at_least: float) -> None:
-        """Poll until `promql` returns a sample of at least `at_least`."""
-        while True:
-            samples = await self.query(promql)
-            if any(float(s["value"][1]) >= at_least for s in samples):
-                return
-            await anyio.sleep(0.25)
-
-
-@pytest.fixture
-async def prometheus(prometheus_files: PrometheusFiles) -> AsyncIterator[Prometheus]:
-    """A real Prometheus on a free loopback port, scraping the loop; terminated and awaited after."""
-    binary = require_binary("prometheus", "prometheus")
-    port = free_port()
-    process = await anyio.open_process(
-        [
-            binary,
-            f"--config.file={prometheus_files.config}",
-            f"--storage.tsdb.path={prometheus_files.storage}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--enable-feature=exemplar-storage",
-            "--log.level=warn",
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=prometheus_files.log,
-        stderr=prometheus_files.log,
-    )
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as api:
-            with anyio.fail_after(DEADLINE_S):
-                while True:
-                    if process.returncode is not None:
-                        log = await anyio.Path(prometheus_files.log.name).read_text()
-                        pytest.fail(f"prometheus exited with {process.returncode}:\n{log}")
-                    try:
-                        if (await api.get("/-/ready")).status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        pass
-                    await anyio.sleep(0.1)
-            yield Prometheus(api=api, log=Path(prometheus_files.log.name))
-    finally:
-        process.terminate()
-        with anyio.move_on_after(10, shield=True):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
-            with anyio.move_on_after(5, shield=True):
-                await process.wait()
+async def prometheus(tmp_path: Path, metrics_endpoint: MetricsServer) -> AsyncIterator[Prometheus]:
+    """A real Prometheus scraping the loop's endpoint every second."""
+    async with running_prometheus(tmp_path, [Target(port=metrics_endpoint.port, labels={})]) as server:
+        yield server
 
 
 async def test_prometheus_scrapes_every_edge_the_run_took(
