@@ -9,6 +9,7 @@ LoopError
 ├── ScriptExhausted                    ScriptedClient asked for more responses than scripted
 ├── UnhandledStop                      the API sent a stop_reason no handler is declared for
 ├── TaskExists                         run(task_id=...) names a task already in the store
+├── TaskBusy                           run() or resume() of a task another holder runs right now
 ├── TaskNotFound (KeyError)            resume() or replay names a task the store does not hold
 ├── NotResumable                       resume() of a run whose stop is final (completed, a budget, ...)
 ├── ApprovalMissing                    resume() without a decision for every call waiting on a human
@@ -102,6 +103,18 @@ class TaskExists(LoopError):
         super().__init__(
             f"task {task_id!r} is already in the store: resume it with loop.resume({task_id!r}) "
             "or start a new run with another task_id"
+        )
+
+
+class TaskBusy(LoopError):
+    """Raised by `run()`, `resume()` and a store's `lease()` when another holder (a worker, or a
+    run in this process) holds the task's lease: it runs the task right now, so this one does not."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(
+            f"task {task_id!r} is being run by another worker (it holds the task's lease): "
+            "try again once that run stops, or after its worker dies"
         )
 
 

@@ -13,7 +13,7 @@ from anthropic.types import MessageParam
 
 from ._config import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, build_config
 from ._envelope import new_state
-from .checkpoint.store import CheckpointStore
+from .checkpoint.store import CheckpointStore, lease_of
 from .contract._build import contract_of, loop_settings
 from .contract._contract import Contract, load_contract
 from .errors import CheckpointCorrupt, ConfigurationError, TaskExists, TaskNotFound
@@ -281,7 +281,9 @@ class AgentLoop:
             goal: the task, sent as the last user message.
             task_id: the run's id (default: 128 random bits as 32 hex digits); part of every
                 idempotency key. With a store, a task id already stored is refused: use `resume`
-                to continue it.
+                to continue it. With a store that leases (`LeasingStore`: `PostgresStore`,
+                `MemoryStore`), the run holds its task's lease from before that check until it
+                stops, so a worker recovering interrupted runs never resumes it meanwhile.
             trace_id: an incoming trace id to carry (default: a new one; in a traced run, the
                 OpenTelemetry trace id: of the caller's current span, else of the run's span).
             metadata: your own JSON values, kept in the state and in the trace's stop event.
@@ -298,6 +300,7 @@ class AgentLoop:
             ConfigurationError: no goal and no messages, an invalid history, metadata that is
                 not JSON, an empty task or trace id.
             TaskExists: the store already holds `task_id`.
+            TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
             UnhandledStop: the API returned a stop_reason with no handler (`.result` holds
                 the partial result).
             Exception: a tool's exception, with `on_tool_error="raise"` (the run is recorded
@@ -315,16 +318,17 @@ class AgentLoop:
             provenance=self._config.provenance,
         )
         store = self._config.store
-        if store is not None and task_id is not None:
-            try:
-                exists = await store.load(task_id) is not None
-            except CheckpointCorrupt:
-                exists = True  # unreadable, but there: never overwritten either
-            if exists:
-                raise TaskExists(task_id)
-        return await execute(
-            self._config, state, cancel=cancel, on_event=on_event, adopt_trace_id=trace_id is None
-        )
+        async with lease_of(store, state.task_id):
+            if store is not None and task_id is not None:
+                try:
+                    exists = await store.load(task_id) is not None
+                except CheckpointCorrupt:
+                    exists = True  # unreadable, but there: never overwritten either
+                if exists:
+                    raise TaskExists(task_id)
+            return await execute(
+                self._config, state, cancel=cancel, on_event=on_event, adopt_trace_id=trace_id is None
+            )
 
     async def resume(
         self,
@@ -342,6 +346,12 @@ class AgentLoop:
         same idempotency key. A run waiting for a human goes on with the decisions given.
         Budget counters carry over: a resumed run never spends more than the original budget.
 
+        With a store that leases (`LeasingStore`: `PostgresStore`, `MemoryStore`), the resumed
+        run holds its task's lease from before the state is loaded until it stops: of two
+        workers resuming one task at once, one runs it and the other gets `TaskBusy`. When a
+        worker dies, its leases go with it (for `PostgresStore`, with its database session),
+        so another worker can resume the runs it left behind.
+
         Args:
             task_id: the stored run.
             approvals: for a run waiting on approval, `{tool_use_id: True | False | reason}`
@@ -357,6 +367,7 @@ class AgentLoop:
         Raises:
             ConfigurationError: the loop has no store.
             TaskNotFound: the store does not hold `task_id`.
+            TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
             CheckpointCorrupt: the stored state cannot be read.
             NotResumable: the run's stop is final (completed, a budget, a block, ...).
             ApprovalMissing: a waiting call has no decision (the run keeps waiting).
@@ -364,11 +375,12 @@ class AgentLoop:
         store = self._config.store
         if store is None:
             raise ConfigurationError("resume needs a store: AgentLoop(..., store=SQLiteStore('runs.db'))")
-        state = await store.load(task_id)
-        if state is None:
-            raise TaskNotFound(task_id)
-        resumed = prepare(state, approvals, reply)
-        return await execute(self._config, state, cancel=cancel, on_event=on_event, resumed=resumed)
+        async with lease_of(store, task_id):
+            state = await store.load(task_id)
+            if state is None:
+                raise TaskNotFound(task_id)
+            resumed = prepare(state, approvals, reply)
+            return await execute(self._config, state, cancel=cancel, on_event=on_event, resumed=resumed)
 
     async def _continue(
         self, state: LoopState, *, cancel: anyio.Event | None = None, on_event: EventHook | None = None

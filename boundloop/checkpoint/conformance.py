@@ -9,10 +9,20 @@ async def test_my_store(check: Check) -> None:
     store = MyStore(...)
     await check(store, store_raw_writer)
 ```
+
+A store that leases tasks (`LeasingStore`) passes `LEASE_CHECKS` too, each an async function
+of a fresh store:
+
+```python
+@pytest.mark.parametrize("check", LEASE_CHECKS, ids=lambda check: check.__name__)
+async def test_my_store_leases(check: LeaseCheck) -> None:
+    await check(MyStore(...))
+```
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeAlias
@@ -20,14 +30,15 @@ from typing import Final, TypeAlias
 import anyio
 
 from .._records import Escalation, PendingApproval
-from ..errors import CheckpointCorrupt
+from ..errors import CheckpointCorrupt, TaskBusy
 from ..state import LoopState, StopReason
 from ..statemachine.table import Phase
-from .store import CheckpointStore
+from .store import CheckpointStore, LeasingStore
 
 RawWriter: TypeAlias = Callable[[str, str], Awaitable[None]]
 """`write_raw(task_id, text)`: store `text` as the task's state, unchecked."""
 Check: TypeAlias = Callable[[CheckpointStore, RawWriter], Awaitable[None]]
+LeaseCheck: TypeAlias = Callable[[LeasingStore], Awaitable[None]]
 
 
 def sample_state(
@@ -158,3 +169,73 @@ CHECKS: Final[tuple[Check, ...]] = (
     saves_concurrently,
 )
 """Every check of the suite, in order."""
+
+
+async def _busy(store: LeasingStore, task_id: str) -> bool:
+    """Whether a lease of `task_id` is refused with `TaskBusy` naming it."""
+    refusal: TaskBusy | None = None
+    try:
+        async with store.lease(task_id):
+            pass
+    except TaskBusy as exc:
+        refusal = exc
+    if refusal is None:
+        return False
+    assert refusal.task_id == task_id, refusal.task_id
+    assert task_id in str(refusal)
+    return True
+
+
+async def holds_a_task_exclusively(store: LeasingStore) -> None:
+    """A second lease of a held task raises `TaskBusy` at once, however often it is tried."""
+    async with store.lease("t-held"):
+        with anyio.fail_after(10):
+            assert await _busy(store, "t-held")
+            assert await _busy(store, "t-held")
+
+
+async def releases_a_lease_however_the_block_exits(store: LeasingStore) -> None:
+    """A lease is released when its block ends, raises or is cancelled: the next one gets in."""
+    async with store.lease("t-next"):
+        pass
+    assert not await _busy(store, "t-next")
+    try:
+        async with store.lease("t-next"):
+            raise LookupError("the run failed")
+    except LookupError:
+        pass
+    assert not await _busy(store, "t-next")
+    with anyio.move_on_after(0):
+        async with store.lease("t-next"):
+            await anyio.sleep_forever()
+    assert not await _busy(store, "t-next")
+
+
+async def leases_tasks_independently(store: LeasingStore) -> None:
+    """Holding one task blocks no other: twenty leases are held at once."""
+    async with contextlib.AsyncExitStack() as held:
+        for index in range(20):
+            await held.enter_async_context(store.lease(f"t-lease-{index}"))
+        assert await _busy(store, "t-lease-7")
+        assert not await _busy(store, "t-other")
+    assert not await _busy(store, "t-lease-7")
+
+
+async def leases_regardless_of_stored_state(store: LeasingStore) -> None:
+    """A lease is about who runs a task, not whether it is stored: saving, loading and deleting
+    work under it, and it outlives the task's row."""
+    async with store.lease("t-stored"):
+        await store.save(sample_state("t-stored"))
+        assert await store.load("t-stored") is not None
+        assert await store.delete("t-stored") is True
+        assert await _busy(store, "t-stored")
+    assert not await _busy(store, "t-stored")
+
+
+LEASE_CHECKS: Final[tuple[LeaseCheck, ...]] = (
+    holds_a_task_exclusively,
+    releases_a_lease_however_the_block_exits,
+    leases_tasks_independently,
+    leases_regardless_of_stored_state,
+)
+"""Every check of a store that leases tasks, in order."""

@@ -3,6 +3,9 @@
 The loop saves `LoopState` before a batch of tool calls runs (the calls and their
 idempotency keys, as intents), after their results are recorded, and, shielded from
 cancellation, when the run stops. `AgentLoop.resume` loads it back.
+
+A store that several workers share also leases tasks (`LeasingStore`): `run` and `resume`
+hold the task's lease while the run executes, so two workers never run the same task at once.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ import dataclasses
 import sqlite3
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import AsyncGenerator, Generator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Final, Literal, Protocol, TypeAlias, final
+from typing import Final, Literal, Protocol, TypeAlias, final, runtime_checkable
 
 import anyio.to_thread
 
-from ..errors import CheckpointCorrupt
+from ..errors import CheckpointCorrupt, TaskBusy
 from ..state import LoopState, StopReason
 from ..statemachine.table import Phase
 
@@ -102,12 +106,57 @@ class CheckpointStore(Protocol):
         ...
 
 
+@runtime_checkable
+class LeasingStore(CheckpointStore, Protocol):
+    """A store that also gives a task to one holder at a time, across every process sharing it.
+
+    `AgentLoop.run` and `AgentLoop.resume` hold the lease of their task for the whole run
+    when the store is a `LeasingStore`; a second `run` or `resume` of the task meanwhile,
+    in this process or in another worker, raises `TaskBusy` at once instead of running it too.
+    """
+
+    def lease(self, task_id: str) -> AbstractAsyncContextManager[None]:
+        """Hold `task_id` exclusively until the block exits; released however it exits.
+
+        Raises:
+            TaskBusy: another holder has it (at once: a lease never waits).
+        """
+        ...
+
+
+def lease_of(store: CheckpointStore | None, task_id: str) -> AbstractAsyncContextManager[None]:
+    """The store's lease of `task_id`, or a no-op for a store that does not lease (or none)."""
+    if isinstance(store, LeasingStore):
+        return store.lease(task_id)
+    return contextlib.nullcontext()
+
+
 @final
 class MemoryStore:
-    """Checkpoints in memory, as JSON snapshots (for tests and short-lived processes)."""
+    """Checkpoints in memory, as JSON snapshots (for tests and short-lived processes).
+
+    It leases tasks within its process (`LeasingStore`), so two concurrent runs of one task
+    are refused with `TaskBusy` here as in a store shared by workers.
+    """
 
     def __init__(self) -> None:
         self._states: dict[str, tuple[StoredRun, str]] = {}
+        self._leased: set[str] = set()
+
+    @contextlib.asynccontextmanager
+    async def lease(self, task_id: str) -> AsyncGenerator[None]:
+        """Hold `task_id` until the block exits.
+
+        Raises:
+            TaskBusy: a run of this store holds it already.
+        """
+        if task_id in self._leased:
+            raise TaskBusy(task_id)
+        self._leased.add(task_id)
+        try:
+            yield
+        finally:
+            self._leased.discard(task_id)
 
     async def save(self, state: LoopState) -> None:
         """Snapshot the state as JSON."""
@@ -175,7 +224,11 @@ _MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
 
 @final
 class SQLiteStore:
-    """Checkpoints in one SQLite file (WAL); every query runs in a worker thread, never on the loop."""
+    """Checkpoints in one SQLite file (WAL); every query runs in a worker thread, never on the loop.
+
+    It does not lease tasks (it is no `LeasingStore`): it serves one process, which must not
+    run one task twice at once. Workers sharing checkpoints use `PostgresStore`.
+    """
 
     def __init__(self, path: str | Path) -> None:
         # No I/O here: a store may be built inside async code; the schema is made on first use.
