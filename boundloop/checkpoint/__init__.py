@@ -1,11 +1,38 @@
-"""Checkpoint stores for `AgentLoop(store=...)`, and the conformance suite every store passes."""
+"""Checkpoint stores for `AgentLoop(store=...)`, and the conformance suite every store passes.
+
+`PostgresStore` is loaded on first use (PEP 562), so importing this package never imports
+psycopg; without the `postgres` extra, using it raises an error saying what to install.
+"""
 
 from __future__ import annotations
 
+import typing
+
 from .store import CheckpointStore as CheckpointStore
+from .store import LeasingStore as LeasingStore
 from .store import MemoryStore as MemoryStore
 from .store import SQLiteStore as SQLiteStore
 from .store import Status as Status
 from .store import StoredRun as StoredRun
 
-__all__ = ["CheckpointStore", "MemoryStore", "SQLiteStore", "Status", "StoredRun"]
+if typing.TYPE_CHECKING:
+    from .postgres import PostgresStore as PostgresStore
+
+__all__ = [
+    "CheckpointStore",
+    "LeasingStore",
+    "MemoryStore",
+    "PostgresStore",
+    "SQLiteStore",
+    "Status",
+    "StoredRun",
+]
+
+
+def __getattr__(name: str) -> object:
+    """`PostgresStore`, imported when first asked for (it needs the `postgres` extra)."""
+    if name == "PostgresStore":
+        from .postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
