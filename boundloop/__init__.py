@@ -2,16 +2,19 @@
 
 The model proposes; the software decides. See `AgentLoop`.
 
-`import boundloop` loads nothing but this module: the public names below are imported on first
-use (PEP 562's module `__getattr__`), so the command line's `--help`, or a program that only
-needs `boundloop.errors`, does not pay for the Anthropic SDK, pydantic and the rest. The first
-public name used loads them all, as a plain import used to. Type checkers read the imports
-under `TYPE_CHECKING`, which are the same names from the same modules.
+`import boundloop` loads nothing but this module: each public name below is imported on first
+use (PEP 562's module `__getattr__`), from its own module only. The command line's `--help`, a
+program that only needs `boundloop.errors`, or a tools module that imports `tool`, `Budget` and
+`Policy` do not pay for the Anthropic SDK: `AgentLoop` (whose job is to call it) loads it.
+Type checkers read the imports under `TYPE_CHECKING`, which are the same names from the same
+modules.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 import typing
 
 if typing.TYPE_CHECKING:
@@ -56,6 +59,7 @@ if typing.TYPE_CHECKING:
     from .model import Model as Model
     from .policy import Policy as Policy
     from .prices import Price as Price
+    from .prices import UnpricedModelWarning as UnpricedModelWarning
     from .replay import Divergence as Divergence
     from .replay import ReplayReport as ReplayReport
     from .replay import replay as replay
@@ -117,6 +121,7 @@ __all__ = [
     "TraceEvent",
     "Truncated",
     "UnhandledStop",
+    "UnpricedModelWarning",
     "Usage",
     "Verdict",
     "replay",
@@ -165,6 +170,7 @@ _SOURCES: typing.Final[dict[str, str]] = {
     "Model": ".model",
     "Policy": ".policy",
     "Price": ".prices",
+    "UnpricedModelWarning": ".prices",
     "Divergence": ".replay",
     "ReplayReport": ".replay",
     "replay": ".replay",
@@ -176,35 +182,42 @@ _SOURCES: typing.Final[dict[str, str]] = {
     "ScriptedClient": ".testing",
     "TraceEvent": ".trace",
 }
-"""Where each public name is defined, relative to the package: what `_load` imports."""
-
-_loaded = False
+"""Where each public name is defined, relative to the package: what `__getattr__` imports."""
 
 
-def _load() -> None:
-    """Import every public name's module and bind the names here, as the eager imports did."""
-    global _loaded
-    if _loaded:
-        return
-    found = {
-        name: getattr(importlib.import_module(module, __name__), name) for name, module in _SOURCES.items()
-    }
-    # After the imports: importing `.replay` binds the submodule here, the function must win.
-    globals().update(found)
-    _loaded = True
+class _Package(types.ModuleType):
+    """The package's module type: a public name that is also a submodule's (`replay`) stays the name.
+
+    Importing `boundloop.replay` binds the submodule on the package, over the `replay` function
+    when that was loaded first, and hides it when it was not (`__getattr__` no longer runs).
+    Whenever the submodule is imported, the package keeps the function, as the eager imports did.
+    """
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if (
+            name in _SOURCES
+            and isinstance(value, types.ModuleType)
+            and value.__name__ == f"{self.__name__}.{name}"
+        ):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
 
     def __getattr__(name: str) -> object:
-        """A public name on first use (which loads them all), or a submodule not imported yet.
+        """A public name on first use (which imports its module), or a submodule not imported yet.
 
         Raises:
             AttributeError: neither a public name nor a submodule of the package.
         """
         if name in _SOURCES:
-            _load()
-            return globals()[name]
+            value = getattr(importlib.import_module(_SOURCES[name], __name__), name)
+            globals()[name] = value
+            return value
         if name.startswith("__"):
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         # `import boundloop; boundloop.errors.X` worked while this module imported everything;

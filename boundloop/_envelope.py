@@ -6,14 +6,15 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from typing import cast
-
-from anthropic.types import MessageParam
+from typing import TYPE_CHECKING, cast
 
 from ._records import Provenance
 from .errors import ConfigurationError
 from .state import LoopState
 from .transcript import append_user, transcript_errors
+
+if TYPE_CHECKING:
+    from anthropic.types import MessageParam
 
 
 def new_state(

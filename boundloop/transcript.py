@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from anthropic.types import ContentBlockParam, MessageParam
+if TYPE_CHECKING:
+    from anthropic.types import ContentBlockParam, MessageParam
 
 
 def append_user(messages: list[MessageParam], blocks: list[ContentBlockParam]) -> None:

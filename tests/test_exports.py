@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import enum
 import importlib
 import inspect
 import json
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -84,6 +86,23 @@ def test_every_loop_exception_is_exported() -> None:
         assert getattr(boundloop, name) is getattr(boundloop.errors, name)
 
 
+def test_every_warning_of_the_package_is_exported() -> None:
+    """Each warning class the package defines (read from the source, so a new one is not missed)
+    is re-exported, so `warnings.filterwarnings(..., category=boundloop.X)` needs no submodule."""
+    package = Path(boundloop.__file__).parent
+    defined = {
+        (".".join(path.relative_to(package.parent).with_suffix("").parts), node.name)
+        for path in package.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef) and any(ast.unparse(b).endswith("Warning") for b in node.bases)
+    }
+    assert ("boundloop.prices", "UnpricedModelWarning") in defined
+    for module, name in defined:
+        assert name in boundloop.__all__, name
+        assert getattr(boundloop, name) is getattr(importlib.import_module(module), name)
+    assert issubclass(boundloop.UnpricedModelWarning, UserWarning)
+
+
 def test_the_exception_families_are_separate() -> None:
     """Misuse (ConfigurationError, a ValueError) and run outcomes (RunError) are separate LoopError kinds."""
     errors = boundloop.errors
@@ -111,6 +130,7 @@ def test_the_design_documents_imports_work() -> None:
         ScriptedClient,
         StopReason,
         ToolContext,
+        UnpricedModelWarning,
         tool,
     )
     from boundloop.errors import (  # noqa: F401 - importing them is the test

@@ -1,8 +1,9 @@
-"""Start-up: `import boundloop` and `boundloop --help` load neither the SDK nor the heavy libraries.
+"""Start-up: `import boundloop`, `boundloop --help` and the names a tools module imports load no SDK.
 
 Structural checks, in fresh interpreters, of which modules get imported (timings vary by machine;
-what is imported does not). The public names are loaded on first use (`boundloop.__getattr__`):
-the checks below also hold that laziness to the eager imports it replaced.
+what is imported does not). The public names are loaded on first use, each from its own module
+(`boundloop.__getattr__`): the checks below also hold that laziness to the eager imports it
+replaced.
 """
 
 from __future__ import annotations
@@ -102,6 +103,44 @@ def test_the_records_and_the_state_load_no_sdk() -> None:
     assert loaded(f"import {modules}") & (SDK | {"pydantic"}) == set()
 
 
+TOOLS_MODULE_NAMES = "tool, Tool, Budget, Policy, LoopState, TraceEvent, MemoryStore, SQLiteStore"
+"""What a user's tools module or a store script imports from the package."""
+
+DRIVE_A_LOOP = {"AgentLoop", "Divergence", "ReplayReport", "replay"}
+"""The public names whose modules call the SDK (`replay` drives a loop): the only ones that load it."""
+
+
+def test_the_names_of_a_tools_module_load_no_sdk() -> None:
+    """`from boundloop import tool, Budget, Policy, ...` does not import the SDK: its types are
+    imported for type checking only on that path, and `AgentLoop` is not loaded with them."""
+    assert loaded(f"from boundloop import {TOOLS_MODULE_NAMES}") & SDK == set()
+
+
+def test_the_state_and_the_policy_load_no_heavy_library() -> None:
+    """The limits, the state, the policy and the trace load neither pydantic nor the state
+    machine's diagrams (`transitions`' graph extension and graphviz)."""
+    assert loaded("from boundloop import Budget, LoopState, Policy, TraceEvent") == set()
+
+
+def test_only_the_names_that_drive_a_loop_load_the_sdk() -> None:
+    """Each public name but `AgentLoop` and replay's is used in turn in one fresh interpreter, and
+    the SDK is still not imported after any of them; then `AgentLoop` imports it."""
+    light = sorted(set(boundloop.__all__) - DRIVE_A_LOOP)
+    code = f"""
+import sys
+import boundloop
+for name in {light!r}:
+    getattr(boundloop, name)
+    assert "anthropic" not in sys.modules, f"boundloop.{{name}} imported the SDK"
+boundloop.AgentLoop
+assert "anthropic" in sys.modules
+"""
+    ran = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False, cwd=ROOT
+    )
+    assert ran.returncode == 0, ran.stderr
+
+
 def test_a_state_round_trips_in_a_fresh_process() -> None:
     """The adapter built lazily still validates the SDK's responses into `Message` objects."""
     code = """
@@ -167,3 +206,42 @@ assert {"AgentLoop", "tool", "__version__"} <= set(dir(boundloop))
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert ran.returncode == 0, ran.stderr
+
+
+@pytest.mark.parametrize(
+    "first",
+    ["import boundloop.evals", "from boundloop import Divergence", "import boundloop.replay"],
+    ids=["a-module-importing-replay", "another-name-of-replay", "the-submodule"],
+)
+def test_replay_stays_the_function_whatever_imports_its_module(first: str) -> None:
+    """`boundloop.replay` is the function, also when the submodule of that name was imported first
+    (which binds the submodule on the package), as while the package imported it eagerly."""
+    code = f"""
+{first}
+import boundloop
+from boundloop import replay
+assert callable(boundloop.replay) and boundloop.replay is replay, boundloop.replay
+assert replay.__module__ == "boundloop.replay"
+"""
+    ran = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_the_state_machine_package_loads_its_diagrams_on_first_use() -> None:
+    """`boundloop.statemachine`'s diagram names are the diagram module's own, its submodules are
+    attributes, and an unknown name is an AttributeError."""
+    import boundloop.statemachine as machine
+    from boundloop.statemachine import diagram
+
+    assert machine.render is diagram.render
+    assert machine.trace_path is diagram.trace_path
+    assert machine.FORMATS is diagram.FORMATS
+    assert vars(machine)["render"] is diagram.render  # bound: the next use is a plain lookup
+    assert machine.diagram is diagram
+    assert machine.guards.GUARDS is machine.GUARDS
+    assert sorted(machine.__all__) == sorted(set(dir(machine)) & set(machine.__all__))
+    for name in ("nope", "__nope__"):
+        with pytest.raises(AttributeError):
+            getattr(machine, name)

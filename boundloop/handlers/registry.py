@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Final, cast, final
-
-from anthropic.types import ToolParam
+from typing import TYPE_CHECKING, Final, cast, final
 
 from ..errors import ConfigurationError
 from .tools import Tool
+
+if TYPE_CHECKING:
+    from anthropic.types import ToolParam
 
 UNKNOWN_TOOL: Final = "_unknown"
 """Metric label for a tool name the model invented: labels never come from the model."""

@@ -10,13 +10,14 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Callable, Mapping
-from typing import Final, final
-
-from anthropic.types import Message, ToolUseBlock
+from typing import TYPE_CHECKING, Final, TypeAlias, final
 
 from .._records import StopReason
 from ..policy import Policy
 from ..state import LoopState
+
+if TYPE_CHECKING:
+    from anthropic.types import Message
 
 
 class Verdict(enum.Enum):
@@ -74,7 +75,7 @@ class SignalContext:
         return self.earlier_text + answer_text(message)
 
 
-SignalHandler = Callable[[Message, SignalContext], Route]
+SignalHandler: TypeAlias = Callable[["Message", SignalContext], Route]
 
 
 def stop(reason: StopReason, detail: str | None = None) -> Route:
@@ -94,6 +95,8 @@ def succeeded_tools(state: LoopState) -> set[str]:
 
 def on_tool_use(message: Message, ctx: SignalContext) -> Route:
     """Validate and run the tool calls."""
+    from anthropic.types import ToolUseBlock  # a response exists: the SDK is loaded
+
     if not any(isinstance(block, ToolUseBlock) for block in message.content):
         return stop(StopReason.FAILED, "stop_reason tool_use without any tool_use block")
     return _RUN_TOOLS
@@ -135,6 +138,8 @@ def on_max_tokens(message: Message, ctx: SignalContext) -> Route:
     A continuation asks for the rest in a user turn: ending a request with an assistant
     turn (prefill) is rejected by current models.
     """
+    from anthropic.types import ToolUseBlock  # a response exists: the SDK is loaded
+
     last = message.content[-1] if message.content else None
     if isinstance(last, ToolUseBlock):
         return stop(StopReason.TRUNCATED, f"output cut inside tool_use {last.name!r}: not executed")

@@ -8,18 +8,20 @@ import inspect
 import re
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Final, TypeAlias, cast, final, overload
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final, overload
 
 import anyio.to_thread
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.protocols
 import pydantic
-from anthropic.types import ToolParam
 
 from .._records import ToolCall
 from ..errors import ConfigurationError
 from ._outputs import OutputCheck, annotation_check, return_hint, schema_check
+
+if TYPE_CHECKING:
+    from anthropic.types import ToolParam
 
 _best_match = cast(
     "Callable[[Iterable[jsonschema.ValidationError]], jsonschema.ValidationError | None]",

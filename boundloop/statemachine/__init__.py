@@ -1,21 +1,31 @@
-"""The loop's state machine: the transition table, its guards, and diagrams drawn from it."""
+"""The loop's state machine: the transition table, its guards, and diagrams drawn from it.
+
+The diagram names (`render`, `trace_path`, ...) are imported on first use (PEP 562's module
+`__getattr__`): the diagrams need `transitions`' graph extension, which a run, or a program
+that only reads `Phase` through `boundloop.state`, does not.
+"""
 
 from __future__ import annotations
 
+import importlib
+import typing
+
 from ..trace import read_trace as read_trace
-from .diagram import FORMATS as FORMATS
-from .diagram import TracePath as TracePath
-from .diagram import render as render
-from .diagram import render_dot as render_dot
-from .diagram import render_image as render_image
-from .diagram import render_mermaid as render_mermaid
-from .diagram import trace_path as trace_path
 from .guards import GUARDS as GUARDS
 from .table import STATES as STATES
 from .table import TRANSITIONS as TRANSITIONS
 from .table import Phase as Phase
 from .table import TransitionRow as TransitionRow
 from .table import Trigger as Trigger
+
+if typing.TYPE_CHECKING:
+    from .diagram import FORMATS as FORMATS
+    from .diagram import TracePath as TracePath
+    from .diagram import render as render
+    from .diagram import render_dot as render_dot
+    from .diagram import render_image as render_image
+    from .diagram import render_mermaid as render_mermaid
+    from .diagram import trace_path as trace_path
 
 __all__ = [
     "FORMATS",
@@ -33,3 +43,33 @@ __all__ = [
     "render_mermaid",
     "trace_path",
 ]
+
+_DIAGRAM: typing.Final = frozenset(
+    {"FORMATS", "TracePath", "render", "render_dot", "render_image", "render_mermaid", "trace_path"}
+)
+"""The names `boundloop.statemachine.diagram` defines, imported on first use."""
+
+if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
+
+    def __getattr__(name: str) -> object:
+        """A diagram name on first use (which imports the diagram module), or a submodule.
+
+        Raises:
+            AttributeError: neither a name nor a submodule of the package.
+        """
+        if name in _DIAGRAM:
+            value = getattr(importlib.import_module(".diagram", __name__), name)
+            globals()[name] = value
+            return value
+        if name.startswith("__"):
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        # `boundloop.statemachine.diagram` was bound while this module imported it eagerly.
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})
