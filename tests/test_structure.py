@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,20 +106,3 @@ def test_no_module_is_over_400_lines(name: str) -> None:
     """One concept per module: a module past 400 lines is two things."""
     lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{MODULES[name]} has {lines} lines"
-
-
-def test_every_data_file_of_the_package_is_installed() -> None:
-    """Each non-Python file under boundloop/ matches a `package-data` pattern of pyproject.toml,
-    so a wheel carries the schemas the code reads (a wheel built from this tree was checked to
-    list them)."""
-    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
-    patterns: dict[str, list[str]] = pyproject["tool"]["setuptools"]["package-data"]
-    data = [
-        path
-        for path in PACKAGE.rglob("*")
-        if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts
-    ]
-    assert data
-    for path in data:
-        package = ".".join(path.parent.relative_to(PACKAGE.parent).parts)
-        assert any(path.match(pattern) for pattern in patterns.get(package, [])), path
