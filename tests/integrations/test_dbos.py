@@ -3,7 +3,7 @@ step per model call and per tool call, idempotent submission, and replay after a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -103,7 +103,7 @@ async def test_a_run_with_a_parallel_batch_completes_through_the_workflow_as_the
     assert [step["function_id"] for step in steps] == [1, 2, 3, 4, 5, 6]
     assert steps[0]["output"] is False
     assert [step["output"] for step in steps[2:5]] == ["21", "4", 5]
-    response: JSON = steps[1]["output"]
+    response = cast(JSON, steps[1]["output"])
     assert response["stop_reason"] == "tool_use"  # the response, as the API's JSON
     assert invoked.index("task-1:1:toolu_oslo") < invoked.index("task-1:1:toolu_paris")
     saved = await store.load("task-1")
