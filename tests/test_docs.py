@@ -33,6 +33,22 @@ def test_the_testing_guide_runs(index: int, tmp_path: Path, capsys: pytest.Captu
     assert printed == promised
 
 
+def test_the_tracing_guide_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/otel.md's python blocks run as scripts; its example prints the spans it says it does
+    (the block after "prints"), a tool handler's own spans among them."""
+    guide = (DOCS / "otel.md").read_text(encoding="utf-8")
+    blocks = python_blocks(guide)
+    assert len(blocks) == 2
+    for index, source in enumerate(blocks):
+        script = tmp_path / f"otel_{index}.py"
+        script.write_text(source, encoding="utf-8")
+        runpy.run_path(str(script), run_name="__main__")
+    printed = [line.rstrip() for line in capsys.readouterr().out.splitlines()]
+    promised = guide.split("\nprints\n\n```\n", 1)[1].split("```", 1)[0].splitlines()
+    assert printed == promised
+    assert "SELECT order O-1" in promised
+
+
 def test_the_testing_guide_is_linked_from_the_readme() -> None:
     """Users find the ScriptedClient docs from the README."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

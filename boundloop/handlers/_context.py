@@ -11,12 +11,13 @@ import dataclasses
 import re
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, final
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, TypeAlias, final
 
 import anthropic
 import sniffio
 
-from .._records import ErrorRecord, Turn
+from .._records import ErrorRecord, ToolCall, Turn
 from ..trace import Deferred, TraceEvent, TraceKind
 from .tools import Tool
 
@@ -24,6 +25,10 @@ if TYPE_CHECKING:
     from .._config import EventHook, LoopConfig
     from ..state import LoopState
 
+
+ToolSpan: TypeAlias = Callable[[ToolCall], AbstractContextManager[object]]
+"""`tool_span(call)`: a context the call's handler runs in (each attempt), which makes the call's
+`execute_tool` span the current span; the traced run's hook (`otel._run.RunSpans.tool_call`)."""
 
 _API_ID = re.compile(r"(?:toolu|srvtoolu)_[A-Za-z0-9]{1,64}")
 """The shape of the ids the API gives tool_use blocks."""
@@ -70,6 +75,7 @@ class RunContext:
         "started",
         "state",
         "tool_raised",
+        "tool_span",
         "trace",
     )
 
@@ -80,6 +86,7 @@ class RunContext:
         *,
         on_event: EventHook | None = None,
         observer: EventHook | None = None,
+        tool_span: ToolSpan | None = None,
     ) -> None:
         self.config = config
         self.state = state
@@ -87,6 +94,9 @@ class RunContext:
         self._hooks = tuple(hook for hook in (observer, config.on_event, on_event) if hook is not None)
         """Called with every trace event as it is recorded: the run's `observer` (its spans, set
         only when the run is traced, and never raising), the loop's hook, then the run's."""
+        self.tool_span = tool_span
+        """Set only when the run is traced: each handler runs in `tool_span(call)`, so a span the
+        handler starts is a child of the call's `execute_tool` span. None: nothing per call."""
         self.started = time.perf_counter()
         self.epoch = time.time() - self.started
         """Add `time.perf_counter()` to get epoch seconds: the trace's `at`, one clock read per event."""

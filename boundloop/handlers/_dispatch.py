@@ -224,8 +224,13 @@ async def _attempt(
     config = ctx.config
     budget = config.budget
     raise_errors = config.on_tool_error == "raise"
+    tool_span = ctx.tool_span
     try:
-        value = await planned.tool.invoke(planned.arguments, call_context)
+        if tool_span is None:  # an untraced run
+            value = await planned.tool.invoke(planned.arguments, call_context)
+        else:
+            with tool_span(call):  # the call's span is the handler's current span
+                value = await planned.tool.invoke(planned.arguments, call_context)
     except RetryableToolError as exc:
         error = f"{type(exc).__name__}: {exc}"
         if attempt <= budget.max_tool_retries:

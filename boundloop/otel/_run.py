@@ -6,9 +6,10 @@ every trace event first (`observe`), so an untraced run does no work per event. 
 is the current span while the run goes on: the anthropic SDK's own span of a model call, and
 any span a tool makes, are its children. A model call's span is the SDK's when the client
 traces to the same provider (`chat_spans` is False); otherwise boundloop makes it, from the
-`proposal` event (start = its time minus the call's duration). A tool call's span starts with
-its batch (the `tool_call` event) and lasts the call's own duration, so a parallel batch's
-spans overlap. Telemetry never fails a run: a failure here is logged and dropped.
+`proposal` event (start = its time minus the call's duration). A tool call's span is the current
+span while its handler runs, so a parallel batch's spans overlap and a span a handler starts is
+a child of its call's (`_tools.ToolSpans`). Telemetry never fails a run: a failure here is
+logged and dropped.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
-from .._records import FAILED_OUTCOMES, StopReason, Usage
+from .._records import StopReason, Usage
 from ..trace import TraceEvent
 from . import _content
 from ._setup import Tracing
+from ._tools import ToolSpans, epoch_ns
 
 if TYPE_CHECKING:
     from .._config import LoopConfig
@@ -42,11 +44,6 @@ PROVIDER: Final = "anthropic"
 
 _W3C_TRACE_ID: Final = re.compile(r"[0-9a-f]{32}")
 _MODEL_ERRORS: Final = frozenset({"model_api", "model_response"})
-
-
-def _ns(seconds: float) -> int:
-    """Epoch seconds (a trace event's `at`) as OpenTelemetry's epoch nanoseconds."""
-    return int(seconds * 1e9)
 
 
 def sdk_traces(client: object, provider: object) -> bool:
@@ -99,7 +96,6 @@ class RunSpans:
     """The spans of one traced run (one session of it: a resume is a run span of its own)."""
 
     __slots__ = (
-        "batch_at",
         "chat_spans",
         "config",
         "content",
@@ -109,6 +105,7 @@ class RunSpans:
         "propose_at",
         "span",
         "state",
+        "tools",
         "tracer",
         "usage_before",
     )
@@ -141,7 +138,8 @@ class RunSpans:
         self.parent = trace.set_span_in_context(self.span)
         self.path: list[str] = []
         self.propose_at: float | None = None
-        self.batch_at: float | None = None
+        self.tools = ToolSpans(config, self.tracer, self.parent)
+        """The `execute_tool` spans; `tools.current` is the run context's `tool_span` hook."""
         self.usage_before = dataclasses.replace(state.usage)
         self.errors_before = len(state.errors)
 
@@ -161,9 +159,9 @@ class RunSpans:
             if kind == "transition":
                 self._transition(event)
             elif kind == "tool_result":
-                self._tool_result(event)
+                self.tools.finish(event)
             elif kind == "tool_call":
-                self.batch_at = event.at
+                self.tools.batch_at = event.at
             elif kind == "proposal":
                 self._proposal(event)
             elif kind == "error":
@@ -184,7 +182,7 @@ class RunSpans:
         guard = event.data.get("guard")
         if guard is not None:
             attributes["boundloop.guard"] = guard
-        self.span.add_event("transition", attributes, timestamp=_ns(event.at))
+        self.span.add_event("transition", attributes, timestamp=epoch_ns(event.at))
         if dest == "propose":
             self.propose_at = event.at
 
@@ -203,7 +201,7 @@ class RunSpans:
                 "boundloop.step": step,
                 **attributes,
             },
-            start_time=_ns(start),
+            start_time=epoch_ns(start),
         )
 
     def _proposal(self, event: TraceEvent) -> None:
@@ -238,11 +236,11 @@ class RunSpans:
                     self.config.system, redact
                 )
         span = self._chat(event.at - float(data.get("duration_s") or 0.0), event.step, attributes)
-        span.end(end_time=_ns(event.at))
+        span.end(end_time=epoch_ns(event.at))
 
     def _error(self, event: TraceEvent) -> None:
         data = event.data
-        at = _ns(event.at)
+        at = epoch_ns(event.at)
         exception: dict[str, AttributeValue] = {
             "exception.type": str(data.get("type")),
             "exception.message": str(data.get("message")),
@@ -260,48 +258,11 @@ class RunSpans:
         span.set_status(Status(StatusCode.ERROR))
         span.end(end_time=at)
 
-    def _tool_result(self, event: TraceEvent) -> None:
-        data = event.data
-        name = str(data.get("tool"))
-        outcome = str(data.get("outcome"))
-        attempts = int(data.get("attempts") or 0)
-        if attempts and self.batch_at is not None:  # it ran: from its batch's start, for its duration
-            start = self.batch_at
-            end = start + float(data.get("duration_s") or 0.0)
-        else:  # answered without running (denied, repeated, invalid, cancelled before it started)
-            start = end = event.at
-        attributes: dict[str, AttributeValue] = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": name,
-            "gen_ai.tool.call.id": str(data.get("tool_use_id")),
-            "gen_ai.tool.type": "function",
-            "boundloop.step": event.step,
-            "boundloop.tool.outcome": outcome,
-            "boundloop.tool.attempts": attempts,
-        }
-        tool = self.config.tools.get(name)
-        if tool is not None and tool.description:
-            attributes["gen_ai.tool.description"] = tool.description
-        if self.content:
-            redact = self.config.redactor
-            attributes["gen_ai.tool.call.arguments"] = _content.as_json(data.get("input"), redact)
-            attributes["gen_ai.tool.call.result"] = _content.as_json(data.get("content"), redact)
-        span = self.tracer.start_span(
-            f"execute_tool {name}",
-            context=self.parent,
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-            start_time=_ns(start),
-        )
-        if outcome in FAILED_OUTCOMES:
-            span.set_attribute("error.type", outcome)
-            span.set_status(Status(StatusCode.ERROR))
-        span.end(end_time=_ns(end))
-
     def end(self, exc: BaseException | None) -> None:
         """Close the run span: outcome, usage of this session, path, and an error status for a
         run that failed or an exception that leaves `run()` (not for a cancellation)."""
         try:
+            self.tools.end()
             self._finish(exc)
         except Exception:  # telemetry never fails a run
             log.debug("could not record the end of the run on its span", exc_info=True)

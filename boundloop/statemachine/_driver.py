@@ -17,7 +17,7 @@ import anyio
 from .._records import Exceeded, StopReason
 from ..errors import ScriptExhausted, UnhandledStop
 from ..handlers._answers import answer_open_calls, finish
-from ..handlers._context import RunContext
+from ..handlers._context import RunContext, ToolSpan
 from ..handlers._dispatch import act
 from ..handlers._observe import observe
 from ..handlers._propose import assemble, propose
@@ -98,7 +98,9 @@ async def execute(
         return await _execute(config, state, cancel, on_event, resumed, None)
     try:
         with spans.current():
-            result = await _execute(config, state, cancel, on_event, resumed, spans.observe)
+            result = await _execute(
+                config, state, cancel, on_event, resumed, spans.observe, spans.tools.current
+            )
     except BaseException as exc:
         spans.end(exc)
         raise
@@ -113,8 +115,9 @@ async def _execute(
     on_event: EventHook | None,
     resumed: Mapping[str, object] | None,
     observer: EventHook | None,
+    tool_span: ToolSpan | None = None,
 ) -> LoopResult:
-    ctx = RunContext(config, state, on_event=on_event, observer=observer)
+    ctx = RunContext(config, state, on_event=on_event, observer=observer, tool_span=tool_span)
     driver = _Driver(ctx)
     config.machine.start(driver.run, state.phase)
     if config.metrics is not None:

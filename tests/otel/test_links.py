@@ -95,7 +95,11 @@ async def test_a_new_run_takes_its_span_trace_id(
     assert seen.trace_ids == [trace_id]
     assert [event.data["trace_id"] for event in result.trace if event.kind == "stop"] == [trace_id]
     assert exemplars(registry) == [{"trace_id": trace_id}]
-    assert seen.spans[0].get_span_context().span_id == run.context.span_id  # current while tools run
+    call = only(finished(exporter), "execute_tool read_order")  # current while the tool runs
+    assert call.context is not None
+    assert seen.spans[0].get_span_context().span_id == call.context.span_id
+    assert call.parent is not None
+    assert call.parent.span_id == run.context.span_id
 
 
 async def test_a_run_under_the_callers_span_is_in_its_trace(
