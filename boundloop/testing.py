@@ -6,9 +6,10 @@ For demos, tests and evals: scripted Messages API responses served in order, as 
 
 from __future__ import annotations
 
+import inspect
 import itertools
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, final
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, cast, final
 
 from .errors import ConfigurationError, ScriptExhausted
 
@@ -17,19 +18,23 @@ if TYPE_CHECKING:  # at run time, imported where a response is built: `import bo
 
 Request: TypeAlias = Mapping[str, object]
 """The keyword arguments of one `messages.create` call."""
+Served: TypeAlias = "Mapping[str, object] | Message"
+"""What a function of the script returns (or its coroutine does): a response dict or a `Message`."""
 ScriptItem: TypeAlias = (
-    "Mapping[str, object] | Message | BaseException | Callable[[Request], Mapping[str, object] | Message]"
+    "Mapping[str, object] | Message | BaseException | Callable[[Request], Served | Awaitable[Served]]"
 )
 """A scripted response: a Messages API response dict, a `Message`, an exception to raise, or a
-function of the request returning one of the first two."""
+function of the request returning one of the first two, a plain function or an `async def` one."""
 
 
 def parse_message(raw: Mapping[str, object] | Message, *, model: str = "scripted") -> Message:
     """Validate a Messages API response dict into an `anthropic.types.Message`.
 
     The envelope (`id`, `type`, `role`, `model`, `usage`) is filled in when absent, and
-    `tool_use` blocks without an `id` get one, so scripts stay short. `stop_reason` is kept
-    as given, as the SDK does, so a value this SDK does not know reaches the router.
+    `tool_use` blocks without an `id` get one (`toolu_scripted_<position in content>`; a
+    `ScriptedClient` numbers them across its script instead), so scripts stay short.
+    `stop_reason` is kept as given, as the SDK does, so a value this SDK does not know reaches
+    the router.
 
     Raises:
         ConfigurationError: the dict is not a valid Messages API response.
@@ -69,16 +74,26 @@ class ScriptedClient:
 
     Every request is recorded in `requests` (keyword dicts, in order). Dict responses are
     validated into real `anthropic.types.Message` objects up front, so a bad script fails at
-    construction, not mid-run.
+    construction, not mid-run. The ids a response dict leaves out are numbered per client, in
+    the order served: `msg_scripted_1`, ... for responses, `toolu_scripted_1`, ... for
+    `tool_use` blocks, so no two tool calls of a script share an id.
     """
 
     def __init__(self, responses: Iterable[ScriptItem], *, model: str = "scripted") -> None:
-        self._script: list[ScriptItem] = [
-            parse_message(item, model=model) if _is_response_dict(item) else item for item in responses
-        ]
+        self._script: list[ScriptItem] = []
+        self._unnamed: dict[int, tuple[int, ...]] = {}
+        """Script position -> the positions of a response dict's `tool_use` blocks without an id."""
+        for item in responses:
+            if _is_response_dict(item):
+                unnamed = _unnamed_tool_uses(item)
+                if unnamed:
+                    self._unnamed[len(self._script)] = unnamed
+                item = parse_message(item, model=model)
+            self._script.append(item)
         self._model = model
         self._served = 0
         self._ids = itertools.count(1)
+        self._tool_ids = itertools.count(1)
         self.requests: list[dict[str, Any]] = []
         self.messages = _ScriptedMessages(self._create)
 
@@ -95,20 +110,48 @@ class ScriptedClient:
         self.requests.append({**request, "messages": list(request.get("messages", ()))})
         if self._served >= len(self._script):
             raise ScriptExhausted(self._served)
-        item = self._script[self._served]
+        position = self._served
+        item = self._script[position]
         self._served += 1
         if isinstance(item, BaseException):
             raise item
+        unnamed = self._unnamed.get(position, ())
         if callable(item) and not isinstance(item, Message):
-            item = item(request)
+            served = item(request)
+            if inspect.isawaitable(served):  # an `async def` function
+                served = await served
+            unnamed = _unnamed_tool_uses(served) if _is_response_dict(served) else ()
+            item = served
         message = parse_message(item, model=str(request.get("model", self._model)))
+        update: dict[str, object] = {}
         if message.id == "msg_scripted":
-            message = message.model_copy(update={"id": f"msg_scripted_{next(self._ids)}"})
-        return message
+            update["id"] = f"msg_scripted_{next(self._ids)}"
+        if unnamed:
+            content = list(message.content)
+            for index in unnamed:
+                content[index] = content[index].model_copy(
+                    update={"id": f"toolu_scripted_{next(self._tool_ids)}"}
+                )
+            update["content"] = content
+        return message.model_copy(update=update) if update else message
 
 
-def _is_response_dict(item: ScriptItem) -> TypeGuard[Mapping[str, object]]:
+def _is_response_dict(item: object) -> TypeGuard[Mapping[str, object]]:
     return isinstance(item, Mapping)
+
+
+def _unnamed_tool_uses(raw: Mapping[str, object]) -> tuple[int, ...]:
+    """The positions in a response dict's `content` of the `tool_use` blocks without an `id`."""
+    content = raw.get("content")
+    if not isinstance(content, Sequence) or isinstance(content, str | bytes):
+        return ()
+    return tuple(
+        index
+        for index, block in enumerate(cast(Sequence[object], content))
+        if isinstance(block, Mapping)
+        and cast(Mapping[str, object], block).get("type") == "tool_use"
+        and "id" not in block
+    )
 
 
 @final
