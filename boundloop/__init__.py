@@ -42,6 +42,7 @@ if typing.TYPE_CHECKING:
     from .errors import RunError as RunError
     from .errors import RunFailed as RunFailed
     from .errors import ScriptExhausted as ScriptExhausted
+    from .errors import TaskBusy as TaskBusy
     from .errors import TaskExists as TaskExists
     from .errors import TaskNotFound as TaskNotFound
     from .errors import ToolFailed as ToolFailed
@@ -112,6 +113,7 @@ __all__ = [
     "SignalContext",
     "StopReason",
     "StoredRun",
+    "TaskBusy",
     "TaskExists",
     "TaskNotFound",
     "Tool",
@@ -153,6 +155,7 @@ _SOURCES: typing.Final[dict[str, str]] = {
     "RunError": ".errors",
     "RunFailed": ".errors",
     "ScriptExhausted": ".errors",
+    "TaskBusy": ".errors",
     "TaskExists": ".errors",
     "TaskNotFound": ".errors",
     "ToolFailed": ".errors",
