@@ -83,15 +83,23 @@ class DurableRun:
         """The workflow's DBOS status: `ENQUEUED`, `PENDING`, `SUCCESS`, `ERROR`, `CANCELLED`, ..."""
         return (await self._handle.get_status()).status
 
-    async def result(self) -> LoopResult:
+    async def result(self, *, poll_s: float | None = None) -> LoopResult:
         """Wait for the run to stop; its result.
+
+        Args:
+            poll_s: how often to look for the result when DBOS polls the database for it (a run
+                of another process, through a `DBOSClient`); default: DBOS's.
 
         Raises:
             Exception: what `AgentLoop.run` raises (`TaskExists`, `UnhandledStop`, a tool's exception
                 with `on_tool_error="raise"`, ...), rebuilt from DBOS's record.
         """
         try:
-            output = await self._handle.get_result()
+            output = await (
+                self._handle.get_result()
+                if poll_s is None
+                else self._handle.get_result(polling_interval_sec=poll_s)
+            )
         except StepFailure as failure:
             raise failure.rebuilt() from None
         return result_of(cast(str, output))
