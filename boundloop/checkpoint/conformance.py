@@ -205,7 +205,12 @@ async def releases_a_lease_however_the_block_exits(store: LeasingStore) -> None:
     except LookupError:
         pass
     assert not await _busy(store, "t-next")
-    with anyio.move_on_after(0):
+    with anyio.CancelScope() as scope:
+        async with store.lease("t-next"):
+            scope.cancel()
+            await anyio.sleep_forever()
+    assert not await _busy(store, "t-next")
+    with anyio.move_on_after(0):  # cancelled while taking the lease
         async with store.lease("t-next"):
             await anyio.sleep_forever()
     assert not await _busy(store, "t-next")

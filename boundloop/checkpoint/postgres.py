@@ -149,9 +149,13 @@ class PostgresStore:
             pool.close()
         with self._leases:
             session, self._session = self._session, None
-            self._held.clear()  # closing the session releases them
-        if session is not None:
-            session.close()
+            held, self._held = self._held, {}
+            if session is not None:
+                if held and not session.closed and not session.broken:
+                    # Released before this returns: the server ends a closed session a moment later.
+                    with contextlib.suppress(psycopg.OperationalError):
+                        session.execute("SELECT pg_advisory_unlock_all()")
+                session.close()
 
     async def aclose(self) -> None:
         """Close the pool and the lease session (which releases the leases this store holds).
