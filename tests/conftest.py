@@ -11,8 +11,13 @@ from blockbuster import BlockBuster, blockbuster_ctx
 from hypothesis import settings
 from prometheus_client import CollectorRegistry
 
+import boundloop.loop  # noqa: F401  (see below)
 from boundloop import LoopMetrics
 from tests.postgres import PostgresServer, running_server
+
+# `boundloop` loads each public name on first use, so the anthropic SDK is first imported by
+# whichever test first touches `AgentLoop`. Its import reads package metadata from disk, which
+# blockbuster flags when that happens inside an async test: import it here, at collection.
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
 """A DBOS worker process for the kill test: a `DurableLoop` serving the queue `agents`.
 
-    python tests/dbos_worker.py DSN EXECUTOR_ID MODE STORE
+    python tests/dbos_worker.py DSN EXECUTOR_ID MODE
 
 It launches DBOS on DSN (the system database, shared by every worker) as executor EXECUTOR_ID,
-serves the queue `agents`, checkpoints the loop to the SQLite file STORE, and prints `READY`.
+serves the queue `agents`, checkpoints the loop to DSN too (`PostgresStore`), and prints `READY`.
 MODE is one of:
 
 - `hang`: the first `charge` in this process applies its effect, prints `IN_FLIGHT` and blocks,
@@ -25,7 +25,6 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, Final
 
 import anyio
@@ -33,7 +32,8 @@ import psycopg
 from anthropic.types import Message
 from dbos import DBOS
 
-from boundloop import AgentLoop, Budget, SQLiteStore, ToolContext, tool
+from boundloop import AgentLoop, Budget, ToolContext, tool
+from boundloop.checkpoint import PostgresStore
 from boundloop.integrations.dbos import DurableLoop
 from boundloop.testing import parse_message
 
@@ -117,7 +117,7 @@ class CountingModel:
         self.messages = _Messages(dsn, executor)
 
 
-def build_loop(dsn: str, executor: str, mode: str, store: Path) -> AgentLoop:
+def build_loop(dsn: str, executor: str, mode: str) -> AgentLoop:
     """The charges loop: read the order, then charge it (a side effect, once per key)."""
     hang = mode == "hang"
 
@@ -157,7 +157,7 @@ def build_loop(dsn: str, executor: str, mode: str, store: Path) -> AgentLoop:
         tools=[read_order, charge],
         budget=Budget(max_steps=4),
         metrics=None,
-        store=SQLiteStore(store),
+        store=PostgresStore(dsn),
         name="charges",
     )
 
@@ -175,9 +175,9 @@ async def serve_commands(durable: DurableLoop) -> None:
             print(json.dumps(task_ids), flush=True)
 
 
-async def main(dsn: str, executor: str, mode: str, store: Path) -> int:
+async def main(dsn: str, executor: str, mode: str) -> int:
     """Launch DBOS as `executor`, serve the queue, and wait (killed, or until stdin ends)."""
-    durable = DurableLoop(build_loop(dsn, executor, mode, store), name=WORKFLOW)
+    durable = DurableLoop(build_loop(dsn, executor, mode), name=WORKFLOW)
     DBOS(
         config={
             "name": "boundloop-workers",
@@ -201,11 +201,11 @@ async def main(dsn: str, executor: str, mode: str, store: Path) -> int:
 
 
 def cli(argv: Sequence[str]) -> int:
-    """Parse `DSN EXECUTOR_ID MODE STORE` and run `main`."""
-    if len(argv) != 4 or argv[2] not in MODES:
+    """Parse `DSN EXECUTOR_ID MODE` and run `main`."""
+    if len(argv) != 3 or argv[2] not in MODES:
         print(__doc__, file=sys.stderr)
         return 2
-    return anyio.run(functools.partial(main, argv[0], argv[1], argv[2], Path(argv[3])))
+    return anyio.run(functools.partial(main, argv[0], argv[1], argv[2]))
 
 
 if __name__ == "__main__":

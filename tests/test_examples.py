@@ -44,6 +44,7 @@ def test_examples_are_all_tested() -> None:
         "diagram",
         "approval",
         "contract_loop",
+        "dbos_workers",
     }
 
 
@@ -198,3 +199,36 @@ async def test_fastapi_app_under_uvicorn() -> None:
         server.send_signal(signal.SIGINT)
         with anyio.fail_after(15):
             assert await server.wait() == 0
+
+
+def test_the_dbos_example_runs_two_workers_fed_by_a_queue(postgres_dsn: str) -> None:
+    """`examples/dbos_workers.py --dsn ...` starts two workers; four queued runs each report their worker."""
+    ran = subprocess.run(
+        [sys.executable, str(EXAMPLES / "dbos_workers.py"), "--dsn", postgres_dsn],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=ENV,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    runs = re.findall(r"^(O-\d+): run by (worker-[12]): (.*)$", ran.stdout, re.MULTILINE)
+    assert [order for order, _, _ in runs] == ["O-101", "O-102", "O-103", "O-104"]
+    assert [answer for _, _, answer in runs][2] == "O-103: refund"
+
+
+def test_the_dbos_example_says_it_needs_a_database() -> None:
+    """Without `--dsn` or BOUNDLOOP_DBOS_DSN, the example says so in one sentence and exits 2."""
+    env = {key: value for key, value in ENV.items() if key != "BOUNDLOOP_DBOS_DSN"}
+    ran = subprocess.run(
+        [sys.executable, str(EXAMPLES / "dbos_workers.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert ran.returncode == 2
+    assert ran.stdout == ""
+    assert ran.stderr.strip().endswith("or set BOUNDLOOP_DBOS_DSN.")
+    assert ran.stderr.count("\n") == 1

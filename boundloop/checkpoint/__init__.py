@@ -18,11 +18,12 @@ from .store import StoredRun as StoredRun
 if typing.TYPE_CHECKING:
     from .postgres import PostgresStore as PostgresStore
 
+# `PostgresStore` is not in `__all__`, so `from boundloop.checkpoint import *` works without
+# the extra; `from boundloop.checkpoint import PostgresStore` is how it is imported.
 __all__ = [
     "CheckpointStore",
     "LeasingStore",
     "MemoryStore",
-    "PostgresStore",
     "SQLiteStore",
     "Status",
     "StoredRun",

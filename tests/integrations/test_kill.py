@@ -23,7 +23,8 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 from dbos import DBOSClient
 
-from boundloop import SQLiteStore, StopReason
+from boundloop import StopReason
+from boundloop.checkpoint import PostgresStore
 from boundloop.integrations.dbos import retrieve, submit
 from tests import dbos_worker
 
@@ -33,9 +34,9 @@ DEADLINE_S: Final = 60.0
 """The most a worker may take to start, to reach its marker or to finish (a slow, shared CI machine)."""
 
 
-def command(dsn: str, executor: str, mode: str, store: Path) -> list[str]:
+def command(dsn: str, executor: str, mode: str) -> list[str]:
     """A worker's command line."""
-    return [sys.executable, WORKER, dsn, executor, mode, str(store)]
+    return [sys.executable, WORKER, dsn, executor, mode]
 
 
 async def read_until(stdout: BufferedByteReceiveStream, process: Process, marker: str) -> list[str]:
@@ -54,12 +55,12 @@ async def read_until(stdout: BufferedByteReceiveStream, process: Process, marker
 
 
 async def test_a_worker_killed_while_its_tool_is_in_flight_leaves_its_run_to_another(
-    postgres_dsn: str, tmp_path: Path
+    postgres_dsn: str,
 ) -> None:
-    dsn, store = postgres_dsn, tmp_path / "runs.db"
+    dsn = postgres_dsn
     await anyio.to_thread.run_sync(dbos_worker.init_tables, dsn)
     client = await anyio.to_thread.run_sync(lambda: DBOSClient(system_database_url=dsn))
-    worker_1 = await anyio.open_process(command(dsn, "worker-1", "hang", store), cwd=ROOT, stderr=None)
+    worker_1 = await anyio.open_process(command(dsn, "worker-1", "hang"), cwd=ROOT, stderr=None)
     worker_2: Process | None = None
     try:
         assert worker_1.stdout is not None
@@ -74,9 +75,7 @@ async def test_a_worker_killed_while_its_tool_is_in_flight_leaves_its_run_to_ano
                 task_id="kill-1",
             )
             await read_until(out_1, worker_1, dbos_worker.IN_FLIGHT)
-            worker_2 = await anyio.open_process(
-                command(dsn, "worker-2", "serve", store), cwd=ROOT, stderr=None
-            )
+            worker_2 = await anyio.open_process(command(dsn, "worker-2", "serve"), cwd=ROOT, stderr=None)
             assert worker_2.stdout is not None
             assert worker_2.stdin is not None
             out_2 = BufferedByteReceiveStream(worker_2.stdout)
@@ -128,7 +127,8 @@ async def test_a_worker_killed_while_its_tool_is_in_flight_leaves_its_run_to_ano
             "boundloop.tool:charge:toolu_charge:1",
             "boundloop.messages.create",
         ]
-        saved = await SQLiteStore(store).load("kill-1")  # the loop's own checkpoints, shared by both
+        async with PostgresStore(dsn) as store:  # the loop's own checkpoints, shared by both workers
+            saved = await store.load("kill-1")
         assert saved is not None
         assert saved.stop_reason is StopReason.COMPLETED
 
