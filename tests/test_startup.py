@@ -32,8 +32,10 @@ HEAVY = SDK | {
     "graphviz",
     "rich",
     "anyio",
+    "psycopg",
+    "psycopg_pool",
 }
-"""What a plain import or `--help` need not load."""
+"""What a plain import or `--help` need not load (psycopg: only a `--store postgresql://...`)."""
 
 
 def loaded(code: str, *args: str) -> set[str]:

@@ -175,11 +175,12 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
     """Add `pending`, `resume` and `replay`, the commands on stored runs, with `add_parser`."""
     pending_parser = add_parser(
         "pending",
-        help="list the runs in a SQLite store waiting for a human",
+        help="list the runs in a store waiting for a human",
         description=_wrap(
-            "List the runs in a SQLite store that stopped with needs_human and wait for a "
-            "human: their calls waiting for approval (id, tool, input, step), or the question the "
-            "model asked. Newest first, each with the `boundloop resume` command that continues it."
+            "List the runs in a store (a SQLite file or a PostgreSQL database) that stopped with "
+            "needs_human and wait for a human: their calls waiting for approval (id, tool, input, "
+            "step), or the question the model asked. Newest first, each with the `boundloop "
+            "resume` command that continues it."
         ),
         epilog=PENDING_EXIT_CODES,
     )
@@ -191,11 +192,12 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
         "resume",
         help="continue a stored run: approve or deny its calls, or answer the model",
         description=_wrap(
-            "Continue TASK_ID from a SQLite store through the loop SPEC names (module:factory, "
-            "as for `run`; its store is replaced by --store), with the same view. A run waiting "
-            "for approval needs one --approve or --deny for each waiting call; a run stopped by "
-            "the model's question needs --reply. A run interrupted mid-run goes on where it was "
-            "saved. See `boundloop pending` for what each run waits for."
+            "Continue TASK_ID from a store (a SQLite file or a PostgreSQL database) through the "
+            "loop SPEC names (module:factory, as for `run`; its store is replaced by --store), "
+            "with the same view. A run waiting for approval needs one --approve or --deny for "
+            "each waiting call; a run stopped by the model's question needs --reply. A run "
+            "interrupted mid-run goes on where it was saved. See `boundloop pending` for what "
+            "each run waits for."
         ),
         epilog=RESUME_EXIT_CODES,
     )
@@ -335,7 +337,7 @@ def _add_store(parser: argparse.ArgumentParser, *, required: bool = False) -> No
         "--store",
         required=required,
         metavar="PATH",
-        help="the SQLite store (SQLiteStore's file); it must exist",
+        help="the store: a SQLite file or a postgresql:// URI (a file must exist)",
     )
 
 

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import anyio
 
+from .. import CheckpointStore, LoopState
 from ..evals import Case, EvalReport, FixtureError, export_case, load_cases, render_html, run_cases
 from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, EXIT_USAGE, CommandError
 from ._json import dumps
-from ._pending import load_state, open_store
+from ._store import closing, load_state, open_store
 
 
 def eval_command(args: argparse.Namespace) -> int:
@@ -81,14 +82,21 @@ def _write(path: str | None, text: str) -> None:
 def _export(args: argparse.Namespace) -> int:
     store_path: str | None = args.store
     if store_path is None:
-        raise CommandError("--export needs --store PATH, the SQLite store the run is in")
+        raise CommandError(
+            "--export needs --store PATH, the store the run is in (a SQLite file or a postgresql:// URI)"
+        )
     if args.paths:
         raise CommandError("--export takes no fixture PATH: it prints one case")
     store = open_store(store_path)
-    state = anyio.run(load_state, store, store_path, args.export)
+    state = anyio.run(_load, store, store_path, args.export)
     try:
         fixture = export_case(state)
     except ValueError as exc:  # a run that has not stopped has no outcome to expect
         raise CommandError(f"cannot export {args.export}: {exc}") from exc
     print(json.dumps(fixture, indent=2, ensure_ascii=False))
     return EXIT_OK
+
+
+async def _load(store: CheckpointStore, store_path: str, task_id: str) -> LoopState:
+    async with closing(store):  # a PostgresStore's pool
+        return await load_state(store, store_path, task_id)

@@ -1,56 +1,18 @@
-"""`boundloop pending --store PATH`: the runs in a SQLite store waiting for a human."""
+"""`boundloop pending --store PATH`: the runs in a store waiting for a human."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import shlex
-import sqlite3
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import anyio
 
-from .. import CheckpointCorrupt, LoopState, SQLiteStore, StoredRun
-from ._errors import EXIT_OK, CommandError
-
-
-def open_store(path: str) -> SQLiteStore:
-    """The SQLite store at `path`, which must exist: a command never creates an empty one.
-
-    Args:
-        path: the store's file, as given to `--store`.
-
-    Returns:
-        The store (nothing is read yet).
-
-    Raises:
-        CommandError: there is no such file, or it is a directory.
-    """
-    file = Path(path)
-    if file.is_dir():
-        raise CommandError(f"--store {path} is a directory, not a SQLite store")
-    if not file.exists():
-        raise CommandError(
-            f"--store {path}: no such file (a store is made by a loop with store=SQLiteStore(...))"
-        )
-    return SQLiteStore(file)
-
-
-def store_failure(path: str, exc: sqlite3.Error | OSError | CheckpointCorrupt) -> CommandError:
-    """The one-line error for a store that cannot be read at all.
-
-    Args:
-        path: the store's file, as given to `--store`.
-        exc: what reading it raised.
-
-    Returns:
-        The error to raise.
-    """
-    if isinstance(exc, CheckpointCorrupt):
-        return CommandError(str(exc))
-    return CommandError(f"cannot read the store {path}: {exc}")
+from .. import CheckpointCorrupt, CheckpointStore, LoopState, StoredRun
+from ._errors import EXIT_OK
+from ._store import closing, open_store, store_errors, store_failure
 
 
 def pending_command(args: argparse.Namespace) -> int:
@@ -70,7 +32,9 @@ def pending_command(args: argparse.Namespace) -> int:
     store = open_store(path)
     try:
         waiting = anyio.run(_waiting, store)
-    except (sqlite3.Error, OSError, CheckpointCorrupt) as exc:
+    except CheckpointCorrupt as exc:  # a store written by a newer boundloop
+        raise store_failure(path, exc) from exc
+    except store_errors(path) as exc:
         raise store_failure(path, exc) from exc
     if as_json:
         print(json.dumps([_record(row, state) for row, state in waiting], indent=2, default=str))
@@ -82,14 +46,18 @@ def pending_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _waiting(store: SQLiteStore) -> list[tuple[StoredRun, LoopState | CheckpointCorrupt | None]]:
-    """Each waiting row with its state; an unreadable state is reported, not fatal."""
+async def _waiting(
+    store: CheckpointStore,
+) -> list[tuple[StoredRun, LoopState | CheckpointCorrupt | None]]:
+    """Each waiting row with its state; an unreadable state is reported, not fatal. The store is
+    closed at the end."""
     found: list[tuple[StoredRun, LoopState | CheckpointCorrupt | None]] = []
-    for row in await store.list(status="waiting"):
-        try:
-            found.append((row, await store.load(row.task_id)))
-        except CheckpointCorrupt as exc:
-            found.append((row, exc))
+    async with closing(store):
+        for row in await store.list(status="waiting"):
+            try:
+                found.append((row, await store.load(row.task_id)))
+            except CheckpointCorrupt as exc:
+                found.append((row, exc))
     return found
 
 
@@ -145,20 +113,3 @@ def _when(epoch: float) -> str:
 
 def _one_line(value: str) -> str:
     return " ".join(value.split())
-
-
-async def load_state(store: SQLiteStore, path: str, task_id: str, *, hint: str = "") -> LoopState:
-    """The stored state of `task_id`.
-
-    Raises:
-        CommandError: the task is not in the store, its row cannot be read, or the store fails.
-    """
-    try:
-        state = await store.load(task_id)
-    except CheckpointCorrupt as exc:
-        raise CommandError(str(exc)) from exc
-    except (sqlite3.Error, OSError) as exc:
-        raise store_failure(path, exc) from exc
-    if state is None:
-        raise CommandError(f"task {task_id!r} is not in {path}{hint}")
-    return state

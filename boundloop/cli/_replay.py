@@ -8,10 +8,10 @@ from pathlib import Path
 
 import anyio
 
-from .. import AgentLoop, CheckpointCorrupt, LoopError, LoopState, ReplayReport, SQLiteStore, replay
+from .. import AgentLoop, CheckpointCorrupt, CheckpointStore, LoopError, LoopState, ReplayReport, replay
 from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, CommandError
-from ._pending import load_state, open_store
 from ._run import load_target, make_loop
+from ._store import closing, load_state, open_store
 
 CONTEXT_LINES = 3
 """Lines of both trajectories shown around the first divergence with `--diff`."""
@@ -60,7 +60,14 @@ def _check_file(source: str) -> None:
 
 
 async def _replay(
-    source: str, store: SQLiteStore | None, store_path: str | None, spec: str | None, target: object
+    source: str, store: CheckpointStore | None, store_path: str | None, spec: str | None, target: object
+) -> ReplayReport:
+    async with closing(store):  # a PostgresStore's pool, once the state is read or the replay fails
+        return await _replay_from(source, store, store_path, spec, target)
+
+
+async def _replay_from(
+    source: str, store: CheckpointStore | None, store_path: str | None, spec: str | None, target: object
 ) -> ReplayReport:
     loop: AgentLoop | None = None
     if spec is not None:

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections.abc import Sequence
 
 from .. import (
     AgentLoop,
     ApprovalMissing,
     CheckpointCorrupt,
+    CheckpointStore,
     LoopResult,
     NotResumable,
-    SQLiteStore,
+    TaskBusy,
     TaskNotFound,
 )
 from ._errors import CommandError
-from ._pending import load_state, open_store
 from ._run import load_target, make_loop
 from ._runner import EventHook, RunOptions, Start, execute
+from ._store import close_store, load_state, open_store
 from ._view import RunView
 
 Decision = bool | str
@@ -49,8 +51,11 @@ def resume_command(args: argparse.Namespace) -> int:
     async def build() -> AgentLoop:
         return (await make_loop(spec, target)).with_store(store)
 
+    async def cleanup() -> None:  # a PostgresStore's pool and lease session
+        await close_store(store)
+
     start = resume_start(store, path, task_id, approvals, reply)
-    return execute(RunOptions.from_args(args), build, start)
+    return execute(RunOptions.from_args(args), build, start, cleanup=cleanup)
 
 
 def decisions(approve: Sequence[str] | None, deny: Sequence[str] | None) -> dict[str, Decision]:
@@ -84,13 +89,13 @@ def decisions(approve: Sequence[str] | None, deny: Sequence[str] | None) -> dict
 
 
 def resume_start(
-    store: SQLiteStore, path: str, task_id: str, approvals: dict[str, Decision], reply: str | None
+    store: CheckpointStore, path: str, task_id: str, approvals: dict[str, Decision], reply: str | None
 ) -> Start:
     """How `resume` starts the loop: `loop.resume(task_id, approvals=..., reply=...)`.
 
     Args:
         store: the store the loop was pointed at.
-        path: the store's file, for the error messages.
+        path: the `--store` argument, for the error messages.
         task_id: the run to continue.
         approvals: the decisions on its waiting calls.
         reply: the answer to the model's question.
@@ -101,15 +106,16 @@ def resume_start(
     """
 
     async def start(loop: AgentLoop, view: RunView | None, on_event: EventHook) -> LoopResult:
-        state = await load_state(store, path, task_id, hint=f" (see `boundloop pending --store {path}`)")
+        pending = f"boundloop pending --store {shlex.quote(path)}"
+        state = await load_state(store, path, task_id, hint=f" (see `{pending}`)")
         if view is not None:
             view.start(loop, state.goal, resumed=state)
         try:
             return await loop.resume(task_id, approvals=approvals, reply=reply, on_event=on_event)
         except ApprovalMissing as exc:
             hint = "decide with --approve ID, --deny ID[=REASON] or --reply TEXT"
-            raise CommandError(f"{exc} ({hint}; see `boundloop pending --store {path}`)") from exc
-        except (TaskNotFound, NotResumable, CheckpointCorrupt) as exc:
+            raise CommandError(f"{exc} ({hint}; see `{pending}`)") from exc
+        except (TaskNotFound, NotResumable, TaskBusy, CheckpointCorrupt) as exc:  # TaskBusy: a lease
             raise CommandError(str(exc)) from exc
 
     return start
