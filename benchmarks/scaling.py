@@ -1,6 +1,9 @@
-"""`python -m benchmarks.scaling [--quick] [--dsn DSN]`: PostgresStore across worker processes.
+"""`python -m benchmarks.scaling [--quick] [--dsn DSN]`: one process on SQLite, workers on PostgreSQL.
 
 Measures, on this machine:
+
+- one process on a `SQLiteStore`: runs per second, and recovery time after a SIGKILL when a
+  restarted process resumes the run (process start-up included);
 
 - runs per second with 1 and 2 worker processes sharing one PostgreSQL, each worker running
   many runs concurrently on one `PostgresStore` (a `ScriptedClient`: one tool call, then an
@@ -22,8 +25,10 @@ import contextlib
 import functools
 import statistics
 import sys
+import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 import anyio
@@ -31,8 +36,8 @@ import anyio.to_thread
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from boundloop import AgentLoop, Budget, ToolContext, tool
-from boundloop.checkpoint import PostgresStore
+from boundloop import AgentLoop, Budget, SQLiteStore, ToolContext, tool
+from boundloop.checkpoint import CheckpointStore, PostgresStore
 from boundloop.errors import NotResumable, TaskBusy
 from boundloop.testing import Request, ScriptedClient, ScriptItem
 
@@ -50,7 +55,7 @@ def respond(request: Request) -> dict[str, Any]:
     return {"stop_reason": "tool_use", "content": [call], "usage": USAGE}
 
 
-def build_loop(store: PostgresStore, requests: int, *, hold: bool = False) -> AgentLoop:
+def build_loop(store: CheckpointStore, requests: int, *, hold: bool = False) -> AgentLoop:
     """The benchmark loop; with `hold`, its tool says IN_FLIGHT and blocks (to be killed)."""
 
     @tool(side_effect=True)
@@ -102,6 +107,17 @@ async def hold_worker(dsn: str, task_id: str) -> None:
     """Run `task_id` until its tool is in flight, and block there."""
     async with PostgresStore(dsn) as store:
         await build_loop(store, 2, hold=True).run("Look k up.", task_id=task_id)
+
+
+async def hold_sqlite_worker(path: str, task_id: str) -> None:
+    """Run `task_id` on the SQLite file `path` until its tool is in flight, and block there."""
+    await build_loop(SQLiteStore(path), 2, hold=True).run("Look k up.", task_id=task_id)
+
+
+async def resume_sqlite_worker(path: str, task_id: str) -> None:
+    """Resume `task_id` from the SQLite file `path` to its end; print RECOVERED."""
+    await build_loop(SQLiteStore(path), 2).resume(task_id)
+    print("RECOVERED", flush=True)
 
 
 async def recover_worker(dsn: str) -> None:
@@ -179,26 +195,75 @@ async def recovery_seconds(dsn: str, task_id: str) -> float:
         return time.perf_counter() - killed
 
 
-async def measure(dsn: str | None, quick: bool) -> None:
+@contextlib.asynccontextmanager
+async def throwaway_databases(dsn: str | None) -> AsyncIterator[Callable[[], Awaitable[str]]]:
+    """A maker of empty databases: `dsn` every time when given, else new ones on a throwaway server."""
     from tests.postgres import PostgresServer, find_bin_dir
 
-    server: PostgresServer | None = None
-    if dsn is None:
-        bin_dir = find_bin_dir()
-        if bin_dir is None:
-            raise SystemExit("PostgreSQL not found (initdb, pg_ctl): install it, or pass --dsn")
-        server = PostgresServer(bin_dir)
-        await anyio.to_thread.run_sync(server.start)
+    if dsn is not None:
 
-    async def database() -> str:
-        """The given database, or a new one on the throwaway server."""
-        if server is None:
-            assert dsn is not None
+        async def given() -> str:
             return dsn
+
+        yield given
+        return
+    bin_dir = find_bin_dir()
+    if bin_dir is None:
+        raise SystemExit("PostgreSQL not found (initdb, pg_ctl): install it, or pass --dsn")
+    server = PostgresServer(bin_dir, fsync=True)  # durable commits, as SQLite's
+    await anyio.to_thread.run_sync(server.start)
+
+    async def fresh() -> str:
         return await anyio.to_thread.run_sync(server.create_database, "bench")
 
     try:
-        runs, concurrency, kills = (100, 8, 3) if quick else (500, 16, 10)
+        yield fresh
+    finally:
+        await anyio.to_thread.run_sync(server.stop)
+
+
+async def sqlite_runs_per_second(runs: int, concurrency: int) -> float:
+    """One process, one `SQLiteStore`: `runs` runs `concurrency` at a time, runs over the wall time."""
+    with tempfile.TemporaryDirectory() as directory:
+        loop = build_loop(SQLiteStore(Path(directory) / "runs.db"), 2 * runs + 2)
+        await loop.run("Look k up.")  # the file and its schema exist before the clock starts
+        limiter = anyio.CapacityLimiter(concurrency)
+
+        async def one() -> None:
+            async with limiter:
+                await loop.run("Look k up.")
+
+        began = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for _ in range(runs):
+                group.start_soon(one)
+        return runs / (time.perf_counter() - began)
+
+
+async def sqlite_recovery_seconds(task_id: str) -> float:
+    """One process with a SQLite file: SIGKILL it with a tool in flight, start a new process that
+    resumes the run; seconds from the kill to the end of the resumed run (a restart included)."""
+    with tempfile.TemporaryDirectory() as directory:
+        db = str(Path(directory) / "runs.db")
+        async with worker("hold-sqlite", db, task_id) as holder:
+            await holder.expect("IN_FLIGHT")
+            killed = time.perf_counter()
+            holder.process.kill()
+        async with worker("resume-sqlite", db, task_id) as resumer:
+            await resumer.expect("RECOVERED")
+            return time.perf_counter() - killed
+
+
+async def measure(dsn: str | None, quick: bool) -> None:
+    runs, concurrency, kills = (100, 8, 3) if quick else (500, 16, 10)
+    print(f"One process, SQLiteStore, {runs} runs, {concurrency} at a time")
+    print(f"  {await sqlite_runs_per_second(runs, concurrency):,.0f} runs/s")
+    times = [await sqlite_recovery_seconds(f"kill-{index}") for index in range(kills)]
+    print(
+        f"  recovery after SIGKILL, by a restarted process: median {statistics.median(times) * 1000:.0f} ms, "
+        f"max {max(times) * 1000:.0f} ms"
+    )
+    async with throwaway_databases(dsn) as database:
         print(f"PostgreSQL, {runs} runs per worker, {concurrency} at a time per worker, {kills} kills")
         for workers in (1, 2):
             rate = await runs_per_second(await database(), workers, runs, concurrency)
@@ -209,9 +274,6 @@ async def measure(dsn: str | None, quick: bool) -> None:
             f"  recovery after SIGKILL: median {statistics.median(times) * 1000:.0f} ms, "
             f"max {max(times) * 1000:.0f} ms (polling every {POLL_S * 1000:.0f} ms)"
         )
-    finally:
-        if server is not None:
-            await anyio.to_thread.run_sync(server.stop)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -220,6 +282,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         kind, dsn, *rest = args[1:]
         if kind == "throughput":
             anyio.run(throughput_worker, dsn, int(rest[0]), int(rest[1]))
+        elif kind == "hold-sqlite":
+            anyio.run(hold_sqlite_worker, dsn, rest[0])
+        elif kind == "resume-sqlite":
+            anyio.run(resume_sqlite_worker, dsn, rest[0])
         elif kind == "hold":
             anyio.run(hold_worker, dsn, rest[0])
         else:

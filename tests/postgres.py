@@ -64,8 +64,10 @@ def free_port() -> int:
 class PostgresServer:
     """One server process on a temporary data directory; `dsn(db)` for each database."""
 
-    def __init__(self, bin_dir: Path) -> None:
+    def __init__(self, bin_dir: Path, *, fsync: bool = False) -> None:
         self.bin_dir = bin_dir
+        self.fsync = fsync
+        """False for the tests (commits skip the disk); the benchmarks measure a durable server."""
         self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix="boundloop-pg-"))
         self.data = self.root / "data"
