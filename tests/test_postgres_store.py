@@ -213,6 +213,32 @@ async def test_stores_starting_together_all_work(postgres_dsn: str) -> None:
             await each.aclose()
 
 
+async def test_a_role_without_create_uses_a_migrated_database(
+    store: PostgresStore, postgres_dsn: str
+) -> None:
+    """A database at the current layout is only read on first use: an application role that
+    may use the tables but not create anything saves, loads, lists and leases."""
+    await store.save(sample_state("t-admin"))  # the owner migrates
+    role = f"app_{postgres_dsn.rsplit('/', 1)[1]}"  # roles are per server: one per test database
+    await query(postgres_dsn, f"CREATE ROLE {role} LOGIN")
+    await query(postgres_dsn, f"GRANT SELECT ON boundloop_schema TO {role}")
+    await query(postgres_dsn, f"GRANT SELECT, INSERT, UPDATE, DELETE ON boundloop_checkpoints TO {role}")
+    as_app = postgres_dsn.replace("postgresql://postgres@", f"postgresql://{role}@")
+    assert as_app != postgres_dsn
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):  # the role really cannot create
+        await query(as_app, "CREATE TABLE probe (x int)")
+    async with PostgresStore(as_app) as app_store:
+        await app_store.save(sample_state("t-app"))
+        loaded = await app_store.load("t-admin")
+        assert loaded is not None
+        assert loaded.task_id == "t-admin"
+        assert sorted(run.task_id for run in await app_store.list()) == ["t-admin", "t-app"]
+        async with app_store.lease("t-app"):
+            pass
+    await query(postgres_dsn, f"DROP OWNED BY {role}")
+    await query(postgres_dsn, f"DROP ROLE {role}")
+
+
 # -- leases across sessions ----------------------------------------------------------------
 
 

@@ -308,9 +308,16 @@ def migrate(conn: psycopg.Connection[TupleRow]) -> int:
     """Bring the database to `SCHEMA_VERSION` in one transaction, under an advisory lock; the
     version it was at (blocking).
 
+    A database already at `SCHEMA_VERSION` is only read: no lock, no DDL, so a role that may
+    only read and write the tables (not create them) can use it.
+
     Raises:
         CheckpointCorrupt: the database has a newer layout than this boundloop knows.
     """
+    current = _version_if_present(conn)
+    if current is not None and current >= SCHEMA_VERSION:
+        _refuse_newer(conn, current)
+        return current
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute(
@@ -319,14 +326,29 @@ def migrate(conn: psycopg.Connection[TupleRow]) -> int:
         )
         found = conn.execute("SELECT coalesce(max(version), 0) FROM boundloop_schema").fetchone()
         version = 0 if found is None else int(found[0])
-        if version > SCHEMA_VERSION:
-            raise CheckpointCorrupt(
-                "*",
-                f"database {conn.info.dbname!r} has store schema {version}; "
-                f"this boundloop reads up to {SCHEMA_VERSION}",
-            )
+        _refuse_newer(conn, version)
         for target in range(version + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[target]:
                 conn.execute(statement)
             conn.execute("INSERT INTO boundloop_schema (version) VALUES (%s)", (target,))
     return version
+
+
+def _version_if_present(conn: psycopg.Connection[TupleRow]) -> int | None:
+    """The schema version when the version table exists, else None (read only, no lock)."""
+    with conn.transaction():
+        table = conn.execute("SELECT to_regclass('boundloop_schema')").fetchone()
+        if table is None or table[0] is None:
+            return None
+        found = conn.execute("SELECT coalesce(max(version), 0) FROM boundloop_schema").fetchone()
+    return 0 if found is None else int(found[0])
+
+
+def _refuse_newer(conn: psycopg.Connection[TupleRow], version: int) -> None:
+    """Raise `CheckpointCorrupt` for a layout newer than this boundloop's."""
+    if version > SCHEMA_VERSION:
+        raise CheckpointCorrupt(
+            "*",
+            f"database {conn.info.dbname!r} has store schema {version}; "
+            f"this boundloop reads up to {SCHEMA_VERSION}",
+        )
