@@ -7,6 +7,7 @@ runs psycopg in worker threads, so these run on trio as well as asyncio.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ import anyio
 import anyio.to_thread
 import psycopg
 import pytest
+import sniffio
 
 from boundloop import StopReason, tool
 from boundloop.checkpoint import LeasingStore, PostgresStore
@@ -239,6 +241,24 @@ async def test_a_role_without_create_uses_a_migrated_database(
     await query(postgres_dsn, f"DROP ROLE {role}")
 
 
+async def test_a_schema_of_its_own_is_not_served_by_the_public_tables(
+    store: PostgresStore, postgres_dsn: str
+) -> None:
+    """A store whose search path starts with its own schema gets its own tables there, even when
+    `public` further down the path has boundloop's tables already: runs never mix."""
+    await store.save(sample_state("t-public"))
+    await query(postgres_dsn, "CREATE SCHEMA tenant_a")
+    async with PostgresStore(postgres_dsn + "?options=-csearch_path%3Dtenant_a,public") as tenant:
+        await tenant.save(sample_state("t-tenant"))
+        assert [run.task_id for run in await tenant.list()] == ["t-tenant"]
+    assert [run.task_id for run in await store.list()] == ["t-public"]
+    tables = await query(
+        postgres_dsn,
+        "SELECT schemaname FROM pg_tables WHERE tablename = 'boundloop_checkpoints' ORDER BY 1",
+    )
+    assert tables == [("public",), ("tenant_a",)]
+
+
 # -- leases across sessions ----------------------------------------------------------------
 
 
@@ -307,6 +327,47 @@ async def test_the_lease_session_is_kept_alive(postgres_dsn: str) -> None:
             session = store._session  # the store's own lease connection
             assert session is not None
             assert await anyio.to_thread.run_sync(settings, session) == ["0", "12", "4", "3"]
+            # and this side's own bounds, so a stalled server fails a lease call, not hangs it
+            client = psycopg.conninfo.conninfo_to_dict(session.info.dsn)
+            assert {k: client.get(k) for k in ("connect_timeout", "keepalives_idle", "tcp_user_timeout")} == {
+                "connect_timeout": "10",
+                "keepalives_idle": "12",
+                "tcp_user_timeout": "24000",
+            }
+    async with PostgresStore(postgres_dsn + "?connect_timeout=3", lease_keepalive_s=12) as store:
+        async with store.lease("t-2"):
+            assert store._session is not None
+            assert "connect_timeout=3" in store._session.info.dsn  # the DSN's own setting wins
+
+
+async def test_a_lease_cancelled_while_it_is_being_taken_is_not_left_held(postgres_dsn: str) -> None:
+    """A native asyncio cancellation (`asyncio.wait_for`) does not wait for the worker thread
+    taking the lock: the lock it takes afterwards is given back, so the task is free."""
+    if sniffio.current_async_library() != "asyncio":
+        pytest.skip("a native asyncio cancellation; trio's always waits for the thread")
+    async with PostgresStore(postgres_dsn) as first, PostgresStore(postgres_dsn) as second:
+        async with first.lease("warm"):  # the lease session exists
+            pass
+        holding, release = threading.Event(), threading.Event()
+
+        def slow_round_trip() -> None:  # holds the store's lease lock, as a slow server would
+            with first._leases:
+                holding.set()
+                release.wait(10)
+
+        async def take() -> None:
+            async with first.lease("t-x"):
+                pass
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(anyio.to_thread.run_sync, slow_round_trip)
+            await anyio.to_thread.run_sync(holding.wait, 10)
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(take(), 0.05)  # noqa: TID251  (the native cancellation under test)
+            release.set()
+        async with second.lease("t-x"):  # free: taken by nobody
+            pass
+        assert first._held == {}
 
 
 async def test_closing_a_store_releases_its_leases(postgres_dsn: str) -> None:

@@ -35,6 +35,7 @@ import anyio.to_thread
 
 try:
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
     from psycopg.rows import TupleRow
     from psycopg_pool import ConnectionPool
 except ModuleNotFoundError as exc:
@@ -118,6 +119,9 @@ class PostgresStore:
         self._leases = threading.Lock()
         self._session: psycopg.Connection[TupleRow] | None = None
         self._held: dict[str, int] = {}
+        self._owners: dict[str, object] = {}
+        """The lease attempt that took each held task (see `_abandon`)."""
+        self._abandoned: set[object] = set()
 
     # -- set-up and shutdown (blocking: called in worker threads) --------------------------
 
@@ -249,7 +253,7 @@ class PostgresStore:
         session = self._session
         if session is not None and not session.closed and not session.broken:
             return session
-        session = psycopg.connect(self._dsn, autocommit=True)
+        session = psycopg.connect(self._lease_dsn(), autocommit=True)
         # An idle session is how a lease looks: no server-wide idle timeout may drop it.
         if session.info.server_version >= 140000:
             session.execute("SET idle_session_timeout = 0")
@@ -263,9 +267,25 @@ class PostgresStore:
         self._session = session
         return session
 
-    def _try_lock(self, task_id: str) -> bool:
+    def _lease_dsn(self) -> str:
+        """The DSN with libpq settings that bound how long this side waits on the lease session
+        (the DSN's own win): a stalled server or a half-open connection fails a lease call
+        instead of hanging every lease and unlock of the process."""
+        if self._keepalive_s is None:
+            return self._dsn
+        idle, given = self._keepalive_s, conninfo_to_dict(self._dsn)
+        wanted: dict[str, int] = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": idle}
+        wanted |= {"keepalives_interval": max(1, idle // 3), "keepalives_count": 3}
+        wanted["tcp_user_timeout"] = 2 * idle * 1000
+        return make_conninfo(self._dsn, **{k: v for k, v in wanted.items() if k not in given})
+
+    def _try_lock(self, task_id: str, attempt: object) -> bool:
+        """Take `task_id`'s lock for `attempt`, unless that attempt was abandoned meanwhile."""
         key = lease_key(task_id)
         with self._leases:
+            if attempt in self._abandoned:
+                self._abandoned.discard(attempt)
+                return False
             if task_id in self._held:
                 return False
             try:
@@ -277,11 +297,22 @@ class PostgresStore:
             if row is None or not row[0]:
                 return False
             self._held[task_id] = key
+            self._owners[task_id] = attempt
             return True
+
+    def _abandon(self, task_id: str, attempt: object) -> None:
+        """The caller of `attempt` is gone: give the lock back if it was taken, else make sure
+        it never will be (both under the lease lock, so one of the two always holds)."""
+        with self._leases:
+            if self._owners.get(task_id) is not attempt:
+                self._abandoned.add(attempt)
+                return
+        self._unlock(task_id)
 
     def _unlock(self, task_id: str) -> None:
         with self._leases:
             key = self._held.pop(task_id, None)
+            self._owners.pop(task_id, None)
             session = self._session
             if key is None or session is None or session.closed or session.broken:
                 return  # released with its session already
@@ -295,7 +326,16 @@ class PostgresStore:
         Raises:
             TaskBusy: another worker, or another run of this store, holds it (at once).
         """
-        if not await anyio.to_thread.run_sync(self._try_lock, task_id):
+        attempt = object()
+        try:
+            taken = await anyio.to_thread.run_sync(self._try_lock, task_id, attempt)
+        except BaseException:
+            # Cancelled while the worker thread may still take the lock (a native asyncio
+            # cancellation does not wait for the thread): it must not stay taken for nobody.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._abandon, task_id, attempt)
+            raise
+        if not taken:
             raise TaskBusy(task_id)
         try:
             yield
@@ -337,7 +377,11 @@ def migrate(conn: psycopg.Connection[TupleRow]) -> int:
 def _version_if_present(conn: psycopg.Connection[TupleRow]) -> int | None:
     """The schema version when the version table exists, else None (read only, no lock)."""
     with conn.transaction():
-        table = conn.execute("SELECT to_regclass('boundloop_schema')").fetchone()
+        # In the first schema of the search path only, where CREATE TABLE would put it: a table
+        # of the same name further down the path belongs to someone else.
+        table = conn.execute(
+            "SELECT to_regclass(format('%I.boundloop_schema', current_schema()))"
+        ).fetchone()
         if table is None or table[0] is None:
             return None
         found = conn.execute("SELECT coalesce(max(version), 0) FROM boundloop_schema").fetchone()
