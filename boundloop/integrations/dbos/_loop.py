@@ -130,7 +130,9 @@ class DurableLoop:
         self._config: LoopConfig = dataclasses.replace(
             config,
             client=StepClient(config.client),
-            tools=ToolRegistry(durable_tool(tool) for tool in config.tools.values()),
+            tools=ToolRegistry(
+                durable_tool(tool, config.budget.tool_timeout_s) for tool in config.tools.values()
+            ),
         )
 
         async def workflow(request: Request) -> str:

@@ -4,7 +4,8 @@
   a step whose output is the response as the API's JSON, rebuilt into an `anthropic` `Message`
   on replay.
 - `durable_tool` wraps a tool: each invocation of its handler is a step (the `Tool` keeps its
-  name, schema, validation, output check, options and `ToolContext`).
+  name, schema, validation, output check, options and `ToolContext`). A tool with a timeout
+  times out inside its step, so the timeout is recorded and replayed like a result (below).
 - `stored` is the store's existence check before a run, as a step.
 
 Step ids. DBOS numbers a workflow's steps in the order they start, and a recovered workflow
@@ -15,6 +16,18 @@ budget allows (`1 + Budget.max_tool_retries`), so a retry after a backoff, whose
 depends on the other calls, still runs at an id fixed at the batch's start. Step names carry
 the tool, its `tool_use_id` and the attempt, so a replay that diverged would fail with DBOS's
 `DBOSUnexpectedStepError` rather than return another call's result.
+
+Timeouts. The loop cancels a call that overruns its timeout (`Tool.timeout_s`, else
+`Budget.tool_timeout_s`) with a cancel scope around the handler, and answers it "timeout". A
+step cancelled from outside records nothing, so a recovered run would invoke the tool again
+and tell the model something else. So the step applies the same deadline to the handler
+itself, inside the step, and records `TimedOut`; the step is shielded from the cancellation
+outside, so that its record is written. After a recorded `TimedOut` (the first time, or
+replayed) the handler waits: the loop's own scope, whose deadline has passed or is the one
+waited for, cancels it and answers "timeout" as it does without DBOS. A replayed timeout
+therefore takes its time again. While the step is shielded, any other cancellation (a
+sibling's failure with `on_tool_error="raise"`, the task's) waits for the step, at most
+until the deadline.
 """
 
 from __future__ import annotations
@@ -22,8 +35,9 @@ from __future__ import annotations
 import pickle
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Final, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, final
 
+import anyio
 from anthropic.types import Message, MessageTokensCount
 from dbos import DBOS, StepOptions
 
@@ -189,33 +203,85 @@ def _unpicklable(tool: Tool, value: object) -> TypeError | None:
     return None
 
 
-async def invoke_as_step(tool: Tool, arguments: dict[str, Any], context: ToolContext) -> object:
-    """One invocation of `tool`'s handler as a DBOS step (a plain call outside a workflow)."""
+class TimedOut(NamedTuple):
+    """A tool step's output when its handler overran its timeout (the handler was cancelled)."""
+
+    timeout_s: float
+
+
+TIMEOUT_GRACE_S: Final = 1.0
+"""How long past the deadline a timed-out call waits for the loop's scope before it gives up."""
+
+
+async def invoke_as_step(
+    tool: Tool, arguments: dict[str, Any], context: ToolContext, timeout_s: float | None = None
+) -> object:
+    """One invocation of `tool`'s handler as a DBOS step (a plain call outside a workflow).
+
+    `timeout_s` is the timeout the loop applies to the call (`tool.timeout_s`, else
+    `Budget.tool_timeout_s`): with one, the step applies it and records a timeout (see the
+    docstring of the module).
+    """
     own_context = context if tool.takes_context else None
     run = CURRENT.get()
     if run is None:
         return await tool.invoke(arguments, own_context)
     attempt, step = run.next_step(context.idempotency_key)  # before any await: see the docstring
+    name = f"{TOOL_STEP}:{tool.name}:{context.tool_use_id}:{attempt}"
+    if timeout_s is None:
 
-    async def call() -> object:
+        async def call() -> object:
+            try:
+                value = await tool.invoke(arguments, own_context)
+            except Exception as exc:
+                raise StepFailure.of(exc) from exc
+            return _picklable(tool, value)
+
+        return await recorded(step.run_async({"name": name}, call))
+
+    # The loop's timeout scope around this call, entered just now, has this deadline (the run's
+    # timeout's, when that comes first): the handler gets the time it gets without DBOS.
+    deadline = min(anyio.current_effective_deadline(), anyio.current_time() + timeout_s)
+
+    async def call_with_deadline() -> object:
+        value: object = None
         try:
-            value = await tool.invoke(arguments, own_context)
+            with anyio.CancelScope(deadline=deadline) as scope:
+                value = await tool.invoke(arguments, own_context)
         except Exception as exc:
             raise StepFailure.of(exc) from exc
-        problem = _unpicklable(tool, value)
-        if problem is not None:
-            raise StepFailure.of(problem)
-        return value
+        if scope.cancelled_caught:
+            return TimedOut(timeout_s)
+        return _picklable(tool, value)
 
-    name = f"{TOOL_STEP}:{tool.name}:{context.tool_use_id}:{attempt}"
-    return await recorded(step.run_async({"name": name}, call))
+    output: object = None
+    with anyio.CancelScope(shield=True):  # the loop's deadline must not cancel the step's record
+        output = await recorded(step.run_async({"name": name}, call_with_deadline))
+    if not isinstance(output, TimedOut):
+        return output  # no await after the shield: the loop's scope answers with the result
+    # The loop's scope cancels this wait at its deadline and answers the call "timeout".
+    await anyio.sleep_until(deadline + TIMEOUT_GRACE_S)
+    raise TimeoutError(f"timed out after {timeout_s:g} s")  # only without the loop's scope
 
 
-def durable_tool(tool: Tool) -> Tool:
-    """`tool` with each invocation of its handler a DBOS step."""
+def _picklable(tool: Tool, value: object) -> object:
+    """`value`, or the step's failure saying it does not pickle."""
+    problem = _unpicklable(tool, value)
+    if problem is not None:
+        raise StepFailure.of(problem)
+    return value
+
+
+def durable_tool(tool: Tool, default_timeout_s: float | None = None) -> Tool:
+    """`tool` with each invocation of its handler a DBOS step.
+
+    `default_timeout_s` is the loop's `Budget.tool_timeout_s`, the timeout of a tool without
+    its own `timeout_s`.
+    """
+    timeout_s = tool.timeout_s if tool.timeout_s is not None else default_timeout_s
 
     async def handler(_boundloop_context: ToolContext, **arguments: Any) -> object:
-        return await invoke_as_step(tool, arguments, _boundloop_context)
+        return await invoke_as_step(tool, arguments, _boundloop_context, timeout_s)
 
     handler.__name__ = handler.__qualname__ = tool.name
     return Tool(
