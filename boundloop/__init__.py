@@ -12,10 +12,11 @@ modules.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 import typing
+
+from ._lazy import lazy_getattr as _lazy_getattr
 
 if typing.TYPE_CHECKING:
     from ._records import CallResult as CallResult
@@ -210,27 +211,7 @@ sys.modules[__name__].__class__ = _Package
 
 
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
-
-    def __getattr__(name: str) -> object:
-        """A public name on first use (which imports its module), or a submodule not imported yet.
-
-        Raises:
-            AttributeError: neither a public name nor a submodule of the package.
-        """
-        if name in _SOURCES:
-            value = getattr(importlib.import_module(_SOURCES[name], __name__), name)
-            globals()[name] = value
-            return value
-        if name.startswith("__"):
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        # `import boundloop; boundloop.errors.X` worked while this module imported everything;
-        # `from . import errors` comes here too, and gets the submodule alone.
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise  # the submodule exists, and something it imports is missing
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    __getattr__ = _lazy_getattr(__name__, globals(), _SOURCES)
 
     def __dir__() -> list[str]:
         return sorted({*globals(), *__all__})

@@ -7,9 +7,9 @@ that only reads `Phase` through `boundloop.state`, does not.
 
 from __future__ import annotations
 
-import importlib
 import typing
 
+from .._lazy import lazy_getattr as _lazy_getattr
 from ..trace import read_trace as read_trace
 from .guards import GUARDS as GUARDS
 from .table import STATES as STATES
@@ -50,26 +50,7 @@ _DIAGRAM: typing.Final = frozenset(
 """The names `boundloop.statemachine.diagram` defines, imported on first use."""
 
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
-
-    def __getattr__(name: str) -> object:
-        """A diagram name on first use (which imports the diagram module), or a submodule.
-
-        Raises:
-            AttributeError: neither a name nor a submodule of the package.
-        """
-        if name in _DIAGRAM:
-            value = getattr(importlib.import_module(".diagram", __name__), name)
-            globals()[name] = value
-            return value
-        if name.startswith("__"):
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        # `boundloop.statemachine.diagram` was bound while this module imported it eagerly.
-        try:
-            return importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    __getattr__ = _lazy_getattr(__name__, globals(), dict.fromkeys(_DIAGRAM, ".diagram"))
 
     def __dir__() -> list[str]:
         return sorted({*globals(), *__all__})

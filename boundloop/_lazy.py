@@ -1,0 +1,39 @@
+"""A package's module `__getattr__` that imports its public names on first use (PEP 562)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, MutableMapping
+
+
+def lazy_getattr(
+    package: str, namespace: MutableMapping[str, object], sources: Mapping[str, str]
+) -> Callable[[str], object]:
+    """The `__getattr__` of `package`.
+
+    Args:
+        package: the package's `__name__`.
+        namespace: its `globals()`, where a loaded name is kept (so it loads once).
+        sources: public name -> the module defining it, relative to the package.
+
+    Returns:
+        A function that imports a name of `sources` from its module alone, or else a submodule
+        of that name, and raises `AttributeError` for anything else.
+    """
+
+    def __getattr__(name: str) -> object:
+        if name in sources:
+            value = getattr(importlib.import_module(sources[name], package), name)
+            namespace[name] = value
+            return value
+        if name.startswith("__"):
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        # `import pkg; pkg.sub.X` and `from . import sub` come here for a submodule not imported yet.
+        try:
+            return importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{package}.{name}":
+                raise  # the submodule exists, and something it imports is missing
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+
+    return __getattr__
