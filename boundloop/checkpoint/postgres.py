@@ -379,9 +379,7 @@ def _version_if_present(conn: psycopg.Connection[TupleRow]) -> int | None:
     with conn.transaction():
         # In the first schema of the search path only, where CREATE TABLE would put it: a table
         # of the same name further down the path belongs to someone else.
-        table = conn.execute(
-            "SELECT to_regclass(format('%I.boundloop_schema', current_schema()))"
-        ).fetchone()
+        table = conn.execute("SELECT to_regclass(format('%I.boundloop_schema', current_schema()))").fetchone()
         if table is None or table[0] is None:
             return None
         found = conn.execute("SELECT coalesce(max(version), 0) FROM boundloop_schema").fetchone()
