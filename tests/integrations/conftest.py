@@ -44,3 +44,11 @@ def launch(postgres_dsn: str) -> Iterator[Launch]:
     yield start
     DBOS.destroy(destroy_registry=True)
     logging.getLogger("dbos").handlers.clear()
+
+
+async def recorded_steps(task_id: str) -> list[tuple[str, int]]:
+    """The workflow's recorded steps: (name, id), in id order."""
+    return [
+        (str(s["function_name"]), int(s["function_id"]))
+        for s in await DBOS.list_workflow_steps_async(task_id)
+    ]

@@ -11,7 +11,7 @@ from boundloop import AgentLoop, Budget, MemoryStore, RetryableToolError, StopRe
 from boundloop.integrations.dbos import DurableLoop
 from boundloop.testing import ScriptedClient
 from tests.helpers import JSON, text, tool_use
-from tests.integrations.conftest import Launch
+from tests.integrations.conftest import Launch, recorded_steps
 
 
 class KeywordError(Exception):
@@ -20,14 +20,6 @@ class KeywordError(Exception):
     def __init__(self, message: str, *, code: int) -> None:
         super().__init__(message)
         self.code = code
-
-
-async def recorded_steps(task_id: str) -> list[tuple[str, int]]:
-    """The workflow's recorded steps: (name, id), in id order."""
-    return [
-        (str(s["function_name"]), int(s["function_id"]))
-        for s in await DBOS.list_workflow_steps_async(task_id)
-    ]
 
 
 async def rewound(task_id: str, start_step: int) -> None:

@@ -14,15 +14,7 @@ from boundloop import AgentLoop, Budget, MemoryStore, StopReason, ToolContext, t
 from boundloop.integrations.dbos import DurableLoop
 from boundloop.testing import ScriptedClient
 from tests.helpers import text, tool_use
-from tests.integrations.conftest import Launch
-
-
-async def recorded_steps(task_id: str) -> list[tuple[str, int]]:
-    """The workflow's recorded steps: (name, id), in id order."""
-    return [
-        (str(s["function_name"]), int(s["function_id"]))
-        for s in await DBOS.list_workflow_steps_async(task_id)
-    ]
+from tests.integrations.conftest import Launch, recorded_steps
 
 
 async def step_output(task_id: str, name: str) -> object:
