@@ -238,13 +238,31 @@ class Deferred:
 
 
 def redact_strings(value: object, redact: Callable[[str], str]) -> object:
+    """`value` (plain JSON) with every string redacted: values, and the keys of objects too.
+
+    Two keys that redact to the same text stay apart: the later one gets a `#2`, `#3` suffix.
+    """
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, list):
         return [redact_strings(item, redact) for item in cast(list[object], value)]
     if isinstance(value, dict):
-        return {key: redact_strings(item, redact) for key, item in cast(dict[str, object], value).items()}
+        redacted: dict[object, object] = {}
+        for key, item in cast(dict[object, object], value).items():
+            if isinstance(key, str):
+                key = _free_key(redacted, redact(key))
+            redacted[key] = redact_strings(item, redact)
+        return redacted
     return value
+
+
+def _free_key(taken: dict[object, object], key: str) -> str:
+    """`key`, or `key#2`, `key#3`, ...: the first not in `taken`."""
+    candidate, count = key, 1
+    while candidate in taken:
+        count += 1
+        candidate = f"{key}#{count}"
+    return candidate
 
 
 def _plain(value: object) -> object:
