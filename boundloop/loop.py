@@ -63,10 +63,11 @@ class AgentLoop:
             views and logging); it must not block.
         redact_patterns: regular expressions of your own secrets, added to the defaults
             (Anthropic, OpenAI, AWS, Google, GitHub and Slack keys, bearer tokens).
-        redact_checkpoints: save checkpoints with every string redacted, object keys included:
-            the transcript, observations and pending approvals too (a resumed run then
-            continues from the redacted transcript). The repeat history keeps digests of the
-            calls, not their inputs, so a resumed run still finds the repeats of earlier calls.
+        redact_checkpoints: save checkpoints with every string redacted, the keys of tool
+            inputs and metadata included: the transcript, observations and pending approvals
+            too (a resumed run then continues from the redacted transcript). The repeat
+            history keeps digests of the calls, not their inputs, so a resumed run still finds
+            the repeats of earlier calls.
         count_tokens: with a token or cost budget, count each request's input with the API's
             `messages.count_tokens` before the call, instead of estimating it from the previous
             call (one more request per model call; `anthropic.AsyncAnthropic` only).

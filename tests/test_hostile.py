@@ -493,6 +493,28 @@ async def test_a_secret_in_a_key_of_a_tool_input_reaches_no_trace_checkpoint_or_
     assert fetched == [HEADERS]  # run once: the repeat was answered from the history
 
 
+async def test_a_redacted_checkpoint_keeps_its_own_field_names_whatever_your_patterns_match() -> None:
+    """A pattern of yours that matches a field name (`input_tokens`) redacts the keys of tool
+    inputs and metadata, never the state's fields: the checkpoint keeps the run's usage."""
+    store = MemoryStore()
+    client = ScriptedClient([tool_use(("lookup", {"key": "a"})), text("done")])
+    loop = AgentLoop(
+        client,
+        model="claude-sonnet-4-6",
+        tools=[lookup],
+        budget=Budget(max_steps=3),
+        metrics=None,
+        store=store,
+        redact_patterns=[r"token"],
+        redact_checkpoints=True,
+    )
+    result = await loop.run("goal", task_id="u", metadata={"token": "x"})
+    stored = await store.load("u")
+    assert stored is not None
+    assert stored.usage.input_tokens == result.usage.input_tokens == 20
+    assert stored.metadata == {"[REDACTED]": "x"}
+
+
 def test_keys_that_redact_to_the_same_text_stay_apart() -> None:
     """Two secrets as keys of one object both stay, the second with a suffix."""
     redacted = redact_strings({"Bearer aaaaaaaa1": 1, "Bearer bbbbbbbb2": 2, "[REDACTED]#2": 3}, Redactor())

@@ -135,7 +135,8 @@ def _for_store(ctx: RunContext) -> LoopState:
     if not ctx.config.redact_checkpoints:
         return state
     plain = json.loads(state.to_json())
-    redacted = cast(dict[str, Any], redact_strings(plain, ctx.redact))
+    # Keys too, inside tool inputs and metadata; the state's own field names must read back.
+    redacted = cast(dict[str, Any], redact_strings(plain, ctx.redact, all_keys=False))
     # The repeat history's keys are digests: nothing to redact, and a resumed run compares
     # the digests of its calls with them, so no pattern or hook of yours may change them.
     redacted["succeeded"] = plain["succeeded"]
