@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast, final
 
 if TYPE_CHECKING:
@@ -34,6 +35,12 @@ class StopReason(enum.StrEnum):
     TRUNCATED = "truncated"
     CONTEXT_EXCEEDED = "context_exceeded"
     TOOL_FAILURE = "tool_failure"
+
+
+def call_digest(call: str) -> str:
+    """A call's identity as the repeat history keeps it: the SHA-256 (hex) of `tool NUL input
+    JSON`, so a checkpoint holds no copy of the input (`redact_checkpoints` leaves it as is)."""
+    return hashlib.sha256(call.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 BUDGET_STOPS: Final = frozenset(
@@ -151,7 +158,7 @@ class Turn:
 
     calls: list[ToolCall]
     keys: list[str]
-    """`canonical(name, input)` of each call: its identity for the repeat history."""
+    """`canonical(name, input)` of each call (a digest): its identity for the repeat history."""
     answers: list[CallResult | None]
     """Decided in validate (denied, repeated, ...), filled in act; None: to run, or not decided."""
     decisions: list[str] = dataclasses.field(default_factory=empty_list)

@@ -2,7 +2,8 @@
 
 The default patterns cover Anthropic, OpenAI, AWS, Google, GitHub and Slack keys and bearer
 tokens; `AgentLoop(redact_patterns=[...])` adds yours, and `AgentLoop(redact=fn)` runs your
-own function after them.
+own function after them. `trace.redact_strings` applies a `Redactor` to every string of JSON
+values, the keys of objects included.
 """
 
 from __future__ import annotations

@@ -51,9 +51,9 @@ class AgentLoop:
             or `"raise"` its exception from `run()`.
         max_tool_output_chars: longer tool results are truncated with a visible marker.
         redact: a hook applied, after the secret patterns, to everything a run records: every
-            field of the trace (as written), `state.errors` and stop details. The transcript,
-            observations and pending approvals are what the model saw and are kept verbatim
-            in the state, and in checkpoints unless `redact_checkpoints`.
+            field of the trace (as written; the keys of objects too), `state.errors` and stop
+            details. The transcript, observations and pending approvals are what the model saw
+            and are kept verbatim in the state, and in checkpoints unless `redact_checkpoints`.
         metrics: a `LoopMetrics`; default: shared instruments on the default registry;
             None: no metrics.
         prices: per-model prices merged over the built-in table (for `max_cost_usd`).
@@ -63,8 +63,11 @@ class AgentLoop:
             views and logging); it must not block.
         redact_patterns: regular expressions of your own secrets, added to the defaults
             (Anthropic, OpenAI, AWS, Google, GitHub and Slack keys, bearer tokens).
-        redact_checkpoints: save checkpoints with the transcript and observations redacted
-            too (a resumed run then continues from the redacted transcript).
+        redact_checkpoints: save checkpoints with every string redacted, the keys of tool
+            inputs and metadata included: the transcript, observations and pending approvals
+            too (a resumed run then continues from the redacted transcript). The repeat
+            history keeps digests of the calls, not their inputs, so a resumed run still finds
+            the repeats of earlier calls.
         count_tokens: with a token or cost budget, count each request's input with the API's
             `messages.count_tokens` before the call, instead of estimating it from the previous
             call (one more request per model call; `anthropic.AsyncAnthropic` only).

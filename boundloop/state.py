@@ -33,7 +33,7 @@ from ._records import StopReason as StopReason
 from ._records import ToolCall as ToolCall
 from ._records import Turn as Turn
 from ._records import Usage as Usage
-from ._records import empty_dict, empty_list
+from ._records import call_digest, empty_dict, empty_list
 from .statemachine.table import INITIAL, Phase
 from .trace import TraceEvent, is_sdk_object, json_default, write_trace
 
@@ -227,7 +227,8 @@ class LoopState:
     observations: list[Observation] = dataclasses.field(default_factory=empty_list)
     """One record per answered tool_use, in order."""
     succeeded: dict[str, int] = dataclasses.field(default_factory=empty_dict)
-    """Repeat history: canonical call (tool and input) -> index of its successful observation."""
+    """Repeat history: a call's digest (of its tool and canonical input) -> the index of its
+    successful observation. A digest, not the input: a checkpoint keeps no copy of it."""
     errors: list[ErrorRecord] = dataclasses.field(default_factory=empty_list)
     """Model API failures, invalid actions and tool errors, in order."""
     pending_approvals: list[PendingApproval] = dataclasses.field(default_factory=empty_list)
@@ -278,9 +279,22 @@ class LoopState:
         import pydantic
 
         try:
-            return _adapter().validate_python(raw)
+            state = _adapter().validate_python(raw)
         except pydantic.ValidationError as exc:
             raise ValueError(f"not a LoopState: {exc}") from None
+        _digest_old_keys(state)
+        return state
+
+
+def _digest_old_keys(state: LoopState) -> None:
+    """Repeat-history keys saved as `tool NUL input JSON` (before they were digests) as the
+    digests a run compares now, so a resumed run still knows the calls made before."""
+    if any("\x00" in key for key in state.succeeded):
+        state.succeeded = {
+            call_digest(key) if "\x00" in key else key: index for key, index in state.succeeded.items()
+        }
+    if state.turn is not None:
+        state.turn.keys = [call_digest(key) if "\x00" in key else key for key in state.turn.keys]
 
 
 @functools.cache

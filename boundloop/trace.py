@@ -237,14 +237,41 @@ class Deferred:
         return f"Deferred({type(self._value).__name__})"
 
 
-def redact_strings(value: object, redact: Callable[[str], str]) -> object:
+def redact_strings(value: object, redact: Callable[[str], str], *, all_keys: bool = True) -> object:
+    """`value` (plain JSON) with every string redacted: values, and the keys of objects too.
+
+    With `all_keys=False` only the keys inside an `input` or `metadata` (a tool_use's input,
+    where the model picks the keys; the caller's metadata) are redacted: the others are field
+    names that must read back (a pattern of yours matching `input_tokens` must not drop the
+    usage of a checkpoint). Two keys that redact to the same text stay apart: the later one
+    gets a `#2`, `#3` suffix.
+    """
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, list):
-        return [redact_strings(item, redact) for item in cast(list[object], value)]
+        return [redact_strings(item, redact, all_keys=all_keys) for item in cast(list[object], value)]
     if isinstance(value, dict):
-        return {key: redact_strings(item, redact) for key, item in cast(dict[str, object], value).items()}
+        redacted: dict[object, object] = {}
+        for key, item in cast(dict[object, object], value).items():
+            inside = all_keys or key in _DATA_KEYS
+            if all_keys and isinstance(key, str):
+                key = _free_key(redacted, redact(key))
+            redacted[key] = redact_strings(item, redact, all_keys=inside)
+        return redacted
     return value
+
+
+_DATA_KEYS: Final = frozenset({"input", "metadata"})
+"""Fields whose objects' keys are data, not field names (see `redact_strings`)."""
+
+
+def _free_key(taken: dict[object, object], key: str) -> str:
+    """`key`, or `key#2`, `key#3`, ...: the first not in `taken`."""
+    candidate, count = key, 1
+    while candidate in taken:
+        count += 1
+        candidate = f"{key}#{count}"
+    return candidate
 
 
 def _plain(value: object) -> object:

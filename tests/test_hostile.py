@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
 import httpx2
 import pydantic
 import pytest
@@ -13,6 +14,8 @@ from prometheus_client import CollectorRegistry
 
 import boundloop
 from boundloop import AgentLoop, Budget, MemoryStore, ScriptedClient, StopReason, Tool, tool
+from boundloop._redaction import Redactor
+from boundloop.trace import redact_strings
 from boundloop.transcript import transcript_errors
 from tests.helpers import (
     ScriptedTransport,
@@ -430,6 +433,92 @@ async def test_your_patterns_and_redacted_checkpoints() -> None:
     assert "PIN-4242-9999" not in stored.to_json()
     assert "customer [REDACTED] is verified" in stored.to_json()
     assert "PIN-4242-9999" not in json.dumps([event.to_dict() for event in result.trace])
+
+
+TOKEN = "eyJhbGciOiJIUzI1NiJ9.payload.sig"
+HEADERS = {f"Authorization: Bearer {TOKEN}": 1, f"x-api-key {SECRET}": 2, "Bearer zzzzzzzz1": 3}
+"""Secrets in the keys of a tool input; the last two both redact to one text, kept apart."""
+
+
+async def test_a_secret_in_a_key_of_a_tool_input_reaches_no_trace_checkpoint_or_repeat_history(
+    tmp_path: Any,
+) -> None:
+    """A secret the model puts in an object key is redacted in the trace and the redacted
+    checkpoint (transcript, observations, pending approvals, repeat history), and the repeat
+    history still finds the identical call after a resume from that checkpoint."""
+    fetched: list[JSON] = []
+
+    @tool
+    async def fetch(headers: dict[str, int]) -> str:
+        """Fetch with headers."""
+        fetched.append(headers)
+        return "fetched"
+
+    @tool(requires_approval=True)
+    async def send(headers: dict[str, int]) -> str:
+        """Send with headers."""
+        return "sent"
+
+    store = MemoryStore()
+    settings: JSON = {
+        "model": "claude-sonnet-4-6",
+        "tools": [fetch, send],
+        "budget": Budget(max_steps=6),
+        "metrics": None,
+        "store": store,
+        "redact_checkpoints": True,
+    }
+    script = [tool_use(("fetch", {"headers": HEADERS})), tool_use(("send", {"headers": HEADERS}, "toolu_s"))]
+    first = await AgentLoop(ScriptedClient(script), **settings).run("goal", task_id="k")
+    assert first.stop_reason is StopReason.NEEDS_HUMAN
+    trace_file = tmp_path / "trace.jsonl"
+    await anyio.to_thread.run_sync(first.write_trace, trace_file)
+    written = await anyio.to_thread.run_sync(trace_file.read_text)
+    stored = await store.load("k")
+    assert stored is not None
+    for recorded in (written, stored.to_json(), json.dumps(list(first.state.succeeded))):
+        assert TOKEN not in recorded
+        assert SECRET not in recorded
+        assert "zzzzzzzz1" not in recorded
+    assert [o.input for o in stored.observations] == [
+        {"headers": {"Authorization: [REDACTED]": 1, "x-api-key [REDACTED]": 2, "[REDACTED]": 3}}
+    ]
+    assert stored.pending_approvals[0].input == stored.observations[0].input
+    assert HEADERS == {f"Authorization: Bearer {TOKEN}": 1, f"x-api-key {SECRET}": 2, "Bearer zzzzzzzz1": 3}
+
+    again = [tool_use(("fetch", {"headers": HEADERS}, "toolu_again")), text("done")]
+    later = await AgentLoop(ScriptedClient(again), **settings).resume("k", approvals={"toolu_s": False})
+    assert later.stop_reason is StopReason.COMPLETED
+    assert [o.outcome for o in later.state.observations if o.tool == "fetch"] == ["ok", "repeated"]
+    assert fetched == [HEADERS]  # run once: the repeat was answered from the history
+
+
+async def test_a_redacted_checkpoint_keeps_its_own_field_names_whatever_your_patterns_match() -> None:
+    """A pattern of yours that matches a field name (`input_tokens`) redacts the keys of tool
+    inputs and metadata, never the state's fields: the checkpoint keeps the run's usage."""
+    store = MemoryStore()
+    client = ScriptedClient([tool_use(("lookup", {"key": "a"})), text("done")])
+    loop = AgentLoop(
+        client,
+        model="claude-sonnet-4-6",
+        tools=[lookup],
+        budget=Budget(max_steps=3),
+        metrics=None,
+        store=store,
+        redact_patterns=[r"token"],
+        redact_checkpoints=True,
+    )
+    result = await loop.run("goal", task_id="u", metadata={"token": "x"})
+    stored = await store.load("u")
+    assert stored is not None
+    assert stored.usage.input_tokens == result.usage.input_tokens == 20
+    assert stored.metadata == {"[REDACTED]": "x"}
+
+
+def test_keys_that_redact_to_the_same_text_stay_apart() -> None:
+    """Two secrets as keys of one object both stay, the second with a suffix."""
+    redacted = redact_strings({"Bearer aaaaaaaa1": 1, "Bearer bbbbbbbb2": 2, "[REDACTED]#2": 3}, Redactor())
+    assert redacted == {"[REDACTED]": 1, "[REDACTED]#2": 2, "[REDACTED]#2#2": 3}
 
 
 def test_a_redact_pattern_that_does_not_compile_is_a_configuration_error() -> None:

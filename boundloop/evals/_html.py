@@ -4,8 +4,8 @@
 path its run took on the state machine next to the edges that end a run with the stop
 reason the case expected. The SVG is drawn here, from `STATES` and `TRANSITIONS` on a fixed
 layout: graphviz may be missing where the report is written. Nothing is loaded from
-elsewhere (no script, font or image), and everything a case carries is escaped: ids,
-answers and failures may hold model text.
+elsewhere (no script, font or image), and everything a case carries is redacted and
+escaped: ids, answers and failures may hold model text.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ..statemachine.diagram import trace_path
 from ..statemachine.table import STATES, TRANSITIONS, Phase, Trigger
 from ._report import EvalReport
 from ._runner import CaseResult
+from ._text import reported
 
 # -- which edges end a run with which stop reason ---------------------------------------
 
@@ -149,7 +150,8 @@ def _edge_id(index: int) -> str:
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """Every text of the page: redacted, only characters XML allows, escaped."""
+    return html.escape(reported(text), quote=True)
 
 
 def _half(state: str) -> tuple[float, float]:

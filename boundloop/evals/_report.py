@@ -10,6 +10,7 @@ from xml.etree import ElementTree
 
 from .._records import StopReason
 from ._runner import CaseResult
+from ._text import redact, reported
 
 
 @final
@@ -126,14 +127,15 @@ class EvalReport:
 
     def table(self) -> str:
         """One line per case (its first failure when it failed), then the figures."""
-        width = max((len(result.case.case_id) for result in self.results), default=4)
+        names = [redact(result.case.case_id) for result in self.results]
+        width = max((len(name) for name in names), default=4)
         lines: list[str] = []
-        for result in self.results:
+        for name, result in zip(names, self.results, strict=True):
             mark = {"passed": "PASS", "failed": "FAIL", "error": "ERROR"}[result.status]
             got = "-" if result.stop_reason is None else str(result.stop_reason)
-            line = f"{mark:<5} {result.case.case_id:<{width}}  {got:<16} {result.duration_s * 1000:7.1f} ms"
+            line = f"{mark:<5} {name:<{width}}  {got:<16} {result.duration_s * 1000:7.1f} ms"
             if result.failures:
-                line += f"  {result.first_failure}"
+                line += f"  {redact(result.first_failure)}"
             lines.append(line)
         lines.append("")
         label_width = max(len(label) for label, _ in self.figures.rows())
@@ -148,7 +150,11 @@ class EvalReport:
         }
 
     def junit(self) -> str:
-        """The report as JUnit XML: one `testcase` per case, a `failure` or `error` in it."""
+        """The report as JUnit XML: one `testcase` per case, a `failure` or `error` in it.
+
+        Every name and message is redacted, and a character XML 1.0 forbids (a control
+        character, a lone surrogate) is written as U+FFFD: the document always parses.
+        """
         figures = self.figures
         suite = ElementTree.Element(
             "testsuite",
@@ -162,14 +168,14 @@ class EvalReport:
             testcase = ElementTree.SubElement(
                 suite,
                 "testcase",
-                classname="boundloop.evals" if result.case.source is None else str(result.case.source),
-                name=result.case.case_id,
+                classname="boundloop.evals" if result.case.source is None else reported(result.case.source),
+                name=reported(result.case.case_id),
                 time=f"{result.duration_s:.6f}",
             )
             if result.status != "passed":
                 tag = "failure" if result.status == "failed" else "error"
-                element = ElementTree.SubElement(testcase, tag, message=result.first_failure)
-                element.text = "\n".join(result.failures)
+                element = ElementTree.SubElement(testcase, tag, message=reported(result.first_failure))
+                element.text = reported("\n".join(result.failures))
         ElementTree.indent(suite)
         return (
             '<?xml version="1.0" encoding="utf-8"?>\n'

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, final
+from typing import Any, Literal, cast, final
 
 import anyio
 
@@ -14,10 +14,11 @@ from ..errors import ApprovalMissing, NotResumable, ScriptExhausted, UnhandledSt
 from ..loop import AgentLoop
 from ..replay import ReplayReport, replay
 from ..state import LoopResult
-from ..trace import TraceEvent
+from ..trace import TraceEvent, redact_strings
 from ._build import build_loop
 from ._fixture import Case
 from ._mocks import Mocks
+from ._text import redact
 
 Status = Literal["passed", "failed", "error"]
 """`error`: the fixture is at fault (a script or mocked results too short, a bad decision)."""
@@ -73,11 +74,11 @@ class CaseResult:
         """
         if not self.passed:
             lines = "\n".join(f"  - {failure}" for failure in self.failures)
-            raise AssertionError(f"eval case {self.case.case_id} {self.status}:\n{lines}")
+            raise AssertionError(redact(f"eval case {self.case.case_id} {self.status}:\n{lines}"))
 
     def to_dict(self) -> dict[str, Any]:
-        """The result as a JSON object (without the trace)."""
-        return {
+        """The result as a JSON object (without the trace), every string redacted."""
+        plain: dict[str, Any] = {
             "case_id": self.case.case_id,
             "source": None if self.case.source is None else str(self.case.source),
             "status": self.status,
@@ -96,6 +97,7 @@ class CaseResult:
             "replay_identical": self.replay_identical,
             "tools_run": list(self.tools_run),
         }
+        return cast(dict[str, Any], redact_strings(plain, redact))
 
 
 @final

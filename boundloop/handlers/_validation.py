@@ -21,6 +21,7 @@ from .._records import (
     StopReason,
     ToolCall,
     Turn,
+    call_digest,
 )
 from ..errors import UnhandledStop
 from ..statemachine.table import Trigger
@@ -55,10 +56,11 @@ _DECISIONS: Final = {
 
 
 def canonical(name: str, tool_input: object) -> str:
-    """The identity of a call for repeat detection: tool name and canonical JSON input."""
+    """The identity of a call for repeat detection: the digest of its tool name and canonical
+    JSON input (`call_digest`), which a checkpoint may hold without holding the input."""
     if _C_ENCODER is None:
-        return name + "\x00" + _CANONICAL_JSON(tool_input)
-    return name + "\x00" + "".join(_C_ENCODER(tool_input, 0))
+        return call_digest(name + "\x00" + _CANONICAL_JSON(tool_input))
+    return call_digest(name + "\x00" + "".join(_C_ENCODER(tool_input, 0)))
 
 
 async def validate(ctx: RunContext) -> Trigger:

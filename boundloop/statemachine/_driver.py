@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Final, final
+from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import anyio
 
@@ -134,7 +134,15 @@ def _for_store(ctx: RunContext) -> LoopState:
     state.elapsed_s = ctx.elapsed_s
     if not ctx.config.redact_checkpoints:
         return state
-    return LoopState.from_json(json.dumps(redact_strings(json.loads(state.to_json()), ctx.redact)))
+    plain = json.loads(state.to_json())
+    # Keys too, inside tool inputs and metadata; the state's own field names must read back.
+    redacted = cast(dict[str, Any], redact_strings(plain, ctx.redact, all_keys=False))
+    # The repeat history's keys are digests: nothing to redact, and a resumed run compares
+    # the digests of its calls with them, so no pattern or hook of yours may change them.
+    redacted["succeeded"] = plain["succeeded"]
+    if plain["turn"] is not None:
+        redacted["turn"]["keys"] = plain["turn"]["keys"]
+    return LoopState.from_json(json.dumps(redacted))
 
 
 def _leaves_run(exc: BaseException, ctx: RunContext) -> bool:

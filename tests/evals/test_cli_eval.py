@@ -79,6 +79,57 @@ def test_a_failing_case_exits_1_with_its_first_failure(
     assert "stop_reason: expected needs_human, got completed" in out
 
 
+SECRET = "sk-ant-api03-AbCdEf0123456789xyzXYZ"
+
+
+def reports(tmp_path: Path, fixtures: dict[str, JSON]) -> tuple[str, str, str]:
+    """Run the fixtures (each failing) through `boundloop eval`: the JUnit, JSON and HTML files."""
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    for name, fixture in fixtures.items():
+        write(folder / name, fixture)
+    junit, report, page = tmp_path / "r.xml", tmp_path / "r.json", tmp_path / "r.html"
+    argv = ["eval", str(folder), "--junit", str(junit), "--json", str(report), "--html", str(page)]
+    assert main(argv) == 1
+    return (
+        junit.read_text(encoding="utf-8"),
+        report.read_text(encoding="utf-8"),
+        page.read_text(encoding="utf-8"),
+    )
+
+
+def test_no_report_carries_a_secret_the_model_put_in_its_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The answer goes through the loop's redaction in the JSON and HTML reports."""
+    leaky = case("leaky", stop_reason="completed", answer_contains="O-1 was on time")
+    leaky["model"][1] = {"text": f"O-1 was late; the key is {SECRET}"}
+    junit, report, page = reports(tmp_path, {"leaky.json": leaky})
+    out = capsys.readouterr().out
+    assert json.loads(report)["cases"][0]["answer"] == "O-1 was late; the key is [REDACTED]"
+    assert "the key is [REDACTED]" in page
+    for text in (junit, report, page, out):
+        assert SECRET not in text
+
+
+def test_junit_parses_when_a_fixture_name_and_a_tool_input_hold_control_characters(
+    tmp_path: Path,
+) -> None:
+    """Characters XML 1.0 forbids, from a file name and from the model's input, become U+FFFD."""
+    asks = case("asks", stop_reason="completed")
+    asks["policy"] = {"escalation_tool": "ask_human"}
+    asks["model"] = [{"tool_calls": [{"name": "ask_human", "input": {"reason": "why \u0001\x1b?"}}]}]
+    asks["mocked_tools"] = {}
+    junit = reports(tmp_path, {"ctl\u0001\x1b.json": asks})[0]
+    testcase = ElementTree.fromstring(junit).find("testcase")
+    assert testcase is not None
+    assert (testcase.get("classname") or "").endswith("ctl\ufffd\ufffd.json")
+    failure = testcase.find("failure")
+    assert failure is not None
+    assert "the model asked for a human: why \ufffd\ufffd?" in (failure.get("message") or "")
+    assert "why \ufffd\ufffd?" in (failure.text or "")
+
+
 def test_case_selects_cases_and_an_unknown_one_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
