@@ -90,16 +90,14 @@ def _schema(name: str) -> dict[str, Any]:
 # Read at import: checking a contract inside a running event loop must not block on a file.
 CONTRACT_SCHEMA: Final = _schema("loop-contract.schema.json")
 POLICY_SCHEMA: Final = _schema("loop-policy.schema.json")
-# The contract's `policy` refers to the policy schema by its $id.
-_POLICY_RESOURCE: Final[referencing.Resource[Any]] = referencing.Resource.from_contents(POLICY_SCHEMA)
-_REGISTRY: Final[referencing.Registry[Any]] = referencing.Registry[Any]().with_resource(
-    POLICY_SCHEMA["$id"], _POLICY_RESOURCE
-)
+# The contract schema bundles the policy schema (`$defs/policy`): every `$ref` is local, and the
+# empty registry means a reference that is not would fail rather than fetch anything.
+_NO_RETRIEVAL: Final[referencing.Registry[Any]] = referencing.Registry[Any]()
 _CONTRACT: Final[jsonschema.protocols.Validator] = cast(
-    "jsonschema.protocols.Validator", jsonschema.Draft202012Validator(CONTRACT_SCHEMA, registry=_REGISTRY)
+    "jsonschema.protocols.Validator", jsonschema.Draft202012Validator(CONTRACT_SCHEMA, registry=_NO_RETRIEVAL)
 )
 _POLICY: Final[jsonschema.protocols.Validator] = cast(
-    "jsonschema.protocols.Validator", jsonschema.Draft202012Validator(POLICY_SCHEMA)
+    "jsonschema.protocols.Validator", jsonschema.Draft202012Validator(POLICY_SCHEMA, registry=_NO_RETRIEVAL)
 )
 
 
