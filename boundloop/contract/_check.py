@@ -21,6 +21,7 @@ import referencing
 from anthropic.types import MessageParam
 
 from ..handlers._propose import KNOWN_STOP_REASONS
+from ..handlers._schemas import unresolved_ref
 from ..handlers.stops import DEFAULT_HANDLERS
 from ..handlers.tools import TOOL_NAME
 from ..state import BUDGET_COUNTS
@@ -42,7 +43,8 @@ RULES: Final[Mapping[str, str]] = {
     "unknown-handler": "every signal handler is built in, `unhandled_stop`, or declared in custom_handlers",
     "unhandled-signal": "every API stop_reason has an explicit handler (or `unhandled_stop`)",
     "signal-handler": "a built-in handler answers only its own stop_reason (a refusal is never a completion)",
-    "tool-schema": "every tool has a valid JSON Schema of type object for its input (and a valid output one)",
+    "tool-schema": "every tool has a valid JSON Schema of type object for its input (and a valid output "
+    "one), its `$ref`s resolving within it",
     "allowed-and-forbidden": "no tool is both allowed and forbidden",
     "policy-conflict": "no forbidden tool is required evidence or gated by approval; evidence is allowed",
     "api-name": "every tool name is one the Messages API accepts: 1-64 of [a-zA-Z0-9_-]",
@@ -250,7 +252,7 @@ def _schema_fault(schema: dict[str, Any], *, needs_object: bool) -> str | None:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
         return f"not a valid JSON Schema: {exc.message}"
-    return None
+    return unresolved_ref(schema)
 
 
 _OWN_HANDLER: Final[Mapping[str, str]] = {

@@ -43,9 +43,9 @@ def _ids_below_root(node: object, root: bool = True) -> list[str]:
 def _pointer(document: JSON, ref: str) -> object:
     """What a local `#/a/b` reference points to, following the JSON pointer by hand (KeyError if
     nothing): the way an editor's JSON service resolves a reference within the document."""
-    node: object = document
+    node: Any = document
     for part in ref.removeprefix("#").split("/")[1:]:
-        node = cast(JSON, node)[part.replace("~1", "/").replace("~0", "~")]
+        node = node[part.replace("~1", "/").replace("~0", "~")]
     return node
 
 
