@@ -50,7 +50,7 @@ RULES: Final[Mapping[str, str]] = {
     "api-name": "every tool name is one the Messages API accepts: 1-64 of [a-zA-Z0-9_-]",
     "unknown-tool": "the policy's allowed, approval and evidence lists name declared tools",
     "duplicate-tool": "each tool is declared once",
-    "file": "the files the contract names (policy, system prompt) exist and parse",
+    "file": "the files the contract names (policy, system prompt) are under its folder, exist and parse",
     "number": "counts are whole numbers (1, not 1.0) and limits are finite",
 }
 """Rule id -> what it guarantees."""
