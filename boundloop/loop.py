@@ -193,6 +193,7 @@ class AgentLoop:
         handlers: Mapping[str, Handler],
         client: Model,
         policy: str | Path | None = None,
+        allow_outside: bool = False,
         signal_handlers: Mapping[str, SignalHandler] | None = None,
         approve: Approver | None = None,
         success: SuccessCheck | None = None,
@@ -213,6 +214,8 @@ class AgentLoop:
             handlers: the tool handlers, by tool name: one for every declared tool, no more.
             client: the model client.
             policy: a policy file used instead of the contract's `policy`.
+            allow_outside: read the files the contract names even when one is absolute or
+                outside the contract's folder (by default a `file` problem: not read).
             signal_handlers: the contract's `custom_handlers`, by name.
             approve: `Policy.approve`, the in-process approver (code, not contract data).
             success: `Policy.success`, the extra completion check (code, not contract data).
@@ -231,7 +234,7 @@ class AgentLoop:
         """
         # A `Contract` built in code is checked too (its files are already inline).
         source = contract.to_dict() if isinstance(contract, Contract) else contract
-        loaded = load_contract(source, policy=policy)
+        loaded = load_contract(source, policy=policy, allow_outside=allow_outside)
         settings = loop_settings(
             loaded, handlers=handlers, signal_handlers=signal_handlers, approve=approve, success=success
         )

@@ -292,6 +292,7 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
     check_parser.add_argument(
         "--policy", metavar="POLICY", help="a loop-policy.json used instead of the contract's"
     )
+    _add_allow_outside(check_parser)
     check_parser.set_defaults(command=_command("_contract", "check_command"))
 
     compile_parser = add_parser(
@@ -312,6 +313,7 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
     compile_parser.add_argument(
         "--policy", metavar="POLICY", help="a loop-policy.json used instead of the contract's"
     )
+    _add_allow_outside(compile_parser)
     compile_parser.set_defaults(command=_command("_contract", "compile_command"))
 
     lint_parser = add_parser(
@@ -330,6 +332,15 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
     lint_parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders")
     lint_parser.add_argument("--json", action="store_true", help="print the findings as a JSON list")
     lint_parser.set_defaults(command=_command("_contract", "lint_command"))
+
+
+def _add_allow_outside(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-outside",
+        action="store_true",
+        help="read the files the contract names (policy, system prompt) even when one is an absolute "
+        "path or outside the contract's folder (refused by default)",
+    )
 
 
 def _add_store(parser: argparse.ArgumentParser, *, required: bool = False) -> None:

@@ -35,7 +35,7 @@ def check_command(args: argparse.Namespace) -> int:
     """
     contract = _existing(args.contract, "contract file")
     policy = None if args.policy is None else _existing(args.policy, "policy file")
-    problems = check_contract(contract, policy=policy)
+    problems = check_contract(contract, policy=policy, allow_outside=args.allow_outside)
     for problem in problems:
         print(f"{contract}: {problem}")
     if problems:
@@ -59,13 +59,13 @@ def compile_command(args: argparse.Namespace) -> int:
     """
     contract = _existing(args.contract, "contract file")
     policy = None if args.policy is None else _existing(args.policy, "policy file")
-    problems = check_contract(contract, policy=policy)
+    problems = check_contract(contract, policy=policy, allow_outside=args.allow_outside)
     if problems:
         for problem in problems:
             print(f"{contract}: {problem}")
         print(f"{len(problems)} problem(s): nothing compiled", file=sys.stderr)
         return EXIT_NOT_COMPLETED
-    loaded = load_contract(contract, policy=policy)
+    loaded = load_contract(contract, policy=policy, allow_outside=args.allow_outside)
     _write(args.output, compile_module(loaded, source=str(contract)))
     if args.report is not None:
         _write(args.report, compile_report(loaded, source=str(contract)))

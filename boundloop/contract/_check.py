@@ -21,6 +21,7 @@ import referencing
 from anthropic.types import MessageParam
 
 from ..handlers._propose import KNOWN_STOP_REASONS
+from ..handlers._schemas import unresolved_ref
 from ..handlers.stops import DEFAULT_HANDLERS
 from ..handlers.tools import TOOL_NAME
 from ..state import BUDGET_COUNTS
@@ -42,13 +43,14 @@ RULES: Final[Mapping[str, str]] = {
     "unknown-handler": "every signal handler is built in, `unhandled_stop`, or declared in custom_handlers",
     "unhandled-signal": "every API stop_reason has an explicit handler (or `unhandled_stop`)",
     "signal-handler": "a built-in handler answers only its own stop_reason (a refusal is never a completion)",
-    "tool-schema": "every tool has a valid JSON Schema of type object for its input (and a valid output one)",
+    "tool-schema": "every tool has a valid JSON Schema of type object for its input (and a valid output "
+    "one), its `$ref`s resolving within it",
     "allowed-and-forbidden": "no tool is both allowed and forbidden",
     "policy-conflict": "no forbidden tool is required evidence or gated by approval; evidence is allowed",
     "api-name": "every tool name is one the Messages API accepts: 1-64 of [a-zA-Z0-9_-]",
     "unknown-tool": "the policy's allowed, approval and evidence lists name declared tools",
     "duplicate-tool": "each tool is declared once",
-    "file": "the files the contract names (policy, system prompt) exist and parse",
+    "file": "the files the contract names (policy, system prompt) are under its folder, exist and parse",
     "number": "counts are whole numbers (1, not 1.0) and limits are finite",
 }
 """Rule id -> what it guarantees."""
@@ -90,16 +92,14 @@ def _schema(name: str) -> dict[str, Any]:
 # Read at import: checking a contract inside a running event loop must not block on a file.
 CONTRACT_SCHEMA: Final = _schema("loop-contract.schema.json")
 POLICY_SCHEMA: Final = _schema("loop-policy.schema.json")
-# The contract's `policy` refers to the policy schema by its $id.
-_POLICY_RESOURCE: Final[referencing.Resource[Any]] = referencing.Resource.from_contents(POLICY_SCHEMA)
-_REGISTRY: Final[referencing.Registry[Any]] = referencing.Registry[Any]().with_resource(
-    POLICY_SCHEMA["$id"], _POLICY_RESOURCE
-)
+# The contract schema bundles the policy schema (`$defs/policy`): every `$ref` is local, and the
+# empty registry means a reference that is not would fail rather than fetch anything.
+_NO_RETRIEVAL: Final[referencing.Registry[Any]] = referencing.Registry[Any]()
 _CONTRACT: Final[jsonschema.protocols.Validator] = cast(
-    "jsonschema.protocols.Validator", jsonschema.Draft202012Validator(CONTRACT_SCHEMA, registry=_REGISTRY)
+    "jsonschema.protocols.Validator", jsonschema.Draft202012Validator(CONTRACT_SCHEMA, registry=_NO_RETRIEVAL)
 )
 _POLICY: Final[jsonschema.protocols.Validator] = cast(
-    "jsonschema.protocols.Validator", jsonschema.Draft202012Validator(POLICY_SCHEMA)
+    "jsonschema.protocols.Validator", jsonschema.Draft202012Validator(POLICY_SCHEMA, registry=_NO_RETRIEVAL)
 )
 
 
@@ -252,7 +252,7 @@ def _schema_fault(schema: dict[str, Any], *, needs_object: bool) -> str | None:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
         return f"not a valid JSON Schema: {exc.message}"
-    return None
+    return unresolved_ref(schema)
 
 
 _OWN_HANDLER: Final[Mapping[str, str]] = {

@@ -81,7 +81,10 @@ class Contract:
 
 
 def check_contract(
-    source: str | Path | Mapping[str, Any], *, policy: str | Path | None = None
+    source: str | Path | Mapping[str, Any],
+    *,
+    policy: str | Path | None = None,
+    allow_outside: bool = False,
 ) -> list[Problem]:
     """Every problem of a contract: its schema, its files, then the loop's rules.
 
@@ -89,27 +92,35 @@ def check_contract(
         source: the contract's file, or the contract as a parsed JSON object (its relative
             file names are then read from the current directory).
         policy: a policy file to use instead of the contract's own `policy`.
+        allow_outside: read the files the contract names (its policy, its system prompt) even
+            when one is an absolute path or resolves outside the contract's folder; by default
+            that is a `file` problem of the field, and the file is not read.
 
     Returns:
         The problems, in order; empty when the contract is sound.
     """
-    return _read(source, policy)[1]
+    return _read(source, policy, allow_outside=allow_outside)[1]
 
 
-def load_contract(source: str | Path | Mapping[str, Any], *, policy: str | Path | None = None) -> Contract:
-    """Read and check a contract.
+def load_contract(
+    source: str | Path | Mapping[str, Any],
+    *,
+    policy: str | Path | None = None,
+    allow_outside: bool = False,
+) -> Contract:
+    """Read and check a contract (`check_contract` says what the arguments do).
 
     Raises:
         ContractError: the contract breaks a rule (every problem listed).
     """
-    contract, problems = _read(source, policy)
+    contract, problems = _read(source, policy, allow_outside=allow_outside)
     if contract is None or problems:
         raise ContractError(str(source) if isinstance(source, str | Path) else "contract", problems)
     return contract
 
 
 def _read(
-    source: str | Path | Mapping[str, Any], policy_file: str | Path | None
+    source: str | Path | Mapping[str, Any], policy_file: str | Path | None, *, allow_outside: bool
 ) -> tuple[Contract | None, list[Problem]]:
     base = Path(".")
     raw: object
@@ -126,8 +137,9 @@ def _read(
     if problems:
         return None, problems
     contract = cast(dict[str, Any], raw)
-    policy, policy_at, policy_problems = _policy(contract["policy"], policy_file, base)
-    system, system_problems = _system(contract.get("system"), base)
+    folder = _Folder(base, allow_outside=allow_outside)
+    policy, policy_at, policy_problems = _policy(contract["policy"], policy_file, folder)
+    system, system_problems = _system(contract.get("system"), folder)
     problems = policy_problems + system_problems
     if problems:
         return None, problems
@@ -144,13 +156,41 @@ def _json(path: Path, where: str) -> object:
         return Problem(rule="file", where=where, message=f"{path} is not JSON: {exc}")
 
 
+@final
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Folder:
+    """The contract's folder: the files it names are read from under it."""
+
+    base: Path
+    allow_outside: bool
+
+    def file(self, name: str, where: str) -> Path | Problem:
+        """The file a contract names, relative to its folder; a problem of the field `where` when
+        it is absolute or, `..` and symlinks resolved, outside the folder (unless allowed)."""
+        if self.allow_outside:
+            return self.base / name
+        fix = "name a file under the contract's folder, or allow files outside it (--allow-outside)"
+        if Path(name).is_absolute():
+            return Problem(rule="file", where=where, message=f"{name!r} is an absolute path: {fix}")
+        folder = self.base.resolve()
+        path = (folder / name).resolve()
+        if not path.is_relative_to(folder):
+            return Problem(
+                rule="file", where=where, message=f"{name!r} resolves outside the contract's folder: {fix}"
+            )
+        return path
+
+
 def _policy(
-    inline: str | dict[str, Any], override: str | Path | None, base: Path
+    inline: str | dict[str, Any], override: str | Path | None, folder: _Folder
 ) -> tuple[dict[str, Any], str, list[Problem]]:
     """The policy, its field prefix for problems, and what is wrong with it."""
     if override is None and isinstance(inline, dict):
         return _without_schema(inline), "policy/", []
-    path = Path(override) if override is not None else base / cast(str, inline)
+    # `--policy` is the user's own choice of file; only a file the contract names is confined.
+    path = Path(override) if override is not None else folder.file(cast(str, inline), "policy")
+    if isinstance(path, Problem):
+        return {}, "", [path]
     loaded = _json(path, "policy")
     if isinstance(loaded, Problem):
         return {}, "", [loaded]
@@ -164,12 +204,14 @@ def _without_schema(policy: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in policy.items() if key != "$schema"}
 
 
-def _system(reference: dict[str, str] | None, base: Path) -> tuple[str | None, list[Problem]]:
+def _system(reference: dict[str, str] | None, folder: _Folder) -> tuple[str | None, list[Problem]]:
     if reference is None:
         return None, []
     if "text" in reference:
         return reference["text"], []
-    path = base / reference["file"]
+    path = folder.file(reference["file"], "system/file")
+    if isinstance(path, Problem):
+        return None, [path]
     try:
         # A prompt file ends with a newline the prompt itself does not have.
         return path.read_text(encoding="utf-8").removesuffix("\n"), []

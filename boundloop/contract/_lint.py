@@ -14,13 +14,14 @@ import importlib.util
 import io
 import os
 import re
+import stat
 import tokenize
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import final
+from typing import Final, final
 
 from . import _lint_more as more
 from . import _lint_rules as rules
@@ -30,8 +31,8 @@ __all__ = ["RULES", "Finding", "lint_paths", "lint_source"]
 _TABLE: dict[str, tuple[str, str, str]] = {
     "BL000": (
         "syntax-error",
-        "the file cannot be parsed (or decoded), so no other rule ran on it",
-        "make the file parse (syntax, encoding): boundloop lint reads it with ast.parse",
+        "the file cannot be read (not a regular file, too large), decoded or parsed: no other rule ran on it",
+        "make the file a regular file of at most 2 MiB that parses: boundloop lint reads it with ast.parse",
     ),
     "BL001": (
         "control-by-text",
@@ -77,6 +78,8 @@ RULES: Mapping[str, tuple[str, str]] = MappingProxyType(
 
 _IGNORE = re.compile(r"#\s*boundloop:\s*ignore\b(?:\[(?P<rules>[^\]]*)\])?")
 _SKIPPED_DIRS = frozenset({".venv", "__pycache__"})
+MAX_FILE_BYTES: Final = 2 * 1024 * 1024
+"""The largest file `lint_paths` reads; a larger one is one BL000 finding, read no further."""
 
 
 @final
@@ -302,8 +305,8 @@ def lint_source(source: str, path: str = "<string>") -> list[Finding]:
         walk.visit(tree)
     except SyntaxError as exc:
         return [_finding(path, exc.lineno or 1, exc.offset or 1, "BL000", f"cannot parse: {exc.msg}")]
-    except (ValueError, RecursionError) as exc:  # null bytes (on some versions), or very deep nesting
-        reason = "the code is nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes (some versions), deep nesting
+        reason = "the code is nested too deeply" if not isinstance(exc, ValueError) else str(exc)
         return [_finding(path, 1, 1, "BL000", f"cannot parse: {reason}")]
     lines = re.split(r"\r\n|\r|\n", source)
     ignored = _suppressions(source)
@@ -320,7 +323,11 @@ def lint_source(source: str, path: str = "<string>") -> list[Finding]:
 
 
 def _python_files(folder: Path) -> Iterator[Path]:
-    """The `*.py` files under `folder`, skipping `.venv`, `__pycache__` and hidden folders and files."""
+    """The `*.py` files under `folder`, skipping `.venv`, `__pycache__` and hidden folders and files.
+
+    Linked folders are not entered (os.walk's default); a linked file is yielded like any other and
+    `_read` decides whether it is read.
+    """
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
         for name in sorted(files):
@@ -328,9 +335,35 @@ def _python_files(folder: Path) -> Iterator[Path]:
                 yield Path(root, name)
 
 
-def _lint_file(path: Path) -> list[Finding]:
+def _read(path: Path, tree: Path | None) -> bytes | str:
+    """The file's bytes, or why it is not read: not a regular file (a FIFO would block forever, a
+    device never end), larger than `MAX_FILE_BYTES`, or, found under `tree`, a symlink that leads
+    out of it. Nothing is opened that is not a regular file, and at most the cap plus one byte is read.
+    """
     try:
-        source = importlib.util.decode_source(path.read_bytes())
+        if tree is not None and path.is_symlink() and not path.resolve().is_relative_to(tree.resolve()):
+            return "not read: a symlink that leads out of the folder (lint its target by name)"
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return "not read: not a regular file"
+        # O_NONBLOCK: were it swapped for a FIFO since, opening it does not wait for a writer.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        with os.fdopen(descriptor, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                return "not read: not a regular file"
+            data = file.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    if len(data) > MAX_FILE_BYTES:
+        return f"not read: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB"
+    return data
+
+
+def _lint_file(path: Path, tree: Path | None) -> list[Finding]:
+    data = _read(path, tree)
+    if isinstance(data, str):
+        return [_finding(str(path), 1, 1, "BL000", data)]
+    try:
+        source = importlib.util.decode_source(data)
     except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
         return [_finding(str(path), 1, 1, "BL000", f"cannot decode: {exc}")]
     return lint_source(source, str(path))
@@ -340,7 +373,10 @@ def lint_paths(paths: Iterable[str | Path]) -> list[Finding]:
     """Lint files, and the `*.py` files under folders.
 
     Folders are walked recursively, skipping `.venv`, `__pycache__` and hidden folders; a file
-    given by name is linted whatever its name.
+    given by name is linted whatever its name. Only regular files of at most `MAX_FILE_BYTES`
+    are read (under a folder, a symlink only when it stays inside it): any other is one BL000
+    finding saying why, as is a file that does not decode or parse. Nothing blocks or reads
+    without bound.
 
     Args:
         paths: files and folders (a single `str` or `Path` is taken as one path).
@@ -352,14 +388,15 @@ def lint_paths(paths: Iterable[str | Path]) -> list[Finding]:
         FileNotFoundError: a path does not exist (raised before any file is read).
     """
     given = [paths] if isinstance(paths, str | Path) else list(paths)
-    files: list[Path] = []
+    files: dict[Path, Path | None] = {}  # file -> the folder it was found under (None: named)
     for raw in given:
         path = Path(raw)
         if path.is_dir():
-            files.extend(_python_files(path))
+            for file in _python_files(path):
+                files.setdefault(file, path)
         elif path.exists():
-            files.append(path)
+            files[path] = None
         else:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(raw))
-    findings = [finding for file in dict.fromkeys(files) for finding in _lint_file(file)]
+    findings = [finding for file, tree in files.items() for finding in _lint_file(file, tree)]
     return sorted(findings, key=_order)

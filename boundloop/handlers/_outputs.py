@@ -16,6 +16,7 @@ import jsonschema
 import pydantic
 
 from ..errors import ConfigurationError
+from ._schemas import local_validator, unresolved_ref
 
 OutputCheck: TypeAlias = Callable[[object], "str | None"]
 """`check(value)`: what is wrong with a handler's return value, or None."""
@@ -25,13 +26,16 @@ def schema_check(tool: str, schema: Mapping[str, Any]) -> OutputCheck:
     """A check of the result's JSON against a JSON schema (Draft 2020-12).
 
     Raises:
-        ConfigurationError: the schema is not a valid JSON schema.
+        ConfigurationError: the schema is not a valid JSON schema, or has a `$ref` that does
+            not resolve within it (nothing is fetched).
     """
     try:
         jsonschema.Draft202012Validator.check_schema(dict(schema))
     except jsonschema.SchemaError as exc:
         raise ConfigurationError(f"tool {tool!r}: invalid output_schema: {exc.message}") from exc
-    validator = jsonschema.Draft202012Validator(dict(schema))
+    if (unresolved := unresolved_ref(schema)) is not None:
+        raise ConfigurationError(f"tool {tool!r}: output_schema: {unresolved}")
+    validator = local_validator(schema)
 
     def check(value: object) -> str | None:
         try:

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final, overload
 import anyio.to_thread
 import jsonschema
 import jsonschema.exceptions
-import jsonschema.protocols
 import pydantic
 
 from .._records import ToolCall
 from ..errors import ConfigurationError
 from ._outputs import OutputCheck, annotation_check, return_hint, schema_check
+from ._schemas import local_validator, unresolved_ref
 
 if TYPE_CHECKING:
     from anthropic.types import ToolParam
@@ -120,7 +120,8 @@ class Tool:
         """Declare a tool with an explicit JSON schema (Draft 2020-12).
 
         Raises:
-            ConfigurationError: a bad name, an empty description, an invalid schema, a
+            ConfigurationError: a bad name, an empty description, an invalid schema (or one
+                with a `$ref` that does not resolve within it: nothing is fetched), a
                 non-callable handler, a side-effecting handler that takes no ToolContext, or
                 an invalid `output_schema` (what the tool returns; a result that does not
                 match it is answered as `invalid_result`).
@@ -147,6 +148,8 @@ class Tool:
             jsonschema.Draft202012Validator.check_schema(schema)
         except jsonschema.SchemaError as exc:
             raise ConfigurationError(f"tool {name!r}: invalid input_schema: {exc.message}") from exc
+        if (unresolved := unresolved_ref(schema)) is not None:
+            raise ConfigurationError(f"tool {name!r}: input_schema: {unresolved}")
         self.description = description.strip()
         self.input_schema = schema
         self.handler = handler
@@ -255,8 +258,7 @@ def _context_parameter(handler: Handler) -> str | None:
 def _jsonschema_validator(
     schema: Mapping[str, Any],
 ) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    # The stub's Draft202012Validator leaves iter_errors untyped; the protocol types it.
-    validator = cast("jsonschema.protocols.Validator", jsonschema.Draft202012Validator(schema))
+    validator = local_validator(schema)  # its references were checked: nothing is retrieved
 
     def validate(tool_input: Mapping[str, Any]) -> dict[str, Any]:
         error = _best_match(validator.iter_errors(tool_input))

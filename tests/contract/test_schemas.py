@@ -1,0 +1,97 @@
+"""The shipped contract schemas work outside `boundloop check`: plain jsonschema and editors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+import jsonschema
+import pytest
+
+from boundloop.contract import CONTRACT_SCHEMA, POLICY_SCHEMA
+from tests.contract.test_contract import EXAMPLE, contract
+
+JSON = dict[str, Any]
+
+
+def _refs(node: object) -> list[str]:
+    """Every `$ref` (and `$dynamicRef`) value anywhere in a schema document."""
+    if isinstance(node, dict):
+        found: list[str] = []
+        for key, value in cast(JSON, node).items():
+            if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                found.append(value)
+            else:
+                found += _refs(value)
+        return found
+    if isinstance(node, list):
+        return [ref for item in cast(list[object], node) for ref in _refs(item)]
+    return []
+
+
+def _ids_below_root(node: object, root: bool = True) -> list[str]:
+    """`$id`s of subschemas: each would rebase the `$ref`s under it for a validator, not an editor."""
+    if isinstance(node, dict):
+        items = cast(JSON, node)
+        here = [] if root or not isinstance(items.get("$id"), str) else [items["$id"]]
+        return here + [i for value in items.values() for i in _ids_below_root(value, root=False)]
+    if isinstance(node, list):
+        return [i for item in cast(list[object], node) for i in _ids_below_root(item, root=False)]
+    return []
+
+
+def _pointer(document: JSON, ref: str) -> object:
+    """What a local `#/a/b` reference points to, following the JSON pointer by hand (KeyError if
+    nothing): the way an editor's JSON service resolves a reference within the document."""
+    node: Any = document
+    for part in ref.removeprefix("#").split("/")[1:]:
+        node = node[part.replace("~1", "/").replace("~0", "~")]
+    return node
+
+
+def test_plain_jsonschema_validates_a_contract_with_no_registry() -> None:
+    """`jsonschema.validate(contract, schema)`, nothing else set up: no `Unresolvable`."""
+    jsonschema.validate(contract(), CONTRACT_SCHEMA)
+    jsonschema.validate(json.loads(EXAMPLE.read_text(encoding="utf-8")), CONTRACT_SCHEMA)
+    jsonschema.validate(contract(policy="loop-policy.json"), CONTRACT_SCHEMA)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        pytest.param(contract(modle="claude-sonnet-4-6"), id="top-level"),
+        pytest.param(contract(policy={"alowed": ["lookup"]}), id="inline-policy"),
+        pytest.param(contract(budget={"max_steps": 4, "max_step": 2}), id="budget"),
+        pytest.param(
+            contract(tools=[{**contract()["tools"][0], "side_effects": True}]),
+            id="tool",
+        ),
+        pytest.param(contract(system={"txt": "hi"}), id="system"),
+    ],
+)
+def test_plain_jsonschema_rejects_a_misspelt_field(document: JSON) -> None:
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(document, CONTRACT_SCHEMA)
+
+
+def test_every_reference_is_local_and_resolves_within_the_document() -> None:
+    """An editor's JSON service follows `#/...` within the document and fetches no `$id` host."""
+    refs = _refs(CONTRACT_SCHEMA) + _refs(POLICY_SCHEMA)
+    assert refs  # the walk finds the references there are
+    for document in (CONTRACT_SCHEMA, POLICY_SCHEMA):
+        assert _ids_below_root(document) == []
+        for ref in _refs(document):
+            assert ref.startswith("#/"), ref
+            assert isinstance(_pointer(document, ref), dict), ref
+
+
+def test_the_bundled_policy_schema_is_the_standalone_one() -> None:
+    """`$defs/policy` is loop-policy.schema.json without its `$schema`, `$id` and `$defs`; those
+    `$defs` are the contract's own, the same: the two cannot drift apart."""
+    standalone = {
+        key: value for key, value in POLICY_SCHEMA.items() if key not in ("$schema", "$id", "$defs")
+    }
+    assert CONTRACT_SCHEMA["$defs"]["policy"] == standalone
+    for name, definition in POLICY_SCHEMA["$defs"].items():
+        assert CONTRACT_SCHEMA["$defs"][name] == definition
+    assert {"$ref": "#/$defs/policy"} in CONTRACT_SCHEMA["properties"]["policy"]["oneOf"]
