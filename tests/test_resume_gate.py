@@ -364,3 +364,22 @@ async def test_the_crash_helper_leaves_the_refund_as_an_unanswered_intent(store:
     assert shop.refunds == {"t:1:toolu_r1": "O-1"}
     assert result.trace[0].data == {"from_phase": "act", "interrupted": True}
     assert [call["decision"] for call in validations(result)] == ["execute"]
+
+
+async def test_approved_calls_beyond_max_tool_calls_stop_the_resumed_run_before_any_runs(
+    store: CheckpointStore,
+) -> None:
+    """Two approved refunds, one tool call left in the resuming loop's budget: the batch is
+    atomic on resume too; it stops with max_tool_calls and neither refund runs."""
+    two = tool_use(
+        ("issue_refund", {"order_id": "O-1"}, "toolu_r1"), ("issue_refund", {"order_id": "O-2"}, "toolu_r2")
+    )
+    await loop([two], store, [Shop().refund(requires_approval=True)]).run("Refund?", task_id="t")
+    shop = Shop()
+    tight = loop(
+        [DONE], store, [shop.refund(requires_approval=True)], budget=Budget(max_steps=6, max_tool_calls=1)
+    )
+    result = await tight.resume("t", approvals={"toolu_r1": True, "toolu_r2": True})
+    assert result.stop_reason is StopReason.MAX_TOOL_CALLS
+    assert shop.refunds == {}
+    assert [call["decision"] for call in validations(result)] == ["human_approved", "human_approved"]
