@@ -217,7 +217,8 @@ class AgentLoop:
             allow_outside: read the files the contract names even when one is absolute or
                 outside the contract's folder (by default a `file` problem: not read).
             signal_handlers: the contract's `custom_handlers`, by name.
-            approve: `Policy.approve`, the in-process approver (code, not contract data).
+            approve: `Policy.approve`, the in-process approver (code, not contract data):
+                `async (ToolCall) -> bool | str`; only `True` approves.
             success: `Policy.success`, the extra completion check (code, not contract data).
             metrics: as for `AgentLoop`; a contract with metrics disabled turns them off.
             prices: as for `AgentLoop`.
@@ -352,6 +353,14 @@ class AgentLoop:
         same idempotency key. A run waiting for a human goes on with the decisions given.
         Budget counters carry over: a resumed run never spends more than the original budget.
 
+        Nothing from the checkpoint is taken on trust: each call about to run (an approved
+        one, an intent without a result) is validated again against this loop's tools,
+        policy, approvals and budget, as a fresh run's would be. A human's approval lifts the
+        approval requirement only: a forbidden tool stops the run with `policy_blocked`, an
+        unknown one is answered as unknown, a spent budget stops the run before it runs, and
+        an intent that needs approval without a recorded human approval asks
+        `Policy.approve` again, or stops with `needs_human` for it.
+
         With a store that leases (`LeasingStore`: `PostgresStore`, `MemoryStore`), the resumed
         run holds its task's lease from before the state is loaded until it stops: of two
         workers resuming one task at once, one runs it and the other gets `TaskBusy`. When a
@@ -361,8 +370,8 @@ class AgentLoop:
         Args:
             task_id: the stored run.
             approvals: for a run waiting on approval, `{tool_use_id: True | False | reason}`
-                for every pending call: approved calls run, denied ones are answered with an
-                error the model sees (the reason included).
+                for every pending call: approved calls run (once validated again), denied ones
+                are answered with an error the model sees (the reason included).
             reply: for a run stopped by the model's escalation tool, the human's answer.
             cancel: setting this event stops the run cooperatively with `cancelled`.
             on_event: called with every `TraceEvent` of this session as it is recorded.
@@ -391,5 +400,6 @@ class AgentLoop:
     async def _continue(
         self, state: LoopState, *, cancel: anyio.Event | None = None, on_event: EventHook | None = None
     ) -> LoopResult:
-        """Continue a run from a state read back from a checkpoint, in the phase it was saved."""
+        """Continue a run from a state read back from a checkpoint, in the phase it was saved
+        (a state saved in `act` is validated again first)."""
         return await execute(self._config, state, cancel=cancel, on_event=on_event)

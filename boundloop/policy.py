@@ -6,7 +6,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Awaitable, Callable, Collection, Iterable
-from typing import Literal, cast, final
+from typing import Literal, TypeAlias, cast, final
 
 from ._records import ToolCall
 from .errors import ConfigurationError
@@ -14,7 +14,15 @@ from .state import LoopState
 
 _API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
-Approver = Callable[[ToolCall], Awaitable[bool]]
+ApprovalDecision: TypeAlias = bool | str
+"""A decision on a call that needs approval: `True` approves it; `False` denies it; a string
+denies it, with that string as the reason the model sees. Nothing else approves."""
+Approver: TypeAlias = Callable[[ToolCall], Awaitable[ApprovalDecision]]
+"""`Policy.approve`: `async def approve(call: ToolCall) -> bool | str`, asked once per call that
+needs approval, after every other check passed. Only `True` runs the call; `False` or a reason
+string answers it as denied, the string being the reason the model sees ("yes" too). Any
+other value (None, 1, ...) raises `ConfigurationError`: the run ends as `failed`, the error
+recorded in `state.errors`, and no call of the batch runs."""
 SuccessCheck = Callable[[LoopState, "str | None"], bool]
 
 
@@ -34,7 +42,8 @@ class Policy:
     success: SuccessCheck | None = None
     """`success(state, answer)`: an extra completion check on a final answer."""
     approve: Approver | None = None
-    """Async callback deciding approval-gated calls in-process."""
+    """`async (ToolCall) -> bool | str` deciding approval-gated calls in-process: only `True`
+    approves; `False` or a reason string denies (see `Approver`)."""
     on_forbidden: Literal["stop", "report"] = "stop"
     on_missing_evidence: Literal["stop", "continue"] = "stop"
     on_max_tokens: Literal["stop", "continue"] = "stop"

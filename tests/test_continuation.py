@@ -3,8 +3,8 @@
 Every trajectory runs once with a store that keeps each checkpoint. Then, for each
 checkpoint, a fresh `AgentLoop` with the same configuration continues from the state read
 back from JSON, with a model that serves only the responses not yet consumed; the rest of
-the trajectory must be identical: the transitions, the tool calls, the transcript, the stop
-reason and the answer.
+the trajectory must be identical: the transitions (a state saved in `act` goes through
+`validate` once more first), the tool calls, the transcript, the stop reason and the answer.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from boundloop import Budget, LoopResult, LoopState, Policy, ScriptedClient, StopReason, TraceEvent
+from boundloop.statemachine import Phase, Trigger
 from tests.helpers import blocks, text, tool_use
 from tests.test_loop import TRAJECTORIES, make_loop
 
@@ -48,6 +49,10 @@ class RecordingStore:
 
     async def load(self, task_id: str) -> LoopState | None:
         return None
+
+
+VALIDATED_AGAIN = (Phase.VALIDATE, Phase.ACT, Trigger.VALIDATED, "has_tool_calls")
+"""The edge a run continued from a checkpoint in `act` takes first: its calls are decided again."""
 
 
 def edges(trace: Sequence[TraceEvent]) -> list[tuple[str | None, str | None, str | None, Any]]:
@@ -115,9 +120,11 @@ async def test_continuing_from_every_checkpoint_gives_the_same_trajectory(
         state = LoopState.from_json(checkpoint.state_json)
         rest = script[len(state.responses) :]
         client = ScriptedClient(rest)
-        continued = await make_loop(client, **options)._continue(state)
         where = f"checkpoint in {state.phase} at step {state.step}"
-        assert edges(continued.trace) == edges(original.trace)[checkpoint.transitions_before :], where
+        # A state saved in act is validated again before its calls run: one more edge first.
+        again = [VALIDATED_AGAIN] if state.phase is Phase.ACT else []
+        continued = await make_loop(client, **options)._continue(state)
+        assert edges(continued.trace) == again + edges(original.trace)[checkpoint.transitions_before :], where
         expected_results = tool_results(original.trace)[
             sum(
                 1

@@ -109,7 +109,8 @@ class RunContext:
         self.counted_input: int | None = None
         """The next request's input tokens, as `messages.count_tokens` counted them."""
         self.plan: list[Planned] | None = None
-        """The calls of the current turn that validation let through; None: rebuild from state."""
+        """The calls of the current turn that validation let through in this session; `act`
+        runs only these (a run continued in `act` goes through validation again first)."""
         self.plan_records: list[dict[str, Any]] = []
         """The validation event's record of each call in `plan`, in its order: the `tool_call`
         event lists these same dicts (one record per call in memory, not two)."""

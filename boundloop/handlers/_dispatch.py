@@ -40,15 +40,9 @@ async def act(ctx: RunContext) -> Trigger:
     """
     turn = ctx.state.turn
     assert turn is not None  # validate let tool calls through, so there is a turn
-    if ctx.plan is not None:
-        plan, records = ctx.plan, ctx.plan_records
-    else:
-        plan = _replan(ctx, turn)
-        recorded = ctx.recorded(turn)
-        records = [
-            {"tool": recorded[p.index][0], "tool_use_id": recorded[p.index][1], "decision": "execute"}
-            for p in plan
-        ]
+    # Validation planned the batch in this session: a run continued in `act` is validated again.
+    plan, records = ctx.plan, ctx.plan_records
+    assert plan is not None
     ctx.event("tool_call", calls=records)
     ctx.state.earlier_text = ""
     await dispatch(ctx, turn, plan)
@@ -59,16 +53,6 @@ async def act(ctx: RunContext) -> Trigger:
         first = failed[0]
         finish(ctx, StopReason.TOOL_FAILURE, f"{first.call.name} failed: {first.content}")
     return Trigger.ACTED
-
-
-def _replan(ctx: RunContext, turn: Turn) -> list[Planned]:
-    """A continued run: the calls to run are those without an answer; validate them again."""
-    tools = ctx.config.tools
-    return [
-        Planned(index=index, tool=tools[call.name], arguments=tools[call.name].validate(call.input))
-        for index, (call, answer) in enumerate(zip(turn.calls, turn.answers, strict=True))
-        if answer is None and index not in turn.same_as
-    ]
 
 
 async def dispatch(ctx: RunContext, turn: Turn, plan: list[Planned]) -> None:

@@ -1,10 +1,13 @@
 """Resume: turn a stored state into one the driver can continue, with the human's decisions.
 
 A run interrupted mid-run (a crash: its phase is not `stopped`) continues where its last
-checkpoint was: calls saved as intents without a result run again under the same
-idempotency key; calls with a recorded result never run again. A run stopped with
-`needs_human` for approvals or for the model's question goes back to `act`: the provisional
-answers the transcript got at the stop are replaced by the human's decisions.
+checkpoint was: calls with a recorded result never run again; calls saved as intents without
+one run again under the same idempotency key, once validation decided them again. A run
+stopped with `needs_human` for approvals or for the model's question goes back to `validate`:
+the provisional answers the transcript got at the stop are replaced by the human's decisions,
+and the calls left to run are decided again against the resuming loop's registry, policy and
+budget before any runs. A human's approval answers the approval requirement only; a call the
+resuming loop forbids, does not know or has no budget for does not run.
 """
 
 from __future__ import annotations
@@ -14,11 +17,13 @@ from typing import TypeAlias, cast
 
 from .._records import CallResult, StopReason, Turn
 from ..errors import ApprovalMissing, NotResumable
+from ..policy import ApprovalDecision
 from ..state import LoopState
 from ..statemachine.table import Phase
 from ._results import refused
+from ._validation import HUMAN_APPROVED
 
-Decision: TypeAlias = bool | str
+Decision: TypeAlias = ApprovalDecision
 """True: approved; False: denied; a string: denied, with the reason the model sees."""
 
 
@@ -48,14 +53,16 @@ def prepare(
             turn.answers[index] = CallResult(call=call, outcome="ok", content=reply)
         elif decision in ("escalate", "approve"):
             turn.answers[index] = _approval(call.name, decided[call.id], turn, index)
-        elif decision == "execute":
-            turn.answers[index] = None  # held back only because the batch waited: it runs now
+            if turn.answers[index] is None:  # recorded: a crash before it ran does not ask again
+                turn.decisions[index] = HUMAN_APPROVED
+        elif decision in ("execute", HUMAN_APPROVED):
+            turn.answers[index] = None  # held back only because the batch waited: decided again
     record: dict[str, object] = {"from_phase": "stopped", "approvals": {k: v for k, v in decided.items()}}
     if state.escalation is not None:
         record["escalation"] = state.escalation.tool_use_id
     state.pending_approvals.clear()
     state.escalation = None
-    state.phase = Phase.ACT
+    state.phase = Phase.VALIDATE  # nothing runs before validation decided it again
     return record
 
 

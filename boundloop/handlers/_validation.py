@@ -3,7 +3,13 @@
 The order of the checks is the policy's: forbidden, registry, allow-list, JSON schema, the
 run's history (repeats of a successful call), approval, and what is left of
 `max_tool_calls`. A call that will not run is answered with a result saying why, so the
-transcript stays valid. Only when nothing blocks the batch is an in-process approver asked.
+transcript stays valid. A spent token, cost or time ceiling stops the batch before it waits
+for a human. Only when nothing blocks the batch is an in-process approver asked.
+
+A run continued from a checkpoint (a crash in `act`, or a resume after a human decided) comes
+back here before anything runs: the calls of its turn still without an answer are decided
+again, by the same checks, against the continuing loop's registry, policy and budget. A
+human's approval recorded on resume (`HUMAN_APPROVED`) lifts the approval requirement only.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from .._records import (
     Turn,
     call_digest,
 )
-from ..errors import UnhandledStop
+from ..errors import ConfigurationError, UnhandledStop
 from ..statemachine.table import Trigger
 from ..transcript import append_user
 from ._answers import answer_open_calls, finish
@@ -46,7 +52,10 @@ _C_ENCODER: Final = (
     else _make_encoder(None, str, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, True)
 )
 REPEAT_NOTE: Final = "\n[repeated call: this is the result of the identical earlier call]"
-Decision: TypeAlias = Literal["execute", "deny", "block", "escalate", "approve", "repeat"]
+Decision: TypeAlias = Literal["execute", "deny", "block", "escalate", "approve", "repeat", "human_approved"]
+HUMAN_APPROVED: Final = "human_approved"
+"""The decision of a call a human approved on resume: it runs without asking again, once every
+other check passes again."""
 _DECISIONS: Final = {
     Verdict.TOOL_CALLS: "execute",
     Verdict.RESUME: "resume",
@@ -78,15 +87,20 @@ async def validate(ctx: RunContext) -> Trigger:
         ctx.event("validation", decision="final_answer", stop_reason=str(state.stop_reason), calls=[])
         answer_open_calls(ctx, "denied", "not run: the budget is spent")
         return Trigger.VALIDATED
-    handler = ctx.config.signal_handlers.get(str(response.stop_reason))
-    if handler is None:
-        raise UnhandledStop(response.stop_reason)
     context = SignalContext(policy=ctx.config.policy, state=state, earlier_text=state.earlier_text)
-    route = handler(response, context)
+    # A turn decided before (continued from a checkpoint): its open calls are decided again.
+    again = bool(turn.decisions)
+    if again:
+        route = Route(verdict=Verdict.TOOL_CALLS)
+    else:
+        handler = ctx.config.signal_handlers.get(str(response.stop_reason))
+        if handler is None:
+            raise UnhandledStop(response.stop_reason)
+        route = handler(response, context)
     decisions: list[dict[str, Any]] = []
     exceeded: Exceeded | None = None
     if route.verdict is Verdict.TOOL_CALLS:
-        decisions, stop, exceeded = await _plan(ctx, turn)
+        decisions, stop, exceeded = await _plan(ctx, turn, again=again)
         if stop is not None:
             route = Route(verdict=Verdict.STOP, stop_reason=stop[0], detail=stop[1])
     ctx.event(
@@ -120,60 +134,98 @@ async def validate(ctx: RunContext) -> Trigger:
 
 
 async def _plan(
-    ctx: RunContext, turn: Turn
+    ctx: RunContext, turn: Turn, *, again: bool = False
 ) -> tuple[list[dict[str, Any]], tuple[StopReason, str] | None, Exceeded | None]:
     """Decide every call: execute, deny, repeat or escalate; answers go into `turn.answers`.
+
+    With `again` (a turn continued from a checkpoint), only the calls without an answer are
+    decided, each again; a copy of an identical call follows the call it copies.
 
     Returns:
         The decision of each call for the trace, `(stop_reason, detail)` when the batch must
         not run at all, and the spent limit when that is `max_tool_calls`.
     """
     plan: list[Planned] = []
-    decisions: list[dict[str, Any]] = []
+    decisions: dict[int, dict[str, Any]] = {}
     blocked: list[str] = []
     escalated: list[str] = []
     to_approve: list[Planned] = []
     first_of: dict[str, int] = {}
+    if again:  # a decision per call, whatever the checkpoint holds: each is decided below
+        turn.decisions.extend(["execute"] * (len(turn.calls) - len(turn.decisions)))
     for index, (call, key) in enumerate(zip(turn.calls, turn.keys, strict=True)):
-        decision, planned = _decide(ctx, turn, index, call, key)
-        if planned is not None:
-            if key in first_of:  # the same call twice in one batch: it runs once, and repeats
-                turn.same_as[index] = first_of[key]
-                ctx.state.repeated_calls += 1
-                decision, planned = "repeat", None
-            else:
-                first_of[key] = index
-        turn.decisions.append(decision)
-        decisions.append(_record(ctx, turn, index, decision))
+        if not again:
+            decision, planned = _decide_first(ctx, turn, index, call, key, first_of)
+        elif turn.answers[index] is None and index not in turn.same_as:
+            approved = turn.decisions[index] == HUMAN_APPROVED
+            decision, planned = _decide(ctx, turn, index, call, key, human_approved=approved)
+            turn.decisions[index] = decision
+        else:  # answered already (a result, a human's denial), or a copy of a call decided here
+            continue
+        decisions[index] = _record(ctx, turn, index, decision)
         if decision == "block":
             blocked.append(call.name)
         elif decision == "escalate":
             escalated.append(call.name)
         elif planned is not None:
             (to_approve if decision == "approve" else plan).append(planned)
+    records = list(decisions.values())
     stop, exceeded = _batch_stop(ctx, len(plan) + len(to_approve), blocked, escalated)
     if stop is not None:
         _hold(ctx, turn, to_approve, stop)
-        return decisions, stop, exceeded
+        return records, stop, exceeded
     approve = ctx.config.policy.approve
     for planned in to_approve:
         assert approve is not None  # "approve" is only decided when there is an approver
         call = turn.calls[planned.index]
-        approved = await approve(call)
         record = decisions[planned.index]
-        record["decision"] = "execute" if approved else "deny"
-        if approved:
+        answer = _approver_answer(call, await approve(call))
+        record["decision"] = "execute" if answer is None else "deny"
+        if answer is None:
             plan.append(planned)
         else:
-            answer = refused(call, "denied", f"{call.name} was denied by the approver: not run")
             turn.answers[planned.index] = answer
-            record["reason"] = answer.content
+            record["reason"] = ctx.redact(str(answer.content))
     if to_approve:  # approved calls joined the plan after the others
         plan.sort(key=lambda planned: planned.index)
     ctx.plan = plan
     ctx.plan_records = [decisions[planned.index] for planned in plan]
     fill_copies(turn)
-    return decisions, None, None
+    return records, None, None
+
+
+def _decide_first(
+    ctx: RunContext, turn: Turn, index: int, call: ToolCall, key: str, first_of: dict[str, int]
+) -> tuple[Decision, Planned | None]:
+    """A call of a new turn; the same call twice in one batch runs once, and repeats."""
+    decision, planned = _decide(ctx, turn, index, call, key)
+    if planned is not None:
+        if key in first_of:
+            turn.same_as[index] = first_of[key]
+            ctx.state.repeated_calls += 1
+            decision, planned = "repeat", None
+        else:
+            first_of[key] = index
+    turn.decisions.append(decision)
+    return decision, planned
+
+
+def _approver_answer(call: ToolCall, verdict: object) -> CallResult | None:
+    """None when the approver approved the call (`True`, nothing else); else its denial.
+
+    Raises:
+        ConfigurationError: the approver returned neither a bool nor a string.
+    """
+    if verdict is True:
+        return None
+    if verdict is False:
+        return refused(call, "denied", f"{call.name} was denied by the approver: not run")
+    if isinstance(verdict, str):
+        return refused(call, "denied", f"{call.name} was denied by the approver: {verdict}; not run")
+    raise ConfigurationError(
+        f"Policy.approve returned {verdict!r} for {call.name} ({call.id}): return True to approve, "
+        "False or a reason string to deny"
+    )
 
 
 def _hold(ctx: RunContext, turn: Turn, to_approve: list[Planned], stop: tuple[StopReason, str]) -> None:
@@ -186,6 +238,8 @@ def _hold(ctx: RunContext, turn: Turn, to_approve: list[Planned], stop: tuple[St
             ctx.state.pending_approvals.append(
                 PendingApproval(tool_use_id=call.id, tool=call.name, input=call.input, step=call.step)
             )
+    else:  # a block or a spent budget: the run waits for nobody
+        ctx.state.pending_approvals.clear()
     for index, call in enumerate(turn.calls):
         if turn.answers[index] is None:
             turn.answers[index] = refused(call, "denied", f"not run: {stop[1]}")
@@ -212,14 +266,15 @@ def _batch_stop(
     if blocked:
         return (StopReason.POLICY_BLOCKED, f"forbidden tool proposed: {', '.join(blocked)}"), None
     state = ctx.state
+    ceiling = ceiling_spent(ctx)
+    if ceiling is not None and (runnable or escalated or state.escalation is not None):
+        # No batch runs, nor waits for a human, once tokens, cost or time are spent.
+        detail = f"{ceiling.limit}={ceiling.value:g} spent (used {ceiling.used:g}) before the batch"
+        return (LIMIT_STOPS[ceiling.limit], detail), ceiling
     if state.escalation is not None:
         return (StopReason.NEEDS_HUMAN, f"the model asked for a human: {state.escalation.reason}"), None
     if escalated:
         return (StopReason.NEEDS_HUMAN, f"approval required for {', '.join(escalated)}"), None
-    ceiling = ceiling_spent(ctx)
-    if ceiling is not None and runnable:  # no batch runs once tokens, cost or time are spent
-        detail = f"{ceiling.limit}={ceiling.value:g} spent (used {ceiling.used:g}) before the batch"
-        return (LIMIT_STOPS[ceiling.limit], detail), ceiling
     limit = ctx.config.budget.max_tool_calls
     if limit is not None and state.tool_calls + runnable > limit:
         left = limit - state.tool_calls
@@ -231,9 +286,12 @@ def _batch_stop(
 
 
 def _decide(
-    ctx: RunContext, turn: Turn, index: int, call: ToolCall, key: str
+    ctx: RunContext, turn: Turn, index: int, call: ToolCall, key: str, *, human_approved: bool = False
 ) -> tuple[Decision, Planned | None]:
-    """One call against the policy, the registry, the schema and the run's history."""
+    """One call against the policy, the registry, the schema and the run's history.
+
+    `human_approved`: a human approved this call on resume, which answers its approval only.
+    """
     state = ctx.state
     policy = ctx.config.policy
     tools = ctx.config.tools
@@ -265,6 +323,8 @@ def _decide(
         return "repeat", None
     planned = Planned(index=index, tool=tool, arguments=arguments)
     if tool.requires_approval or name in policy.requires_approval:
+        if human_approved:
+            return "human_approved", planned
         if policy.approve is None:
             state.pending_approvals.append(
                 PendingApproval(tool_use_id=call.id, tool=name, input=call.input, step=call.step)

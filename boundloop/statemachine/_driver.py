@@ -74,8 +74,10 @@ async def execute(
     """Drive a run from the phase its state is in to `stopped`, and return its result.
 
     A new run starts in `assemble`; a state read back from a checkpoint continues where
-    it was saved. With a store, the state is saved before anything runs (a new run exists
-    from its start; a resume's intents are durable).
+    it was saved, except that a state saved in `act` continues in `validate`: the calls it
+    holds run only once this loop's registry, policy and budget allowed them again. With a
+    store, the state is saved before anything runs (a new run exists from its start; a
+    resume's intents are durable).
 
     A traced run (the loop's tracer provider, or the global one when set; never a replay)
     runs under its `invoke_agent` span; with `adopt_trace_id` (the run made its trace id
@@ -117,6 +119,8 @@ async def _execute(
     observer: EventHook | None,
     tool_span: ToolSpan | None = None,
 ) -> LoopResult:
+    if state.phase is Phase.ACT:  # a checkpoint's calls are decided again before any runs
+        state.phase = Phase.VALIDATE
     ctx = RunContext(config, state, on_event=on_event, observer=observer, tool_span=tool_span)
     driver = _Driver(ctx)
     config.machine.start(driver.run, state.phase)
