@@ -12,6 +12,9 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal, TypeAlias
 
+import anyio
+import anyio.lowlevel
+
 from .._records import (
     CallResult,
     ErrorRecord,
@@ -27,7 +30,7 @@ from ..statemachine.table import Trigger
 from ..transcript import append_user
 from ._answers import answer_open_calls, finish
 from ._budget import LIMIT_STOPS, ceiling_spent, stop_at
-from ._context import Planned, RunContext
+from ._context import YIELD_EVERY, Planned, RunContext
 from ._results import refused
 from .stops import Route, SignalContext, Verdict, answer_text
 from .tools import ToolInputError
@@ -133,6 +136,8 @@ async def _plan(
     to_approve: list[Planned] = []
     first_of: dict[str, int] = {}
     for index, (call, key) in enumerate(zip(turn.calls, turn.keys, strict=True)):
+        if index and index % YIELD_EVERY == 0:  # a huge batch: the run's deadline can cut in
+            await anyio.lowlevel.checkpoint()
         decision, planned = _decide(ctx, turn, index, call, key)
         if planned is not None:
             if key in first_of:  # the same call twice in one batch: it runs once, and repeats
