@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextvars
+import json
 import threading
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import anyio
 import pydantic
@@ -384,6 +385,129 @@ async def test_long_output_is_truncated_with_a_visible_marker(
     script = [tool_use(("produce", {"key": "k"}, "toolu_1")), text("done")]
     result = await run(make_loop(script, [produce], max_tool_output_chars=10))
     assert answers(result) == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": expected}]
+
+
+def image(data: str) -> JSON:
+    """An image block with base64 data."""
+    return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+
+
+def document(data: str) -> JSON:
+    """A PDF document block with base64 data."""
+    return {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": data}}
+
+
+def search_result(text: str) -> JSON:
+    """A search result block holding one text block."""
+    return {
+        "type": "search_result",
+        "source": "https://example.com/page",
+        "title": "A page",
+        "content": [{"type": "text", "text": text}],
+    }
+
+
+def size(block: JSON) -> int:
+    """A non-text block's size: the characters of its JSON."""
+    return len(json.dumps(block, ensure_ascii=False))
+
+
+SMALL_IMAGE: Final = image("iVBORw0KGgo=")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param(
+            [{"type": "text", "text": "a" * 4}, document("J" * 500)],
+            [
+                {
+                    "type": "text",
+                    "text": f"aaaa\n[truncated: {size(document('J' * 500))} more characters; "
+                    "blocks left out: 1 document]",
+                }
+            ],
+            id="document-left-out-whole",
+        ),
+        pytest.param(
+            [image("A" * 500), image("B" * 500), {"type": "text", "text": "after"}],
+            [
+                {
+                    "type": "text",
+                    "text": f"[truncated: {2 * size(image('A' * 500)) + 5} more characters; "
+                    "blocks left out: 2 image]",
+                }
+            ],
+            id="images-left-out-whole",
+        ),
+        pytest.param(
+            [search_result("s" * 500), {"type": "text", "text": "b" * 3}],
+            [
+                {
+                    "type": "text",
+                    "text": "[truncated: "
+                    + str(size(search_result("s" * 500)) + 3)
+                    + " more characters; blocks left out: 1 search_result]",
+                }
+            ],
+            id="search-result-left-out-and-all-after-it",
+        ),
+        pytest.param(
+            [SMALL_IMAGE, {"type": "text", "text": "c" * 200}],
+            [
+                SMALL_IMAGE,
+                {
+                    "type": "text",
+                    "text": "c" * (120 - size(SMALL_IMAGE))
+                    + f"\n[truncated: {size(SMALL_IMAGE) + 80} more characters]",
+                },
+            ],
+            id="a-block-that-fits-counts-towards-the-limit",
+        ),
+        pytest.param(
+            [SMALL_IMAGE, {"type": "text", "text": "ok"}],
+            [SMALL_IMAGE, {"type": "text", "text": "ok"}],
+            id="blocks-within-the-limit-pass-whole",
+        ),
+    ],
+)
+async def test_every_kind_of_block_counts_towards_the_output_limit(
+    value: list[JSON], expected: list[JSON]
+) -> None:
+    """Images, documents and search results count by their JSON; a block that does not fit whole is
+    left out (its base64 data never cut), and the marker says how much was cut and which blocks."""
+
+    @tool
+    async def produce(key: str) -> object:
+        """Return the value under test."""
+        return value
+
+    script = [tool_use(("produce", {"key": "k"}, "toolu_1")), text("done")]
+    result = await run(make_loop(script, [produce], max_tool_output_chars=120))
+    assert answers(result) == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": expected}]
+
+
+async def test_a_huge_document_neither_reaches_the_model_nor_the_checkpoint() -> None:
+    """A 2 MB document block under the default limit (100,000 characters): the model gets a marker
+    instead, and the state a checkpoint saves stays small."""
+
+    @tool
+    async def fetch(key: str) -> object:
+        """Return a huge PDF."""
+        return [{"type": "text", "text": "the report:"}, document("J" * 2_000_000)]
+
+    client = ScriptedClient([tool_use(("fetch", {"key": "k"}, "toolu_1")), text("done")])
+    loop = AgentLoop(
+        client, model="claude-sonnet-4-6", tools=[fetch], budget=Budget(max_steps=4), metrics=None
+    )
+    result = await run(loop)
+    assert result.stop_reason is StopReason.COMPLETED
+    [answer] = answers(result)
+    [block] = answer["content"]
+    assert block["text"].startswith("the report:\n[truncated: 2")
+    assert block["text"].endswith("more characters; blocks left out: 1 document]")
+    assert len(json.dumps(client.requests[-1]["messages"])) < 10_000
+    assert len(result.state.to_json()) < 100_000
 
 
 # -- threads -----------------------------------------------------------------------------
