@@ -15,6 +15,8 @@ Usage::
    in-process `httpx2.MockTransport`, for boundloop and for the floors alike.
 6. tracing — the per-turn workload and a one-turn run with OpenTelemetry tracing off (no
    provider; `tracer_provider=None`) and on (an SDK `TracerProvider`, batch processor).
+7. one huge batch — 1,000, 10,000 and 50,000 calls in one response: µs per call, and the time
+   past `timeout_s` when the calls never finish (`benchmarks/batch.py`; `python -m benchmarks.batch`).
 
 Prints Markdown tables and the targets; `--write` also writes `benchmarks/RESULTS.md`.
 """
@@ -700,7 +702,14 @@ def render(report: Report, info: dict[str, str], command: str, seconds: float) -
     return "\n".join(lines)
 
 
-WORKLOADS: Final = (per_turn, parallel, startup, sdk_path, concurrency, tracing)
+async def huge_batch(config: Config, report: Report) -> None:
+    """7. One huge batch: `benchmarks/batch.py`, imported here (it imports this module)."""
+    from benchmarks import batch
+
+    await batch.workload(config, report)
+
+
+WORKLOADS: Final = (per_turn, parallel, startup, sdk_path, concurrency, tracing, huge_batch)
 
 
 async def measure(config: Config, report: Report) -> None:

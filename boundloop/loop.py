@@ -49,7 +49,10 @@ class AgentLoop:
         on_tool_error: `"report"` a failing handler to the model as an `is_error` result,
             `"stop"` the run with `tool_failure` once a tool fails after its retries,
             or `"raise"` its exception from `run()`.
-        max_tool_output_chars: longer tool results are truncated with a visible marker.
+        max_tool_output_chars: longer tool results are truncated with a visible marker saying
+            how much was cut. Content blocks share the limit: text counts its characters, any
+            other block (image, document, search result) the characters of its JSON; a block
+            that does not fit whole is left out, never cut, and everything after the cut too.
         redact: a hook applied, after the secret patterns, to everything a run records: every
             field of the trace (as written; the keys of objects too), `state.errors` and stop
             details. The transcript, observations and pending approvals are what the model saw

@@ -45,8 +45,9 @@ def answer_open_calls(ctx: RunContext, outcome: Outcome, text: str) -> None:
     if turn is None or not turn.open:
         return
     turn.answered = True
+    invoked = set(turn.invoked)  # one look-up per call, not a scan of the list
     results = [
-        answer if answer is not None else _unanswered(ctx, index, call, outcome, text)
+        answer if answer is not None else _unanswered(ctx, index in invoked, call, outcome, text)
         for index, (call, answer) in enumerate(zip(turn.calls, turn.answers, strict=True))
     ]
     turn.answers[:] = results
@@ -55,9 +56,8 @@ def answer_open_calls(ctx: RunContext, outcome: Outcome, text: str) -> None:
         _record(ctx, turn, results)
 
 
-def _unanswered(ctx: RunContext, index: int, call: ToolCall, outcome: Outcome, text: str) -> CallResult:
-    turn = ctx.state.turn
-    if turn is not None and index in turn.invoked:
+def _unanswered(ctx: RunContext, invoked: bool, call: ToolCall, outcome: Outcome, text: str) -> CallResult:
+    if invoked:
         key = idempotency_key(ctx.state.task_id, call)
         return refused(
             call,

@@ -12,7 +12,7 @@ import re
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, TypeAlias, final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, final
 
 import anthropic
 import sniffio
@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from .._config import EventHook, LoopConfig
     from ..state import LoopState
 
+
+YIELD_EVERY: Final = 500
+"""Calls of a batch handled between two checkpoints when validating or starting it, so the run's
+deadline and a cancellation cut into a batch of any size within a few milliseconds."""
 
 ToolSpan: TypeAlias = Callable[[ToolCall], AbstractContextManager[object]]
 """`tool_span(call)`: a context the call's handler runs in (each attempt), which makes the call's

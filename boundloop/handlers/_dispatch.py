@@ -10,20 +10,32 @@ failure into data (an `is_error` result); the group only raises for bugs, cancel
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import NamedTuple
 
 import anyio
+import anyio.lowlevel
 
-from .._records import CallResult, Observation, StopReason, ToolCall, Turn
+from .._records import CallResult, Observation, StopReason, ToolCall, Turn, empty_list
 from ..statemachine.table import Trigger
 from ._answers import answer_open_calls, finish
 from ._budget import take_tool_call
-from ._context import Planned, RunContext
+from ._context import YIELD_EVERY, Planned, RunContext
 from ._results import refused, to_result
 from ._validation import fill_copies
 from .tools import RetryableToolError, Tool, ToolContext, idempotency_key
+
+
+@dataclasses.dataclass(slots=True)
+class _Batch:
+    """What the calls of one batch share: the turn, the calls invoked so far, a failure to raise."""
+
+    turn: Turn
+    invoked: set[int]
+    """`turn.invoked` as a set: one look-up per call, not a scan of a list as long as the batch."""
+    failure: list[Exception] = dataclasses.field(default_factory=empty_list)
 
 
 class _Retry(NamedTuple):
@@ -64,43 +76,43 @@ async def dispatch(ctx: RunContext, turn: Turn, plan: list[Planned]) -> None:
     """
     if not plan:
         return
-    failure: list[Exception] = []
+    batch = _Batch(turn, set(turn.invoked))
     try:
         if len(plan) == 1:  # nothing runs alongside it: no group to build, no sibling to cancel
-            await _run_call(ctx, turn, plan[0], failure, _no_siblings)
+            await _run_call(ctx, batch, plan[0], _no_siblings)
         elif ctx.on_asyncio:
-            await _in_asyncio_tasks(ctx, turn, plan, failure)
+            await _in_asyncio_tasks(ctx, batch, plan)
         else:
-            await _in_task_group(ctx, turn, plan, failure)
+            await _in_task_group(ctx, batch, plan)
     except BaseExceptionGroup as group_error:
         # Tasks catch their handlers' Exceptions; what is left (SystemExit, ...) leaves as itself.
         if len(group_error.exceptions) == 1:
             raise group_error.exceptions[0] from None
         raise
-    if failure:
-        ctx.tool_raised = failure[0]
-        raise failure[0]
+    if batch.failure:
+        ctx.tool_raised = batch.failure[0]
+        raise batch.failure[0]
 
 
 def _no_siblings() -> None:
     """The cancel of a call that runs alone."""
 
 
-async def _in_task_group(ctx: RunContext, turn: Turn, plan: list[Planned], failure: list[Exception]) -> None:
+async def _in_task_group(ctx: RunContext, batch: _Batch, plan: list[Planned]) -> None:
     """Any anyio backend: one task group; a failure cancels the group's scope."""
     async with anyio.create_task_group() as group:
         # Spawning costs more than running: the last call runs in this task while the
         # others, started first, run in theirs; all of them are in flight together.
         *spawned, last = plan
         cancel = group.cancel_scope.cancel
-        for planned in spawned:
-            group.start_soon(_run_call, ctx, turn, planned, failure, cancel)
-        await _run_call(ctx, turn, last, failure, cancel)
+        for position, planned in enumerate(spawned, 1):
+            group.start_soon(_run_call, ctx, batch, planned, cancel)
+            if position % YIELD_EVERY == 0:  # the started calls run; a deadline or a failure cuts in
+                await anyio.lowlevel.checkpoint()
+        await _run_call(ctx, batch, last, cancel)
 
 
-async def _in_asyncio_tasks(
-    ctx: RunContext, turn: Turn, plan: list[Planned], failure: list[Exception]
-) -> None:
+async def _in_asyncio_tasks(ctx: RunContext, batch: _Batch, plan: list[Planned]) -> None:
     """asyncio: one native task per call in an `asyncio.TaskGroup`, a third of anyio's cost per task.
 
     The semantics are the task group's: a cancellation of this task (the caller's, or an anyio
@@ -118,13 +130,16 @@ async def _in_asyncio_tasks(
                 task.cancel()
 
     async with asyncio.TaskGroup() as group:
-        for planned in plan:
-            tasks.append(group.create_task(_run_call(ctx, turn, planned, failure, cancel_siblings)))
+        for position, planned in enumerate(plan, 1):
+            tasks.append(group.create_task(_run_call(ctx, batch, planned, cancel_siblings)))
+            if position % YIELD_EVERY == 0:  # the started calls run; a deadline or a failure cuts in
+                await anyio.lowlevel.checkpoint()
+                if batch.failure:  # a call failed (on_tool_error="raise"): start no more
+                    break
 
 
-async def _run_call(
-    ctx: RunContext, turn: Turn, planned: Planned, failure: list[Exception], cancel: Callable[[], None]
-) -> None:
+async def _run_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callable[[], None]) -> None:
+    turn = batch.turn
     config = ctx.config
     budget = config.budget
     index = planned.index
@@ -159,7 +174,8 @@ async def _run_call(
                 result = refused(call, "denied", "not run: the tool-call budget is spent")
             break
         attempts += 1
-        if index not in turn.invoked:
+        if index not in batch.invoked:  # a continued run's call may have been invoked before
+            batch.invoked.add(index)
             turn.invoked.append(index)
         try:
             if timeout is None:  # no cancel scope to build when there is no deadline
@@ -170,7 +186,7 @@ async def _run_call(
                 if scope.cancelled_caught:
                     result = refused(call, "timeout", _timed_out(tool, timeout))
         except Exception as exc:  # only with on_tool_error="raise": stop the batch, surface it
-            failure.append(exc)
+            batch.failure.append(exc)
             cancel()  # the sibling calls
             return
         if isinstance(result, CallResult):

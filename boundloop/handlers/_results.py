@@ -57,38 +57,62 @@ def _is_block(block: object) -> bool:
     return kind in _BLOCK_TYPES and (kind != "text" or isinstance(fields.get("text"), str))
 
 
-def _marker(cut: int) -> str:
-    return f"\n[truncated: {cut} more characters]"
+def _marker(cut: int, left_out: dict[str, int]) -> str:
+    if not left_out:
+        return f"\n[truncated: {cut} more characters]"
+    blocks = ", ".join(f"{count} {kind}" for kind, count in left_out.items())
+    return f"\n[truncated: {cut} more characters; blocks left out: {blocks}]"
+
+
+def block_size(block: dict[str, Any]) -> int:
+    """What a content block counts towards `max_tool_output_chars`: a text block its text; any
+    other block (image, document, search result, ...) the characters of its JSON, which holds
+    its base64 data, its source's text or content, its title and source."""
+    if block.get("type") == "text":
+        return len(block["text"])
+    return len(_STRICT_JSON(block))
 
 
 def truncate(content: Content, max_chars: int) -> Content:
-    """Cut text over `max_chars`, with a visible marker saying how much was cut.
+    """Cut content over `max_chars`, with a visible marker saying how much was cut.
 
-    For content blocks, `max_chars` bounds the text of all the blocks together: text past it
-    is cut (later text blocks dropped), and the last text kept carries the marker.
+    For content blocks, `max_chars` bounds all the blocks together, each counted by
+    `block_size`: text past it is cut, and any other block that does not fit whole is left
+    out (base64 data is never cut into invalid data); everything after the first cut is left
+    out. The last text kept carries the marker, which names the blocks left out.
     """
     if isinstance(content, str):
         if len(content) <= max_chars:
             return content
-        return content[:max_chars] + _marker(len(content) - max_chars)
-    total = sum(len(block["text"]) for block in content if block.get("type") == "text")
+        return content[:max_chars] + _marker(len(content) - max_chars, {})
+    sizes = [block_size(block) for block in content]
+    total = sum(sizes)
     if total <= max_chars:
         return content
     blocks: list[dict[str, Any]] = []
+    left_out: dict[str, int] = {}  # kind -> how many blocks of it were left out
     left = max_chars
+    kept = 0
     last_text: int | None = None
-    for block in content:
-        if block.get("type") != "text":
-            blocks.append(block)
+    for block, size in zip(content, sizes, strict=True):
+        is_text = block.get("type") == "text"
+        if size <= left:
+            left -= size
+            kept += size
+        elif is_text and left > 0:
+            block = {**block, "text": block["text"][:left]}
+            kept += left
+            left = 0
+        else:
+            if not is_text:
+                kind = str(block.get("type"))
+                left_out[kind] = left_out.get(kind, 0) + 1
+            left = 0
             continue
-        if left == 0:
-            continue
-        text: str = block["text"]
-        kept = text[:left]
-        left -= len(kept)
-        last_text = len(blocks)
-        blocks.append(block if kept == text else {**block, "text": kept})
-    marker = _marker(total - max_chars)
+        if is_text:
+            last_text = len(blocks)
+        blocks.append(block)
+    marker = _marker(total - kept, left_out)
     if last_text is None:
         blocks.append({"type": "text", "text": marker.lstrip()})
     else:

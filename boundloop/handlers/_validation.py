@@ -18,6 +18,9 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal, TypeAlias
 
+import anyio
+import anyio.lowlevel
+
 from .._records import (
     CallResult,
     ErrorRecord,
@@ -34,7 +37,7 @@ from ..statemachine.table import Trigger
 from ..transcript import append_user
 from ._answers import answer_open_calls, finish
 from ._budget import LIMIT_STOPS, ceiling_spent, stop_at
-from ._context import Planned, RunContext
+from ._context import YIELD_EVERY, Planned, RunContext
 from ._results import refused
 from .stops import Route, SignalContext, Verdict, answer_text
 from .tools import ToolInputError
@@ -154,14 +157,12 @@ async def _plan(
     if again:  # a decision per call, whatever the checkpoint holds: each is decided below
         turn.decisions.extend(["execute"] * (len(turn.calls) - len(turn.decisions)))
     for index, (call, key) in enumerate(zip(turn.calls, turn.keys, strict=True)):
-        if not again:
-            decision, planned = _decide_first(ctx, turn, index, call, key, first_of)
-        elif turn.answers[index] is None and index not in turn.same_as:
-            approved = turn.decisions[index] == HUMAN_APPROVED
-            decision, planned = _decide(ctx, turn, index, call, key, human_approved=approved)
-            turn.decisions[index] = decision
-        else:  # answered already (a result, a human's denial), or a copy of a call decided here
+        if index and index % YIELD_EVERY == 0:  # a huge batch: the run's deadline can cut in
+            await anyio.lowlevel.checkpoint()
+        decided = _decide_any(ctx, turn, index, call, key, first_of, again=again)
+        if decided is None:  # answered already (a result, a human's denial), or a copy
             continue
+        decision, planned = decided
         decisions[index] = _record(ctx, turn, index, decision)
         if decision == "block":
             blocked.append(call.name)
@@ -192,6 +193,27 @@ async def _plan(
     ctx.plan_records = [decisions[planned.index] for planned in plan]
     fill_copies(turn)
     return records, None, None
+
+
+def _decide_any(
+    ctx: RunContext,
+    turn: Turn,
+    index: int,
+    call: ToolCall,
+    key: str,
+    first_of: dict[str, int],
+    *,
+    again: bool,
+) -> tuple[Decision, Planned | None] | None:
+    """A call decided now; None for a call of a continued turn that needs no decision."""
+    if not again:
+        return _decide_first(ctx, turn, index, call, key, first_of)
+    if turn.answers[index] is not None or index in turn.same_as:
+        return None
+    approved = turn.decisions[index] == HUMAN_APPROVED
+    decision, planned = _decide(ctx, turn, index, call, key, human_approved=approved)
+    turn.decisions[index] = decision
+    return decision, planned
 
 
 def _decide_first(

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextvars
+import json
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Annotated, Any, Final
 
 import anyio
 import pydantic
@@ -384,6 +387,129 @@ async def test_long_output_is_truncated_with_a_visible_marker(
     assert answers(result) == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": expected}]
 
 
+def image(data: str) -> JSON:
+    """An image block with base64 data."""
+    return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+
+
+def document(data: str) -> JSON:
+    """A PDF document block with base64 data."""
+    return {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": data}}
+
+
+def search_result(text: str) -> JSON:
+    """A search result block holding one text block."""
+    return {
+        "type": "search_result",
+        "source": "https://example.com/page",
+        "title": "A page",
+        "content": [{"type": "text", "text": text}],
+    }
+
+
+def size(block: JSON) -> int:
+    """A non-text block's size: the characters of its JSON."""
+    return len(json.dumps(block, ensure_ascii=False))
+
+
+SMALL_IMAGE: Final = image("iVBORw0KGgo=")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        pytest.param(
+            [{"type": "text", "text": "a" * 4}, document("J" * 500)],
+            [
+                {
+                    "type": "text",
+                    "text": f"aaaa\n[truncated: {size(document('J' * 500))} more characters; "
+                    "blocks left out: 1 document]",
+                }
+            ],
+            id="document-left-out-whole",
+        ),
+        pytest.param(
+            [image("A" * 500), image("B" * 500), {"type": "text", "text": "after"}],
+            [
+                {
+                    "type": "text",
+                    "text": f"[truncated: {2 * size(image('A' * 500)) + 5} more characters; "
+                    "blocks left out: 2 image]",
+                }
+            ],
+            id="images-left-out-whole",
+        ),
+        pytest.param(
+            [search_result("s" * 500), {"type": "text", "text": "b" * 3}],
+            [
+                {
+                    "type": "text",
+                    "text": "[truncated: "
+                    + str(size(search_result("s" * 500)) + 3)
+                    + " more characters; blocks left out: 1 search_result]",
+                }
+            ],
+            id="search-result-left-out-and-all-after-it",
+        ),
+        pytest.param(
+            [SMALL_IMAGE, {"type": "text", "text": "c" * 200}],
+            [
+                SMALL_IMAGE,
+                {
+                    "type": "text",
+                    "text": "c" * (120 - size(SMALL_IMAGE))
+                    + f"\n[truncated: {size(SMALL_IMAGE) + 80} more characters]",
+                },
+            ],
+            id="a-block-that-fits-counts-towards-the-limit",
+        ),
+        pytest.param(
+            [SMALL_IMAGE, {"type": "text", "text": "ok"}],
+            [SMALL_IMAGE, {"type": "text", "text": "ok"}],
+            id="blocks-within-the-limit-pass-whole",
+        ),
+    ],
+)
+async def test_every_kind_of_block_counts_towards_the_output_limit(
+    value: list[JSON], expected: list[JSON]
+) -> None:
+    """Images, documents and search results count by their JSON; a block that does not fit whole is
+    left out (its base64 data never cut), and the marker says how much was cut and which blocks."""
+
+    @tool
+    async def produce(key: str) -> object:
+        """Return the value under test."""
+        return value
+
+    script = [tool_use(("produce", {"key": "k"}, "toolu_1")), text("done")]
+    result = await run(make_loop(script, [produce], max_tool_output_chars=120))
+    assert answers(result) == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": expected}]
+
+
+async def test_a_huge_document_neither_reaches_the_model_nor_the_checkpoint() -> None:
+    """A 2 MB document block under the default limit (100,000 characters): the model gets a marker
+    instead, and the state a checkpoint saves stays small."""
+
+    @tool
+    async def fetch(key: str) -> object:
+        """Return a huge PDF."""
+        return [{"type": "text", "text": "the report:"}, document("J" * 2_000_000)]
+
+    client = ScriptedClient([tool_use(("fetch", {"key": "k"}, "toolu_1")), text("done")])
+    loop = AgentLoop(
+        client, model="claude-sonnet-4-6", tools=[fetch], budget=Budget(max_steps=4), metrics=None
+    )
+    result = await run(loop)
+    assert result.stop_reason is StopReason.COMPLETED
+    [answer] = answers(result)
+    [block] = answer["content"]
+    assert block["text"].startswith("the report:\n[truncated: 2")
+    assert block["text"].endswith("more characters; blocks left out: 1 document]")
+    assert len(json.dumps(client.requests[-1]["messages"])) < 10_000
+    assert len(result.state.to_json()) < 100_000
+
+
 # -- threads -----------------------------------------------------------------------------
 
 
@@ -408,3 +534,119 @@ async def test_sync_handlers_run_in_a_worker_thread() -> None:
     assert result.stop_reason is StopReason.COMPLETED
     assert threads["async"] == threading.get_ident()  # the test body runs on the event loop's thread
     assert threads["sync"] != threads["async"]
+
+
+# -- huge batches ------------------------------------------------------------------------
+
+
+def batch_of(count: int) -> JSON:
+    """One response asking for `count` calls of `ping`, each with its own input."""
+    return tool_use(*[("ping", {"n": n}, f"toolu_{n:06d}") for n in range(count)])
+
+
+ON_CHECK: contextvars.ContextVar[Callable[[], None]] = contextvars.ContextVar("ON_CHECK")
+"""Called by the input check of `Checked`: a hook into the validation of a batch."""
+
+
+def _on_check(n: int) -> int:
+    ON_CHECK.get()()
+    return n
+
+
+Checked = Annotated[int, pydantic.AfterValidator(_on_check)]
+
+
+class Pings:
+    """`ping`: counts the calls that started; each waits until it is cancelled."""
+
+    def __init__(self, on_start: anyio.Event | None = None) -> None:
+        self.started = 0
+        self.on_start = on_start
+
+        @tool
+        async def ping(n: int) -> str:
+            """Wait until cancelled."""
+            self.started += 1
+            if self.on_start is not None:
+                self.on_start.set()
+            await anyio.Event().wait()
+            return "pong"
+
+        self.tool = ping
+
+
+async def test_all_results_of_a_large_batch_come_back_in_one_user_message_in_block_order() -> None:
+    """Every call of a 3,000-call batch runs once and is answered in block order, in one message."""
+    count = 3_000
+
+    @tool
+    async def ping(n: int) -> str:
+        """Answer with the number."""
+        return f"pong {n}"
+
+    result = await run(make_loop([batch_of(count), text("done")], [ping]))
+    assert result.stop_reason is StopReason.COMPLETED
+    assert_valid_transcript(result.messages)
+    assert answers(result) == [
+        {"type": "tool_result", "tool_use_id": f"toolu_{n:06d}", "content": f"pong {n}"} for n in range(count)
+    ]
+    assert [observation.attempts for observation in result.state.observations] == [1] * count
+
+
+async def test_a_cancel_during_the_validation_of_a_huge_batch_stops_it_before_any_call_starts() -> None:
+    """The cancel event is set while the batch is validated (by the input check of its first
+    call): validation yields every few hundred calls, so the run stops before any handler runs
+    (before the fix, the whole batch was validated and started before the cancel could cut in).
+    The run's deadline is the same cancel scope."""
+    count = 2_000
+    cancel = anyio.Event()
+    started: list[int] = []
+
+    @tool
+    async def ping(n: Checked) -> str:
+        """Record the start."""
+        started.append(n)
+        return "pong"
+
+    ON_CHECK.set(cancel.set)
+    result = await run(make_loop([batch_of(count), text("done")], [ping]), cancel=cancel)
+    assert result.stop_reason is StopReason.CANCELLED
+    assert started == []
+    assert_valid_transcript(result.messages)
+    replies = answers(result)
+    assert [reply["tool_use_id"] for reply in replies] == [f"toolu_{n:06d}" for n in range(count)]
+    assert {reply["content"] for reply in replies} == {"not run: cancelled"}
+
+
+async def test_a_huge_batch_past_its_deadline_stops_with_timeout_and_every_call_answered() -> None:
+    """A 5,000-call batch of calls that never finish, under a small timeout_s: the run stops with
+    `timeout`, each call answered once, in block order, as interrupted or not run."""
+    count = 5_000
+    pings = Pings()
+    budget = Budget(max_steps=4, timeout_s=0.05)
+    result = await run(make_loop([batch_of(count), text("done")], [pings.tool], budget=budget))
+    assert result.stop_reason is StopReason.TIMEOUT
+    assert_valid_transcript(result.messages)
+    replies = answers(result)
+    assert [reply["tool_use_id"] for reply in replies] == [f"toolu_{n:06d}" for n in range(count)]
+    interrupted = sum(reply["content"].startswith("interrupted while running (timeout)") for reply in replies)
+    assert interrupted == pings.started
+    # Not run: cut off in validation or in the batch's start, or refused at the batch's budget check.
+    assert sum(reply["content"].startswith("not run: timeout") for reply in replies) == count - pings.started
+
+
+async def test_a_cancel_while_a_huge_batch_starts_stops_the_calls_not_yet_started() -> None:
+    """The first call to start sets the cancel event: the batch stops starting calls within a
+    few hundred more (before the fix, all 5,000 started before the cancel could cut in)."""
+    count = 5_000
+    cancel = anyio.Event()
+    pings = Pings(on_start=cancel)
+    result = await run(make_loop([batch_of(count), text("done")], [pings.tool]), cancel=cancel)
+    assert result.stop_reason is StopReason.CANCELLED
+    assert 0 < pings.started < count // 2
+    assert_valid_transcript(result.messages)
+    replies = answers(result)
+    assert [reply["tool_use_id"] for reply in replies] == [f"toolu_{n:06d}" for n in range(count)]
+    interrupted = [reply for reply in replies if reply["content"].startswith("interrupted while running")]
+    assert len(interrupted) == pings.started  # a started call's effect is unknown; the others did not run
+    assert sum(reply["content"] == "not run: cancelled" for reply in replies) == count - pings.started
