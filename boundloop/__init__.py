@@ -34,6 +34,7 @@ if typing.TYPE_CHECKING:
     from .errors import EvidenceMissing as EvidenceMissing
     from .errors import FixtureError as FixtureError
     from .errors import GraphvizMissing as GraphvizMissing
+    from .errors import InvalidTaskId as InvalidTaskId
     from .errors import LoopError as LoopError
     from .errors import NeedsHuman as NeedsHuman
     from .errors import NotResumable as NotResumable
@@ -90,6 +91,7 @@ __all__ = [
     "EvidenceMissing",
     "FixtureError",
     "GraphvizMissing",
+    "InvalidTaskId",
     "LoopError",
     "LoopMetrics",
     "LoopResult",
@@ -147,6 +149,7 @@ _SOURCES: typing.Final[dict[str, str]] = {
     "EvidenceMissing": ".errors",
     "FixtureError": ".errors",
     "GraphvizMissing": ".errors",
+    "InvalidTaskId": ".errors",
     "LoopError": ".errors",
     "NeedsHuman": ".errors",
     "NotResumable": ".errors",

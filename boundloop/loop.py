@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -13,10 +14,10 @@ from anthropic.types import MessageParam
 
 from ._config import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, build_config
 from ._envelope import new_state
-from .checkpoint.store import CheckpointStore, lease_of
+from .checkpoint.store import CheckpointStore, check_task_id, lease_of
 from .contract._build import contract_of, loop_settings
 from .contract._contract import Contract, load_contract
-from .errors import CheckpointCorrupt, ConfigurationError, TaskExists, TaskNotFound
+from .errors import CheckpointCorrupt, ConfigurationError, TaskBusy, TaskExists, TaskNotFound
 from .handlers._resume import prepare
 from .handlers.registry import ToolRegistry
 from .handlers.stops import SignalHandler
@@ -298,7 +299,9 @@ class AgentLoop:
 
         Raises:
             ConfigurationError: no goal and no messages, an invalid history, metadata that is
-                not JSON, an empty task or trace id.
+                not JSON, an empty trace id.
+            InvalidTaskId: `task_id` is empty, longer than 200 characters, or holds a control
+                character (a `ConfigurationError`).
             TaskExists: the store already holds `task_id`.
             TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
             UnhandledStop: the API returned a stop_reason with no handler (`.result` holds
@@ -306,7 +309,9 @@ class AgentLoop:
             Exception: a tool's exception, with `on_tool_error="raise"` (the run is recorded
                 as failed first). Any other exception — your callbacks (`Policy.approve`,
                 `Policy.success`, `on_event`, a signal handler), the store — ends the run as
-                `failed`, recorded in `state.errors`, and is not raised.
+                `failed`, recorded in `state.errors`, and is not raised. A store that fails
+                before the run starts (taking the lease, or reading whether `task_id` is
+                stored) fails it the same way, and nothing is saved.
             ScriptExhausted: a `ScriptedClient` ran out of responses.
         """
         state = new_state(
@@ -318,14 +323,21 @@ class AgentLoop:
             provenance=self._config.provenance,
         )
         store = self._config.store
-        async with lease_of(store, state.task_id):
-            if store is not None and task_id is not None:
-                try:
-                    exists = await store.load(task_id) is not None
-                except CheckpointCorrupt:
-                    exists = True  # unreadable, but there: never overwritten either
-                if exists:
-                    raise TaskExists(task_id)
+        async with contextlib.AsyncExitStack() as held:
+            try:
+                await held.enter_async_context(lease_of(store, state.task_id))
+                exists = await _stored(store, task_id)
+            except TaskBusy:
+                raise
+            except Exception as exc:
+                # The store fails before the run starts: the run fails, recorded, and saves
+                # nothing (it cannot tell whether it would overwrite a stored run).
+                unsaved = dataclasses.replace(self._config, store=None)
+                return await execute(
+                    unsaved, state, on_event=on_event, adopt_trace_id=trace_id is None, failure=exc
+                )
+            if exists:
+                raise TaskExists(state.task_id)
             return await execute(
                 self._config, state, cancel=cancel, on_event=on_event, adopt_trace_id=trace_id is None
             )
@@ -366,12 +378,14 @@ class AgentLoop:
 
         Raises:
             ConfigurationError: the loop has no store.
+            InvalidTaskId: `task_id` is no valid task id (a `ConfigurationError`).
             TaskNotFound: the store does not hold `task_id`.
             TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
             CheckpointCorrupt: the stored state cannot be read.
             NotResumable: the run's stop is final (completed, a budget, a block, ...).
             ApprovalMissing: a waiting call has no decision (the run keeps waiting).
         """
+        check_task_id(task_id)
         store = self._config.store
         if store is None:
             raise ConfigurationError("resume needs a store: AgentLoop(..., store=SQLiteStore('runs.db'))")
@@ -387,3 +401,13 @@ class AgentLoop:
     ) -> LoopResult:
         """Continue a run from a state read back from a checkpoint, in the phase it was saved."""
         return await execute(self._config, state, cancel=cancel, on_event=on_event)
+
+
+async def _stored(store: CheckpointStore | None, task_id: str | None) -> bool:
+    """Whether the store holds `task_id` (a run given no task id makes a new one: not stored)."""
+    if store is None or task_id is None:
+        return False
+    try:
+        return await store.load(task_id) is not None
+    except CheckpointCorrupt:
+        return True  # unreadable, but there: never overwritten either

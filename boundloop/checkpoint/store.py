@@ -13,23 +13,58 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
+import hashlib
+import os
+import re
 import sqlite3
+import sys
 import threading
 import time
-from collections.abc import AsyncGenerator, Generator
+from collections.abc import AsyncGenerator, Callable, Generator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Final, Literal, Protocol, TypeAlias, cast, final, runtime_checkable
 
 import anyio.to_thread
 
-from ..errors import CheckpointCorrupt, TaskBusy
+from ..errors import CheckpointCorrupt, InvalidTaskId, TaskBusy
 from ..state import LoopState, StopReason
 from ..statemachine.table import Phase
 
 Status: TypeAlias = Literal["running", "waiting", "stopped"]
 """`running`: not stopped (in flight, or interrupted by a crash); `waiting`: stopped with
 `needs_human` and calls or a question for a human; `stopped`: any other stop."""
+
+
+MAX_TASK_ID_LENGTH: Final = 200
+"""The longest task id a run or a store takes, in characters."""
+
+_FORBIDDEN: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+"""Control characters (Unicode category Cc: NUL, newlines, escapes) and lone surrogates."""
+
+
+def check_task_id(task_id: object) -> str:
+    """`task_id`, when every store can key a run by it: a string of 1 to 200 characters, not only
+    whitespace, with no control character (NUL, a newline, ...) and no lone surrogate.
+
+    `AgentLoop.run`, `AgentLoop.resume` and the stores' `save`, `load`, `delete` and `lease`
+    call it, so a bad id is refused the same way whichever store is behind the loop.
+
+    Raises:
+        InvalidTaskId: the id, and what is wrong with it.
+    """
+    if not isinstance(task_id, str):
+        raise InvalidTaskId(task_id, f"a task id is a string, not {type(task_id).__name__}")
+    if not task_id.strip():
+        raise InvalidTaskId(task_id, "it is empty" if not task_id else "it is only whitespace")
+    if len(task_id) > MAX_TASK_ID_LENGTH:
+        raise InvalidTaskId(
+            task_id, f"it has {len(task_id)} characters; a task id has at most {MAX_TASK_ID_LENGTH}"
+        )
+    bad = _FORBIDDEN.search(task_id)
+    if bad is not None:
+        raise InvalidTaskId(task_id, f"it holds the control character {bad.group()!r} at index {bad.start()}")
+    return task_id
 
 
 @final
@@ -154,7 +189,9 @@ class MemoryStore:
 
         Raises:
             TaskBusy: a run of this store holds it already.
+            InvalidTaskId: `task_id` is no valid task id.
         """
+        check_task_id(task_id)
         if task_id in self._leased:
             raise TaskBusy(task_id)
         self._leased.add(task_id)
@@ -165,6 +202,7 @@ class MemoryStore:
 
     async def save(self, state: LoopState) -> None:
         """Snapshot the state as JSON."""
+        check_task_id(state.task_id)
         self._states[state.task_id] = (summary(state), state.to_json())
 
     async def load(self, task_id: str) -> LoopState | None:
@@ -173,7 +211,7 @@ class MemoryStore:
         Raises:
             CheckpointCorrupt: the snapshot cannot be read.
         """
-        entry = self._states.get(task_id)
+        entry = self._states.get(check_task_id(task_id))
         return None if entry is None else parse(task_id, entry[1])
 
     async def list(
@@ -189,7 +227,7 @@ class MemoryStore:
 
     async def delete(self, task_id: str) -> bool:
         """Forget a task; True if it was there."""
-        return self._states.pop(task_id, None) is not None
+        return self._states.pop(check_task_id(task_id), None) is not None
 
     def task_ids(self) -> builtins.list[str]:
         """Saved task ids, in the order they were first saved."""
@@ -212,42 +250,75 @@ def _matches(row: StoredRun, status: Status | None, stop_reason: str | None) -> 
 SCHEMA_VERSION: Final = 2
 """The SQLite layout (`PRAGMA user_version`). 1: boundloop 0.1 (no status columns)."""
 
-_MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
-    1: (
+
+def _to_version_1(db: sqlite3.Connection) -> None:
+    db.execute(
         "CREATE TABLE IF NOT EXISTS checkpoints (task_id TEXT PRIMARY KEY, updated_at REAL NOT NULL, "
-        "step INTEGER NOT NULL, stop_reason TEXT, state TEXT NOT NULL)",
-    ),
-    2: (
-        "ALTER TABLE checkpoints ADD COLUMN phase TEXT NOT NULL DEFAULT 'unknown'",
-        "ALTER TABLE checkpoints ADD COLUMN status TEXT NOT NULL DEFAULT 'stopped'",
-        "UPDATE checkpoints SET status = CASE WHEN stop_reason IS NULL THEN 'running' ELSE 'stopped' END",
-        "CREATE INDEX IF NOT EXISTS checkpoints_status ON checkpoints (status, updated_at)",
-    ),
-}
-"""Version -> the statements that bring the previous version to it."""
+        "step INTEGER NOT NULL, stop_reason TEXT, state TEXT NOT NULL)"
+    )
+
+
+def _to_version_2(db: sqlite3.Connection) -> None:
+    columns = {str(row[1]) for row in db.execute("PRAGMA table_info(checkpoints)")}
+    if "phase" not in columns:
+        db.execute("ALTER TABLE checkpoints ADD COLUMN phase TEXT NOT NULL DEFAULT 'unknown'")
+    if "status" not in columns:
+        db.execute("ALTER TABLE checkpoints ADD COLUMN status TEXT NOT NULL DEFAULT 'stopped'")
+        db.execute(
+            "UPDATE checkpoints SET status = CASE WHEN stop_reason IS NULL THEN 'running' ELSE 'stopped' END"
+        )
+    db.execute("CREATE INDEX IF NOT EXISTS checkpoints_status ON checkpoints (status, updated_at)")
+
+
+_MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {1: _to_version_1, 2: _to_version_2}
+"""Version -> the step that brings the previous version to it; each step is idempotent (a column
+or an index already there is kept), so a file a step was half applied to migrates too."""
+
+
+@final
+class _Attempt:
+    """One `lease` call's attempt at a task's lock, shared by the event loop and the worker
+    thread taking it (under the store's lease lock)."""
+
+    __slots__ = ("abandoned", "fd", "path")
+
+    def __init__(self) -> None:
+        self.abandoned = False
+        """Its caller is gone: the worker thread must not take the lock any more."""
+        self.fd = -1
+        """The open lock file it holds, once taken."""
+        self.path: Path | None = None
+        """That file's path."""
 
 
 @final
 class SQLiteStore:
     """Checkpoints in one SQLite file (WAL); every query runs in a worker thread, never on the loop.
 
-    It does not lease tasks (it is no `LeasingStore`): it serves one process, which must not
-    run one task twice at once. Workers sharing checkpoints use `PostgresStore`.
+    It leases tasks (`LeasingStore`) to one holder at a time, among the runs of this process
+    and of every process on this machine using the same file: a lease is an exclusive lock
+    (`flock`) on a lock file of the task in a directory next to the database (`runs.db.locks/`),
+    which the operating system releases when the process holding it dies. See
+    docs/scaling.md for why a lock file and not a lease row.
     """
 
     def __init__(self, path: str | Path) -> None:
         # No I/O here: a store may be built inside async code; the schema is made on first use.
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._setup = threading.Lock()
         self._ready = False
+        self._leases = threading.Lock()
+        self._held: dict[str, _Attempt] = {}
+        """The task ids this store holds the lock of, and the attempt that took each."""
 
     @contextlib.contextmanager
     def _connect(self, *, write: bool = False) -> Generator[sqlite3.Connection, None, None]:
         """One transaction: `BEGIN IMMEDIATE` for writes, a deferred read otherwise."""
+        if not self._ready:
+            self._migrate()
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
-            if not self._ready:
-                self._migrate(db)
             db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield db
@@ -258,9 +329,42 @@ class SQLiteStore:
         finally:
             db.close()
 
-    def _migrate(self, db: sqlite3.Connection) -> None:
-        """Bring the file to `SCHEMA_VERSION`, one version per transaction."""
-        db.execute("PRAGMA journal_mode=WAL")
+    def _migrate(self) -> None:
+        """Bring the file to `SCHEMA_VERSION` once: under `_setup` for this store's threads, and
+        in one `BEGIN IMMEDIATE` transaction that reads the version it starts from, for every
+        other connection to the file (other stores, other processes).
+
+        Raises:
+            CheckpointCorrupt: the file has a newer layout than this boundloop knows.
+        """
+        with self._setup:
+            if self._ready:
+                return
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            try:
+                if self._version(db) != SCHEMA_VERSION:  # a file up to date is only read: no write lock
+                    if str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                        db.execute("PRAGMA journal_mode=WAL")  # outside a transaction, as SQLite requires
+                    db.execute("BEGIN IMMEDIATE")
+                    try:
+                        version = self._version(db)  # again: another connection may have migrated it
+                        for target in range(version + 1, SCHEMA_VERSION + 1):
+                            _MIGRATIONS[target](db)
+                        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                    except BaseException:
+                        db.execute("ROLLBACK")
+                        raise
+                    db.execute("COMMIT")
+            finally:
+                db.close()
+            self._ready = True
+
+    def _version(self, db: sqlite3.Connection) -> int:
+        """The file's layout version.
+
+        Raises:
+            CheckpointCorrupt: it is newer than this boundloop's.
+        """
         version = int(db.execute("PRAGMA user_version").fetchone()[0])
         if version == 0 and db.execute("SELECT 1 FROM sqlite_master WHERE name = 'checkpoints'").fetchone():
             version = 1  # made by boundloop 0.1, which did not set user_version
@@ -268,13 +372,7 @@ class SQLiteStore:
             raise CheckpointCorrupt(
                 "*", f"{self.path} has store schema {version}; this boundloop reads up to {SCHEMA_VERSION}"
             )
-        for target in range(version + 1, SCHEMA_VERSION + 1):
-            db.execute("BEGIN IMMEDIATE")
-            for statement in _MIGRATIONS[target]:
-                db.execute(statement)
-            db.execute(f"PRAGMA user_version = {target}")
-            db.execute("COMMIT")
-        self._ready = True
+        return version
 
     def _save(self, row: StoredRun, state: str) -> None:
         with self._lock, self._connect(write=True) as db:
@@ -323,7 +421,12 @@ class SQLiteStore:
         self._save(row, raw)
 
     async def save(self, state: LoopState) -> None:
-        """Upsert the state's JSON under its task id, in one transaction."""
+        """Upsert the state's JSON under its task id, in one transaction.
+
+        Raises:
+            InvalidTaskId: the state's task id is no valid task id.
+        """
+        check_task_id(state.task_id)
         await anyio.to_thread.run_sync(self._save, summary(state), state.to_json())
 
     async def load(self, task_id: str) -> LoopState | None:
@@ -331,8 +434,9 @@ class SQLiteStore:
 
         Raises:
             CheckpointCorrupt: the row cannot be read.
+            InvalidTaskId: `task_id` is no valid task id.
         """
-        raw = await anyio.to_thread.run_sync(self._load, task_id)
+        raw = await anyio.to_thread.run_sync(self._load, check_task_id(task_id))
         return None if raw is None else parse(task_id, raw)
 
     async def list(
@@ -343,4 +447,125 @@ class SQLiteStore:
 
     async def delete(self, task_id: str) -> bool:
         """Forget a task; True if it was there."""
-        return await anyio.to_thread.run_sync(self._delete, task_id)
+        return await anyio.to_thread.run_sync(self._delete, check_task_id(task_id))
+
+    # -- leases ------------------------------------------------------------------------------
+
+    def _lock_path(self, task_id: str) -> Path:
+        """The task's lock file: a hash of its id (any id is a safe file name) in `<file>.locks/`,
+        next to the database with its symbolic links resolved (so every path to it shares them)."""
+        database = Path(os.path.realpath(self.path))
+        digest = hashlib.blake2b(task_id.encode(), digest_size=16, person=b"boundloop-lease").hexdigest()
+        return database.with_name(f"{database.name}.locks") / digest
+
+    def _take(self, task_id: str, attempt: _Attempt) -> bool:
+        """Take `task_id`'s lock for `attempt`, unless this store holds it, another process
+        does, or the attempt was abandoned meanwhile (blocking, but never waits on a holder)."""
+        with self._leases:
+            if attempt.abandoned or task_id in self._held:
+                return False
+            path = self._lock_path(task_id)
+            fd = _lock_file(path)
+            if fd is None:
+                return False
+            attempt.fd, attempt.path = fd, path
+            self._held[task_id] = attempt
+            return True
+
+    def _abandon(self, task_id: str, attempt: _Attempt) -> None:
+        """The caller of `attempt` is gone: give the lock back if it was taken, else make sure
+        it never will be (both under the lease lock, so one of the two holds)."""
+        with self._leases:
+            attempt.abandoned = True
+            if self._held.get(task_id) is not attempt:
+                return
+        self._release(task_id)
+
+    def _release(self, task_id: str) -> None:
+        with self._leases:
+            attempt = self._held.pop(task_id, None)
+            if attempt is not None and attempt.path is not None:
+                _unlock_file(attempt.path, attempt.fd)
+
+    @contextlib.asynccontextmanager
+    async def lease(self, task_id: str) -> AsyncGenerator[None]:
+        """Hold `task_id` exclusively, across every process using this file, until the block exits.
+
+        Raises:
+            TaskBusy: another process, or another run of this store, holds it (at once).
+            InvalidTaskId: `task_id` is no valid task id.
+            OSError: the lock directory cannot be made or written.
+        """
+        check_task_id(task_id)
+        attempt = _Attempt()
+        try:
+            taken = await anyio.to_thread.run_sync(self._take, task_id, attempt)
+        except BaseException:
+            # Cancelled while the worker thread may still take the lock (a native asyncio
+            # cancellation does not wait for the thread): it must not stay taken for nobody.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._abandon, task_id, attempt)
+            raise
+        if not taken:
+            raise TaskBusy(task_id)
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._release, task_id)
+
+
+def _lock_file(path: Path) -> int | None:
+    """An open descriptor of `path` holding its exclusive lock, or None if another holds it.
+
+    A holder removes the file as it lets go (so lock files do not pile up), which a lock taken on
+    the file it removed would not see: after locking, the file at `path` must be the one locked,
+    else the lock is of a removed file, and the lock is taken again on the file there now.
+    """
+    path.parent.mkdir(exist_ok=True)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            if not _try_lock(fd):
+                os.close(fd)
+                return None
+            mine = os.fstat(fd)
+            try:
+                there = os.stat(path)
+            except FileNotFoundError:
+                there = None
+        except BaseException:
+            os.close(fd)
+            raise
+        if there is not None and (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
+            return fd
+        os.close(fd)  # a removed file's lock: try again on the file at `path` now
+
+
+def _unlock_file(path: Path, fd: int) -> None:
+    """Let go of a lock `_lock_file` took: remove the file (while holding it), then close it."""
+    try:
+        if sys.platform != "win32":  # Windows cannot remove an open file: it stays, unlocked
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _try_lock(fd: int) -> bool:
+    """Lock the open file `fd` exclusively without waiting; False if another holder has it."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
