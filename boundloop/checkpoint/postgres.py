@@ -223,10 +223,7 @@ class PostgresStore:
         """Upsert the state's JSON under its task id (one statement, its own transaction).
 
         `updated_at` is the database server's clock, so workers with skewed clocks list in
-        the order the saves happened.
-
-        Raises:
-            InvalidTaskId: the state's task id is no valid task id (PostgreSQL text holds no NUL).
+        the order the saves happened. A bad task id raises `InvalidTaskId` (text holds no NUL).
         """
         check_task_id(state.task_id)
         await anyio.to_thread.run_sync(self._save, summary(state), state.to_json())
