@@ -21,9 +21,9 @@ from ._lazy import lazy_getattr as _lazy_getattr
 if typing.TYPE_CHECKING:
     from ._records import CallResult as CallResult
     from ._records import ToolCall as ToolCall
+    from .checkpoint.sqlite import SQLiteStore as SQLiteStore
     from .checkpoint.store import CheckpointStore as CheckpointStore
     from .checkpoint.store import MemoryStore as MemoryStore
-    from .checkpoint.store import SQLiteStore as SQLiteStore
     from .checkpoint.store import StoredRun as StoredRun
     from .errors import ApprovalMissing as ApprovalMissing
     from .errors import BudgetExceeded as BudgetExceeded
@@ -34,6 +34,7 @@ if typing.TYPE_CHECKING:
     from .errors import EvidenceMissing as EvidenceMissing
     from .errors import FixtureError as FixtureError
     from .errors import GraphvizMissing as GraphvizMissing
+    from .errors import InvalidTaskId as InvalidTaskId
     from .errors import LoopError as LoopError
     from .errors import NeedsHuman as NeedsHuman
     from .errors import NotResumable as NotResumable
@@ -90,6 +91,7 @@ __all__ = [
     "EvidenceMissing",
     "FixtureError",
     "GraphvizMissing",
+    "InvalidTaskId",
     "LoopError",
     "LoopMetrics",
     "LoopResult",
@@ -136,7 +138,7 @@ _SOURCES: typing.Final[dict[str, str]] = {
     "ToolCall": "._records",
     "CheckpointStore": ".checkpoint.store",
     "MemoryStore": ".checkpoint.store",
-    "SQLiteStore": ".checkpoint.store",
+    "SQLiteStore": ".checkpoint.sqlite",
     "StoredRun": ".checkpoint.store",
     "ApprovalMissing": ".errors",
     "BudgetExceeded": ".errors",
@@ -147,6 +149,7 @@ _SOURCES: typing.Final[dict[str, str]] = {
     "EvidenceMissing": ".errors",
     "FixtureError": ".errors",
     "GraphvizMissing": ".errors",
+    "InvalidTaskId": ".errors",
     "LoopError": ".errors",
     "NeedsHuman": ".errors",
     "NotResumable": ".errors",

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
 from ._records import Provenance
+from .checkpoint.store import check_task_id
 from .errors import ConfigurationError
 from .state import LoopState
 from .transcript import append_user, transcript_errors
@@ -30,7 +31,8 @@ def new_state(
 
     Raises:
         ConfigurationError: no goal and no messages, an invalid history, metadata that is not
-            a JSON object, an empty task or trace id.
+            a JSON object, an empty trace id.
+        InvalidTaskId: `task_id` is empty, too long or holds a control character.
     """
     if goal is not None and (not isinstance(cast(object, goal), str) or not goal.strip()):
         raise ConfigurationError("goal must be a non-empty string")
@@ -43,9 +45,10 @@ def new_state(
         history.append({"role": "user", "content": goal})
     elif history[-1]["role"] != "user":
         raise ConfigurationError("messages must end with a user message when there is no goal")
-    for name, value in (("task_id", task_id), ("trace_id", trace_id)):
-        if value is not None and (not isinstance(cast(object, value), str) or not value.strip()):
-            raise ConfigurationError(f"{name} must be a non-empty string, got {value!r}")
+    if task_id is not None:
+        check_task_id(task_id)
+    if trace_id is not None and (not isinstance(cast(object, trace_id), str) or not trace_id.strip()):
+        raise ConfigurationError(f"trace_id must be a non-empty string, got {trace_id!r}")
     return LoopState(
         task_id=task_id or _random_id(),
         trace_id=trace_id or _random_id(),

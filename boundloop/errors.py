@@ -3,7 +3,8 @@
 ```
 LoopError
 ├── ConfigurationError (ValueError)    misuse, raised at construction, never mid-run
-│   └── ContractError                  a loop contract breaks its schema or the loop's rules
+│   ├── ContractError                  a loop contract breaks its schema or the loop's rules
+│   └── InvalidTaskId                  a task id is empty, too long, or holds a control character
 ├── FixtureError (ValueError)          an eval fixture is invalid (every problem, field named)
 ├── GraphvizMissing (RuntimeError)     a diagram format needs graphviz and it is not installed
 ├── ScriptExhausted                    ScriptedClient asked for more responses than scripted
@@ -54,6 +55,19 @@ class ContractError(ConfigurationError):
     def __init__(self, source: str, problems: Sequence[object]) -> None:
         self.problems = list(problems)
         super().__init__(f"{source}: " + "; ".join(str(problem) for problem in self.problems))
+
+
+class InvalidTaskId(ConfigurationError):
+    """Raised by `run()`, `resume()` and every store for a task id no store can take: not a
+    string, empty or only whitespace, longer than 200 characters, or holding a control character
+    (NUL, a newline, ...) or a lone surrogate; `problem` says which."""
+
+    def __init__(self, task_id: object, problem: str) -> None:
+        self.task_id = task_id
+        self.problem = problem
+        shown = repr(task_id)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        super().__init__(f"task id {shown} is invalid: {problem}")
 
 
 class FixtureError(LoopError, ValueError):

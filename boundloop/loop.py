@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -13,10 +14,10 @@ from anthropic.types import MessageParam
 
 from ._config import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, build_config
 from ._envelope import new_state
-from .checkpoint.store import CheckpointStore, lease_of
+from .checkpoint.store import CheckpointStore, check_task_id, is_stored, lease_of
 from .contract._build import contract_of, loop_settings
 from .contract._contract import Contract, load_contract
-from .errors import CheckpointCorrupt, ConfigurationError, TaskExists, TaskNotFound
+from .errors import ConfigurationError, TaskBusy, TaskExists, TaskNotFound
 from .handlers._resume import prepare
 from .handlers.registry import ToolRegistry
 from .handlers.stops import SignalHandler
@@ -291,9 +292,10 @@ class AgentLoop:
             goal: the task, sent as the last user message.
             task_id: the run's id (default: 128 random bits as 32 hex digits); part of every
                 idempotency key. With a store, a task id already stored is refused: use `resume`
-                to continue it. With a store that leases (`LeasingStore`: `PostgresStore`,
-                `MemoryStore`), the run holds its task's lease from before that check until it
-                stops, so a worker recovering interrupted runs never resumes it meanwhile.
+                to continue it. With a store that leases (`LeasingStore`: `SQLiteStore`,
+                `PostgresStore`, `MemoryStore`), the run holds its task's lease from before that
+                check until it stops, so a worker recovering interrupted runs never resumes it
+                meanwhile.
             trace_id: an incoming trace id to carry (default: a new one; in a traced run, the
                 OpenTelemetry trace id: of the caller's current span, else of the run's span).
             metadata: your own JSON values, kept in the state and in the trace's stop event.
@@ -308,7 +310,7 @@ class AgentLoop:
 
         Raises:
             ConfigurationError: no goal and no messages, an invalid history, metadata that is
-                not JSON, an empty task or trace id.
+                not JSON, an empty trace id; `InvalidTaskId`, a bad `task_id`.
             TaskExists: the store already holds `task_id`.
             TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
             UnhandledStop: the API returned a stop_reason with no handler (`.result` holds
@@ -316,7 +318,8 @@ class AgentLoop:
             Exception: a tool's exception, with `on_tool_error="raise"` (the run is recorded
                 as failed first). Any other exception — your callbacks (`Policy.approve`,
                 `Policy.success`, `on_event`, a signal handler), the store — ends the run as
-                `failed`, recorded in `state.errors`, and is not raised.
+                `failed`, recorded in `state.errors`, and is not raised (a store failing as the
+                run starts too: then nothing is saved).
             ScriptExhausted: a `ScriptedClient` ran out of responses.
         """
         state = new_state(
@@ -327,18 +330,19 @@ class AgentLoop:
             messages=messages,
             provenance=self._config.provenance,
         )
-        store = self._config.store
-        async with lease_of(store, state.task_id):
-            if store is not None and task_id is not None:
-                try:
-                    exists = await store.load(task_id) is not None
-                except CheckpointCorrupt:
-                    exists = True  # unreadable, but there: never overwritten either
-                if exists:
-                    raise TaskExists(task_id)
-            return await execute(
-                self._config, state, cancel=cancel, on_event=on_event, adopt_trace_id=trace_id is None
-            )
+        store, adopt = self._config.store, trace_id is None
+        async with contextlib.AsyncExitStack() as held:
+            try:
+                await held.enter_async_context(lease_of(store, state.task_id))
+                exists = await is_stored(store, task_id)
+            except TaskBusy:
+                raise
+            except Exception as exc:  # the store failed: the run fails, recorded, and saves nothing
+                unsaved = dataclasses.replace(self._config, store=None)
+                return await execute(unsaved, state, on_event=on_event, adopt_trace_id=adopt, failure=exc)
+            if exists:
+                raise TaskExists(state.task_id)
+            return await execute(self._config, state, cancel=cancel, on_event=on_event, adopt_trace_id=adopt)
 
     async def resume(
         self,
@@ -364,11 +368,12 @@ class AgentLoop:
         an intent that needs approval without a recorded human approval asks
         `Policy.approve` again, or stops with `needs_human` for it.
 
-        With a store that leases (`LeasingStore`: `PostgresStore`, `MemoryStore`), the resumed
-        run holds its task's lease from before the state is loaded until it stops: of two
-        workers resuming one task at once, one runs it and the other gets `TaskBusy`. When a
-        worker dies, its leases go with it (for `PostgresStore`, with its database session),
-        so another worker can resume the runs it left behind.
+        With a store that leases (`LeasingStore`: `SQLiteStore`, `PostgresStore`, `MemoryStore`),
+        the resumed run holds its task's lease from before the state is loaded until it stops:
+        of two workers resuming one task at once, one runs it and the other gets `TaskBusy`.
+        When a worker dies, its leases go with it (for `PostgresStore`, with its database
+        session; for `SQLiteStore`, with its lock files' descriptors), so another worker can
+        resume the runs it left behind.
 
         Args:
             task_id: the stored run.
@@ -383,13 +388,15 @@ class AgentLoop:
             The result of the run once it stops again.
 
         Raises:
-            ConfigurationError: the loop has no store.
+            ConfigurationError: the loop has no store; `InvalidTaskId`, a bad `task_id`.
             TaskNotFound: the store does not hold `task_id`.
             TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
             CheckpointCorrupt: the stored state cannot be read.
             NotResumable: the run's stop is final (completed, a budget, a block, ...).
             ApprovalMissing: a waiting call has no decision (the run keeps waiting).
+            Exception: the store's own error reading the state (there is no run to record it in).
         """
+        check_task_id(task_id)
         store = self._config.store
         if store is None:
             raise ConfigurationError("resume needs a store: AgentLoop(..., store=SQLiteStore('runs.db'))")

@@ -12,7 +12,7 @@ import pytest
 from boundloop import LoopState, MemoryStore, SQLiteStore, StopReason, tool
 from boundloop.checkpoint import CheckpointStore
 from boundloop.checkpoint.conformance import CHECKS, Check, RawWriter, sample_state
-from boundloop.checkpoint.store import SCHEMA_VERSION
+from boundloop.checkpoint.sqlite import SCHEMA_VERSION
 from boundloop.errors import CheckpointCorrupt
 from boundloop.statemachine.table import Phase
 from tests.helpers import scripted_loop, text, tool_use
@@ -160,3 +160,80 @@ async def test_sqlite_store_refuses_a_file_from_a_newer_boundloop(tmp_path: Path
     await anyio.to_thread.run_sync(write_future)
     with pytest.raises(CheckpointCorrupt, match="store schema"):
         await SQLiteStore(path).list()
+
+
+# -- SQLiteStore: first use, and a store that fails ------------------------------------------
+
+
+async def test_twenty_concurrent_first_loads_migrate_a_new_file_once(tmp_path: Path) -> None:
+    """Twenty loads at once on a new file (ten through one store's threads, ten through stores
+    of their own, as other processes would) all succeed, and the file stays usable: a new store
+    on it saves, loads and lists."""
+    path = tmp_path / "fresh.db"
+    shared = SQLiteStore(path)
+    found: list[LoopState | None] = []
+
+    async def load(store: SQLiteStore) -> None:
+        found.append(await store.load("t-none"))
+
+    async with anyio.create_task_group() as group:
+        for index in range(20):
+            group.start_soon(load, shared if index % 2 else SQLiteStore(path))
+    assert found == [None] * 20
+    later = SQLiteStore(path)
+    await later.save(sample_state("t-1"))
+    assert await later.load("t-1") is not None
+    assert [row.task_id for row in await SQLiteStore(path).list()] == ["t-1"]
+
+
+async def test_a_half_migrated_file_migrates(tmp_path: Path) -> None:
+    """A file whose columns of version 2 exist while it says version 1 (what two stores
+    migrating at once left behind) is brought to the current version, its rows kept."""
+    path = tmp_path / "half.db"
+    state = sample_state("t-kept", phase=Phase.STOPPED, stop_reason=StopReason.COMPLETED)
+
+    def write_half_migrated() -> None:
+        db = sqlite3.connect(path)
+        try:
+            db.execute(
+                "CREATE TABLE checkpoints (task_id TEXT PRIMARY KEY, updated_at REAL NOT NULL, "
+                "step INTEGER NOT NULL, stop_reason TEXT, state TEXT NOT NULL, "
+                "phase TEXT NOT NULL DEFAULT 'unknown', status TEXT NOT NULL DEFAULT 'stopped')"
+            )
+            db.execute(
+                "INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?)",
+                ("t-kept", 1.0, 1, "completed", state.to_json(), "stopped", "stopped"),
+            )
+            db.execute("PRAGMA user_version = 1")
+            db.commit()
+        finally:
+            db.close()
+
+    await anyio.to_thread.run_sync(write_half_migrated)
+    store = SQLiteStore(path)
+    assert [(r.task_id, r.status) for r in await store.list()] == [("t-kept", "stopped")]
+    await store.save(sample_state("t-new"))
+    assert await store.load("t-new") is not None
+
+
+async def test_a_store_that_cannot_open_its_file_fails_the_run_recorded(tmp_path: Path) -> None:
+    """A SQLiteStore whose path is a directory fails every query (sqlite3.OperationalError).
+    A run on it, with its own task id or a generated one, ends `failed` with the store's
+    error recorded in state.errors, and raises nothing; the tool never runs."""
+    calls: list[str] = []
+
+    @tool
+    async def record(key: str) -> str:
+        """Record a call."""
+        calls.append(key)
+        return key
+
+    broken = SQLiteStore(tmp_path)  # a directory: SQLite cannot open it
+    for task_id in ("t-1", None):
+        loop = scripted_loop([tool_use(("record", {"key": "a"})), text("done")], [record], store=broken)
+        result = await loop.run("goal", task_id=task_id)
+        assert result.stop_reason is StopReason.FAILED
+        [error, *_] = result.state.errors
+        assert (error.kind, error.type) == ("exception", "OperationalError")
+        assert "unable to open database file" in error.message
+    assert calls == []

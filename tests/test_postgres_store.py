@@ -24,7 +24,7 @@ from boundloop import StopReason, tool
 from boundloop.checkpoint import LeasingStore, PostgresStore
 from boundloop.checkpoint import postgres as pg
 from boundloop.checkpoint.conformance import CHECKS, LEASE_CHECKS, Check, LeaseCheck, sample_state
-from boundloop.errors import CheckpointCorrupt, TaskBusy
+from boundloop.errors import CheckpointCorrupt, ConfigurationError, InvalidTaskId, TaskBusy
 from boundloop.statemachine.table import Phase
 from tests.helpers import scripted_loop, text, tool_use
 
@@ -403,3 +403,27 @@ def test_without_psycopg_the_error_says_what_to_install(monkeypatch: pytest.Monk
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'boundloop\[postgres\]'") as caught:
         boundloop.checkpoint.PostgresStore  # noqa: B018
     assert caught.value.name == "psycopg"
+
+
+@pytest.mark.parametrize("task_id", ["nul\x00inside", "", "x" * 201, "tab\tinside"])
+async def test_a_bad_task_id_is_refused_before_postgres_sees_it(store: PostgresStore, task_id: str) -> None:
+    """A task id with a NUL (PostgreSQL text cannot hold one), or otherwise invalid, is refused
+    by run() and resume() with InvalidTaskId, a ConfigurationError, before anything runs or
+    is stored; no psycopg error escapes."""
+    calls: list[str] = []
+
+    @tool
+    async def record(key: str) -> str:
+        """Record a call."""
+        calls.append(key)
+        return key
+
+    loop = scripted_loop([tool_use(("record", {"key": "a"})), text("done")], [record], store=store)
+    with pytest.raises(InvalidTaskId) as raised:
+        await loop.run("goal", task_id=task_id)
+    assert raised.value.task_id == task_id
+    assert isinstance(raised.value, ConfigurationError)
+    with pytest.raises(InvalidTaskId, match="is invalid"):
+        await loop.resume(task_id)
+    assert calls == []
+    assert await store.list() == []

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import typing
 
+from .sqlite import SQLiteStore as SQLiteStore
 from .store import CheckpointStore as CheckpointStore
 from .store import LeasingStore as LeasingStore
 from .store import MemoryStore as MemoryStore
-from .store import SQLiteStore as SQLiteStore
 from .store import Status as Status
 from .store import StoredRun as StoredRun
 

@@ -25,12 +25,12 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from typing import Final, TypeAlias
+from typing import Final, TypeAlias, TypeVar
 
 import anyio
 
 from .._records import Escalation, PendingApproval
-from ..errors import CheckpointCorrupt, TaskBusy
+from ..errors import CheckpointCorrupt, InvalidTaskId, TaskBusy
 from ..state import LoopState, StopReason
 from ..statemachine.table import Phase
 from .store import CheckpointStore, LeasingStore
@@ -38,6 +38,7 @@ from .store import CheckpointStore, LeasingStore
 RawWriter: TypeAlias = Callable[[str, str], Awaitable[None]]
 """`write_raw(task_id, text)`: store `text` as the task's state, unchecked."""
 Check: TypeAlias = Callable[[CheckpointStore, RawWriter], Awaitable[None]]
+_Arg = TypeVar("_Arg")
 LeaseCheck: TypeAlias = Callable[[LeasingStore], Awaitable[None]]
 
 
@@ -158,6 +159,34 @@ async def saves_concurrently(store: CheckpointStore, write_raw: RawWriter) -> No
     assert loaded.step == 7
 
 
+INVALID_TASK_IDS: Final = ("", "   ", "nul\x00inside", "new\nline", "x" * 201, "lone \ud800 surrogate")
+"""Task ids no store takes: empty, only whitespace, a NUL, a newline, too long, a lone surrogate."""
+
+
+async def refuses_an_invalid_task_id(store: CheckpointStore, write_raw: RawWriter) -> None:
+    """`save`, `load` and `delete` refuse a bad task id with `InvalidTaskId` (a
+    `ConfigurationError`) before touching the store, whatever the backend would make of it."""
+    for task_id in INVALID_TASK_IDS:
+        await _refuses(task_id, store.save, sample_state(task_id))
+        await _refuses(task_id, store.load, task_id)
+        await _refuses(task_id, store.delete, task_id)
+    assert await store.list() == []
+    longest = "x" * 200
+    await store.save(sample_state(longest))
+    assert await store.load(longest) is not None
+
+
+async def _refuses(task_id: str, method: Callable[[_Arg], Awaitable[object]], argument: _Arg) -> None:
+    """`method(argument)` raises `InvalidTaskId` naming `task_id`; a failure if it does not."""
+    refusal: InvalidTaskId | None = None
+    try:
+        await method(argument)
+    except InvalidTaskId as exc:
+        refusal = exc
+    assert refusal is not None, f"{method.__name__} took the task id {task_id!r}"
+    assert refusal.task_id == task_id, refusal.task_id
+
+
 CHECKS: Final[tuple[Check, ...]] = (
     round_trips_a_state,
     knows_nothing_of_an_unknown_task,
@@ -167,6 +196,7 @@ CHECKS: Final[tuple[Check, ...]] = (
     names_the_task_of_a_corrupt_row,
     refuses_a_foreign_schema_version,
     saves_concurrently,
+    refuses_an_invalid_task_id,
 )
 """Every check of the suite, in order."""
 
@@ -237,10 +267,53 @@ async def leases_regardless_of_stored_state(store: LeasingStore) -> None:
     assert not await _busy(store, "t-stored")
 
 
+async def gives_one_of_racing_leases_the_task(store: LeasingStore) -> None:
+    """Of twenty leases of one task taken at once, one holds it and nineteen get `TaskBusy`."""
+    holders: list[int] = []
+    refused: list[int] = []
+    settled = anyio.Event()
+
+    def settle() -> None:
+        if len(holders) + len(refused) == 20:
+            settled.set()
+
+    async def take(index: int) -> None:
+        try:
+            async with store.lease("t-race"):
+                holders.append(index)
+                settle()
+                await settled.wait()  # held until every attempt got in or was refused
+        except TaskBusy:
+            refused.append(index)
+            settle()
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            for index in range(20):
+                group.start_soon(take, index)
+    assert (len(holders), len(refused)) == (1, 19)
+    assert not await _busy(store, "t-race")
+
+
+async def refuses_to_lease_an_invalid_task_id(store: LeasingStore) -> None:
+    """`lease` refuses a bad task id with `InvalidTaskId`, holding nothing."""
+    for task_id in INVALID_TASK_IDS:
+        refusal: InvalidTaskId | None = None
+        try:
+            async with store.lease(task_id):
+                pass
+        except InvalidTaskId as exc:
+            refusal = exc
+        assert refusal is not None, f"the task id {task_id!r} was leased"
+        assert refusal.task_id == task_id
+
+
 LEASE_CHECKS: Final[tuple[LeaseCheck, ...]] = (
     holds_a_task_exclusively,
     releases_a_lease_however_the_block_exits,
     leases_tasks_independently,
     leases_regardless_of_stored_state,
+    gives_one_of_racing_leases_the_task,
+    refuses_to_lease_an_invalid_task_id,
 )
 """Every check of a store that leases tasks, in order."""

@@ -47,7 +47,7 @@ except ModuleNotFoundError as exc:
 
 from ..errors import CheckpointCorrupt, TaskBusy
 from ..state import LoopState
-from .store import Status, StoredRun, parse, summary
+from .store import Status, StoredRun, check_task_id, parse, summary
 
 SCHEMA_VERSION: Final = 1
 """The layout this boundloop reads and writes (`max(version)` of `boundloop_schema`)."""
@@ -223,8 +223,9 @@ class PostgresStore:
         """Upsert the state's JSON under its task id (one statement, its own transaction).
 
         `updated_at` is the database server's clock, so workers with skewed clocks list in
-        the order the saves happened.
+        the order the saves happened. A bad task id raises `InvalidTaskId` (text holds no NUL).
         """
+        check_task_id(state.task_id)
         await anyio.to_thread.run_sync(self._save, summary(state), state.to_json())
 
     async def load(self, task_id: str) -> LoopState | None:
@@ -232,8 +233,9 @@ class PostgresStore:
 
         Raises:
             CheckpointCorrupt: the row cannot be read, or the database has a newer layout.
+            InvalidTaskId: `task_id` is no valid task id.
         """
-        raw = await anyio.to_thread.run_sync(self._load, task_id)
+        raw = await anyio.to_thread.run_sync(self._load, check_task_id(task_id))
         return None if raw is None else parse(task_id, raw)
 
     async def list(
@@ -244,7 +246,7 @@ class PostgresStore:
 
     async def delete(self, task_id: str) -> bool:
         """Forget a task; True if it was there."""
-        return await anyio.to_thread.run_sync(self._delete, task_id)
+        return await anyio.to_thread.run_sync(self._delete, check_task_id(task_id))
 
     # -- leases ------------------------------------------------------------------------------
 
@@ -325,7 +327,9 @@ class PostgresStore:
 
         Raises:
             TaskBusy: another worker, or another run of this store, holds it (at once).
+            InvalidTaskId: `task_id` is no valid task id.
         """
+        check_task_id(task_id)
         attempt = object()
         try:
             taken = await anyio.to_thread.run_sync(self._try_lock, task_id, attempt)

@@ -13,23 +13,50 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
-import sqlite3
-import threading
+import re
 import time
-from collections.abc import AsyncGenerator, Generator
+from collections.abc import AsyncGenerator
 from contextlib import AbstractAsyncContextManager
-from pathlib import Path
 from typing import Final, Literal, Protocol, TypeAlias, cast, final, runtime_checkable
 
-import anyio.to_thread
-
-from ..errors import CheckpointCorrupt, TaskBusy
+from ..errors import CheckpointCorrupt, InvalidTaskId, TaskBusy
 from ..state import LoopState, StopReason
 from ..statemachine.table import Phase
 
 Status: TypeAlias = Literal["running", "waiting", "stopped"]
 """`running`: not stopped (in flight, or interrupted by a crash); `waiting`: stopped with
 `needs_human` and calls or a question for a human; `stopped`: any other stop."""
+
+
+MAX_TASK_ID_LENGTH: Final = 200
+"""The longest task id a run or a store takes, in characters."""
+
+_FORBIDDEN: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+"""Control characters (Unicode category Cc: NUL, newlines, escapes) and lone surrogates."""
+
+
+def check_task_id(task_id: object) -> str:
+    """`task_id`, when every store can key a run by it: a string of 1 to 200 characters, not only
+    whitespace, with no control character (NUL, a newline, ...) and no lone surrogate.
+
+    `AgentLoop.run`, `AgentLoop.resume` and the stores' `save`, `load`, `delete` and `lease`
+    call it, so a bad id is refused the same way whichever store is behind the loop.
+
+    Raises:
+        InvalidTaskId: the id, and what is wrong with it.
+    """
+    if not isinstance(task_id, str):
+        raise InvalidTaskId(task_id, f"a task id is a string, not {type(task_id).__name__}")
+    if not task_id.strip():
+        raise InvalidTaskId(task_id, "it is empty" if not task_id else "it is only whitespace")
+    if len(task_id) > MAX_TASK_ID_LENGTH:
+        raise InvalidTaskId(
+            task_id, f"it has {len(task_id)} characters; a task id has at most {MAX_TASK_ID_LENGTH}"
+        )
+    bad = _FORBIDDEN.search(task_id)
+    if bad is not None:
+        raise InvalidTaskId(task_id, f"it holds the control character {bad.group()!r} at index {bad.start()}")
+    return task_id
 
 
 @final
@@ -136,6 +163,17 @@ _NO_LEASE: Final[AbstractAsyncContextManager[None]] = contextlib.nullcontext()
 """The lease of a store that does not lease: nothing to hold (stateless, shared)."""
 
 
+async def is_stored(store: CheckpointStore | None, task_id: str | None) -> bool:
+    """Whether the store holds `task_id` (a run given no task id makes a new one: not stored);
+    an unreadable row is there too, and is never overwritten either."""
+    if store is None or task_id is None:
+        return False
+    try:
+        return await store.load(task_id) is not None
+    except CheckpointCorrupt:
+        return True
+
+
 @final
 class MemoryStore:
     """Checkpoints in memory, as JSON snapshots (for tests and short-lived processes).
@@ -154,7 +192,9 @@ class MemoryStore:
 
         Raises:
             TaskBusy: a run of this store holds it already.
+            InvalidTaskId: `task_id` is no valid task id.
         """
+        check_task_id(task_id)
         if task_id in self._leased:
             raise TaskBusy(task_id)
         self._leased.add(task_id)
@@ -165,6 +205,7 @@ class MemoryStore:
 
     async def save(self, state: LoopState) -> None:
         """Snapshot the state as JSON."""
+        check_task_id(state.task_id)
         self._states[state.task_id] = (summary(state), state.to_json())
 
     async def load(self, task_id: str) -> LoopState | None:
@@ -173,7 +214,7 @@ class MemoryStore:
         Raises:
             CheckpointCorrupt: the snapshot cannot be read.
         """
-        entry = self._states.get(task_id)
+        entry = self._states.get(check_task_id(task_id))
         return None if entry is None else parse(task_id, entry[1])
 
     async def list(
@@ -189,7 +230,7 @@ class MemoryStore:
 
     async def delete(self, task_id: str) -> bool:
         """Forget a task; True if it was there."""
-        return self._states.pop(task_id, None) is not None
+        return self._states.pop(check_task_id(task_id), None) is not None
 
     def task_ids(self) -> builtins.list[str]:
         """Saved task ids, in the order they were first saved."""
@@ -207,140 +248,3 @@ def _matches(row: StoredRun, status: Status | None, stop_reason: str | None) -> 
     return (status is None or row.status == status) and (
         stop_reason is None or row.stop_reason == stop_reason
     )
-
-
-SCHEMA_VERSION: Final = 2
-"""The SQLite layout (`PRAGMA user_version`). 1: boundloop 0.1 (no status columns)."""
-
-_MIGRATIONS: Final[dict[int, tuple[str, ...]]] = {
-    1: (
-        "CREATE TABLE IF NOT EXISTS checkpoints (task_id TEXT PRIMARY KEY, updated_at REAL NOT NULL, "
-        "step INTEGER NOT NULL, stop_reason TEXT, state TEXT NOT NULL)",
-    ),
-    2: (
-        "ALTER TABLE checkpoints ADD COLUMN phase TEXT NOT NULL DEFAULT 'unknown'",
-        "ALTER TABLE checkpoints ADD COLUMN status TEXT NOT NULL DEFAULT 'stopped'",
-        "UPDATE checkpoints SET status = CASE WHEN stop_reason IS NULL THEN 'running' ELSE 'stopped' END",
-        "CREATE INDEX IF NOT EXISTS checkpoints_status ON checkpoints (status, updated_at)",
-    ),
-}
-"""Version -> the statements that bring the previous version to it."""
-
-
-@final
-class SQLiteStore:
-    """Checkpoints in one SQLite file (WAL); every query runs in a worker thread, never on the loop.
-
-    It does not lease tasks (it is no `LeasingStore`): it serves one process, which must not
-    run one task twice at once. Workers sharing checkpoints use `PostgresStore`.
-    """
-
-    def __init__(self, path: str | Path) -> None:
-        # No I/O here: a store may be built inside async code; the schema is made on first use.
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        self._ready = False
-
-    @contextlib.contextmanager
-    def _connect(self, *, write: bool = False) -> Generator[sqlite3.Connection, None, None]:
-        """One transaction: `BEGIN IMMEDIATE` for writes, a deferred read otherwise."""
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        try:
-            if not self._ready:
-                self._migrate(db)
-            db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-        finally:
-            db.close()
-
-    def _migrate(self, db: sqlite3.Connection) -> None:
-        """Bring the file to `SCHEMA_VERSION`, one version per transaction."""
-        db.execute("PRAGMA journal_mode=WAL")
-        version = int(db.execute("PRAGMA user_version").fetchone()[0])
-        if version == 0 and db.execute("SELECT 1 FROM sqlite_master WHERE name = 'checkpoints'").fetchone():
-            version = 1  # made by boundloop 0.1, which did not set user_version
-        if version > SCHEMA_VERSION:
-            raise CheckpointCorrupt(
-                "*", f"{self.path} has store schema {version}; this boundloop reads up to {SCHEMA_VERSION}"
-            )
-        for target in range(version + 1, SCHEMA_VERSION + 1):
-            db.execute("BEGIN IMMEDIATE")
-            for statement in _MIGRATIONS[target]:
-                db.execute(statement)
-            db.execute(f"PRAGMA user_version = {target}")
-            db.execute("COMMIT")
-        self._ready = True
-
-    def _save(self, row: StoredRun, state: str) -> None:
-        with self._lock, self._connect(write=True) as db:
-            db.execute(
-                "INSERT INTO checkpoints (task_id, updated_at, step, stop_reason, state, phase, status) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT(task_id) DO UPDATE SET updated_at=excluded.updated_at, step=excluded.step, "
-                "stop_reason=excluded.stop_reason, state=excluded.state, phase=excluded.phase, "
-                "status=excluded.status",
-                (row.task_id, row.updated_at, row.step, row.stop_reason, state, row.phase, row.status),
-            )
-
-    def _load(self, task_id: str) -> str | None:
-        with self._connect() as db:
-            found = db.execute("SELECT state FROM checkpoints WHERE task_id = ?", (task_id,)).fetchone()
-        return None if found is None else str(found[0])
-
-    def _list(self, status: Status | None, stop_reason: str | None) -> builtins.list[StoredRun]:
-        query = "SELECT task_id, updated_at, step, phase, status, stop_reason FROM checkpoints"
-        clauses: list[str] = []
-        values: list[str] = []
-        if status is not None:
-            clauses.append("status = ?")
-            values.append(status)
-        if stop_reason is not None:
-            clauses.append("stop_reason = ?")
-            values.append(stop_reason)
-        if clauses:
-            query += " WHERE " + " AND ".join(clauses)
-        with self._connect() as db:
-            rows = db.execute(query + " ORDER BY updated_at DESC", values).fetchall()
-        return [
-            StoredRun(task_id=r[0], updated_at=r[1], step=r[2], phase=r[3], status=r[4], stop_reason=r[5])
-            for r in rows
-        ]
-
-    def _delete(self, task_id: str) -> bool:
-        with self._lock, self._connect(write=True) as db:
-            return db.execute("DELETE FROM checkpoints WHERE task_id = ?", (task_id,)).rowcount > 0
-
-    def write_raw(self, task_id: str, raw: str) -> None:
-        """Store `raw` as the task's state text, unchecked (for tests of unreadable rows); blocking."""
-        row = StoredRun(
-            task_id=task_id, updated_at=time.time(), step=0, phase="?", status="running", stop_reason=None
-        )
-        self._save(row, raw)
-
-    async def save(self, state: LoopState) -> None:
-        """Upsert the state's JSON under its task id, in one transaction."""
-        await anyio.to_thread.run_sync(self._save, summary(state), state.to_json())
-
-    async def load(self, task_id: str) -> LoopState | None:
-        """The last saved state of `task_id`, or None.
-
-        Raises:
-            CheckpointCorrupt: the row cannot be read.
-        """
-        raw = await anyio.to_thread.run_sync(self._load, task_id)
-        return None if raw is None else parse(task_id, raw)
-
-    async def list(
-        self, *, status: Status | None = None, stop_reason: str | None = None
-    ) -> builtins.list[StoredRun]:
-        """The stored runs, newest save first, filtered by status and stop reason."""
-        return await anyio.to_thread.run_sync(self._list, status, stop_reason)
-
-    async def delete(self, task_id: str) -> bool:
-        """Forget a task; True if it was there."""
-        return await anyio.to_thread.run_sync(self._delete, task_id)

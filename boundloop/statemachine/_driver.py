@@ -70,6 +70,7 @@ async def execute(
     on_event: EventHook | None = None,
     resumed: Mapping[str, object] | None = None,
     adopt_trace_id: bool = False,
+    failure: Exception | None = None,
 ) -> LoopResult:
     """Drive a run from the phase its state is in to `stopped`, and return its result.
 
@@ -82,6 +83,7 @@ async def execute(
     A traced run (the loop's tracer provider, or the global one when set; never a replay)
     runs under its `invoke_agent` span; with `adopt_trace_id` (the run made its trace id
     itself) the state takes the span's trace id. An untraced run costs one look-up here.
+    A `failure` (the store failed before the run could start) ends it `failed` at once, recorded.
 
     Raises:
         UnhandledStop: the API sent a stop_reason with no handler (`.result` is set).
@@ -92,16 +94,16 @@ async def execute(
     if tracing is None and config.traces_global:
         tracing = global_tracing()
     if tracing is None or config.recorded is not None:
-        return await _execute(config, state, cancel, on_event, resumed, None)
+        return await _execute(config, state, cancel, on_event, resumed, None, failure=failure)
     from ..otel._run import start_run  # OpenTelemetry is imported once a run is traced, not before
 
     spans = start_run(config, state, tracing, adopt_trace_id=adopt_trace_id)
     if spans is None:
-        return await _execute(config, state, cancel, on_event, resumed, None)
+        return await _execute(config, state, cancel, on_event, resumed, None, failure=failure)
     try:
         with spans.current():
             result = await _execute(
-                config, state, cancel, on_event, resumed, spans.observe, spans.tools.current
+                config, state, cancel, on_event, resumed, spans.observe, spans.tools.current, failure
             )
     except BaseException as exc:
         spans.end(exc)
@@ -118,6 +120,7 @@ async def _execute(
     resumed: Mapping[str, object] | None,
     observer: EventHook | None,
     tool_span: ToolSpan | None = None,
+    failure: Exception | None = None,
 ) -> LoopResult:
     if state.phase is Phase.ACT:  # a checkpoint's calls are decided again before any runs
         state.phase = Phase.VALIDATE
@@ -128,7 +131,7 @@ async def _execute(
         config.metrics.run_started()
     if resumed is not None:
         ctx.event("resume", **resumed)
-    await driver.execute(cancel)
+    await driver.execute(cancel, failure)
     return driver.result()
 
 
@@ -174,12 +177,14 @@ class _Driver:
         self.edges = None if metrics is None else metrics.edges()
         self.exemplar = None if metrics is None else metrics.exemplar_id(ctx.state.trace_id)
 
-    async def execute(self, cancel: anyio.Event | None) -> None:
+    async def execute(self, cancel: anyio.Event | None, failure: Exception | None = None) -> None:
         ctx = self.ctx
         timeout = ctx.config.budget.timeout_s
         if timeout is not None:
             ctx.deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_before)
         try:
+            if failure is not None:
+                raise failure
             if ctx.deadline is None and cancel is None:  # nothing can stop it early: no scope to build
                 await self._save_start()
                 await self.drive()
