@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, cast, final
 
 from . import errors
+from ._integrity import non_finite
 from ._records import BUDGET_STOPS as BUDGET_STOPS
 from ._records import CallResult as CallResult
 from ._records import ErrorRecord as ErrorRecord
@@ -250,13 +251,24 @@ class LoopState:
     stop_detail: str | None = None
     """Why, in one line: the limit hit, the blocked tool, the API error."""
     answer: str | None = None
+    signature: str | None = None
+    """HMAC-SHA256 of the rest of the state, in a store of a loop with a `checkpoint_key`
+    (which verifies it on load); a loop without a key ignores it."""
 
     def to_dict(self) -> dict[str, Any]:
         """The state as a JSON object."""
         return _adapter().dump_python(self, mode="json")  # type: ignore[no-any-return]
 
     def to_json(self) -> str:
-        """The state as a JSON string (`from_json` reads it back)."""
+        """The state as a JSON string (`from_json` reads it back).
+
+        Raises:
+            ValueError: a number JSON cannot hold (NaN, an infinity): never written, as the
+                row could not be read back.
+        """
+        found = non_finite(self)
+        if found is not None:
+            raise ValueError(f"LoopState.{found[0]}: {found[1]}; JSON cannot hold it")
         return _adapter().dump_json(self).decode()
 
     @classmethod
@@ -264,10 +276,11 @@ class LoopState:
         """Rebuild a state written by `to_json`.
 
         Raises:
-            ValueError: not a state, or one written with another `schema_version`.
+            ValueError: not a state, one written with another `schema_version`, or one with
+                NaN or an infinity in it (JSON has no such number).
         """
         try:
-            raw: object = json.loads(text)
+            raw: object = json.loads(text, parse_constant=_no_constant)
         except json.JSONDecodeError as exc:
             raise ValueError(f"LoopState JSON does not parse: {exc}") from None
         if not isinstance(raw, dict):
@@ -281,6 +294,11 @@ class LoopState:
             return _adapter().validate_python(raw)
         except pydantic.ValidationError as exc:
             raise ValueError(f"not a LoopState: {exc}") from None
+
+
+def _no_constant(name: str) -> object:
+    """`json.loads(parse_constant=...)`: Python's `json` reads NaN and Infinity; JSON has neither."""
+    raise ValueError(f"LoopState JSON holds {name}, which is not a JSON number")
 
 
 @functools.cache

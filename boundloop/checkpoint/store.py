@@ -23,6 +23,7 @@ from typing import Final, Literal, Protocol, TypeAlias, cast, final, runtime_che
 
 import anyio.to_thread
 
+from .._integrity import check_state
 from ..errors import CheckpointCorrupt, TaskBusy
 from ..state import LoopState, StopReason
 from ..statemachine.table import Phase
@@ -69,15 +70,18 @@ def summary(state: LoopState) -> StoredRun:
 
 
 def parse(task_id: str, raw: str | bytes) -> LoopState:
-    """A stored state read back.
+    """A stored state read back, and checked before anything continues from it.
 
     Raises:
-        CheckpointCorrupt: it does not parse, or has a schema version this boundloop cannot read.
+        CheckpointCorrupt: it does not parse, has a schema version this boundloop cannot read,
+            or is inconsistent (`boundloop._integrity.check_state`: the field is named).
     """
     try:
-        return LoopState.from_json(raw)
+        state = LoopState.from_json(raw)
     except ValueError as exc:
         raise CheckpointCorrupt(task_id, str(exc)) from None
+    check_state(task_id, state)
+    return state
 
 
 class CheckpointStore(Protocol):
