@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias, cast
 
 from ._records import FAILED_OUTCOMES, Turn
 from .errors import CheckpointCorrupt
@@ -38,6 +38,32 @@ _TOKENS: Final = (
     "cache_read_input_tokens",
     "cache_creation_input_tokens",
 )
+
+
+class NonFinite(ValueError):
+    """A state's JSON holds NaN or an infinity (Python's `json` reads them; JSON has neither)."""
+
+    def __init__(self, field: str, constant: str) -> None:
+        self.field = field
+        super().__init__(f"LoopState JSON holds {constant} at {field}, which is not a JSON number")
+
+
+def constant_at(raw: object, path: str = "") -> str | None:
+    """Where in parsed JSON a non-finite number is (`usage.cost_usd`, `messages[2].content`)."""
+    if isinstance(raw, float) and not math.isfinite(raw):
+        return path
+    items: list[tuple[str, object]] = []
+    if isinstance(raw, dict):
+        entries = cast(dict[str, object], raw)
+        items = [(f"{path}.{key}" if path else key, value) for key, value in entries.items()]
+    elif isinstance(raw, list):
+        values = cast(list[object], raw)
+        items = [(f"{path}[{index}]", value) for index, value in enumerate(values)]
+    for where, value in items:
+        found = constant_at(value, where)
+        if found is not None:
+            return found
+    return None
 
 
 def check_state(task_id: str, state: LoopState) -> None:
@@ -183,17 +209,25 @@ def _turn(turn: Turn) -> Iterator[Problem]:
     for index, decision in enumerate(turn.decisions):
         if decision not in DECISIONS:
             yield f"turn.decisions[{index}]", f"{decision!r} is not a decision"
-    for index, answer in enumerate(turn.answers):
-        if answer is not None and answer.call.id != turn.calls[index].id:
-            yield f"turn.answers[{index}]", f"answers {answer.call.id!r}, not the call {turn.calls[index].id!r}"
-        if answer is not None and answer.attempts < 0:
-            yield f"turn.answers[{index}].attempts", f"{answer.attempts!r} is negative"
+    yield from _answers(turn)
     for index in turn.invoked:
         if not 0 <= index < calls:
             yield "turn.invoked", f"{index} is not a call of the turn"
     for copy, first in turn.same_as.items():
         if not (0 <= copy < calls and 0 <= first < calls):
             yield "turn.same_as", f"{copy} -> {first} is not a pair of calls of the turn"
+
+
+def _answers(turn: Turn) -> Iterator[Problem]:
+    """Each answer answers the call at its index."""
+    for index, answer in enumerate(turn.answers):
+        if answer is not None and answer.call.id != turn.calls[index].id:
+            yield (
+                f"turn.answers[{index}]",
+                f"answers {answer.call.id!r}, not the call {turn.calls[index].id!r}",
+            )
+        if answer is not None and answer.attempts < 0:
+            yield f"turn.answers[{index}].attempts", f"{answer.attempts!r} is negative"
 
 
 def _waiting(state: LoopState) -> Iterator[Problem]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, cast, final
 
 from . import errors
-from ._integrity import non_finite
+from ._integrity import NonFinite, constant_at, non_finite
 from ._records import BUDGET_STOPS as BUDGET_STOPS
 from ._records import CallResult as CallResult
 from ._records import ErrorRecord as ErrorRecord
@@ -276,11 +276,14 @@ class LoopState:
         """Rebuild a state written by `to_json`.
 
         Raises:
-            ValueError: not a state, one written with another `schema_version`, or one with
-                NaN or an infinity in it (JSON has no such number).
+            ValueError: not a state, or one written with another `schema_version`.
+            NonFinite: a `ValueError`: NaN or an infinity in it (JSON has no such number);
+                `.field` says where.
         """
         try:
             raw: object = json.loads(text, parse_constant=_no_constant)
+        except _Constant as exc:  # found again to say where: the error path only
+            raise NonFinite(constant_at(json.loads(text)) or "?", exc.name) from None
         except json.JSONDecodeError as exc:
             raise ValueError(f"LoopState JSON does not parse: {exc}") from None
         if not isinstance(raw, dict):
@@ -296,9 +299,14 @@ class LoopState:
             raise ValueError(f"not a LoopState: {exc}") from None
 
 
+class _Constant(Exception):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
 def _no_constant(name: str) -> object:
     """`json.loads(parse_constant=...)`: Python's `json` reads NaN and Infinity; JSON has neither."""
-    raise ValueError(f"LoopState JSON holds {name}, which is not a JSON number")
+    raise _Constant(name)
 
 
 @functools.cache

@@ -23,7 +23,7 @@ from typing import Final, Literal, Protocol, TypeAlias, cast, final, runtime_che
 
 import anyio.to_thread
 
-from .._integrity import check_state
+from .._integrity import NonFinite, check_state
 from ..errors import CheckpointCorrupt, TaskBusy
 from ..state import LoopState, StopReason
 from ..statemachine.table import Phase
@@ -78,6 +78,8 @@ def parse(task_id: str, raw: str | bytes) -> LoopState:
     """
     try:
         state = LoopState.from_json(raw)
+    except NonFinite as exc:
+        raise CheckpointCorrupt(task_id, "NaN or an infinity is not a JSON number", field=exc.field) from None
     except ValueError as exc:
         raise CheckpointCorrupt(task_id, str(exc)) from None
     check_state(task_id, state)
