@@ -15,16 +15,13 @@ a signature over the whole state.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Final, TypeAlias, cast
+from typing import Final, TypeAlias
 
 from ._records import FAILED_OUTCOMES, Turn
 from .errors import CheckpointCorrupt
+from .state import LoopState, non_finite
 from .statemachine.table import Phase
-
-if TYPE_CHECKING:
-    from .state import LoopState
 
 Problem: TypeAlias = tuple[str, str]
 """The field at fault and what is wrong with it."""
@@ -38,32 +35,6 @@ _TOKENS: Final = (
     "cache_read_input_tokens",
     "cache_creation_input_tokens",
 )
-
-
-class NonFinite(ValueError):
-    """A state's JSON holds NaN or an infinity (Python's `json` reads them; JSON has neither)."""
-
-    def __init__(self, field: str, constant: str) -> None:
-        self.field = field
-        super().__init__(f"LoopState JSON holds {constant} at {field}, which is not a JSON number")
-
-
-def constant_at(raw: object, path: str = "") -> str | None:
-    """Where in parsed JSON a non-finite number is (`usage.cost_usd`, `messages[2].content`)."""
-    if isinstance(raw, float) and not math.isfinite(raw):
-        return path
-    items: list[tuple[str, object]] = []
-    if isinstance(raw, dict):
-        entries = cast(dict[str, object], raw)
-        items = [(f"{path}.{key}" if path else key, value) for key, value in entries.items()]
-    elif isinstance(raw, list):
-        values = cast(list[object], raw)
-        items = [(f"{path}[{index}]", value) for index, value in enumerate(values)]
-    for where, value in items:
-        found = constant_at(value, where)
-        if found is not None:
-            return found
-    return None
 
 
 def check_state(task_id: str, state: LoopState) -> None:
@@ -80,27 +51,6 @@ def check_state(task_id: str, state: LoopState) -> None:
         raise CheckpointCorrupt(task_id, f"the row holds task {state.task_id!r}", field="task_id")
     for field, problem in _problems(state):
         raise CheckpointCorrupt(task_id, problem, field=field)
-
-
-def non_finite(state: LoopState) -> Problem | None:
-    """A float of the state that JSON cannot hold (NaN, an infinity), or None."""
-    floats: list[tuple[str, float | None]] = [
-        ("started_at", state.started_at),
-        ("elapsed_s", state.elapsed_s),
-        ("usage.cost_usd", state.usage.cost_usd),
-    ]
-    if state.exceeded is not None:
-        floats += [("exceeded.value", state.exceeded.value), ("exceeded.used", state.exceeded.used)]
-    if state.turn is not None:
-        floats += [
-            (f"turn.answers[{index}].duration_s", answer.duration_s)
-            for index, answer in enumerate(state.turn.answers)
-            if answer is not None
-        ]
-    for field, value in floats:
-        if value is not None and not math.isfinite(value):
-            return field, f"{value!r} is not a finite number"
-    return None
 
 
 def _problems(state: LoopState) -> Iterator[Problem]:

@@ -181,8 +181,7 @@ class AgentLoop:
 
     @property
     def store(self) -> CheckpointStore | None:
-        """Where states are checkpointed, if anywhere (with a `checkpoint_key`: the store given,
-        wrapped to sign every save and verify every load)."""
+        """Where states are checkpointed, if anywhere (with a `checkpoint_key`, signing)."""
         return self._config.store
 
     @property
@@ -267,8 +266,7 @@ class AgentLoop:
         return contract_of(self._config)
 
     def with_store(self, store: CheckpointStore | None) -> AgentLoop:
-        """The same loop, checkpointing to `store` (e.g. the CLI's `--store PATH`), signed with
-        the loop's `checkpoint_key` if it has one."""
+        """The same loop, checkpointing to `store` (e.g. the CLI's `--store PATH`; signed with its key)."""
         twin = object.__new__(AgentLoop)
         twin._config = dataclasses.replace(self._config, store=signed(store, self._config.checkpoint_key))
         return twin
@@ -380,8 +378,7 @@ class AgentLoop:
             ConfigurationError: the loop has no store.
             TaskNotFound: the store does not hold `task_id`.
             TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
-            CheckpointCorrupt: the stored state cannot be read, is inconsistent (a counter below
-                what it records, a turn whose lists do not match its calls, ...), or fails its
+            CheckpointCorrupt: the stored state cannot be read, is inconsistent, or fails its
                 signature (`checkpoint_key`); `.field` names what is wrong.
             NotResumable: the run's stop is final (completed, a budget, a block, ...).
             ApprovalMissing: a waiting call has no decision (the run keeps waiting).

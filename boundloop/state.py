@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, cast, final
 
 from . import errors
-from ._integrity import NonFinite, constant_at, non_finite
+from ._finite import first_non_finite, strict_loads
 from ._records import BUDGET_STOPS as BUDGET_STOPS
 from ._records import CallResult as CallResult
 from ._records import ErrorRecord as ErrorRecord
@@ -277,13 +277,11 @@ class LoopState:
 
         Raises:
             ValueError: not a state, or one written with another `schema_version`.
-            NonFinite: a `ValueError`: NaN or an infinity in it (JSON has no such number);
-                `.field` says where.
+            boundloop._finite.NonFinite: a `ValueError`: NaN or Infinity in it (JSON has no
+                such number); `.field` says where.
         """
         try:
-            raw: object = json.loads(text, parse_constant=_no_constant)
-        except _Constant as exc:  # found again to say where: the error path only
-            raise NonFinite(constant_at(json.loads(text)) or "?", exc.name) from None
+            raw = strict_loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"LoopState JSON does not parse: {exc}") from None
         if not isinstance(raw, dict):
@@ -299,14 +297,19 @@ class LoopState:
             raise ValueError(f"not a LoopState: {exc}") from None
 
 
-class _Constant(Exception):
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
-def _no_constant(name: str) -> object:
-    """`json.loads(parse_constant=...)`: Python's `json` reads NaN and Infinity; JSON has neither."""
-    raise _Constant(name)
+def non_finite(state: LoopState) -> tuple[str, str] | None:
+    """The first float of the state JSON cannot hold (NaN, an infinity), as (field, problem)."""
+    floats: list[tuple[str, float | None]] = [
+        ("started_at", state.started_at),
+        ("elapsed_s", state.elapsed_s),
+        ("usage.cost_usd", state.usage.cost_usd),
+    ]
+    if state.exceeded is not None:
+        floats += [("exceeded.value", state.exceeded.value), ("exceeded.used", state.exceeded.used)]
+    if state.turn is not None:
+        answers = enumerate(state.turn.answers)
+        floats += [(f"turn.answers[{i}].duration_s", a.duration_s) for i, a in answers if a is not None]
+    return first_non_finite(floats)
 
 
 @functools.cache

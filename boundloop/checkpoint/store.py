@@ -23,7 +23,8 @@ from typing import Final, Literal, Protocol, TypeAlias, cast, final, runtime_che
 
 import anyio.to_thread
 
-from .._integrity import NonFinite, check_state
+from .._finite import NonFinite
+from .._integrity import check_state
 from ..errors import CheckpointCorrupt, TaskBusy
 from ..state import LoopState, StopReason
 from ..statemachine.table import Phase
