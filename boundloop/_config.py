@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Final, Literal, cast, final
 
 from ._records import Observation, Provenance
 from ._redaction import Redactor
+from .checkpoint._signed import checkpoint_key as checkpoint_key_of
+from .checkpoint._signed import signed
 from .checkpoint.store import CheckpointStore
 from .errors import ConfigurationError
 from .handlers.registry import ToolRegistry
@@ -93,6 +95,8 @@ class LoopConfig:
     """Without a provider of its own: trace each run to the global provider, when one is set."""
     trace_content: bool = False
     """Spans carry message content (redacted): the model's text, tool inputs and results."""
+    checkpoint_key: bytes | None = dataclasses.field(default=None, repr=False)
+    """Checkpoints are signed with it and verified on load (`store` is then a `SignedStore`)."""
 
 
 def build_config(
@@ -118,6 +122,7 @@ def build_config(
     count_tokens: bool = False,
     tracer_provider: TracerProvider | Default | None = None,
     trace_content: bool = False,
+    checkpoint_key: bytes | str | None = None,
 ) -> LoopConfig:
     """Check every setting and build the configuration.
 
@@ -175,6 +180,7 @@ def build_config(
         isinstance(cast(object, trace_content), bool),
         f"trace_content must be True or False, got {trace_content!r}",
     )
+    key = checkpoint_key_of(checkpoint_key)
     registry = ToolRegistry(tools)
     chosen_policy = Policy() if policy is None else policy
     escalation = chosen_policy.escalation_tool
@@ -203,7 +209,7 @@ def build_config(
         redact_checkpoints=bool(redact_checkpoints),
         count_tokens=bool(count_tokens),
         on_event=on_event,
-        store=store,
+        store=signed(store, key),
         metrics=None if chosen_metrics is None else chosen_metrics.bind(name, registry),
         price=price,
         signal_handlers=_handlers(signal_handlers),
@@ -215,6 +221,7 @@ def build_config(
         else tracing_for(tracer_provider),
         traces_global=isinstance(tracer_provider, Default),
         trace_content=trace_content,
+        checkpoint_key=key,
     )
     if price is None:  # last: a loop that fails to build does not warn
         warn_unpriced(model)

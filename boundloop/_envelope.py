@@ -99,7 +99,7 @@ def _metadata(metadata: Mapping[str, object] | None) -> dict[str, object]:
     ):
         raise ConfigurationError("metadata must be a mapping with str keys")
     try:
-        return cast(dict[str, object], json.loads(json.dumps(dict(metadata))))
+        return cast(dict[str, object], json.loads(json.dumps(dict(metadata), allow_nan=False)))
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"metadata must hold JSON values only: {exc}") from None
 

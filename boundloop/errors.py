@@ -14,7 +14,7 @@ LoopError
 ├── TaskNotFound (KeyError)            resume() or replay names a task the store does not hold
 ├── NotResumable                       resume() of a run whose stop is final (completed, a budget, ...)
 ├── ApprovalMissing                    resume() without a decision for every call waiting on a human
-├── CheckpointCorrupt (ValueError)     a stored state does not parse, or has a foreign schema version
+├── CheckpointCorrupt (ValueError)     a stored state does not parse, is inconsistent or fails its signature
 └── RunError                           a run ended other than completed (raised by unwrap())
     ├── BudgetExceeded                 max_steps, max_tool_calls, timeout, token or cost budget
     ├── RunFailed                      the model API failed or sent an unusable response
@@ -165,11 +165,18 @@ class ApprovalMissing(LoopError):
 
 
 class CheckpointCorrupt(LoopError, ValueError):
-    """Raised by a store when a saved state does not parse or has a schema version it cannot read."""
+    """Raised by a store when a saved state does not parse, has a schema version it cannot read,
+    is inconsistent (a counter below what the state records, a negative or non-finite number,
+    a turn whose lists do not match its calls), or fails its signature (`checkpoint_key`).
 
-    def __init__(self, task_id: str, problem: str) -> None:
+    `field` names the field at fault (`tool_calls`, `turn.answers`, `signature`, ...), or is
+    None when the row does not parse at all."""
+
+    def __init__(self, task_id: str, problem: str, *, field: str | None = None) -> None:
         self.task_id = task_id
-        super().__init__(f"the checkpoint of task {task_id!r} cannot be read: {problem}")
+        self.field = field
+        detail = problem if field is None else f"{field}: {problem}"
+        super().__init__(f"the checkpoint of task {task_id!r} cannot be read: {detail}")
 
 
 class RunError(LoopError):

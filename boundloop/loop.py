@@ -14,6 +14,7 @@ from anthropic.types import MessageParam
 
 from ._config import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, build_config
 from ._envelope import new_state
+from .checkpoint._signed import signed
 from .checkpoint.store import CheckpointStore, check_task_id, is_stored, lease_of
 from .contract._build import contract_of, loop_settings
 from .contract._contract import Contract, load_contract
@@ -84,6 +85,10 @@ class AgentLoop:
             None: no spans.
         trace_content: put message content on the spans (the model's text, the transcript,
             tool inputs and results), redacted like the trace; default: none.
+        checkpoint_key: a secret (bytes, or a str as UTF-8) for a store others can write to:
+            every checkpoint is saved with an HMAC-SHA256 of the state, and a loaded row whose
+            signature is missing or wrong raises `CheckpointCorrupt` (field `signature`).
+            Without a key, signatures are ignored. It is in no repr, contract or provenance.
 
     Raises:
         ConfigurationError: no budget, a bad tool, a duplicate tool name, a policy naming a
@@ -114,6 +119,7 @@ class AgentLoop:
         count_tokens: bool = False,
         tracer_provider: TracerProvider | Default | None = DEFAULT,
         trace_content: bool = False,
+        checkpoint_key: bytes | str | None = None,
     ) -> None:
         self._config: LoopConfig = build_config(
             client,
@@ -137,6 +143,7 @@ class AgentLoop:
             count_tokens=count_tokens,
             tracer_provider=tracer_provider,
             trace_content=trace_content,
+            checkpoint_key=checkpoint_key,
         )
 
     @property
@@ -181,7 +188,7 @@ class AgentLoop:
 
     @property
     def store(self) -> CheckpointStore | None:
-        """Where states are checkpointed, if anywhere."""
+        """Where states are checkpointed, if anywhere (with a `checkpoint_key`, signing)."""
         return self._config.store
 
     @property
@@ -207,6 +214,7 @@ class AgentLoop:
         on_event: EventHook | None = None,
         tracer_provider: TracerProvider | Default | None = DEFAULT,
         trace_content: bool = False,
+        checkpoint_key: bytes | str | None = None,
     ) -> AgentLoop:
         """Build the loop a contract declares (see docs/contracts.md).
 
@@ -230,6 +238,7 @@ class AgentLoop:
             on_event: as for `AgentLoop`.
             tracer_provider: as for `AgentLoop`.
             trace_content: as for `AgentLoop`.
+            checkpoint_key: as for `AgentLoop` (a secret: never contract data).
 
         Raises:
             ContractError: the contract breaks its schema or the loop's rules (every problem
@@ -251,6 +260,7 @@ class AgentLoop:
             on_event=on_event,
             tracer_provider=tracer_provider,
             trace_content=trace_content,
+            checkpoint_key=checkpoint_key,
             **settings,
         )
 
@@ -267,9 +277,9 @@ class AgentLoop:
         return contract_of(self._config)
 
     def with_store(self, store: CheckpointStore | None) -> AgentLoop:
-        """The same loop, checkpointing to `store` (e.g. the CLI's `--store PATH`)."""
+        """The same loop, checkpointing to `store` (e.g. the CLI's `--store PATH`; signed with its key)."""
         twin = object.__new__(AgentLoop)
-        twin._config = dataclasses.replace(self._config, store=store)
+        twin._config = dataclasses.replace(self._config, store=signed(store, self._config.checkpoint_key))
         return twin
 
     def __repr__(self) -> str:
@@ -391,7 +401,8 @@ class AgentLoop:
             ConfigurationError: the loop has no store; `InvalidTaskId`, a bad `task_id`.
             TaskNotFound: the store does not hold `task_id`.
             TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
-            CheckpointCorrupt: the stored state cannot be read.
+            CheckpointCorrupt: the stored state cannot be read, is inconsistent, or fails its
+                signature (`checkpoint_key`); `.field` names what is wrong.
             NotResumable: the run's stop is final (completed, a budget, a block, ...).
             ApprovalMissing: a waiting call has no decision (the run keeps waiting).
             Exception: the store's own error reading the state (there is no run to record it in).

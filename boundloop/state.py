@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, cast, final
 
 from . import errors
+from ._finite import first_non_finite, strict_loads
 from ._records import BUDGET_STOPS as BUDGET_STOPS
 from ._records import CallResult as CallResult
 from ._records import ErrorRecord as ErrorRecord
@@ -251,13 +252,24 @@ class LoopState:
     stop_detail: str | None = None
     """Why, in one line: the limit hit, the blocked tool, the API error."""
     answer: str | None = None
+    signature: str | None = None
+    """HMAC-SHA256 of the rest of the state, in a store of a loop with a `checkpoint_key`
+    (which verifies it on load); a loop without a key ignores it."""
 
     def to_dict(self) -> dict[str, Any]:
         """The state as a JSON object."""
         return _adapter().dump_python(self, mode="json")  # type: ignore[no-any-return]
 
     def to_json(self) -> str:
-        """The state as a JSON string (`from_json` reads it back)."""
+        """The state as a JSON string (`from_json` reads it back).
+
+        Raises:
+            ValueError: a number JSON cannot hold (NaN, an infinity): never written, as the
+                row could not be read back.
+        """
+        found = non_finite(self)
+        if found is not None:
+            raise ValueError(f"LoopState.{found[0]}: {found[1]}; JSON cannot hold it")
         return _adapter().dump_json(self).decode()
 
     @classmethod
@@ -266,9 +278,11 @@ class LoopState:
 
         Raises:
             ValueError: not a state, or one written with another `schema_version`.
+            boundloop._finite.NonFinite: a `ValueError`: NaN or Infinity in it (JSON has no
+                such number); `.field` says where.
         """
         try:
-            raw: object = json.loads(text)
+            raw = strict_loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"LoopState JSON does not parse: {exc}") from None
         if not isinstance(raw, dict):
@@ -295,6 +309,21 @@ def _digest_old_keys(state: LoopState) -> None:
         }
     if state.turn is not None:
         state.turn.keys = [call_digest(key) if "\x00" in key else key for key in state.turn.keys]
+
+
+def non_finite(state: LoopState) -> tuple[str, str] | None:
+    """The first float of the state JSON cannot hold (NaN, an infinity), as (field, problem)."""
+    floats: list[tuple[str, float | None]] = [
+        ("started_at", state.started_at),
+        ("elapsed_s", state.elapsed_s),
+        ("usage.cost_usd", state.usage.cost_usd),
+    ]
+    if state.exceeded is not None:
+        floats += [("exceeded.value", state.exceeded.value), ("exceeded.used", state.exceeded.used)]
+    if state.turn is not None:
+        answers = enumerate(state.turn.answers)
+        floats += [(f"turn.answers[{i}].duration_s", a.duration_s) for i, a in answers if a is not None]
+    return first_non_finite(floats)
 
 
 @functools.cache

@@ -29,7 +29,7 @@ from typing import Final, TypeAlias, TypeVar
 
 import anyio
 
-from .._records import Escalation, PendingApproval
+from .._records import Escalation, PendingApproval, ToolCall, Turn
 from ..errors import CheckpointCorrupt, InvalidTaskId, TaskBusy
 from ..state import LoopState, StopReason
 from ..statemachine.table import Phase
@@ -50,7 +50,8 @@ def sample_state(
     step: int = 1,
     waiting: bool = False,
 ) -> LoopState:
-    """A state with a transcript, usage and, for a waiting run, a call pending approval."""
+    """A state with a transcript, usage and, for a waiting run, a call pending approval (and a
+    call of the model's escalation tool, `toolu_9`, a human may be asked through)."""
     state = LoopState(
         task_id=task_id,
         trace_id=f"trace-{task_id}",
@@ -62,10 +63,18 @@ def sample_state(
         messages=[{"role": "user", "content": "Decide for O-104."}],
     )
     if waiting:
+        refund = ToolCall(id="toolu_1", name="issue_refund", input={"order_id": "O-104"}, step=step)
+        ask = ToolCall(id="toolu_9", name="ask_human", input={"reason": "unsure"}, step=step)
+        state.turn = Turn(
+            calls=[refund, ask],
+            keys=["issue_refund:O-104", "ask_human:unsure"],
+            answers=[None, None],
+            decisions=["escalate", "deny"],
+            answered=True,
+            awaiting_human=True,
+        )
         state.pending_approvals.append(
-            PendingApproval(
-                tool_use_id="toolu_1", tool="issue_refund", input={"order_id": "O-104"}, step=step
-            )
+            PendingApproval(tool_use_id=refund.id, tool=refund.name, input=refund.input, step=step)
         )
     return state
 

@@ -19,6 +19,8 @@ from collections.abc import AsyncGenerator
 from contextlib import AbstractAsyncContextManager
 from typing import Final, Literal, Protocol, TypeAlias, cast, final, runtime_checkable
 
+from .._finite import NonFinite
+from .._integrity import check_state
 from ..errors import CheckpointCorrupt, InvalidTaskId, TaskBusy
 from ..state import LoopState, StopReason
 from ..statemachine.table import Phase
@@ -96,15 +98,20 @@ def summary(state: LoopState) -> StoredRun:
 
 
 def parse(task_id: str, raw: str | bytes) -> LoopState:
-    """A stored state read back.
+    """A stored state read back, and checked before anything continues from it.
 
     Raises:
-        CheckpointCorrupt: it does not parse, or has a schema version this boundloop cannot read.
+        CheckpointCorrupt: it does not parse, has a schema version this boundloop cannot read,
+            or is inconsistent (`boundloop._integrity.check_state`: the field is named).
     """
     try:
-        return LoopState.from_json(raw)
+        state = LoopState.from_json(raw)
+    except NonFinite as exc:
+        raise CheckpointCorrupt(task_id, "NaN or an infinity is not a JSON number", field=exc.field) from None
     except ValueError as exc:
         raise CheckpointCorrupt(task_id, str(exc)) from None
+    check_state(task_id, state)
+    return state
 
 
 class CheckpointStore(Protocol):

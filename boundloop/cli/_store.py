@@ -7,13 +7,19 @@ only, so `boundloop --help` and the SQLite path never load it. Anything else is 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
 from .. import CheckpointCorrupt, CheckpointStore, LoopState, SQLiteStore
+from ..checkpoint._signed import SignedStore
 from ._errors import CommandError
+
+KEY_ENV: Final = "BOUNDLOOP_CHECKPOINT_KEY"
+"""The environment variable holding the `checkpoint_key` of a signed store: set, every row the
+command reads is verified, and a resumed run signs what it saves."""
 
 URI_SCHEMES: Final = ("postgresql://", "postgres://")
 """The `--store` prefixes that name a PostgreSQL database rather than a SQLite file."""
@@ -32,14 +38,21 @@ def open_store(store: str) -> CheckpointStore:
         store: the `--store` argument, a file or a `postgresql://` URI.
 
     Returns:
-        The store (nothing is read yet); close it with `close_store`.
+        The store (nothing is read yet), signing and verifying with `$BOUNDLOOP_CHECKPOINT_KEY`
+        when it is set; close it with `close_store`.
 
     Raises:
-        CommandError: there is no such file, it is a directory, or the `postgres` extra is
-            missing for a URI.
+        CommandError: there is no such file, it is a directory, the `postgres` extra is
+            missing for a URI, or `$BOUNDLOOP_CHECKPOINT_KEY` is set but empty.
     """
-    if is_postgres(store):
-        return _postgres(store)
+    value = os.environ.get(KEY_ENV)
+    if value == "":
+        raise CommandError(f"{KEY_ENV} is set but empty: unset it, or set it to the store's key")
+    opened = _postgres(store) if is_postgres(store) else _sqlite(store)
+    return opened if value is None else SignedStore(opened, value.encode())
+
+
+def _sqlite(store: str) -> CheckpointStore:
     file = Path(store)
     if file.is_dir():
         raise CommandError(f"--store {store} is a directory, not a SQLite store")
