@@ -18,16 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final, TypeAlias
 
-from ._records import FAILED_OUTCOMES, Turn
+from ._records import DECISIONS, FAILED_OUTCOMES, Turn
 from .errors import CheckpointCorrupt
 from .state import LoopState, non_finite
 from .statemachine.table import Phase
 
 Problem: TypeAlias = tuple[str, str]
 """The field at fault and what is wrong with it."""
-
-DECISIONS: Final = frozenset({"execute", "deny", "block", "escalate", "approve", "repeat"})
-"""What validation decides for a call (`Turn.decisions`)."""
 
 _TOKENS: Final = (
     "input_tokens",

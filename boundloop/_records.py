@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast, final
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast, final, get_args
 
 if TYPE_CHECKING:
     from anthropic.types import ToolResultBlockParam
@@ -53,6 +53,12 @@ BUDGET_STOPS: Final = frozenset(
     }
 )
 
+
+Decision: TypeAlias = Literal["execute", "deny", "block", "escalate", "approve", "repeat", "human_approved"]
+"""What validation decides for a call (`Turn.decisions`); `human_approved`: a human approved it
+on resume, so it runs without asking again once every other check passes again."""
+
+DECISIONS: Final[frozenset[str]] = frozenset(get_args(Decision))
 
 Outcome: TypeAlias = Literal[
     "ok", "error", "denied", "invalid", "timeout", "cancelled", "repeated", "invalid_result"

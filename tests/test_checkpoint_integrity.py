@@ -190,7 +190,7 @@ async def test_an_edited_row_is_refused_naming_the_field(
             Budget(max_steps=6, max_tool_calls=2),
             set_field("tool_calls", 0),
             "tool_calls",
-            StopReason.COMPLETED,
+            StopReason.MAX_TOOL_CALLS,
             id="tools",
         ),
         pytest.param(
@@ -207,8 +207,8 @@ async def test_a_zeroed_counter_gives_no_fresh_budget(
 ) -> None:
     """The run spent a budget before it waited. With the counter zeroed, the row is refused
     instead of running on a fresh budget; untouched, the resumed run still stops at the budget:
-    the approved refund is refused by `max_tool_calls`, or no model call follows it past
-    `max_steps`."""
+    the approved refund stops the run with `max_tool_calls` before it runs, or no model call
+    follows it past `max_steps`."""
     store, write_raw = new_store(kind, tmp_path)
     ledger, row = await waiting_run(store, budget)
     original = json.dumps(row)

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final
 
 import anyio
 import anyio.lowlevel
 
 from .._records import (
     CallResult,
+    Decision,
     ErrorRecord,
     Escalation,
     Exceeded,
@@ -55,7 +56,6 @@ _C_ENCODER: Final = (
     else _make_encoder(None, str, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, True)
 )
 REPEAT_NOTE: Final = "\n[repeated call: this is the result of the identical earlier call]"
-Decision: TypeAlias = Literal["execute", "deny", "block", "escalate", "approve", "repeat", "human_approved"]
 HUMAN_APPROVED: Final = "human_approved"
 """The decision of a call a human approved on resume: it runs without asking again, once every
 other check passes again."""
