@@ -24,6 +24,6 @@ the Anthropic SDK.
 
 from __future__ import annotations
 
-from ._app import main
+from ._app import console, main
 
-__all__ = ["main"]
+__all__ = ["console", "main"]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
@@ -81,6 +83,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _error("interrupted")
         return EXIT_INTERRUPTED
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process at once with `code`: the output flushed, no thread waited for.
+
+    A tool abandoned in a worker thread keeps the interpreter from exiting until it returns
+    (Python joins its non-daemon threads at exit); after an interrupt nothing is worth that wait.
+
+    Args:
+        code: the exit code.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def console() -> NoReturn:
+    """The `boundloop` process: `main()` on `sys.argv`, then exit with its code.
+
+    After an interrupt the process ends at once (`os._exit(130)`, the output flushed): Python
+    would otherwise wait at exit for a tool still running in a worker thread the run abandoned,
+    and a second Ctrl-C during that wait would print a traceback.
+    """
+    try:
+        code = main()
+    except KeyboardInterrupt:  # a Ctrl-C after `main` handled the first one
+        code = EXIT_INTERRUPTED
+    if code == EXIT_INTERRUPTED:
+        exit_now(code)
+    sys.exit(code)
 
 
 def _error(message: str) -> None:
