@@ -17,7 +17,7 @@ import anyio
 import httpx
 import pytest
 
-from boundloop import AgentLoop, Budget, LoopState, ScriptedClient, StopReason, tool
+from boundloop import AgentLoop, Budget, LoopState, ScriptedClient, StopReason, prices, tool
 from boundloop.checkpoint import CheckpointStore, SQLiteStore, Status, StoredRun
 from boundloop.cli import main
 from boundloop.cli.demo import ALLOWED, ANSWER, GOAL, SCRIPT
@@ -781,3 +781,17 @@ def test_a_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
     assert code == 130, stderr
     assert "Traceback" not in stderr
     assert "boundloop: error: interrupted again: exiting at once" in stderr
+
+
+@pytest.mark.filterwarnings("default::boundloop.UnpricedModelWarning")
+def test_the_unpriced_model_warning_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command prints boundloop's warning as one line of its own, not Python's two lines
+    pointing at anyio's frame (the demo builds its loop inside the event loop)."""
+    monkeypatch.setattr(prices, "_warned", set())
+    assert main(["demo", "--model", "cli-unpriced-model", "--json"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "boundloop: warning: no price known for model 'cli-unpriced-model': cost not tracked "
+        "(pass prices={'cli-unpriced-model': Price(...)} to track it)"
+    ]
