@@ -795,3 +795,34 @@ def test_the_unpriced_model_warning_is_one_line(
         "boundloop: warning: no price known for model 'cli-unpriced-model': cost not tracked "
         "(pass prices={'cli-unpriced-model': Price(...)} to track it)"
     ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["check"], id="check"),
+        pytest.param(["compile", "--output", "out.py"], id="compile"),
+        pytest.param(["eval"], id="eval"),
+        pytest.param(["eval", "--check"], id="eval-check"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("content", "sentence"),
+    [
+        pytest.param(
+            b"{nope", "{path} is not JSON: Expecting property name enclosed in double quotes", id="json"
+        ),
+        pytest.param(b"\xff\xfe", "cannot read {path}: 'utf-8' codec can't decode byte 0xff", id="bytes"),
+    ],
+)
+def test_an_input_file_that_is_not_json_is_one_rule(
+    command: list[str], content: bytes, sentence: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A contract or a fixture that cannot be read or is not JSON: exit 2 and one line naming the
+    file, for `check`, `compile` and `eval` alike (`check` exited 1 and `eval` 2, worded apart)."""
+    path = tmp_path / "input.json"
+    path.write_bytes(content)
+    assert main([*command, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("boundloop: error: " + sentence.format(path=path))
