@@ -71,10 +71,15 @@ class InvalidTaskId(ConfigurationError):
 
 
 class FixtureError(LoopError, ValueError):
-    """One or more eval fixtures are invalid; `problems` has one line per fault, field named."""
+    """One or more eval fixtures are invalid; `problems` has one line per fault, field named.
 
-    def __init__(self, problems: Sequence[str]) -> None:
+    `unreadable` holds the problems that are files which cannot be read or are not JSON (also
+    in `problems`): the command reports those as a setup error, as it does for any input file.
+    """
+
+    def __init__(self, problems: Sequence[str], *, unreadable: Sequence[str] = ()) -> None:
         self.problems = list(problems)
+        self.unreadable = list(unreadable)
         super().__init__("\n".join(self.problems))
 
 

@@ -17,7 +17,8 @@ import anyio
 import httpx
 import pytest
 
-from boundloop import AgentLoop, Budget, ScriptedClient, tool
+from boundloop import AgentLoop, Budget, LoopState, ScriptedClient, StopReason, prices, tool
+from boundloop.checkpoint import CheckpointStore, SQLiteStore, Status, StoredRun
 from boundloop.cli import main
 from boundloop.cli.demo import ALLOWED, ANSWER, GOAL, SCRIPT
 from boundloop.statemachine.diagram import render_mermaid
@@ -669,3 +670,159 @@ def test_demo_live_without_the_api_is_one_sentence(
     else:
         assert "stop reason" not in captured.out  # the summary table is not printed
         assert "{" not in captured.out
+
+
+_RELEASE = threading.Event()
+"""Never set: the tool below blocks its worker thread until the process ends (at most 60 s)."""
+
+
+@tool
+def wait_in_thread(key: str) -> str:
+    """Block in the worker thread, after saying so on stderr."""
+    print(f"tool started: {key}", file=sys.stderr, flush=True)
+    _RELEASE.wait(60)
+    return "released"
+
+
+class _SlowFinalSave:
+    """A SQLite store whose save of a cancelled run says so on stderr, then hangs (until the 10 s cap)."""
+
+    def __init__(self, path: str) -> None:
+        self._store = SQLiteStore(path)
+
+    async def save(self, state: LoopState) -> None:
+        if state.stop_reason is StopReason.CANCELLED:
+            print("final save", file=sys.stderr, flush=True)
+            await anyio.sleep_forever()
+        await self._store.save(state)
+
+    async def load(self, task_id: str) -> LoopState | None:
+        return await self._store.load(task_id)
+
+    async def list(self, *, status: Status | None = None, stop_reason: str | None = None) -> list[StoredRun]:
+        return await self._store.list(status=status, stop_reason=stop_reason)
+
+    async def delete(self, task_id: str) -> bool:
+        return await self._store.delete(task_id)
+
+
+def _thread_loop(store: CheckpointStore) -> AgentLoop:
+    client = ScriptedClient([tool_use(("wait_in_thread", {"key": "a"})), text("done")])
+    return AgentLoop(
+        client, model="claude-sonnet-4-6", tools=[wait_in_thread], budget=Budget(max_steps=4), store=store
+    )
+
+
+def thread_loop() -> AgentLoop:
+    """A loop whose one tool blocks in a worker thread; its runs saved in ./runs.db."""
+    return _thread_loop(SQLiteStore("runs.db"))
+
+
+def thread_loop_slow_save() -> AgentLoop:
+    """The same, with a final save that hangs."""
+    return _thread_loop(_SlowFinalSave("runs.db"))
+
+
+def _interrupt(tmp_path: Path, spec: str, *, after: list[bytes]) -> tuple[int, str]:
+    """Run `boundloop run SPEC` in a process; at each marker of `after` seen on stderr, Ctrl-C it.
+
+    Returns:
+        The exit code and the whole stderr.
+    """
+    command = [sys.executable, "-m", "boundloop", "run", spec, "--goal", "Go.", "--app-dir", str(ROOT)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as process:
+        assert process.stderr is not None
+        try:
+            seen = b""
+            for marker in after:
+                while marker not in seen:
+                    line = process.stderr.readline()
+                    assert line, seen  # the process ended before printing the marker
+                    seen += line
+                process.send_signal(signal.SIGINT)
+            _, rest = process.communicate(timeout=20)  # the tool would hold the old process 60 s
+        finally:
+            process.kill()
+    return process.returncode, (seen + rest).decode()
+
+
+def test_ctrl_c_abandons_a_tool_thread_and_exits_130(tmp_path: Path) -> None:
+    """The first Ctrl-C ends the run `cancelled` though its tool blocks in a thread: the state,
+    checkpointed, says the thread was abandoned, and the process exits 130 without a traceback
+    (it used to wait for the thread, and a second Ctrl-C printed threading's traceback)."""
+    code, stderr = _interrupt(tmp_path, "tests.test_cli:thread_loop", after=[b"tool started: a"])
+    assert code == 130, stderr
+    assert "Traceback" not in stderr
+    assert one_line(stderr.replace("tool started: a\n", "")) == "boundloop: error: interrupted"
+
+    async def stored() -> LoopState:
+        store = SQLiteStore(str(tmp_path / "runs.db"))
+        (run,) = await store.list()
+        state = await store.load(run.task_id)
+        assert state is not None
+        return state
+
+    state = anyio.run(stored)
+    assert state.stop_reason is StopReason.CANCELLED
+    (observation,) = state.observations
+    assert observation.outcome == "cancelled"
+    assert "in a worker thread, which was abandoned and may still finish" in str(observation.content)
+
+
+def test_a_second_ctrl_c_exits_at_once(tmp_path: Path) -> None:
+    """A second Ctrl-C while the interrupted run is still saving ends the process at once: 130,
+    one line, no traceback, without waiting for the save or the abandoned thread."""
+    code, stderr = _interrupt(
+        tmp_path, "tests.test_cli:thread_loop_slow_save", after=[b"tool started: a", b"final save"]
+    )
+    assert code == 130, stderr
+    assert "Traceback" not in stderr
+    assert "boundloop: error: interrupted again: exiting at once" in stderr
+
+
+@pytest.mark.filterwarnings("default::boundloop.UnpricedModelWarning")
+def test_the_unpriced_model_warning_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command prints boundloop's warning as one line of its own, not Python's two lines
+    pointing at anyio's frame (the demo builds its loop inside the event loop)."""
+    monkeypatch.setattr(prices, "_warned", set())
+    assert main(["demo", "--model", "cli-unpriced-model", "--json"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "boundloop: warning: no price known for model 'cli-unpriced-model': cost not tracked "
+        "(pass prices={'cli-unpriced-model': Price(...)} to track it)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["check"], id="check"),
+        pytest.param(["compile", "--output", "out.py"], id="compile"),
+        pytest.param(["eval"], id="eval"),
+        pytest.param(["eval", "--check"], id="eval-check"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("content", "sentence"),
+    [
+        pytest.param(
+            b"{nope", "{path} is not JSON: Expecting property name enclosed in double quotes", id="json"
+        ),
+        pytest.param(b"\xff\xfe", "cannot read {path}: 'utf-8' codec can't decode byte 0xff", id="bytes"),
+    ],
+)
+def test_an_input_file_that_is_not_json_is_one_rule(
+    command: list[str], content: bytes, sentence: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A contract or a fixture that cannot be read or is not JSON: exit 2 and one line naming the
+    file, for `check`, `compile` and `eval` alike (`check` exited 1 and `eval` 2, worded apart)."""
+    path = tmp_path / "input.json"
+    path.write_bytes(content)
+    assert main([*command, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("boundloop: error: " + sentence.format(path=path))

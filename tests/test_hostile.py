@@ -99,6 +99,7 @@ TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"ke
             body(usage={"input_tokens": -5, "output_tokens": 1}), "usage.input_tokens is -5", id="negative"
         ),
         pytest.param(body(stop_reason=7), "stop_reason is int, not a string", id="stop-reason-not-str"),
+        pytest.param(body(stop_reason=None), "stop_reason is missing (null)", id="stop-reason-null"),
         pytest.param(
             body(stop_reason="tool_use", content=[{**TOOL_USE, "input": nested(300)}]),
             "nests deeper than 32 levels",

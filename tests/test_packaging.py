@@ -161,7 +161,7 @@ def test_the_wheel_has_the_command_and_the_license(wheel: zipfile.ZipFile) -> No
     """The `boundloop` console script, the MIT license expression and the LICENSE file."""
     info = "boundloop-0.1.0.dist-info"
     entry_points = wheel.read(f"{info}/entry_points.txt").decode()
-    assert "[console_scripts]\nboundloop = boundloop.cli:main" in entry_points
+    assert "[console_scripts]\nboundloop = boundloop.cli:console" in entry_points
     metadata = email.message_from_bytes(wheel.read(f"{info}/METADATA"))
     assert metadata["License-Expression"] == "MIT"
     assert metadata["License-File"] == "LICENSE"

@@ -117,3 +117,19 @@ def test_a_cost_budget_sees_the_long_context_rate() -> None:
     spent = 250_000 * 6 / 1e6  # the paused call, all at the long-context input rate
     left = 3.5 - spent - 250_000 * 6.0 / 1_000_000  # the next call's estimated input, at that rate too
     assert client.requests[1]["max_tokens"] == math.floor(left * 1_000_000 / 22.5)  # 22,222, not 64,000
+
+
+def test_an_unknown_models_cost_is_not_tracked_when_no_call_succeeds() -> None:
+    """A run whose first model call fails has no usage to price: its cost is still None (not
+    tracked), never 0.0 — the model has no price whatever happened."""
+    with pytest.warns(UnpricedModelWarning):
+        loop = AgentLoop(
+            ScriptedClient([RuntimeError("the API is down")]),
+            model="house-model-1",
+            budget=Budget(max_steps=2),
+            metrics=None,
+        )
+    result = anyio.run(loop.run, "Go.")
+    assert result.stop_reason == "failed"
+    assert result.usage.cost_usd is None
+    assert LoopState.from_json(result.state.to_json()).usage.cost_usd is None

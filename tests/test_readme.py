@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 import runpy
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -51,6 +53,63 @@ def test_quick_start_is_the_demo_and_the_ci_test_command() -> None:
     assert "boundloop demo" in quick_start
     assert "bash scripts/test" in quick_start
     assert "bash scripts/test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def quick_start_commands() -> list[str]:
+    """The quick start's shell block, one command a line."""
+    quick_start = README.split("## Quick start", 1)[1].split("##", 1)[0]
+    block = re.search(r"```sh\n(.*?)```", quick_start, flags=re.DOTALL)
+    assert block is not None
+    return block.group(1).strip().splitlines()
+
+
+DEV_ONLY = (
+    "pytest",
+    "hypothesis",
+    "trio",
+    "ruff",
+    "mypy",
+    "pyright",
+    "hatchling",
+    "uvicorn",
+    "starlette",
+    "fastapi",
+    "opentelemetry.sdk",  # the API comes with anthropic
+    "psycopg",
+    "psycopg_pool",
+    "dbos",
+    "blockbuster",
+)
+"""Packages only the `dev` extra installs (what the core dependencies pull in is not here)."""
+
+
+def test_the_first_command_installs_what_the_demo_needs_and_no_more() -> None:
+    """The first command installs the package without extras and runs the demo, which runs with
+    every dev-only package out of reach; the second installs the `dev` extra and runs the tests."""
+    first, second = quick_start_commands()
+    assert "pip install -e . " in first
+    assert "[" not in first
+    assert first.endswith("boundloop demo")
+    assert second == ".venv/bin/pip install -e '.[dev]' && bash scripts/test"
+    dev = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
+    core = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert {re.split(r"[<>=\[ ]", d)[0] for d in core}.isdisjoint(re.split(r"[<>=\[ ]", d)[0] for d in dev)
+    blocked = "; ".join(f"sys.modules[{name!r}] = None" for name in DEV_ONLY)  # importing one fails
+    code = (
+        f"import sys; {blocked}; from boundloop.cli import main; raise SystemExit(main(['demo', '--json']))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert '"stop_reason": "completed"' in done.stdout
+
+
+def test_the_readme_names_every_tool_the_test_command_runs() -> None:
+    """Each step of `scripts/test` (its `== TOOL` banners) is named in the quick start."""
+    steps = re.findall(r'echo "== ([^"]+)"', (ROOT / "scripts" / "test").read_text(encoding="utf-8"))
+    assert len(steps) == 5
+    quick_start = README.split("## Quick start", 1)[1].split("##", 1)[0]
+    for step in steps:
+        assert f"`{step}`" in quick_start, step
 
 
 def section(heading: str) -> str:

@@ -1,14 +1,16 @@
 """The `boundloop` command: `demo`, `run`, `pending`, `resume`, `replay` and `diagram`.
 
 `main(argv) -> int` is the whole command, so tests call it in-process; `python -m boundloop`
-and the `boundloop` console script both call it. Errors are one line on stderr
-(`boundloop: error: ...`) with a non-zero exit code, never a traceback:
+and the `boundloop` console script both run `console()`, which calls it and exits with its code
+(after Ctrl-C at once, `os._exit(130)`, not waiting for a tool thread the run abandoned).
+Errors are one line on stderr (`boundloop: error: ...`) with a non-zero exit code, never a
+traceback:
 
 - 0: the run completed (the diagram was written, the waiting runs listed, the replay identical);
 - 1: the run stopped for another reason (`max_steps`, `policy_blocked`, ...) or failed; the
   replay diverged;
-- 2: a usage or setup error (bad arguments, unreadable file, missing store or task, missing API
-  key or graphviz);
+- 2: a usage or setup error (bad arguments, a file missing, unreadable or not JSON, missing
+  store or task, missing API key or graphviz);
 - 130: interrupted with Ctrl-C.
 
 Each command's `--help` lists the exit codes that command returns.
@@ -24,6 +26,6 @@ the Anthropic SDK.
 
 from __future__ import annotations
 
-from ._app import main
+from ._app import console, main
 
-__all__ = ["main"]
+__all__ = ["console", "main"]

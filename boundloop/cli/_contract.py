@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..contract import check_contract, compile_module, compile_report, lint_paths, load_contract
+from ..contract import Problem, check_contract, compile_module, compile_report, lint_paths, load_contract
 from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, CommandError
 
 
@@ -21,6 +21,20 @@ def _existing(path: str, what: str) -> Path:
     return file
 
 
+def _problems(contract: Path, policy: Path | None, *, allow_outside: bool) -> list[Problem]:
+    """The contract's problems; a file that cannot be read or is not JSON is a setup error.
+
+    Raises:
+        CommandError: the contract, its policy or its system prompt file cannot be read, or
+            is not JSON (code 2), as for every file a command reads.
+    """
+    problems = check_contract(contract, policy=policy, allow_outside=allow_outside)
+    for problem in problems:
+        if problem.rule == "file":
+            raise CommandError(problem.message)
+    return problems
+
+
 def check_command(args: argparse.Namespace) -> int:
     """Check a contract against its schemas and the loop's rules: one line per problem.
 
@@ -31,11 +45,12 @@ def check_command(args: argparse.Namespace) -> int:
         0 when the contract is sound, 1 when it breaks a rule.
 
     Raises:
-        CommandError: the contract (or the --policy file) does not exist.
+        CommandError: the contract (or the --policy file) does not exist, cannot be read or is
+            not JSON.
     """
     contract = _existing(args.contract, "contract file")
     policy = None if args.policy is None else _existing(args.policy, "policy file")
-    problems = check_contract(contract, policy=policy, allow_outside=args.allow_outside)
+    problems = _problems(contract, policy, allow_outside=args.allow_outside)
     for problem in problems:
         print(f"{contract}: {problem}")
     if problems:
@@ -59,7 +74,7 @@ def compile_command(args: argparse.Namespace) -> int:
     """
     contract = _existing(args.contract, "contract file")
     policy = None if args.policy is None else _existing(args.policy, "policy file")
-    problems = check_contract(contract, policy=policy, allow_outside=args.allow_outside)
+    problems = _problems(contract, policy, allow_outside=args.allow_outside)
     if problems:
         for problem in problems:
             print(f"{contract}: {problem}")

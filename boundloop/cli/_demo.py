@@ -8,6 +8,8 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, final
 
+import anyio
+
 from .. import AgentLoop, LoopResult, Model, StopReason
 from . import demo
 from ._errors import EXIT_NOT_COMPLETED, EXIT_USAGE, CommandError
@@ -123,8 +125,10 @@ class Reach:
             when the API never answered (a setup problem), 1 when it stopped answering mid-run.
         """
 
-        async def watched(loop: AgentLoop, view: RunView | None, on_event: EventHook) -> LoopResult:
-            result = await start(loop, view, on_event)
+        async def watched(
+            loop: AgentLoop, view: RunView | None, on_event: EventHook, cancel: anyio.Event
+        ) -> LoopResult:
+            result = await start(loop, view, on_event, cancel)
             if result.stop_reason is StopReason.FAILED and self.unreachable is not None:
                 raise CommandError(
                     f"could not reach the Anthropic API at {self._client.base_url}: {self.unreachable}",

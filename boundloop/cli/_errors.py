@@ -79,7 +79,8 @@ exit codes:
        with --export: the case was printed)
   1    a case failed: its first failed expectation is on its line
   2    a fixture is invalid (each problem names its file and field),
-       or a usage or setup error
+       a fixture file cannot be read or is not JSON (one line), or a
+       usage or setup error
   130  interrupted (Ctrl-C)"""
 """The exit codes of `boundloop eval`."""
 
@@ -87,7 +88,9 @@ CHECK_EXIT_CODES: Final = """\
 exit codes:
   0    the contract is sound
   1    the contract breaks a rule: one line per problem
-  2    usage error: bad arguments, a missing contract or policy file
+  2    usage error: bad arguments, a contract or policy file (or the
+       prompt file it names) that is missing, cannot be read or is not
+       JSON
   130  interrupted (Ctrl-C)"""
 """The exit codes of `boundloop check`."""
 
@@ -96,7 +99,8 @@ exit codes:
   0    the contract is sound and the files were written
   1    the contract breaks a rule: one line per problem (nothing is
        written)
-  2    usage error: bad arguments, a missing file, an unwritable output
+  2    usage error: bad arguments, a file that is missing, cannot be
+       read or is not JSON, an unwritable output
   130  interrupted (Ctrl-C)"""
 """The exit codes of `boundloop compile`."""
 

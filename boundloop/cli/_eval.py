@@ -39,6 +39,8 @@ def eval_command(args: argparse.Namespace) -> int:
     try:
         cases = _selected(load_cases(*paths), args.case)
     except FixtureError as exc:
+        if exc.unreadable:  # as for every input file: a setup error, one line
+            raise CommandError(exc.unreadable[0]) from exc
         for problem in exc.problems:
             print(f"invalid: {problem}", file=sys.stderr)
         print(f"{len(exc.problems)} problem(s) in the fixtures", file=sys.stderr)

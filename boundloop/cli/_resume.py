@@ -6,6 +6,8 @@ import argparse
 import shlex
 from collections.abc import Sequence
 
+import anyio
+
 from .. import (
     AgentLoop,
     ApprovalMissing,
@@ -105,13 +107,17 @@ def resume_start(
         or a call left undecided, as a usage error.
     """
 
-    async def start(loop: AgentLoop, view: RunView | None, on_event: EventHook) -> LoopResult:
+    async def start(
+        loop: AgentLoop, view: RunView | None, on_event: EventHook, cancel: anyio.Event
+    ) -> LoopResult:
         pending = f"boundloop pending --store {shlex.quote(path)}"
         state = await load_state(store, path, task_id, hint=f" (see `{pending}`)")
         if view is not None:
             view.start(loop, state.goal, resumed=state)
         try:
-            return await loop.resume(task_id, approvals=approvals, reply=reply, on_event=on_event)
+            return await loop.resume(
+                task_id, approvals=approvals, reply=reply, on_event=on_event, cancel=cancel
+            )
         except ApprovalMissing as exc:
             hint = "decide with --approve ID, --deny ID[=REASON] or --reply TEXT"
             raise CommandError(f"{exc} ({hint}; see `{pending}`)") from exc

@@ -6,18 +6,22 @@ import argparse
 import contextlib
 import dataclasses
 import os
+import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from types import FrameType
 
 import anyio
+import anyio.abc
 from rich.console import Console
 
 from .. import AgentLoop, ConfigurationError, LoopError, LoopResult, StopReason, TraceEvent
 from ..metrics import MetricsServer, serve
 from ..trace import write_trace
-from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, CommandError
+from ._app import exit_now
+from ._errors import EXIT_INTERRUPTED, EXIT_NOT_COMPLETED, EXIT_OK, CommandError
 from ._json import dumps
 from ._view import RunView
 
@@ -30,9 +34,10 @@ Cleanup = Callable[[], Awaitable[object]]
 EventHook = Callable[[TraceEvent], None]
 """Gets every trace event of the run as it is recorded."""
 
-Start = Callable[[AgentLoop, RunView | None, EventHook], Awaitable[LoopResult]]
-"""Runs the built loop (`loop.run(goal)`, `loop.resume(task_id)`) with the event hook, after
-telling the view (None with `--json`) what it shows; may raise `CommandError`."""
+Start = Callable[[AgentLoop, RunView | None, EventHook, anyio.Event], Awaitable[LoopResult]]
+"""Runs the built loop (`loop.run(goal)`, `loop.resume(task_id)`) with the event hook and the
+cancel event (set by Ctrl-C), after telling the view (None with `--json`) what it shows; may
+raise `CommandError`."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,16 +83,22 @@ def run_goal(goal: str) -> Start:
     if not goal.strip():
         raise CommandError("--goal must not be empty")
 
-    async def start(loop: AgentLoop, view: RunView | None, on_event: EventHook) -> LoopResult:
+    async def start(
+        loop: AgentLoop, view: RunView | None, on_event: EventHook, cancel: anyio.Event
+    ) -> LoopResult:
         if view is not None:
             view.start(loop, goal)
-        return await loop.run(goal, on_event=on_event)
+        return await loop.run(goal, on_event=on_event, cancel=cancel)
 
     return start
 
 
 def execute(options: RunOptions, build: LoopBuilder, start: Start, *, cleanup: Cleanup | None = None) -> int:
     """Run a loop with the live view (or `--json`), writing the trace and serving metrics.
+
+    Ctrl-C sets the run's cancel event: the run stops `cancelled` at once (a tool running in a
+    worker thread is abandoned, and its result says so), its checkpoint and trace are written,
+    and the command exits 130. A second Ctrl-C ends the process at once.
 
     Args:
         options: the shared run options.
@@ -99,16 +110,23 @@ def execute(options: RunOptions, build: LoopBuilder, start: Start, *, cleanup: C
         0 when the run completed, 1 for any other stop reason.
 
     Raises:
-        CommandError: a usage or setup error (code 2), or the run failed (code 1).
+        CommandError: a usage or setup error (code 2), the run failed (code 1), or it was
+            interrupted (code 130).
     """
     # Before the event loop and the run: a failure found after the run comes after the model calls.
     created = options.trace is not None and _open_trace(options.trace)
     console = Console(file=sys.stdout, highlight=False)
     server: MetricsServer | None = None
     events: list[TraceEvent] = []
+    interrupted: list[bool] = []
+    previous: object = None
     try:
         server = _start_metrics(options)
-        code = anyio.run(_run_loop, options, build, start, console, events, cleanup)
+        code = anyio.run(_run_loop, options, build, start, console, events, cleanup, interrupted)
+        if interrupted:
+            # What is left (the trace, the metrics server) is quick; another Ctrl-C ends it now.
+            previous = signal.signal(signal.SIGINT, _exit_on_signal)
+            raise CommandError("interrupted", EXIT_INTERRUPTED)
         if server is not None and options.hold:
             # Operational notices go to stderr only: stdout is the view or the JSON result.
             print(f"metrics: {server.url} (holding until Ctrl-C)", file=sys.stderr, flush=True)
@@ -129,6 +147,14 @@ def execute(options: RunOptions, build: LoopBuilder, start: Start, *, cleanup: C
         finally:
             if server is not None:
                 server.close()
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)  # type: ignore[arg-type]
+
+
+def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    """A second Ctrl-C: say so and end the process at once."""
+    print("boundloop: error: interrupted again: exiting at once", file=sys.stderr)
+    exit_now(EXIT_INTERRUPTED)
 
 
 def _open_trace(path: str) -> bool:
@@ -190,17 +216,21 @@ async def _run_loop(
     console: Console,
     events: list[TraceEvent],
     cleanup: Cleanup | None,
+    interrupted: list[bool],
 ) -> int:
     view = None if options.json else RunView(console)
+    cancel = anyio.Event()
 
     def record(event: TraceEvent) -> None:
         events.append(event)
         if view is not None:
             view(event)
 
+    async def run() -> LoopResult:
+        return await start(await build(), view, record, cancel)
+
     try:
-        loop = await build()
-        result = await start(loop, view, record)
+        result = await _interruptible(run, cancel, interrupted)
     except CommandError:
         raise
     except ConfigurationError as exc:
@@ -217,6 +247,38 @@ async def _run_loop(
     else:
         view.summary(result)
     return EXIT_OK if result.stop_reason is StopReason.COMPLETED else EXIT_NOT_COMPLETED
+
+
+async def _interruptible(
+    run: Callable[[], Awaitable[LoopResult]], cancel: anyio.Event, interrupted: list[bool]
+) -> LoopResult:
+    """`run()`, with Ctrl-C setting `cancel` (in the main thread: signals reach no other)."""
+    if threading.current_thread() is not threading.main_thread():
+        return await run()
+    results: list[LoopResult] = []
+    try:
+        async with anyio.create_task_group() as group:
+            await group.start(_watch_interrupts, cancel, interrupted)
+            results.append(await run())
+            group.cancel_scope.cancel()
+    except BaseExceptionGroup as group_error:  # the run's own failure, as itself
+        if len(group_error.exceptions) == 1:
+            raise group_error.exceptions[0] from None
+        raise
+    return results[0]
+
+
+async def _watch_interrupts(
+    cancel: anyio.Event, interrupted: list[bool], *, task_status: anyio.abc.TaskStatus[None]
+) -> None:
+    """Ctrl-C: the first sets the run's cancel event, a second ends the process at once."""
+    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        task_status.started()
+        async for _ in signals:
+            if interrupted:
+                _exit_on_signal(signal.SIGINT, None)
+            interrupted.append(True)
+            cancel.set()
 
 
 def _write_events(events: list[TraceEvent], path: str) -> None:

@@ -50,7 +50,8 @@ RULES: Final[Mapping[str, str]] = {
     "api-name": "every tool name is one the Messages API accepts: 1-64 of [a-zA-Z0-9_-]",
     "unknown-tool": "the policy's allowed, approval and evidence lists name declared tools",
     "duplicate-tool": "each tool is declared once",
-    "file": "the files the contract names (policy, system prompt) are under its folder, exist and parse",
+    "file": "the files the contract names (policy, system prompt) exist and parse",
+    "file-outside": "the files the contract names are under its folder (unless --allow-outside)",
     "number": "counts are whole numbers (1, not 1.0) and limits are finite",
 }
 """Rule id -> what it guarantees."""
@@ -150,17 +151,41 @@ def prose_problems(raw: object, where: str = "") -> Iterator[Problem]:
             yield from prose_problems(item, f"{where}{index}/")
 
 
-def loop_problems(contract: Mapping[str, Any], policy: Mapping[str, Any], policy_at: str) -> list[Problem]:
-    """The loop's rules, on a contract that matches its schema (and its resolved policy)."""
-    problems = list(_name_problems(contract))
-    problems += _number_problems(contract, policy, policy_at)
-    problems += _tool_problems(contract.get("tools", []))
-    problems += _signal_problems(contract.get("signals", {}), contract.get("custom_handlers", []))
-    declared = {tool["name"] for tool in contract.get("tools", [])}
-    if policy.get("escalation_tool"):
-        declared.add(policy["escalation_tool"])  # the loop adds it itself
-    problems += _policy_problems(policy, declared, policy_at)
-    problems += _history_problems(contract.get("history", []))
+def loop_problems(
+    contract: Mapping[str, Any],
+    policy: Mapping[str, Any],
+    policy_at: str,
+    broken: frozenset[str] = frozenset(),
+) -> list[Problem]:
+    """The loop's rules, on the fields of a contract (and its resolved policy) that match the schema.
+
+    Args:
+        contract: the contract.
+        policy: its policy, resolved (inline or from its file).
+        policy_at: the field prefix of the policy's problems.
+        broken: the top-level fields (and `policy`) that are missing or broke the schema; the
+            rules reading them are skipped, since the schema's problem says what is wrong there.
+    """
+
+    def sound(*fields: str) -> bool:
+        return broken.isdisjoint(fields)
+
+    problems: list[Problem] = []
+    if sound("name", "model", "custom_handlers", "signals"):
+        problems += _name_problems(contract)
+    if sound("budget", "max_tokens", "max_tool_output_chars", "tools", "policy"):
+        problems += _number_problems(contract, policy, policy_at)
+    if sound("tools"):
+        problems += _tool_problems(contract.get("tools", []))
+    if sound("signals", "custom_handlers"):
+        problems += _signal_problems(contract.get("signals", {}), contract.get("custom_handlers", []))
+    if sound("tools", "policy"):
+        declared = {tool["name"] for tool in contract.get("tools", [])}
+        if policy.get("escalation_tool"):
+            declared.add(policy["escalation_tool"])  # the loop adds it itself
+        problems += _policy_problems(policy, declared, policy_at)
+    if sound("history"):
+        problems += _history_problems(contract.get("history", []))
     return problems
 
 

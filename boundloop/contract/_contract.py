@@ -6,7 +6,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast, final
+from typing import Any, Final, cast, final
 
 from anthropic.types import MessageParam
 
@@ -134,17 +134,30 @@ def _read(
             return None, [loaded]
         raw = loaded
     problems = list(prose_problems(raw)) + schema_problems(raw)
-    if problems:
+    if not isinstance(raw, dict):
         return None, problems
+    # Every problem at once: the loop's rules run on the fields the schema found sound.
     contract = cast(dict[str, Any], raw)
     folder = _Folder(base, allow_outside=allow_outside)
-    policy, policy_at, policy_problems = _policy(contract["policy"], policy_file, folder)
-    system, system_problems = _system(contract.get("system"), folder)
-    problems = policy_problems + system_problems
-    if problems:
-        return None, problems
-    problems = loop_problems(contract, policy, policy_at)
-    return _contract(contract, policy, system), problems
+    broken = {problem.where.split("/", 1)[0] for problem in problems} | (_REQUIRED - contract.keys())
+    policy: dict[str, Any] = {}
+    policy_at = "policy/"
+    if "policy" not in broken or policy_file is not None:
+        policy, policy_at, policy_problems = _policy(contract.get("policy", {}), policy_file, folder)
+        if policy_problems:
+            broken.add("policy")
+            problems += policy_problems
+    system: str | None = None
+    if "system" not in broken:
+        system, system_problems = _system(contract.get("system"), folder)
+        problems += system_problems
+    sound = not problems  # the loop's rules are all that is left to break
+    problems += loop_problems(contract, policy, policy_at, frozenset(broken))
+    return (_contract(contract, policy, system) if sound else None), problems
+
+
+_REQUIRED: Final = frozenset({"name", "model", "tools", "signals", "budget", "policy"})
+"""The fields every contract has (the schema's `required`)."""
 
 
 def _json(path: Path, where: str) -> object:
@@ -171,12 +184,14 @@ class _Folder:
             return self.base / name
         fix = "name a file under the contract's folder, or allow files outside it (--allow-outside)"
         if Path(name).is_absolute():
-            return Problem(rule="file", where=where, message=f"{name!r} is an absolute path: {fix}")
+            return Problem(rule="file-outside", where=where, message=f"{name!r} is an absolute path: {fix}")
         folder = self.base.resolve()
         path = (folder / name).resolve()
         if not path.is_relative_to(folder):
             return Problem(
-                rule="file", where=where, message=f"{name!r} resolves outside the contract's folder: {fix}"
+                rule="file-outside",
+                where=where,
+                message=f"{name!r} resolves outside the contract's folder: {fix}",
             )
         return path
 

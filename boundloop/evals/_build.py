@@ -102,13 +102,17 @@ def load_cases(*paths: str | Path) -> list[Case]:
             every problem is listed, each with its file and field.
     """
     problems: list[str] = []
+    unreadable: list[str] = []
     cases: list[Case] = []
     seen: dict[str, Path] = {}
     for path in _files(paths, problems):
         try:
             raw: object = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            problems.append(f"{path}: not a JSON file ({exc})")
+        except json.JSONDecodeError as exc:
+            unreadable.append(f"{path} is not JSON: {exc}")
+            continue
+        except (OSError, UnicodeDecodeError) as exc:
+            unreadable.append(f"cannot read {path}: {exc}")
             continue
         items = cast(list[object], raw) if isinstance(raw, list) else [raw]
         for index, item in enumerate(items):
@@ -123,8 +127,8 @@ def load_cases(*paths: str | Path) -> list[Case]:
                 continue
             seen[case.case_id] = path
             cases.append(case)
-    if problems:
-        raise FixtureError(problems)
+    if problems or unreadable:
+        raise FixtureError(unreadable + problems, unreadable=unreadable)
     return cases
 
 

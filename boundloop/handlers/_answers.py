@@ -59,11 +59,17 @@ def answer_open_calls(ctx: RunContext, outcome: Outcome, text: str) -> None:
 def _unanswered(ctx: RunContext, invoked: bool, call: ToolCall, outcome: Outcome, text: str) -> CallResult:
     if invoked:
         key = idempotency_key(ctx.state.task_id, call)
+        tool = ctx.config.tools.get(call.name)
+        where = (
+            " in a worker thread, which was abandoned and may still finish"
+            if tool is not None and tool.runs_in_thread
+            else ""
+        )
         return refused(
             call,
             "cancelled",
-            f"interrupted while running ({text.removeprefix('not run: ')}): its effect is unknown; "
-            f"idempotency key {key}",
+            f"interrupted while running{where} ({text.removeprefix('not run: ')}): its effect is "
+            f"unknown; idempotency key {key}",
         )
     return refused(call, outcome, text)
 

@@ -32,7 +32,9 @@ def problem(response: object) -> str | None:
     if not isinstance(content, list):
         return f"content is {type(content).__name__}, not a list"
     stop_reason = cast(object, response.stop_reason)
-    if stop_reason is not None and not isinstance(stop_reason, str):
+    if stop_reason is None:  # only a stream's first event has none; a whole response always does
+        return "stop_reason is missing (null)"
+    if not isinstance(stop_reason, str):
         return f"stop_reason is {type(stop_reason).__name__}, not a string"
     return _usage_problem(cast(object, response.usage)) or _blocks_problem(cast(list[object], content))
 

@@ -125,6 +125,8 @@ async def _execute(
     if state.phase is Phase.ACT:  # a checkpoint's calls are decided again before any runs
         state.phase = Phase.VALIDATE
     ctx = RunContext(config, state, on_event=on_event, observer=observer, tool_span=tool_span)
+    if config.price is None:  # not tracked from the start, also when no model call succeeds
+        state.usage.cost_usd = None
     driver = _Driver(ctx)
     config.machine.start(driver.run, state.phase)
     if config.metrics is not None:

@@ -51,7 +51,7 @@ def test_a_file_outside_the_contracts_folder_is_a_problem_of_its_field(layout: t
     folder, outside = layout
     for field, fields in outside_references(folder, outside):
         problems = check_contract(write(folder, **fields))
-        assert [(p.rule, p.where) for p in problems] == [("file", field)], fields
+        assert [(p.rule, p.where) for p in problems] == [("file-outside", field)], fields
         assert "--allow-outside" in problems[0].message
         assert SECRET not in str(problems[0])
         with pytest.raises(ContractError, match=field):
@@ -94,7 +94,7 @@ def test_compile_refuses_a_file_outside_and_inlines_nothing(
     module, report = folder / "loop.py", folder / "loop.md"
     arguments = ["compile", str(path), "-o", str(module), "--report", str(report)]
     assert main(arguments) == 1
-    assert f"{path}: file: system/file: " in capsys.readouterr().out
+    assert f"{path}: file-outside: system/file: " in capsys.readouterr().out
     assert not module.exists()
     assert not report.exists()
     assert main(["check", str(path)]) == 1

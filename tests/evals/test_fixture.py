@@ -244,7 +244,9 @@ def test_load_cases_lists_every_problem_with_its_file(tmp_path: Path) -> None:
             tmp_path / "nowhere.json",
         )
     problems = caught.value.problems
-    assert any(p.startswith(f"{tmp_path / 'bad.json'}: not a JSON file") for p in problems)
+    not_json = f"{tmp_path / 'bad.json'} is not JSON: Expecting property name enclosed in double quotes"
+    assert caught.value.unreadable == [f"{not_json}: line 1 column 2 (char 1)"]
+    assert caught.value.unreadable[0] in problems
     assert f"{tmp_path / 'dup2.json'}: case_id 'same' is already used by {tmp_path / 'dup1.json'}" in problems
     assert any(p.startswith(f"{tmp_path / 'wrong.json'}[1]: (case): 'goal' is a required") for p in problems)
     assert f"{tmp_path / 'empty'}: no *.json fixtures in this folder" in problems
