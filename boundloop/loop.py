@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -12,14 +11,13 @@ from typing import TYPE_CHECKING, Any, final
 import anyio
 from anthropic.types import MessageParam
 
+from . import _sessions
 from ._config import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, build_config
 from ._envelope import new_state
 from .checkpoint._signed import signed
-from .checkpoint.store import CheckpointStore, check_task_id, is_stored, lease_of
+from .checkpoint.store import CheckpointStore
 from .contract._build import contract_of, loop_settings
 from .contract._contract import Contract, load_contract
-from .errors import ConfigurationError, TaskBusy, TaskExists, TaskNotFound
-from .handlers._resume import prepare
 from .handlers.registry import ToolRegistry
 from .handlers.stops import SignalHandler
 from .handlers.tools import Handler, Tool
@@ -51,10 +49,8 @@ class AgentLoop:
         on_tool_error: `"report"` a failing handler to the model as an `is_error` result,
             `"stop"` the run with `tool_failure` once a tool fails after its retries,
             or `"raise"` its exception from `run()`.
-        max_tool_output_chars: longer tool results are truncated with a visible marker saying
-            how much was cut. Content blocks share the limit: text counts its characters, any
-            other block (image, document, search result) the characters of its JSON; a block
-            that does not fit whole is left out, never cut, and everything after the cut too.
+        max_tool_output_chars: longer tool results are cut with a visible marker; every
+            content block counts (see docs/contracts.md).
         redact: a hook applied, after the secret patterns, to everything a run records: every
             field of the trace (as written; the keys of objects too), `state.errors` and stop
             details. The transcript, observations and pending approvals are what the model saw
@@ -64,31 +60,21 @@ class AgentLoop:
         prices: per-model prices merged over the built-in table (for `max_cost_usd`).
         signal_handlers: overrides of the stop_reason handlers, by API stop_reason; None for
             a stop_reason makes it raise `UnhandledStop`.
-        on_event: called synchronously with every `TraceEvent` as it is recorded (for live
-            views and logging); it must not block.
+        on_event: called synchronously with every `TraceEvent` as it is recorded; never blocks.
         redact_patterns: regular expressions of your own secrets, added to the defaults
             (Anthropic, OpenAI, AWS, Google, GitHub and Slack keys, bearer tokens).
-        redact_checkpoints: save checkpoints with every string redacted, the keys of tool
-            inputs and metadata included: the transcript, observations and pending approvals
-            too (a resumed run then continues from the redacted transcript). The repeat
-            history keeps digests of the calls, not their inputs, so a resumed run still finds
-            the repeats of earlier calls.
+        redact_checkpoints: save checkpoints with every string redacted (the transcript,
+            observations and pending approvals too; a resumed run continues from them).
         count_tokens: with a token or cost budget, count each request's input with the API's
             `messages.count_tokens` before the call, instead of estimating it from the previous
             call (one more request per model call; `anthropic.AsyncAnthropic` only).
-        store: where the state is checkpointed (at the start, before and after every tool batch,
-            after every step and at the stop)
-            (`boundloop.checkpoint.MemoryStore`, `SQLiteStore`); None: not saved.
-        tracer_provider: the OpenTelemetry `TracerProvider` every run is traced to (an
-            `invoke_agent` span per run, `chat` and `execute_tool` spans under it; see
-            docs/otel.md); default: the global provider, when one is set at the run's start;
-            None: no spans.
+        store: where the state is checkpointed (`MemoryStore`, `SQLiteStore`, `PostgresStore`).
+        tracer_provider: the OpenTelemetry `TracerProvider` runs are traced to (docs/otel.md);
+            default: the global provider, when one is set; None: no spans.
         trace_content: put message content on the spans (the model's text, the transcript,
             tool inputs and results), redacted like the trace; default: none.
-        checkpoint_key: a secret (bytes, or a str as UTF-8) for a store others can write to:
-            every checkpoint is saved with an HMAC-SHA256 of the state, and a loaded row whose
-            signature is missing or wrong raises `CheckpointCorrupt` (field `signature`).
-            Without a key, signatures are ignored. It is in no repr, contract or provenance.
+        checkpoint_key: a secret (bytes, or str as UTF-8): checkpoints are signed with
+            HMAC-SHA256 and a row whose signature is missing or wrong is `CheckpointCorrupt`.
 
     Raises:
         ConfigurationError: no budget, a bad tool, a duplicate tool name, a policy naming a
@@ -340,19 +326,14 @@ class AgentLoop:
             messages=messages,
             provenance=self._config.provenance,
         )
-        store, adopt = self._config.store, trace_id is None
-        async with contextlib.AsyncExitStack() as held:
-            try:
-                await held.enter_async_context(lease_of(store, state.task_id))
-                exists = await is_stored(store, task_id)
-            except TaskBusy:
-                raise
-            except Exception as exc:  # the store failed: the run fails, recorded, and saves nothing
-                unsaved = dataclasses.replace(self._config, store=None)
-                return await execute(unsaved, state, on_event=on_event, adopt_trace_id=adopt, failure=exc)
-            if exists:
-                raise TaskExists(state.task_id)
-            return await execute(self._config, state, cancel=cancel, on_event=on_event, adopt_trace_id=adopt)
+        return await _sessions.start(
+            self._config,
+            state,
+            task_id=task_id,
+            cancel=cancel,
+            on_event=on_event,
+            adopt_trace_id=trace_id is None,
+        )
 
     async def resume(
         self,
@@ -407,16 +388,9 @@ class AgentLoop:
             ApprovalMissing: a waiting call has no decision (the run keeps waiting).
             Exception: the store's own error reading the state (there is no run to record it in).
         """
-        check_task_id(task_id)
-        store = self._config.store
-        if store is None:
-            raise ConfigurationError("resume needs a store: AgentLoop(..., store=SQLiteStore('runs.db'))")
-        async with lease_of(store, task_id):
-            state = await store.load(task_id)
-            if state is None:
-                raise TaskNotFound(task_id)
-            resumed = prepare(state, approvals, reply)
-            return await execute(self._config, state, cancel=cancel, on_event=on_event, resumed=resumed)
+        return await _sessions.resume(
+            self._config, task_id, approvals=approvals, reply=reply, cancel=cancel, on_event=on_event
+        )
 
     async def _continue(
         self, state: LoopState, *, cancel: anyio.Event | None = None, on_event: EventHook | None = None

@@ -1,9 +1,8 @@
 """`boundloop lint PATH`: find the anti-patterns of hand-written agent loops, reading the code with `ast`.
 
 Each rule flags a shape of code that makes an agent loop fragile (control by the model's
-prose, no bound, dropped tool errors...) and names its one-line fix. A
-`# boundloop: ignore[BL001]` comment (or a bare `# boundloop: ignore`) on the flagged line
-silences it.
+prose, no bound, dropped tool errors...) and names its one-line fix. A comment
+`# boundloop: ignore[BL001]` (or `# boundloop: ignore`) on the flagged line silences it.
 """
 
 from __future__ import annotations
@@ -375,8 +374,7 @@ def lint_paths(paths: Iterable[str | Path]) -> list[Finding]:
     Folders are walked recursively, skipping `.venv`, `__pycache__` and hidden folders; a file
     given by name is linted whatever its name. Only regular files of at most `MAX_FILE_BYTES`
     are read (under a folder, a symlink only when it stays inside it): any other is one BL000
-    finding saying why, as is a file that does not decode or parse. Nothing blocks or reads
-    without bound.
+    finding saying why, as is a file that does not decode or parse. Nothing blocks.
 
     Args:
         paths: files and folders (a single `str` or `Path` is taken as one path).

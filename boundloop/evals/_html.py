@@ -1,10 +1,9 @@
 """The HTML report of an eval run: one self-contained page, its state diagrams drawn inline.
 
-`render_html` writes the figures, a row per case and, for a case that did not pass, the
-path its run took on the state machine next to the edges that end a run with the stop
-reason the case expected. The SVG is drawn here, from `STATES` and `TRANSITIONS` on a fixed
-layout: graphviz may be missing where the report is written. Nothing is loaded from
-elsewhere (no script, font or image), and everything a case carries is redacted and
+`render_html` writes the figures, a row per case and, for a case that did not pass, the path
+its run took on the state machine next to the edges that end a run with the stop reason the
+case expected. The SVG is drawn here from `STATES` and `TRANSITIONS` (graphviz may be
+missing). Nothing is loaded from elsewhere, and everything a case carries is redacted and
 escaped: ids, answers and failures may hold model text.
 """
 

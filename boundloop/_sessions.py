@@ -1,0 +1,83 @@
+"""The store's part of starting and resuming a run: the lease, the existence check, the load.
+
+`AgentLoop.run` and `AgentLoop.resume` call these; the driver does the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import anyio
+
+from .checkpoint.store import check_task_id, is_stored, lease_of
+from .errors import ConfigurationError, TaskBusy, TaskExists, TaskNotFound
+from .handlers._resume import Decision, prepare
+from .state import LoopResult, LoopState
+from .statemachine._driver import execute
+
+if TYPE_CHECKING:
+    from ._config import EventHook, LoopConfig
+
+
+async def start(
+    config: LoopConfig,
+    state: LoopState,
+    *,
+    task_id: str | None,
+    cancel: anyio.Event | None,
+    on_event: EventHook | None,
+    adopt_trace_id: bool,
+) -> LoopResult:
+    """Run a new state under its task's lease; a `task_id` given and already stored is refused.
+
+    A store failing before the run starts (its lease, the existence check) ends the run
+    `failed`, recorded and unsaved.
+
+    Raises:
+        TaskExists: the store already holds `task_id`.
+        TaskBusy: the task's lease is held elsewhere.
+    """
+    store = config.store
+    async with contextlib.AsyncExitStack() as held:
+        try:
+            await held.enter_async_context(lease_of(store, state.task_id))
+            exists = await is_stored(store, task_id)
+        except TaskBusy:
+            raise
+        except Exception as exc:  # the store failed: the run fails, recorded, and saves nothing
+            unsaved = dataclasses.replace(config, store=None)
+            return await execute(
+                unsaved, state, on_event=on_event, adopt_trace_id=adopt_trace_id, failure=exc
+            )
+        if exists:
+            raise TaskExists(state.task_id)
+        return await execute(config, state, cancel=cancel, on_event=on_event, adopt_trace_id=adopt_trace_id)
+
+
+async def resume(
+    config: LoopConfig,
+    task_id: str,
+    *,
+    approvals: Mapping[str, Decision] | None,
+    reply: str | None,
+    cancel: anyio.Event | None,
+    on_event: EventHook | None,
+) -> LoopResult:
+    """Load a stored run under its task's lease, apply the decisions and drive it on.
+
+    Raises:
+        See `AgentLoop.resume`.
+    """
+    check_task_id(task_id)
+    store = config.store
+    if store is None:
+        raise ConfigurationError("resume needs a store: AgentLoop(..., store=SQLiteStore('runs.db'))")
+    async with lease_of(store, task_id):
+        state = await store.load(task_id)
+        if state is None:
+            raise TaskNotFound(task_id)
+        resumed = prepare(state, approvals, reply)
+        return await execute(config, state, cancel=cancel, on_event=on_event, resumed=resumed)
