@@ -7,12 +7,13 @@ the metrics. `check_contract` applies the schemas and the loop's rules;
 """
 
 from ..errors import ContractError
-from ._check import BUILTIN_HANDLERS, CONTRACT_SCHEMA, POLICY_SCHEMA, RULES, UNHANDLED, Problem
+from ._check import BUILTIN_HANDLERS, CONTRACT_SCHEMA, POLICY_SCHEMA, UNHANDLED, Problem
 from ._compile import compile_module
 from ._contract import Contract, ContractTool, check_contract, load_contract
 from ._lint import RULES as LINT_RULES
 from ._lint import Finding, lint_paths, lint_source
 from ._review import compile_report
+from ._rules import RULES
 
 __all__ = [
     "BUILTIN_HANDLERS",

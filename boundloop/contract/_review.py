@@ -11,9 +11,10 @@ from typing import Any, Final, cast
 from ..policy import Policy
 from ..state import Budget
 from ..statemachine.diagram import render_mermaid
-from ._check import BUILTIN_HANDLERS, RULES, UNHANDLED
+from ._check import BUILTIN_HANDLERS, UNHANDLED
 from ._compile import json_type
 from ._contract import Contract, load_contract
+from ._rules import RULES
 
 WIDTH: Final = 110
 """The line length the generated module keeps (the project's ruff `line-length`)."""
