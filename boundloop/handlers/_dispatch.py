@@ -23,7 +23,7 @@ from ..statemachine.table import Trigger
 from ._answers import answer_open_calls, finish
 from ._budget import take_tool_call
 from ._context import YIELD_EVERY, Planned, RunContext
-from ._results import refused, to_result
+from ._results import refused, to_result, truncate
 from ._validation import fill_copies
 from .tools import RetryableToolError, Tool, ToolContext, idempotency_key
 
@@ -195,6 +195,8 @@ async def _run_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Ca
         await anyio.sleep(result.delay_s)
     result.attempts = attempts
     result.duration_s = time.perf_counter() - started
+    if result.is_error:  # an exception's text is the tool's output too: bounded like its result
+        result.content = truncate(result.content, ctx.config.max_tool_output_chars)
     turn.answers[index] = result
 
 

@@ -510,6 +510,33 @@ async def test_a_huge_document_neither_reaches_the_model_nor_the_checkpoint() ->
     assert len(result.state.to_json()) < 100_000
 
 
+async def test_a_huge_exception_message_is_bounded_like_a_result() -> None:
+    """A tool's exception text is what the model sees of it: it counts toward the same limit."""
+
+    @tool
+    async def fetch(key: str) -> str:
+        """Fail with a huge message."""
+        raise RuntimeError("E" * 50_000)
+
+    client = ScriptedClient([tool_use(("fetch", {"key": "k"}, "toolu_1")), text("done")])
+    loop = AgentLoop(
+        client,
+        model="claude-sonnet-4-6",
+        tools=[fetch],
+        budget=Budget(max_steps=4),
+        metrics=None,
+        max_tool_output_chars=1_000,
+    )
+    result = await run(loop)
+    [answer] = answers(result)
+    assert answer["is_error"] is True
+    content = answer["content"]
+    assert isinstance(content, str)
+    assert content.startswith("RuntimeError: EEE")
+    assert content.endswith("[truncated: 49014 more characters]")
+    assert len(result.state.to_json()) < 20_000
+
+
 # -- threads -----------------------------------------------------------------------------
 
 
