@@ -6,21 +6,23 @@ The model proposes; the software decides. See `AgentLoop`.
 use (PEP 562's module `__getattr__`), from its own module only. The command line's `--help`, a
 program that only needs `boundloop.errors`, or a tools module that imports `tool`, `Budget` and
 `Policy` do not pay for the Anthropic SDK: `AgentLoop` (whose job is to call it) loads it.
-Type checkers read the imports under `TYPE_CHECKING`, which are the same names from the same
-modules.
+
+Each public name is written once, in the `TYPE_CHECKING` block: type checkers read it as
+imports, and `_lazy.public_names` reads the same block from this file to build the map of
+where each name is defined.
 """
 
 from __future__ import annotations
 
-import sys
-import types
 import typing
 
 from ._lazy import lazy_getattr as _lazy_getattr
+from ._lazy import public_names as _public_names
 
 if typing.TYPE_CHECKING:
-    from ._records import CallResult as CallResult
-    from ._records import ToolCall as ToolCall
+    from ._replay import Divergence as Divergence
+    from ._replay import ReplayReport as ReplayReport
+    from ._replay import replay as replay
     from .checkpoint.sqlite import SQLiteStore as SQLiteStore
     from .checkpoint.store import CheckpointStore as CheckpointStore
     from .checkpoint.store import MemoryStore as MemoryStore
@@ -50,168 +52,35 @@ if typing.TYPE_CHECKING:
     from .errors import ToolFailed as ToolFailed
     from .errors import Truncated as Truncated
     from .errors import UnhandledStop as UnhandledStop
-    from .handlers.stops import Route as Route
-    from .handlers.stops import SignalContext as SignalContext
-    from .handlers.stops import Verdict as Verdict
-    from .handlers.tools import RetryableToolError as RetryableToolError
-    from .handlers.tools import Tool as Tool
-    from .handlers.tools import ToolContext as ToolContext
-    from .handlers.tools import tool as tool
     from .loop import AgentLoop as AgentLoop
     from .metrics.instruments import LoopMetrics as LoopMetrics
     from .model import Model as Model
     from .policy import Policy as Policy
     from .prices import Price as Price
     from .prices import UnpricedModelWarning as UnpricedModelWarning
-    from .replay import Divergence as Divergence
-    from .replay import ReplayReport as ReplayReport
-    from .replay import replay as replay
+    from .records import CallResult as CallResult
+    from .records import ToolCall as ToolCall
+    from .signals import Route as Route
+    from .signals import SignalContext as SignalContext
+    from .signals import Verdict as Verdict
     from .state import Budget as Budget
     from .state import LoopResult as LoopResult
     from .state import LoopState as LoopState
     from .state import StopReason as StopReason
     from .state import Usage as Usage
     from .testing import ScriptedClient as ScriptedClient
+    from .tools import RetryableToolError as RetryableToolError
+    from .tools import Tool as Tool
+    from .tools import ToolContext as ToolContext
+    from .tools import tool as tool
     from .trace import TraceEvent as TraceEvent
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "AgentLoop",
-    "ApprovalMissing",
-    "Budget",
-    "BudgetExceeded",
-    "CallResult",
-    "CheckpointCorrupt",
-    "CheckpointStore",
-    "ConfigurationError",
-    "ContextExceeded",
-    "ContractError",
-    "Divergence",
-    "EvidenceMissing",
-    "FixtureError",
-    "GraphvizMissing",
-    "InvalidTaskId",
-    "LoopError",
-    "LoopMetrics",
-    "LoopResult",
-    "LoopState",
-    "MemoryStore",
-    "Model",
-    "NeedsHuman",
-    "NotResumable",
-    "Policy",
-    "PolicyBlocked",
-    "Price",
-    "Refused",
-    "ReplayReport",
-    "RetryableToolError",
-    "Route",
-    "RunCancelled",
-    "RunError",
-    "RunFailed",
-    "SQLiteStore",
-    "ScriptExhausted",
-    "ScriptedClient",
-    "SignalContext",
-    "StopReason",
-    "StoredRun",
-    "TaskBusy",
-    "TaskExists",
-    "TaskNotFound",
-    "Tool",
-    "ToolCall",
-    "ToolContext",
-    "ToolFailed",
-    "TraceEvent",
-    "Truncated",
-    "UnhandledStop",
-    "UnpricedModelWarning",
-    "Usage",
-    "Verdict",
-    "replay",
-    "tool",
-]
-
-_SOURCES: typing.Final[dict[str, str]] = {
-    "CallResult": "._records",
-    "ToolCall": "._records",
-    "CheckpointStore": ".checkpoint.store",
-    "MemoryStore": ".checkpoint.store",
-    "SQLiteStore": ".checkpoint.sqlite",
-    "StoredRun": ".checkpoint.store",
-    "ApprovalMissing": ".errors",
-    "BudgetExceeded": ".errors",
-    "CheckpointCorrupt": ".errors",
-    "ConfigurationError": ".errors",
-    "ContextExceeded": ".errors",
-    "ContractError": ".errors",
-    "EvidenceMissing": ".errors",
-    "FixtureError": ".errors",
-    "GraphvizMissing": ".errors",
-    "InvalidTaskId": ".errors",
-    "LoopError": ".errors",
-    "NeedsHuman": ".errors",
-    "NotResumable": ".errors",
-    "PolicyBlocked": ".errors",
-    "Refused": ".errors",
-    "RunCancelled": ".errors",
-    "RunError": ".errors",
-    "RunFailed": ".errors",
-    "ScriptExhausted": ".errors",
-    "TaskBusy": ".errors",
-    "TaskExists": ".errors",
-    "TaskNotFound": ".errors",
-    "ToolFailed": ".errors",
-    "Truncated": ".errors",
-    "UnhandledStop": ".errors",
-    "Route": ".handlers.stops",
-    "SignalContext": ".handlers.stops",
-    "Verdict": ".handlers.stops",
-    "RetryableToolError": ".handlers.tools",
-    "Tool": ".handlers.tools",
-    "ToolContext": ".handlers.tools",
-    "tool": ".handlers.tools",
-    "AgentLoop": ".loop",
-    "LoopMetrics": ".metrics.instruments",
-    "Model": ".model",
-    "Policy": ".policy",
-    "Price": ".prices",
-    "UnpricedModelWarning": ".prices",
-    "Divergence": ".replay",
-    "ReplayReport": ".replay",
-    "replay": ".replay",
-    "Budget": ".state",
-    "LoopResult": ".state",
-    "LoopState": ".state",
-    "StopReason": ".state",
-    "Usage": ".state",
-    "ScriptedClient": ".testing",
-    "TraceEvent": ".trace",
-}
+_SOURCES: typing.Final[dict[str, str]] = _public_names(__file__)
 """Where each public name is defined, relative to the package: what `__getattr__` imports."""
 
-
-class _Package(types.ModuleType):
-    """The package's module type: a public name that is also a submodule's (`replay`) stays the name.
-
-    Importing `boundloop.replay` binds the submodule on the package, over the `replay` function
-    when that was loaded first, and hides it when it was not (`__getattr__` no longer runs).
-    Whenever the submodule is imported, the package keeps the function, as the eager imports did.
-    """
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if (
-            name in _SOURCES
-            and isinstance(value, types.ModuleType)
-            and value.__name__ == f"{self.__name__}.{name}"
-        ):
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
-
+__all__ = sorted(_SOURCES)  # pyright: ignore[reportUnsupportedDunderAll]
 
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
     __getattr__ = _lazy_getattr(__name__, globals(), _SOURCES)

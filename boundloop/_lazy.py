@@ -2,8 +2,28 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 from collections.abc import Callable, Mapping, MutableMapping
+from pathlib import Path
+
+
+def public_names(init_file: str) -> dict[str, str]:
+    """Public name -> the module defining it (relative), read from the `if TYPE_CHECKING:` block
+    of a package's `__init__.py`, where each is written once as `from .module import Name as Name`.
+
+    Reading the block, rather than keeping a second map in step with it, is what makes each
+    name written once; it costs one parse of the file at import (about a millisecond).
+    """
+    tree = ast.parse(Path(init_file).read_text(encoding="utf-8"))
+    names: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            for statement in node.body:
+                if isinstance(statement, ast.ImportFrom) and statement.level:
+                    module = "." * statement.level + (statement.module or "")
+                    names.update((alias.asname or alias.name, module) for alias in statement.names)
+    return names
 
 
 def lazy_getattr(

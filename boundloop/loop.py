@@ -11,22 +11,18 @@ from typing import TYPE_CHECKING, Any, final
 import anyio
 from anthropic.types import MessageParam
 
-from . import _sessions
-from ._config import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, build_config
-from ._envelope import new_state
-from .checkpoint._signed import signed
+from . import _core
+from ._core import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, ToolRegistry
+from .checkpoint.signed import signed
 from .checkpoint.store import CheckpointStore
-from .contract._build import contract_of, loop_settings
-from .contract._contract import Contract, load_contract
-from .handlers.registry import ToolRegistry
-from .handlers.stops import SignalHandler
-from .handlers.tools import Handler, Tool
+from .contract import Contract, load_contract
 from .metrics.instruments import BoundMetrics, LoopMetrics
 from .model import Model
 from .policy import Approver, Policy, SuccessCheck
 from .prices import Price
+from .signals import SignalHandler
 from .state import Budget, LoopResult, LoopState
-from .statemachine._driver import execute
+from .tools import Handler, Tool
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -107,7 +103,7 @@ class AgentLoop:
         trace_content: bool = False,
         checkpoint_key: bytes | str | None = None,
     ) -> None:
-        self._config: LoopConfig = build_config(
+        self._config: LoopConfig = _core.build_config(
             client,
             model=model,
             tools=tools,
@@ -235,7 +231,7 @@ class AgentLoop:
         # A `Contract` built in code is checked too (its files are already inline).
         source = contract.to_dict() if isinstance(contract, Contract) else contract
         loaded = load_contract(source, policy=policy, allow_outside=allow_outside)
-        settings = loop_settings(
+        settings = _core.loop_settings(
             loaded, handlers=handlers, signal_handlers=signal_handlers, approve=approve, success=success
         )
         settings.setdefault("metrics", metrics)
@@ -260,7 +256,7 @@ class AgentLoop:
         Raises:
             ConfigurationError: a custom signal handler has no name a contract can hold.
         """
-        return contract_of(self._config)
+        return _core.contract_of(self._config)
 
     def with_store(self, store: CheckpointStore | None) -> AgentLoop:
         """The same loop, checkpointing to `store` (e.g. the CLI's `--store PATH`; signed with its key)."""
@@ -318,7 +314,7 @@ class AgentLoop:
                 run starts too: then nothing is saved).
             ScriptExhausted: a `ScriptedClient` ran out of responses.
         """
-        state = new_state(
+        state = _core.new_state(
             goal,
             task_id=task_id,
             trace_id=trace_id,
@@ -326,7 +322,7 @@ class AgentLoop:
             messages=messages,
             provenance=self._config.provenance,
         )
-        return await _sessions.start(
+        return await _core.start(
             self._config,
             state,
             task_id=task_id,
@@ -388,7 +384,7 @@ class AgentLoop:
             ApprovalMissing: a waiting call has no decision (the run keeps waiting).
             Exception: the store's own error reading the state (there is no run to record it in).
         """
-        return await _sessions.resume(
+        return await _core.resume_stored(
             self._config, task_id, approvals=approvals, reply=reply, cancel=cancel, on_event=on_event
         )
 
@@ -397,4 +393,4 @@ class AgentLoop:
     ) -> LoopResult:
         """Continue a run from a state read back from a checkpoint, in the phase it was saved
         (a state saved in `act` is validated again first)."""
-        return await execute(self._config, state, cancel=cancel, on_event=on_event)
+        return await _core.drive(self._config, state, cancel=cancel, on_event=on_event)

@@ -8,8 +8,8 @@ import re
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Literal, TypeAlias, cast, final
 
-from ._records import ToolCall
 from .errors import ConfigurationError
+from .records import ToolCall
 from .state import LoopState
 
 _API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

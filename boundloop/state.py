@@ -21,20 +21,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, cast, final
 
 from . import errors
+from ._finite import NonFinite as NonFinite
 from ._finite import first_non_finite, strict_loads
-from ._records import BUDGET_STOPS as BUDGET_STOPS
-from ._records import CallResult as CallResult
-from ._records import ErrorRecord as ErrorRecord
-from ._records import Escalation as Escalation
-from ._records import Exceeded as Exceeded
-from ._records import Observation as Observation
-from ._records import PendingApproval as PendingApproval
-from ._records import Provenance as Provenance
-from ._records import StopReason as StopReason
-from ._records import ToolCall as ToolCall
-from ._records import Turn as Turn
-from ._records import Usage as Usage
-from ._records import call_digest, empty_dict, empty_list
+from .records import BUDGET_STOPS as BUDGET_STOPS
+from .records import CallResult as CallResult
+from .records import ErrorRecord as ErrorRecord
+from .records import Escalation as Escalation
+from .records import Exceeded as Exceeded
+from .records import Observation as Observation
+from .records import PendingApproval as PendingApproval
+from .records import Provenance as Provenance
+from .records import StopReason as StopReason
+from .records import ToolCall as ToolCall
+from .records import Turn as Turn
+from .records import Usage as Usage
+from .records import call_digest, empty_dict, empty_list
 from .statemachine.table import INITIAL, Phase
 from .trace import TraceEvent, is_sdk_object, json_default, write_trace
 

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 
 import boundloop
 from boundloop import AgentLoop, Budget, MemoryStore, ScriptedClient, StopReason, Tool, tool
-from boundloop._redaction import Redactor
+from boundloop.redaction import Redactor
 from boundloop.trace import redact_strings
 from boundloop.transcript import transcript_errors
 from tests.helpers import (

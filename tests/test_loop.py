@@ -246,7 +246,7 @@ async def test_unknown_stop_reason_raises_unhandled_stop() -> None:
 
 async def test_a_handler_override_routes_a_new_stop_reason() -> None:
     """signal_handlers can give an unknown stop_reason an explicit handler."""
-    from boundloop.handlers.stops import stop
+    from boundloop.signals import stop
 
     client = ScriptedClient([text("?", stop_reason="brand_new_reason")])
     loop = make_loop(

@@ -101,7 +101,7 @@ def test_the_records_and_the_state_load_no_sdk() -> None:
     """The state, its records, the trace, the model protocol and the scripted client import the
     SDK's types for type checking only; a state is still read and written through pydantic with
     the SDK's `Message` rebuilt on first use."""
-    modules = "boundloop.state, boundloop._records, boundloop.trace, boundloop.model, boundloop.testing"
+    modules = "boundloop.state, boundloop.records, boundloop.trace, boundloop.model, boundloop.testing"
     assert loaded(f"import {modules}") & (SDK | {"pydantic"}) == set()
 
 
@@ -199,7 +199,7 @@ def test_submodules_and_unknown_names() -> None:
     code = """
 import boundloop
 assert boundloop.errors.LoopError is boundloop.LoopError
-assert boundloop.replay.__module__ == "boundloop.replay" and callable(boundloop.replay)
+assert boundloop.replay.__module__ == "boundloop._replay" and callable(boundloop.replay)
 assert not hasattr(boundloop, "nope")
 assert not hasattr(boundloop, "__nope__")
 assert {"AgentLoop", "tool", "__version__"} <= set(dir(boundloop))
@@ -212,18 +212,17 @@ assert {"AgentLoop", "tool", "__version__"} <= set(dir(boundloop))
 
 @pytest.mark.parametrize(
     "first",
-    ["import boundloop.evals", "from boundloop import Divergence", "import boundloop.replay"],
-    ids=["a-module-importing-replay", "another-name-of-replay", "the-submodule"],
+    ["import boundloop.evals", "from boundloop import Divergence", "import boundloop._replay"],
+    ids=["a-module-importing-replay", "another-name-of-replay", "its-module"],
 )
 def test_replay_stays_the_function_whatever_imports_its_module(first: str) -> None:
-    """`boundloop.replay` is the function, also when the submodule of that name was imported first
-    (which binds the submodule on the package), as while the package imported it eagerly."""
+    """`boundloop.replay` is the function, whatever imported its module (`_replay`) first."""
     code = f"""
 {first}
 import boundloop
 from boundloop import replay
 assert callable(boundloop.replay) and boundloop.replay is replay, boundloop.replay
-assert replay.__module__ == "boundloop.replay"
+assert replay.__module__ == "boundloop._replay"
 """
     ran = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False

@@ -93,7 +93,12 @@ def test_nothing_below_the_loop_imports_it() -> None:
     replay, which drives a loop's configuration, and the evals, which build and run loops)
     imports `boundloop.loop`."""
     importers = sorted(name for name, targets in TYPE_GRAPH.items() if "boundloop.loop" in targets)
-    assert importers == ["boundloop", "boundloop.evals._build", "boundloop.evals._runner", "boundloop.replay"]
+    assert importers == [
+        "boundloop",
+        "boundloop._replay",
+        "boundloop.evals._build",
+        "boundloop.evals._runner",
+    ]
 
 
 def test_errors_import_nothing_of_the_package_at_run_time() -> None:
@@ -106,3 +111,53 @@ def test_no_module_is_over_400_lines(name: str) -> None:
     """One concept per module: a module past 400 lines is two things."""
     lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{MODULES[name]} has {lines} lines"
+
+
+def _is_private(module: str) -> bool:
+    leaf = module.rsplit(".", 1)[-1]
+    return leaf.startswith("_") and not leaf.startswith("__")
+
+
+def _inside(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def _violations(graph: dict[str, set[str]]) -> list[str]:
+    found: list[str] = []
+    for name, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            owner = target.rpartition(".")[0]
+            if _is_private(target) and not _inside(name, owner):
+                found.append(f"{name} imports {target}, private to {owner}")
+            core = "boundloop._core"
+            if _inside(target, core + ".") and not _inside(name, core) and target != core:
+                found.append(
+                    f"{name} imports {target}: outside the core, only `boundloop._core` is the way in"
+                )
+    return found
+
+
+def test_no_module_imports_another_packages_private_module() -> None:
+    """A module named `_x` is private to the package holding it (and that package's subpackages);
+    the core is entered only through `boundloop._core` itself. Type-only imports count too."""
+    assert _violations(TYPE_GRAPH) == []
+
+
+@pytest.mark.parametrize("name", ["table", "guards", "diagram"])
+def test_the_state_machine_is_the_ground_floor(name: str) -> None:
+    """`statemachine/` holds data and drawing only: it imports neither the core, the loop, the
+    observers (metrics, OTel) nor the stores."""
+    above = (
+        "boundloop._core",
+        "boundloop.loop",
+        "boundloop.metrics",
+        "boundloop.otel",
+        "boundloop.checkpoint",
+    )
+    targets = TYPE_GRAPH[f"boundloop.statemachine.{name}"]
+    assert [t for t in sorted(targets) if t.startswith(above)] == []
+    assert sorted(m.rsplit(".", 1)[-1] for m in MODULES if m.startswith("boundloop.statemachine.")) == [
+        "diagram",
+        "guards",
+        "table",
+    ]

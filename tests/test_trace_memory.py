@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from boundloop import tool, trace
-from boundloop._records import CallResult, Observation, ToolCall, Turn
+from boundloop.records import CallResult, Observation, ToolCall, Turn
 from boundloop.trace import TraceEvent, read_trace, write_trace
 from tests.helpers import scripted_loop, text, tool_use
 

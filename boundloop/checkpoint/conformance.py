@@ -29,8 +29,8 @@ from typing import Final, TypeAlias, TypeVar
 
 import anyio
 
-from .._records import Escalation, PendingApproval, ToolCall, Turn
 from ..errors import CheckpointCorrupt, InvalidTaskId, TaskBusy
+from ..records import Escalation, PendingApproval, ToolCall, Turn
 from ..state import LoopState, StopReason
 from ..statemachine.table import Phase
 from .store import CheckpointStore, LeasingStore

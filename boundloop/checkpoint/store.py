@@ -19,11 +19,10 @@ from collections.abc import AsyncGenerator
 from contextlib import AbstractAsyncContextManager
 from typing import Final, Literal, Protocol, TypeAlias, cast, final, runtime_checkable
 
-from .._finite import NonFinite
-from .._integrity import check_state
 from ..errors import CheckpointCorrupt, InvalidTaskId, TaskBusy
-from ..state import LoopState, StopReason
+from ..state import LoopState, NonFinite, StopReason
 from ..statemachine.table import Phase
+from ._integrity import check_state
 
 Status: TypeAlias = Literal["running", "waiting", "stopped"]
 """`running`: not stopped (in flight, or interrupted by a crash); `waiting`: stopped with
@@ -102,7 +101,7 @@ def parse(task_id: str, raw: str | bytes) -> LoopState:
 
     Raises:
         CheckpointCorrupt: it does not parse, has a schema version this boundloop cannot read,
-            or is inconsistent (`boundloop._integrity.check_state`: the field is named).
+            or is inconsistent (`boundloop.checkpoint._integrity.check_state`: the field is named).
     """
     try:
         state = LoopState.from_json(raw)

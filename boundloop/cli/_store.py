@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
 from .. import CheckpointCorrupt, CheckpointStore, LoopState, SQLiteStore
-from ..checkpoint._signed import SignedStore
+from ..checkpoint.signed import SignedStore
 from ._errors import CommandError
 
 KEY_ENV: Final = "BOUNDLOOP_CHECKPOINT_KEY"

@@ -7,7 +7,7 @@ the metrics. `check_contract` applies the schemas and the loop's rules;
 """
 
 from ..errors import ContractError
-from ._check import BUILTIN_HANDLERS, CONTRACT_SCHEMA, POLICY_SCHEMA, UNHANDLED, Problem
+from ._check import BUILTIN_HANDLERS, CONTRACT_SCHEMA, HANDLER_NAME, POLICY_SCHEMA, UNHANDLED, Problem
 from ._compile import compile_module
 from ._contract import Contract, ContractTool, check_contract, load_contract
 from ._lint import RULES as LINT_RULES
@@ -22,6 +22,7 @@ __all__ = [
     "ContractError",
     "ContractTool",
     "Finding",
+    "HANDLER_NAME",
     "LINT_RULES",
     "POLICY_SCHEMA",
     "Problem",

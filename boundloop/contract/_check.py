@@ -20,11 +20,10 @@ import jsonschema.protocols
 import referencing
 from anthropic.types import MessageParam
 
-from ..handlers._propose import KNOWN_STOP_REASONS
-from ..handlers._schemas import unresolved_ref
-from ..handlers.stops import DEFAULT_HANDLERS
-from ..handlers.tools import TOOL_NAME
+from .._schemas import unresolved_ref
+from ..signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS
 from ..state import BUDGET_COUNTS
+from ..tools import TOOL_NAME
 from ..transcript import transcript_errors
 
 UNHANDLED: Final = "unhandled_stop"

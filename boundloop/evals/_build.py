@@ -10,8 +10,8 @@ from typing import cast
 
 from anthropic.types import Message
 
+from .._core import declared_tool
 from ..checkpoint.store import MemoryStore
-from ..contract._build import declared_tool
 from ..errors import ConfigurationError, FixtureError
 from ..loop import AgentLoop
 from ..policy import Policy

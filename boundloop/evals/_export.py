@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from .._records import Observation, Provenance
 from ..prices import resolve_price
+from ..records import Observation, Provenance
 from ..state import LoopState
 from ._fixture import schema
 from ._mocks import DEFAULT_TIMEOUT_S

@@ -20,12 +20,12 @@ import jsonschema
 import jsonschema.protocols
 from anthropic.types import Message
 
-from .._records import StopReason
-from ..contract._contract import ContractTool
+from ..contract import ContractTool
 from ..errors import ConfigurationError, FixtureError
-from ..handlers.tools import TOOL_NAME
+from ..records import StopReason
 from ..state import Budget, LoopState
 from ..testing import parse_message
+from ..tools import TOOL_NAME
 from ..trace import TraceKind
 
 DEFAULT_MODEL: Final = "claude-sonnet-4-6"

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Final
 
-from .._records import StopReason
+from ..records import StopReason
 from ..statemachine.diagram import trace_path
 from ..statemachine.table import STATES, TRANSITIONS, Phase, Trigger
 from ._report import EvalReport

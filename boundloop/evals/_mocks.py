@@ -16,8 +16,8 @@ from typing import Any, final
 import anyio
 from anthropic.types import Message
 
-from ..handlers._context import recorded_call_id
-from ..handlers.tools import Handler, RetryableToolError, ToolContext
+from ..redaction import recorded_call_id
+from ..tools import Handler, RetryableToolError, ToolContext
 from ..trace import TraceEvent
 
 DEFAULT_TIMEOUT_S = 0.05

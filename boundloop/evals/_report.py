@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any, final
 from xml.etree import ElementTree
 
-from .._records import StopReason
+from ..records import StopReason
 from ._runner import CaseResult
 from ._text import redact, reported
 

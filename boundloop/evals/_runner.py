@@ -9,10 +9,10 @@ from typing import Any, Literal, cast, final
 
 import anyio
 
-from .._records import StopReason
+from .._replay import ReplayReport, replay
 from ..errors import ApprovalMissing, NotResumable, ScriptExhausted, UnhandledStop
 from ..loop import AgentLoop
-from ..replay import ReplayReport, replay
+from ..records import StopReason
 from ..state import LoopResult
 from ..trace import TraceEvent, redact_strings
 from ._build import build_loop

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from .._redaction import Redactor
+from ..redaction import Redactor
 
 redact: Final = Redactor()
 """The eval loops' redaction: `build_loop` adds no patterns, so the defaults."""

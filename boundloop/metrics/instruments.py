@@ -24,7 +24,7 @@ from typing import Final, final
 
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from .._records import OUTCOMES, StopReason
+from ..records import OUTCOMES, StopReason
 from ..statemachine.table import TRANSITIONS
 from ._client import ClientInstruments
 from ._families import (

@@ -7,6 +7,22 @@ nothing otherwise: this package imports OpenTelemetry only once a run is traced.
 
 from __future__ import annotations
 
-from ._setup import SCOPE, Tracing
+from typing import TYPE_CHECKING
 
-__all__ = ["SCOPE", "Tracing"]
+from ._setup import SCOPE, TracedLoop, Tracing, global_tracing, is_provider, tracing_for
+
+if TYPE_CHECKING:
+    from ..state import LoopState
+    from ._run import RunSpans
+
+__all__ = ["SCOPE", "TracedLoop", "Tracing", "global_tracing", "is_provider", "start_run", "tracing_for"]
+
+
+def start_run(
+    config: TracedLoop, state: LoopState, tracing: Tracing, *, adopt_trace_id: bool
+) -> RunSpans | None:
+    """The spans of a run (`invoke_agent`, its `chat` and `execute_tool` spans), or None when
+    the tracer does not record. OpenTelemetry is imported here, once a run is traced."""
+    from ._run import start_run as spans_of
+
+    return spans_of(config, state, tracing, adopt_trace_id=adopt_trace_id)

@@ -27,14 +27,13 @@ from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
-from .._records import StopReason, Usage
+from ..records import StopReason, Usage
 from ..trace import TraceEvent
 from . import _content
-from ._setup import Tracing
+from ._setup import TracedLoop, Tracing
 from ._tools import ToolSpans, epoch_ns
 
 if TYPE_CHECKING:
-    from .._config import LoopConfig
     from ..state import LoopState
 
 log = logging.getLogger("boundloop.otel")
@@ -81,7 +80,7 @@ def _parent(state: LoopState, adopt_trace_id: bool) -> otel_context.Context | No
 
 
 def start_run(
-    config: LoopConfig, state: LoopState, tracing: Tracing, *, adopt_trace_id: bool
+    config: TracedLoop, state: LoopState, tracing: Tracing, *, adopt_trace_id: bool
 ) -> RunSpans | None:
     """The spans of a run that starts now; None (the run goes on untraced) if the provider fails."""
     try:
@@ -111,7 +110,7 @@ class RunSpans:
     )
 
     def __init__(
-        self, config: LoopConfig, state: LoopState, tracing: Tracing, *, adopt_trace_id: bool
+        self, config: TracedLoop, state: LoopState, tracing: Tracing, *, adopt_trace_id: bool
     ) -> None:
         self.config = config
         self.state = state

@@ -10,10 +10,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Final, cast, final
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast, final
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer, TracerProvider
+
+    from ..tools import Tool
 
 SCOPE: Final = "boundloop"
 """The instrumentation scope of boundloop's spans."""
@@ -26,6 +29,27 @@ class Tracing:
 
     provider: TracerProvider
     tracer: Tracer
+
+
+class TracedLoop(Protocol):
+    """What the spans read of a loop's configuration (the core's `LoopConfig` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def system(self) -> str | None: ...
+    @property
+    def client(self) -> object: ...
+    @property
+    def trace_content(self) -> bool: ...
+    @property
+    def redactor(self) -> Callable[[str], str]: ...
+    @property
+    def tools(self) -> Mapping[str, Tool]: ...
 
 
 def _version() -> str:

@@ -24,15 +24,15 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from .._records import FAILED_OUTCOMES, ToolCall
-from ..handlers._context import recorded_call_id
+from ..records import FAILED_OUTCOMES, ToolCall
+from ..redaction import recorded_call_id
 from ..trace import TraceEvent
 from . import _content
+from ._setup import TracedLoop
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
-    from .._config import LoopConfig
 
 log = logging.getLogger("boundloop.otel")
 
@@ -60,7 +60,7 @@ class ToolSpans:
 
     __slots__ = ("batch_at", "config", "parent", "running", "tracer")
 
-    def __init__(self, config: LoopConfig, tracer: Tracer, parent: otel_context.Context) -> None:
+    def __init__(self, config: TracedLoop, tracer: Tracer, parent: otel_context.Context) -> None:
         self.config = config
         self.tracer = tracer
         self.parent = parent

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import typing
 
-from .._lazy import lazy_getattr as _lazy_getattr
 from ..trace import read_trace as read_trace
 from .guards import GUARDS as GUARDS
 from .table import STATES as STATES
@@ -50,7 +49,15 @@ _DIAGRAM: typing.Final = frozenset(
 """The names `boundloop.statemachine.diagram` defines, imported on first use."""
 
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
-    __getattr__ = _lazy_getattr(__name__, globals(), dict.fromkeys(_DIAGRAM, ".diagram"))
+
+    def __getattr__(name: str) -> object:
+        if name in _DIAGRAM:
+            from . import diagram
+
+            value = getattr(diagram, name)
+            globals()[name] = value  # bound: the next use is a plain lookup
+            return value
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
     def __dir__() -> list[str]:
         return sorted({*globals(), *__all__})

@@ -25,8 +25,8 @@ from typing import Any, Final, Literal, final
 from transitions.extensions.diagrams import GraphMachine
 from transitions.extensions.diagrams_mermaid import Graph as MermaidGraph
 
-from .._records import BUDGET_STOPS, StopReason
 from ..errors import GraphvizMissing
+from ..records import BUDGET_STOPS, StopReason
 from ..trace import TraceEvent
 from .guards import GUARDS
 from .table import FINAL, INITIAL, STATES, TRANSITIONS, TransitionRow

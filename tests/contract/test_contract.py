@@ -22,7 +22,7 @@ from boundloop.contract import (
     load_contract,
 )
 from boundloop.errors import UnhandledStop
-from boundloop.handlers.stops import Route, SignalContext, SignalHandler, stop
+from boundloop.signals import Route, SignalContext, SignalHandler, stop
 from tests.helpers import text, tool_use
 
 JSON = dict[str, Any]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from boundloop.handlers._blocks import assistant_message
+from boundloop._core.blocks import assistant_message
 from boundloop.testing import parse_message
 
 JSON = dict[str, Any]

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from boundloop.handlers._validation import canonical
+from boundloop._core.validation import canonical
 from boundloop.state import LoopState, Turn
 
 _json_values = st.recursive(

@@ -10,7 +10,7 @@ import pytest
 
 from boundloop import ConfigurationError, Tool
 from boundloop.contract import check_contract
-from boundloop.handlers.tools import ToolInputError
+from boundloop.tools import ToolInputError
 from tests.contract.test_contract import contract
 
 JSON = dict[str, Any]

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from boundloop import ConfigurationError, Tool, ToolContext, tool
-from boundloop.handlers.tools import ToolInputError
+from boundloop.tools import ToolInputError
 from tests.strategies import object_schemas, tool_inputs
 
 JSON = dict[str, Any]

@@ -21,9 +21,9 @@ from boundloop import (
     ToolContext,
     tool,
 )
-from boundloop.handlers.tools import Tool
 from boundloop.integrations.dbos import DurableLoop
 from boundloop.testing import ScriptedClient
+from boundloop.tools import Tool
 from tests.helpers import JSON, text, tool_use
 from tests.integrations.conftest import Launch
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from boundloop.handlers._budget import LIMIT_STOPS
+from boundloop._core.budget import LIMIT_STOPS
+from boundloop._core.engine import InvalidTransition, StateMachine
 from boundloop.state import Exceeded, LoopState, StopReason, ToolCall, Turn
-from boundloop.statemachine._engine import InvalidTransition, StateMachine
 from boundloop.statemachine.guards import BREAKER_LIMITS, GUARDS
 from boundloop.statemachine.table import FINAL, INITIAL, STATES, TRANSITIONS, Phase, Trigger
 

@@ -11,12 +11,10 @@ from typing import TYPE_CHECKING, Any, cast, final
 from anthropic.types import MessageParam
 from dbos import DBOS, DBOSClient, EnqueueOptions, SetWorkflowID, WorkflowHandleAsync
 
-from ..._config import LoopConfig
-from ..._envelope import new_state
+from ..._core import LoopConfig, ToolRegistry, new_state
+from ..._core import drive as execute
 from ...errors import TaskExists
-from ...handlers.registry import ToolRegistry
 from ...state import LoopResult, LoopState, StopReason
-from ...statemachine._driver import execute
 from ...trace import TraceEvent
 from ._failures import StepFailure, WorkflowInterrupted
 from ._steps import CURRENT, RunSteps, StepClient, durable_tool, stored

@@ -42,8 +42,8 @@ from anthropic.types import Message, MessageTokensCount
 from dbos import DBOS, StepOptions
 
 from ...errors import CheckpointCorrupt, ConfigurationError
-from ...handlers.tools import Tool, ToolContext
 from ...testing import parse_message
+from ...tools import Tool, ToolContext
 from ._failures import StepFailure, WorkflowInterrupted
 
 if TYPE_CHECKING:

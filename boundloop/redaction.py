@@ -79,3 +79,12 @@ class Redactor:
         """`text` with every secret replaced by `[REDACTED]`, then the hook applied."""
         text = self._pattern.sub(REDACTED, text)
         return text if self._hook is None else self._hook(text)
+
+
+_API_ID = re.compile(r"(?:toolu|srvtoolu)_[A-Za-z0-9]{1,64}")
+"""The shape of the ids the API gives tool_use blocks."""
+
+
+def recorded_call_id(tool_use_id: str, redact: Callable[[str], str]) -> str:
+    """A tool_use id as the trace records it: the API's own ids as they are, anything else redacted."""
+    return tool_use_id if _API_ID.fullmatch(tool_use_id) else redact(tool_use_id)

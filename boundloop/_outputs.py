@@ -15,8 +15,8 @@ from typing import Any, Final, TypeAlias, cast
 import jsonschema
 import pydantic
 
-from ..errors import ConfigurationError
 from ._schemas import local_validator, unresolved_ref
+from .errors import ConfigurationError
 
 OutputCheck: TypeAlias = Callable[[object], "str | None"]
 """`check(value)`: what is wrong with a handler's return value, or None."""

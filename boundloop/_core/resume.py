@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeAlias, cast
 
-from .._records import CallResult, StopReason, Turn
 from ..errors import ApprovalMissing, NotResumable
 from ..policy import ApprovalDecision
+from ..records import CallResult, StopReason, Turn
 from ..state import LoopState
 from ..statemachine.table import Phase
-from ._results import refused
-from ._validation import HUMAN_APPROVED
+from .results import refused
+from .validation import HUMAN_APPROVED
 
 Decision: TypeAlias = ApprovalDecision
 """True: approved; False: denied; a string: denied, with the reason the model sees."""

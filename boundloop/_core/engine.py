@@ -20,8 +20,8 @@ from typing import Any, Final, TypeAlias, cast, final
 
 from transitions import Event, Machine
 
-from .guards import GUARDS, Facts
-from .table import FINAL, INITIAL, STATES, TRANSITIONS, Phase, Trigger
+from ..statemachine.guards import GUARDS, Facts
+from ..statemachine.table import FINAL, INITIAL, STATES, TRANSITIONS, Phase, Trigger
 
 MODEL_ATTRIBUTE: Final = "phase"
 _Edge: TypeAlias = tuple[tuple[tuple[Callable[[Facts], bool], bool], ...], Phase, str | None]

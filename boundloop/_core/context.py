@@ -8,7 +8,6 @@ turn's calls), which a continued run rebuilds from the state.
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -17,13 +16,14 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias, final
 import anthropic
 import sniffio
 
-from .._records import ErrorRecord, ToolCall, Turn
+from ..records import ErrorRecord, ToolCall, Turn
+from ..redaction import recorded_call_id
+from ..tools import Tool
 from ..trace import Deferred, TraceEvent, TraceKind
-from .tools import Tool
 
 if TYPE_CHECKING:
-    from .._config import EventHook, LoopConfig
     from ..state import LoopState
+    from .config import EventHook, LoopConfig
 
 
 YIELD_EVERY: Final = 500
@@ -33,14 +33,6 @@ deadline and a cancellation cut into a batch of any size within a few millisecon
 ToolSpan: TypeAlias = Callable[[ToolCall], AbstractContextManager[object]]
 """`tool_span(call)`: a context the call's handler runs in (each attempt), which makes the call's
 `execute_tool` span the current span; the traced run's hook (`otel._run.RunSpans.tool_call`)."""
-
-_API_ID = re.compile(r"(?:toolu|srvtoolu)_[A-Za-z0-9]{1,64}")
-"""The shape of the ids the API gives tool_use blocks."""
-
-
-def recorded_call_id(tool_use_id: str, redact: Callable[[str], str]) -> str:
-    """A tool_use id as the trace records it: the API's own ids as they are, anything else redacted."""
-    return tool_use_id if _API_ID.fullmatch(tool_use_id) else redact(tool_use_id)
 
 
 def _on_asyncio() -> bool:

@@ -8,11 +8,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
-from ._records import Provenance
-from .checkpoint.store import check_task_id
-from .errors import ConfigurationError
-from .state import LoopState
-from .transcript import append_user, transcript_errors
+from ..checkpoint.store import check_task_id
+from ..errors import ConfigurationError
+from ..records import Provenance
+from ..state import LoopState
+from ..transcript import append_user, transcript_errors
 
 if TYPE_CHECKING:
     from anthropic.types import MessageParam

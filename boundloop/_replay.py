@@ -18,16 +18,15 @@ from typing import Any, cast, final
 import anyio.to_thread
 from anthropic.types import Message, MessageParam
 
-from ._config import LoopConfig, build_config
-from ._records import Observation, Provenance, StopReason
+from ._core import LoopConfig, build_config, prepare
+from ._core import drive as execute
 from .errors import ScriptExhausted, UnhandledStop
-from .handlers._resume import prepare
-from .handlers.tools import Tool
 from .loop import AgentLoop
 from .policy import Policy
+from .records import Observation, Provenance, StopReason
 from .state import Budget, LoopResult, LoopState
-from .statemachine._driver import execute
 from .testing import ScriptedClient
+from .tools import Tool
 from .trace import TraceEvent, json_default, read_trace
 
 

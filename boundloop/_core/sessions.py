@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from .checkpoint.store import check_task_id, is_stored, lease_of
-from .errors import ConfigurationError, TaskBusy, TaskExists, TaskNotFound
-from .handlers._resume import Decision, prepare
-from .state import LoopResult, LoopState
-from .statemachine._driver import execute
+from ..checkpoint.store import check_task_id, is_stored, lease_of
+from ..errors import ConfigurationError, TaskBusy, TaskExists, TaskNotFound
+from ..state import LoopResult, LoopState
+from .driver import execute
+from .resume import Decision, prepare
 
 if TYPE_CHECKING:
-    from ._config import EventHook, LoopConfig
+    from .config import EventHook, LoopConfig
 
 
 async def start(

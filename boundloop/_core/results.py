@@ -7,7 +7,7 @@ from typing import Any, Final, TypeGuard, cast
 
 import pydantic
 
-from .._records import CallResult, Content, Outcome, ToolCall
+from ..records import CallResult, Content, Outcome, ToolCall
 
 _BLOCK_TYPES: Final = frozenset({"text", "image", "document", "search_result"})
 _STRICT_JSON: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode

@@ -21,7 +21,8 @@ from typing import Any, Final
 import anyio
 import anyio.lowlevel
 
-from .._records import (
+from ..errors import ConfigurationError, UnhandledStop
+from ..records import (
     CallResult,
     Decision,
     ErrorRecord,
@@ -33,15 +34,14 @@ from .._records import (
     Turn,
     call_digest,
 )
-from ..errors import ConfigurationError, UnhandledStop
+from ..signals import Route, SignalContext, Verdict, answer_text
 from ..statemachine.table import Trigger
+from ..tools import ToolInputError
 from ..transcript import append_user
-from ._answers import answer_open_calls, finish
-from ._budget import LIMIT_STOPS, ceiling_spent, stop_at
-from ._context import YIELD_EVERY, Planned, RunContext
-from ._results import refused
-from .stops import Route, SignalContext, Verdict, answer_text
-from .tools import ToolInputError
+from .answers import answer_open_calls, finish
+from .budget import LIMIT_STOPS, ceiling_spent, stop_at
+from .context import YIELD_EVERY, Planned, RunContext
+from .results import refused
 
 _CANONICAL_JSON: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
 """Built once: `json.dumps` with options builds a new encoder on every call."""

@@ -3,35 +3,23 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Final, cast
+from typing import Any, cast
 
 import anthropic
 from anthropic.types import Message, ToolUseBlock
 
-from .._records import StopReason, ToolCall, Turn
 from ..errors import ScriptExhausted
 from ..model import TokenCounter
+from ..records import StopReason, ToolCall, Turn
+from ..signals import KNOWN_STOP_REASONS
 from ..statemachine.table import Trigger
 from ..transcript import append_user
-from ._answers import finish
-from ._blocks import assistant_message
-from ._boundary import problem
-from ._budget import call_spent, ceiling_spent, final_answer_note, output_allowance, spent, stop_at
-from ._context import RunContext
-from ._validation import canonical
-
-KNOWN_STOP_REASONS: Final = frozenset(
-    {
-        "end_turn",
-        "tool_use",
-        "max_tokens",
-        "stop_sequence",
-        "pause_turn",
-        "refusal",
-        "model_context_window_exceeded",
-    }
-)
-"""The API's stop reasons: recorded as they are; anything else the model's, redacted."""
+from .answers import finish
+from .blocks import assistant_message
+from .boundary import problem
+from .budget import call_spent, ceiling_spent, final_answer_note, output_allowance, spent, stop_at
+from .context import RunContext
+from .validation import canonical
 
 
 async def assemble(ctx: RunContext) -> Trigger:

@@ -6,18 +6,16 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._config import escalation_tool
+from ..contract import HANDLER_NAME, UNHANDLED, Contract, ContractTool
 from ..errors import ConfigurationError
-from ..handlers._propose import KNOWN_STOP_REASONS
-from ..handlers.stops import DEFAULT_HANDLERS, SignalHandler
-from ..handlers.tools import Handler, Tool
 from ..policy import Approver, Policy, SuccessCheck
+from ..signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS, SignalHandler
 from ..state import Budget
-from ._check import HANDLER_NAME, UNHANDLED
-from ._contract import Contract, ContractTool
+from ..tools import Handler, Tool
+from .config import escalation_tool
 
 if TYPE_CHECKING:
-    from .._config import LoopConfig
+    from .config import LoopConfig
 
 _BUILTIN: dict[str, SignalHandler] = {handler.__name__: handler for handler in DEFAULT_HANDLERS.values()}
 

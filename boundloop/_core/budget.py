@@ -13,10 +13,10 @@ from typing import Final
 
 import anyio
 
-from .._records import Exceeded, StopReason
 from ..errors import BUDGET_LIMITS
-from ._answers import finish
-from ._context import RunContext
+from ..records import Exceeded, StopReason
+from .answers import finish
+from .context import RunContext
 
 LIMIT_STOPS: Final = {limit: StopReason(reason) for reason, limit in BUDGET_LIMITS.items()}
 """`Budget` field -> the stop reason when it is spent."""

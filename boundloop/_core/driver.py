@@ -14,22 +14,22 @@ from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import anyio
 
-from .._records import Exceeded, StopReason
 from ..errors import ScriptExhausted, UnhandledStop
-from ..handlers._answers import answer_open_calls, finish
-from ..handlers._context import RunContext, ToolSpan
-from ..handlers._dispatch import act
-from ..handlers._observe import observe
-from ..handlers._propose import assemble, propose
-from ..handlers._validation import validate
 from ..metrics.instruments import EXEMPLAR_MIN_S
-from ..otel._setup import global_tracing
+from ..otel import global_tracing
+from ..records import Exceeded, StopReason
 from ..state import LoopResult, LoopState
+from ..statemachine.table import Phase, Trigger
 from ..trace import TraceEvent, redact_strings
-from .table import Phase, Trigger
+from .answers import answer_open_calls, finish
+from .context import RunContext, ToolSpan
+from .dispatch import act
+from .observe import observe
+from .propose import assemble, propose
+from .validation import validate
 
 if TYPE_CHECKING:
-    from .._config import EventHook, LoopConfig
+    from .config import EventHook, LoopConfig
 
 CHECKPOINT_TIMEOUT_S: Final = 10.0
 """How long the shielded final checkpoint may take."""
@@ -95,7 +95,7 @@ async def execute(
         tracing = global_tracing()
     if tracing is None or config.recorded is not None:
         return await _execute(config, state, cancel, on_event, resumed, None, failure=failure)
-    from ..otel._run import start_run  # OpenTelemetry is imported once a run is traced, not before
+    from ..otel import start_run
 
     spans = start_run(config, state, tracing, adopt_trace_id=adopt_trace_id)
     if spans is None:

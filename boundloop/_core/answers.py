@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .._records import (
+from ..records import (
     FAILED_OUTCOMES,
     CallResult,
     ErrorRecord,
@@ -19,11 +19,11 @@ from .._records import (
     ToolCall,
     Turn,
 )
+from ..tools import idempotency_key
 from ..trace import Deferred
 from ..transcript import append_user
-from ._context import RunContext
-from ._results import refused
-from .tools import idempotency_key
+from .context import RunContext
+from .results import refused
 
 _CANCELS: Final = frozenset({StopReason.CANCELLED, StopReason.TIMEOUT, StopReason.FAILED})
 

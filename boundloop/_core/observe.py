@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..statemachine.table import Trigger
-from ._budget import breaker, spent, stop_at
-from ._context import RunContext
+from .budget import breaker, spent, stop_at
+from .context import RunContext
 
 
 async def observe(ctx: RunContext) -> Trigger:

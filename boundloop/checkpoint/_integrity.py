@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final, TypeAlias
 
-from ._records import DECISIONS, FAILED_OUTCOMES, Turn
-from .errors import CheckpointCorrupt
-from .state import LoopState, non_finite
-from .statemachine.table import Phase
+from ..errors import CheckpointCorrupt
+from ..records import DECISIONS, FAILED_OUTCOMES, Turn
+from ..state import LoopState, non_finite
+from ..statemachine.table import Phase
 
 Problem: TypeAlias = tuple[str, str]
 """The field at fault and what is wrong with it."""

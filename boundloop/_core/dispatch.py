@@ -18,14 +18,14 @@ from typing import NamedTuple
 import anyio
 import anyio.lowlevel
 
-from .._records import CallResult, Observation, StopReason, ToolCall, Turn, empty_list
+from ..records import CallResult, Observation, StopReason, ToolCall, Turn, empty_list
 from ..statemachine.table import Trigger
-from ._answers import answer_open_calls, finish
-from ._budget import take_tool_call
-from ._context import YIELD_EVERY, Planned, RunContext
-from ._results import refused, to_result, truncate
-from ._validation import fill_copies
-from .tools import RetryableToolError, Tool, ToolContext, idempotency_key
+from ..tools import RetryableToolError, Tool, ToolContext, idempotency_key
+from .answers import answer_open_calls, finish
+from .budget import take_tool_call
+from .context import YIELD_EVERY, Planned, RunContext
+from .results import refused, to_result, truncate
+from .validation import fill_copies
 
 
 @dataclasses.dataclass(slots=True)

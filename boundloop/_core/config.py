@@ -13,23 +13,23 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Final, Literal, cast, final
 
-from ._records import Observation, Provenance
-from ._redaction import Redactor
-from .checkpoint._signed import checkpoint_key as checkpoint_key_of
-from .checkpoint._signed import signed
-from .checkpoint.store import CheckpointStore
-from .errors import ConfigurationError
-from .handlers.registry import ToolRegistry
-from .handlers.stops import DEFAULT_HANDLERS, SignalHandler
-from .handlers.tools import Tool
-from .metrics.instruments import BoundMetrics, LoopMetrics
-from .model import Model
-from .otel._setup import Tracing, is_provider, tracing_for
-from .policy import Policy
-from .prices import Price, resolve_price, warn_unpriced
-from .state import Budget
-from .statemachine._engine import StateMachine
-from .trace import TraceEvent
+from ..checkpoint.signed import checkpoint_key as checkpoint_key_of
+from ..checkpoint.signed import signed
+from ..checkpoint.store import CheckpointStore
+from ..errors import ConfigurationError
+from ..metrics.instruments import BoundMetrics, LoopMetrics
+from ..model import Model
+from ..otel import Tracing, is_provider, tracing_for
+from ..policy import Policy
+from ..prices import Price, resolve_price, warn_unpriced
+from ..records import Observation, Provenance
+from ..redaction import Redactor
+from ..signals import DEFAULT_HANDLERS, SignalHandler
+from ..state import Budget
+from ..tools import Tool
+from ..trace import TraceEvent
+from .engine import StateMachine
+from .registry import ToolRegistry
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider

@@ -1,0 +1,48 @@
+"""The runtime, private: the driver, the per-run context, the work of each state, request
+building, the response boundary, dispatch and budgets.
+
+This module is the one way in: `AgentLoop`, `replay`, the DBOS integration, the evals and the
+CLI use the names below and nothing else of the core (`tests/test_structure.py` checks it).
+"""
+
+from __future__ import annotations
+
+from .config import DEFAULT as DEFAULT
+from .config import Default as Default
+from .config import EventHook as EventHook
+from .config import LoopConfig as LoopConfig
+from .config import RedactHook as RedactHook
+from .config import ToolErrors as ToolErrors
+from .config import build_config as build_config
+from .config import escalation_tool as escalation_tool
+from .contracts import contract_of as contract_of
+from .contracts import declared_tool as declared_tool
+from .contracts import loop_settings as loop_settings
+from .driver import execute as drive
+from .envelope import new_state as new_state
+from .registry import ToolRegistry as ToolRegistry
+from .resume import Decision as Decision
+from .resume import prepare as prepare
+from .sessions import resume as resume_stored
+from .sessions import start as start
+
+__all__ = [
+    "DEFAULT",
+    "Decision",
+    "Default",
+    "EventHook",
+    "LoopConfig",
+    "RedactHook",
+    "ToolErrors",
+    "ToolRegistry",
+    "build_config",
+    "contract_of",
+    "declared_tool",
+    "drive",
+    "escalation_tool",
+    "loop_settings",
+    "new_state",
+    "prepare",
+    "resume_stored",
+    "start",
+]

@@ -1,0 +1,186 @@
+"""Stop-signal handlers: one explicit handler per API `stop_reason`.
+
+Control comes only from the typed `stop_reason` of the response; no handler looks at the
+model's prose to decide what happens next. A stop_reason missing from the map makes the
+run raise `UnhandledStop`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Final, TypeAlias, final
+
+from .policy import Policy
+from .records import StopReason
+from .state import LoopState
+
+if TYPE_CHECKING:
+    from anthropic.types import Message
+
+
+class Verdict(enum.Enum):
+    """Where a signal handler sends the run (`Route.verdict`)."""
+
+    TOOL_CALLS = "tool_calls"
+    """Validate the response's tool calls and run the allowed ones."""
+    RESUME = "resume"
+    """Another model turn without tools: pause_turn, a max_tokens continuation, a nudge."""
+    FINAL = "final"
+    """The answer is accepted: the run completes."""
+    STOP = "stop"
+    """The run stops with `Route.stop_reason`."""
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Route:
+    """Where a response sends the run."""
+
+    verdict: Verdict
+    """`TOOL_CALLS`, `RESUME`, `FINAL` or `STOP`."""
+    stop_reason: StopReason | None = None
+    detail: str | None = None
+    nudge: str | None = None
+    """For RESUME: a user message to send first (e.g. which evidence is missing)."""
+    continuation: bool = False
+    """For RESUME: counts against `Policy.max_continuations`."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.verdict, Verdict):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ValueError(f"Route.verdict must be a Verdict, not {self.verdict!r}")
+        if self.verdict is Verdict.STOP and (
+            self.stop_reason is None or self.stop_reason is StopReason.COMPLETED
+        ):
+            raise ValueError("a STOP route needs a stop_reason other than completed")
+
+
+_RUN_TOOLS: Final = Route(verdict=Verdict.TOOL_CALLS)
+"""Every tool_use response's route: a route is immutable, so one serves them all."""
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SignalContext:
+    """What a handler may consult besides the response."""
+
+    policy: Policy
+    state: LoopState
+    earlier_text: str = ""
+    """Text of the same assistant turn before this response (a paused or cut-off turn)."""
+
+    def answer(self, message: Message) -> str:
+        """The whole turn's text: what came before a pause or continuation, then this response."""
+        return self.earlier_text + answer_text(message)
+
+
+SignalHandler: TypeAlias = Callable[["Message", SignalContext], Route]
+
+
+def stop(reason: StopReason, detail: str | None = None) -> Route:
+    """A route that ends the run."""
+    return Route(verdict=Verdict.STOP, stop_reason=reason, detail=detail)
+
+
+def answer_text(message: Message) -> str:
+    """The text blocks of a response, joined: the answer, never a control signal."""
+    return "".join(block.text for block in message.content if block.type == "text")
+
+
+def succeeded_tools(state: LoopState) -> set[str]:
+    """Tools with at least one successful call: the run's evidence."""
+    return {obs.tool for obs in state.observations if obs.outcome == "ok"}
+
+
+def on_tool_use(message: Message, ctx: SignalContext) -> Route:
+    """Validate and run the tool calls."""
+    from anthropic.types import ToolUseBlock  # a response exists: the SDK is loaded
+
+    if not any(isinstance(block, ToolUseBlock) for block in message.content):
+        return stop(StopReason.FAILED, "stop_reason tool_use without any tool_use block")
+    return _RUN_TOOLS
+
+
+def on_end_turn(message: Message, ctx: SignalContext) -> Route:
+    """A claim of completion, checked against the required evidence and `success`."""
+    policy = ctx.policy
+    missing = sorted(policy.required_evidence - succeeded_tools(ctx.state))
+    problem: str | None = None
+    if missing:
+        problem = f"missing evidence from {', '.join(missing)}"
+    elif policy.success is not None and not policy.success(ctx.state, ctx.answer(message)):
+        problem = "the success check rejected the answer"
+    if problem is None:
+        return Route(verdict=Verdict.FINAL, stop_reason=StopReason.COMPLETED)
+    if policy.on_missing_evidence == "continue" and ctx.state.continuations < policy.max_continuations:
+        nudge = f"Your answer is not accepted yet: {problem}. " + (
+            f"Call {', '.join(missing)} first, then answer." if missing else "Revise the answer."
+        )
+        return Route(verdict=Verdict.RESUME, nudge=nudge, continuation=True)
+    return stop(StopReason.EVIDENCE_MISSING, problem)
+
+
+def on_pause_turn(message: Message, ctx: SignalContext) -> Route:
+    """Send the paused turn back unchanged so the model continues it."""
+    return Route(verdict=Verdict.RESUME)
+
+
+CONTINUE_AFTER_MAX_TOKENS: Final = (
+    "Your previous reply was cut off by the output token limit. "
+    "Continue exactly where it stopped, without repeating anything."
+)
+
+
+def on_max_tokens(message: Message, ctx: SignalContext) -> Route:
+    """Never a final answer; a truncated tool_use is never executed.
+
+    A continuation asks for the rest in a user turn: ending a request with an assistant
+    turn (prefill) is rejected by current models.
+    """
+    from anthropic.types import ToolUseBlock  # a response exists: the SDK is loaded
+
+    last = message.content[-1] if message.content else None
+    if isinstance(last, ToolUseBlock):
+        return stop(StopReason.TRUNCATED, f"output cut inside tool_use {last.name!r}: not executed")
+    policy = ctx.policy
+    if policy.on_max_tokens == "continue" and ctx.state.continuations < policy.max_continuations:
+        return Route(verdict=Verdict.RESUME, nudge=CONTINUE_AFTER_MAX_TOKENS, continuation=True)
+    return stop(StopReason.TRUNCATED, "the model hit max_tokens")
+
+
+def on_refusal(message: Message, ctx: SignalContext) -> Route:
+    """The model refused: record the stop details."""
+    details = message.stop_details
+    detail = None if details is None else details.model_dump_json(exclude_none=True)
+    return stop(StopReason.REFUSED, detail)
+
+
+def on_context_exceeded(message: Message, ctx: SignalContext) -> Route:
+    """The context window is full: nothing more fits."""
+    return stop(StopReason.CONTEXT_EXCEEDED, "the model's context window was exceeded")
+
+
+KNOWN_STOP_REASONS: Final = frozenset(
+    {
+        "end_turn",
+        "tool_use",
+        "max_tokens",
+        "stop_sequence",
+        "pause_turn",
+        "refusal",
+        "model_context_window_exceeded",
+    }
+)
+"""The API's stop reasons: recorded as they are; anything else the model's, redacted."""
+
+DEFAULT_HANDLERS: Final[Mapping[str, SignalHandler]] = {
+    "tool_use": on_tool_use,
+    "end_turn": on_end_turn,
+    "stop_sequence": on_end_turn,
+    "pause_turn": on_pause_turn,
+    "max_tokens": on_max_tokens,
+    "refusal": on_refusal,
+    "model_context_window_exceeded": on_context_exceeded,
+}
+"""The routing table of the README ("Routing"), as code: API stop_reason -> handler."""
