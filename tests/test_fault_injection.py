@@ -478,7 +478,10 @@ class FaultCampaign(RuleBasedStateMachine):
     def respond(self, content: object, stop_reason: object, usage: JSON, delay: float, **fields: Any) -> None:
         body = message(content, stop_reason, usage=usage, n=self.ids, **fields)
         handled = isinstance(stop_reason, str) and stop_reason in API_STOP_REASONS
-        self.queue(Body(json=body, delay_s=delay), "message" if handled else "unknown_stop")
+        # A null stop_reason is a malformed response (a fault: the run fails, recorded), not an
+        # unknown one (`UnhandledStop`).
+        category: Category = "message" if handled else "fault" if stop_reason is None else "unknown_stop"
+        self.queue(Body(json=body, delay_s=delay), category)
 
     @rule(
         calls=st.lists(proposed_calls(), min_size=1, max_size=3),
