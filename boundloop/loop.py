@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -260,7 +261,7 @@ class AgentLoop:
 
     def with_store(self, store: CheckpointStore | None) -> AgentLoop:
         """The same loop, checkpointing to `store` (e.g. the CLI's `--store PATH`; signed with its key)."""
-        twin = object.__new__(AgentLoop)
+        twin = copy.copy(self)
         twin._config = dataclasses.replace(self._config, store=signed(store, self._config.checkpoint_key))
         return twin
 

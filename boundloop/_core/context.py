@@ -1,8 +1,9 @@
-"""What the work of every state is given: the configuration, the state and the trace.
+"""The one per-run object: the configuration, the state, the trace and the clock of a run.
 
-A `RunContext` holds no decision of its own: facts go into `LoopState`. Besides the trace it
-keeps only the clock and one transient cache (the validated arguments of the current
-turn's calls), which a continued run rebuilds from the state.
+The driver drives a `RunContext`, the engine's guards read its state, and the work of every
+state is given it. It holds no decision of its own: facts go into `LoopState`. Besides the
+trace it keeps only the clock, the run's metric observers and one transient cache (the
+validated arguments of the current turn's calls), which a continued run rebuilds from the state.
 """
 
 from __future__ import annotations
@@ -60,11 +61,15 @@ class RunContext:
         "_hooks",
         "_recorded",
         "_recorded_for",
+        "cancel_requested",
         "config",
         "counted_input",
         "deadline",
+        "edges",
         "elapsed_before",
+        "entered",
         "epoch",
+        "exemplar",
         "on_asyncio",
         "plan",
         "plan_records",
@@ -112,6 +117,16 @@ class RunContext:
         event lists these same dicts (one record per call in memory, not two)."""
         self._recorded: list[tuple[str, str]] = []
         self._recorded_for: Turn | None = None
+        self.entered = self.started
+        """When the run entered its current state (`time.perf_counter()`): the transition's duration."""
+        self.cancel_requested = False
+        """The run's cancel event was set: a cancelled scope means `cancelled`, not `timeout`."""
+        metrics = config.metrics
+        # Resolved once: the run stays in this thread, the thread its edges' cells belong to.
+        self.edges = None if metrics is None else metrics.edges()
+        """Each edge's metric observer, by (source, dest); None: no metrics."""
+        self.exemplar = None if metrics is None else metrics.exemplar_id(state.trace_id)
+        """The trace id slow transitions carry as an exemplar; None: none."""
         self.on_asyncio = _on_asyncio()
         """Whether the run is on asyncio (not trio), where a batch runs in native tasks."""
 
