@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, final
 
 import anthropic
+import sniffio
 
 from ..records import ErrorRecord, ToolCall, Turn
 from ..redaction import recorded_call_id
@@ -33,6 +34,13 @@ deadline and a cancellation cut into a batch of any size within a few millisecon
 ToolSpan: TypeAlias = Callable[[ToolCall], AbstractContextManager[object]]
 """`tool_span(call)`: a context the call's handler runs in (each attempt), which makes the call's
 `execute_tool` span the current span; the traced run's hook (`otel._run.RunSpans.tool_call`)."""
+
+
+def _on_asyncio() -> bool:
+    try:
+        return sniffio.current_async_library() == "asyncio"
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
 
 
 @final
@@ -62,6 +70,7 @@ class RunContext:
         "entered",
         "epoch",
         "exemplar",
+        "on_asyncio",
         "plan",
         "plan_records",
         "started",
@@ -118,6 +127,8 @@ class RunContext:
         """Each edge's metric observer, by (source, dest); None: no metrics."""
         self.exemplar = None if metrics is None else metrics.exemplar_id(state.trace_id)
         """The trace id slow transitions carry as an exemplar; None: none."""
+        self.on_asyncio = _on_asyncio()
+        """Whether the run is on asyncio (not trio), where a batch runs in native tasks."""
 
     @property
     def elapsed_s(self) -> float:

@@ -9,6 +9,7 @@ failure into data (an `is_error` result); the group only raises for bugs, cancel
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Callable
@@ -79,6 +80,8 @@ async def dispatch(ctx: RunContext, turn: Turn, plan: list[Planned]) -> None:
     try:
         if len(plan) == 1:  # nothing runs alongside it: no group to build, no sibling to cancel
             await _run_call(ctx, batch, plan[0], _no_siblings)
+        elif ctx.on_asyncio:
+            await _in_asyncio_tasks(ctx, batch, plan)
         else:
             await _in_task_group(ctx, batch, plan)
     except BaseExceptionGroup as group_error:
@@ -107,6 +110,32 @@ async def _in_task_group(ctx: RunContext, batch: _Batch, plan: list[Planned]) ->
             if position % YIELD_EVERY == 0:  # the started calls run; a deadline or a failure cuts in
                 await anyio.lowlevel.checkpoint()
         await _run_call(ctx, batch, last, cancel)
+
+
+async def _in_asyncio_tasks(ctx: RunContext, batch: _Batch, plan: list[Planned]) -> None:
+    """asyncio: one native task per call in an `asyncio.TaskGroup`, a third of anyio's cost per task.
+
+    The semantics are the task group's: a cancellation of this task (the caller's, or an anyio
+    cancel scope's: the run's timeout) cancels every call and waits for all of them before it
+    propagates; a failure with `on_tool_error="raise"` cancels the other calls. Each call runs
+    in its own task, so cancelling the siblings never cancels this one. Calls that time out use
+    anyio's `move_on_after`, which works in native tasks.
+    """
+    tasks: list[asyncio.Task[None]] = []
+
+    def cancel_siblings() -> None:
+        current = asyncio.current_task()
+        for task in tasks:
+            if task is not current:
+                task.cancel()
+
+    async with asyncio.TaskGroup() as group:
+        for position, planned in enumerate(plan, 1):
+            tasks.append(group.create_task(_run_call(ctx, batch, planned, cancel_siblings)))
+            if position % YIELD_EVERY == 0:  # the started calls run; a deadline or a failure cuts in
+                await anyio.lowlevel.checkpoint()
+                if batch.failure:  # a call failed (on_tool_error="raise"): start no more
+                    break
 
 
 async def _run_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callable[[], None]) -> None:
