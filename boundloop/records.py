@@ -117,7 +117,7 @@ class CallResult:
     content: Content
     duration_s: float = 0.0
     attempts: int = 0
-    """Handler invocations (0 when the call was not executed)."""
+    """Tool function invocations (0 when the call was not executed)."""
     by_human: bool = False
     """Decided by a human on resume: a denial is not the model's failure (no breaker count)."""
 
@@ -151,7 +151,7 @@ class Turn:
     decisions: list[str] = dataclasses.field(default_factory=empty_list)
     """What validation decided for each call: execute, deny, block, escalate, approve, repeat."""
     invoked: list[int] = dataclasses.field(default_factory=empty_list)
-    """Indexes of calls whose handler was invoked: their effect may have happened."""
+    """Indexes of calls whose tool function was invoked: their effect may have happened."""
     same_as: dict[int, int] = dataclasses.field(default_factory=empty_dict)
     """Identical calls of one batch: copy index -> the index of the call that runs for both."""
     answered: bool = False
@@ -179,7 +179,7 @@ class Observation:
     outcome: Outcome
     content: Content
     attempts: int = 0
-    """Handler invocations (0: answered without running)."""
+    """Tool function invocations (0: answered without running)."""
     by_human: bool = False
     """Decided by a human on resume (an approval or a denial), not by the loop."""
 

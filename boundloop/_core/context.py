@@ -32,7 +32,7 @@ YIELD_EVERY: Final = 500
 deadline and a cancellation cut into a batch of any size within a few milliseconds."""
 
 ToolSpan: TypeAlias = Callable[[ToolCall], AbstractContextManager[object]]
-"""`tool_span(call)`: a context the call's handler runs in (each attempt), which makes the call's
+"""`tool_span(call)`: a context the call's tool function runs in (each attempt), which makes the call's
 `execute_tool` span the current span; the traced run's hook (`otel._run.RunSpans.tool_call`)."""
 
 
@@ -96,8 +96,8 @@ class RunContext:
         """Called with every trace event as it is recorded: the run's `observer` (its spans, set
         only when the run is traced, and never raising), the loop's hook, then the run's."""
         self.tool_span = tool_span
-        """Set only when the run is traced: each handler runs in `tool_span(call)`, so a span the
-        handler starts is a child of the call's `execute_tool` span. None: nothing per call."""
+        """Set only when the run is traced: each tool function runs in `tool_span(call)`, so a span
+        the tool function starts is a child of the call's `execute_tool` span. None: nothing per call."""
         self.started = time.perf_counter()
         self.epoch = time.time() - self.started
         """Add `time.perf_counter()` to get epoch seconds: the trace's `at`, one clock read per event."""
@@ -106,7 +106,7 @@ class RunContext:
         self.deadline: float | None = None
         """The run's time limit on anyio's clock, when `Budget.timeout_s` is set."""
         self.tool_raised: BaseException | None = None
-        """A handler's exception with `on_tool_error="raise"`: the one that leaves `run()`."""
+        """A tool function's exception with `on_tool_error="raise"`: the one that leaves `run()`."""
         self.counted_input: int | None = None
         """The next request's input tokens, as `messages.count_tokens` counted them."""
         self.plan: list[Planned] | None = None

@@ -66,7 +66,7 @@ async def validate(ctx: RunContext) -> Trigger:
     """Route the response by its stop_reason; for tool calls, decide every call of the batch.
 
     Raises:
-        UnhandledStop: the stop_reason has no handler.
+        UnhandledStop: the stop_reason has no signal handler.
     """
     state = ctx.state
     turn = state.turn
