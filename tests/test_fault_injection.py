@@ -666,8 +666,7 @@ class FaultCampaign(RuleBasedStateMachine):
         loop = self.loop
         assert loop is not None
         note(f"run {outcome.task_id}: cancel={outcome.cancel_mode} served={outcome.served}")
-        # Nothing is left of the run in the machine, and the forbidden tool never ran.
-        assert loop.config.machine.machine.models == []
+        # The forbidden tool never ran.
         assert "issue_refund" not in self.world.ran
         result = outcome.result
         if outcome.cancelled_outside:
