@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, cas
 from . import errors
 from ._finite import NonFinite as NonFinite
 from ._finite import first_non_finite, strict_loads
-from .records import BUDGET_STOPS as BUDGET_STOPS
 from .records import CallResult as CallResult
 from .records import ErrorRecord as ErrorRecord
 from .records import Escalation as Escalation
 from .records import Exceeded as Exceeded
+from .records import Limit as Limit
 from .records import Observation as Observation
 from .records import PendingApproval as PendingApproval
 from .records import Provenance as Provenance
@@ -46,19 +46,6 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION: Final = 1
 """The version of `LoopState`'s JSON; `LoopState.from_json` refuses any other."""
-
-
-BUDGET_COUNTS: Final = frozenset(
-    {
-        "max_steps",
-        "max_tool_calls",
-        "max_total_tokens",
-        "max_consecutive_tool_errors",
-        "max_repeated_calls",
-        "max_tool_retries",
-    }
-)
-"""Budget fields that count something: ints only (a 1.5 retry limit is a mistake)."""
 
 
 @final
@@ -118,6 +105,12 @@ class Budget:
             raise errors.ConfigurationError(
                 f"Budget.on_exhausted must be 'stop' or 'final_answer', got {self.on_exhausted!r}"
             )
+
+
+BUDGET_COUNTS: Final = frozenset(
+    field.name for field in dataclasses.fields(Budget) if field.type in ("int", "int | None")
+)
+"""Budget fields that count something, annotated `int`: ints only (a 1.5 retry limit is a mistake)."""
 
 
 def _dump_messages(messages: list[MessageParam]) -> list[dict[str, Any]]:
@@ -374,6 +367,9 @@ class LoopResult:
         """
         if self.stop_reason is StopReason.COMPLETED:
             return self.answer or ""
+        limit = Limit.stopping(self.stop_reason)
+        if limit is not None:
+            raise errors.BudgetExceeded(self, limit.field)
         raise errors.error_for(self)
 
     def write_trace(self, path: str | Path) -> None:
