@@ -26,7 +26,7 @@ from transitions.extensions.diagrams import GraphMachine
 from transitions.extensions.diagrams_mermaid import Graph as MermaidGraph
 
 from ..errors import GraphvizMissing
-from ..records import BUDGET_STOPS, StopReason
+from ..records import Limit, StopReason
 from ..trace import TraceEvent
 from .guards import GUARDS
 from .table import FINAL, INITIAL, STATES, TRANSITIONS, TransitionRow
@@ -114,7 +114,7 @@ def _pick(event: TraceEvent, candidates: list[int], stop_reason: str | None) -> 
     wanted = [recorded] if isinstance(recorded, str) else []
     if stop_reason == StopReason.COMPLETED:
         wanted.append("final_answer")
-    elif stop_reason in BUDGET_STOPS:
+    elif Limit.stopping(stop_reason) is not None:
         wanted.append("budget_spent")
     elif stop_reason == StopReason.NEEDS_HUMAN:
         wanted.append("breaker_open")
