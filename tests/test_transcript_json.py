@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 from anthropic.types import TextBlock
 
-from boundloop import AgentLoop, Budget, StopReason, tool
+from boundloop import AgentLoop, Budget, SQLiteStore, StopReason, tool
 from boundloop.testing import ScriptedClient
 from tests.fake_api import MODEL, Body, FakeAPI, message, text_block, tool_use_block
 from tests.helpers import text, tool_use
@@ -44,8 +45,8 @@ async def test_an_unknown_block_type_reaches_the_next_request_byte_for_byte() ->
     content = [text_block("Searching."), MCP_BLOCK, tagged_call]
     api = FakeAPI([Body(json=message(content, "tool_use")), Body(json=message([text_block("done")], n=2))])
     result = await sdk_loop(api).run("find it")
-    assert result.stop_reason is StopReason.COMPLETED, result.stop_detail
-    turn = result.state.messages[1]
+    assert result.stop_reason is StopReason.COMPLETED, result.state.stop_detail
+    turn: Any = result.state.messages[1]
     assert type(turn) is dict
     assert turn["role"] == "assistant"
     assert all(type(block) is dict for block in turn["content"])
@@ -105,5 +106,38 @@ async def test_a_history_of_sdk_blocks_is_dumped_once_at_the_start() -> None:
     sent = client.requests[0]["messages"][1]["content"][0]
     assert type(sent) is dict
     assert sent == {"type": "text", "text": "It is 42."}
-    assert result.state.messages[1]["content"][0] is sent
+    held: list[Any] = list(result.state.messages[1]["content"])
+    assert held[0] is sent
     assert history[1]["content"][0] is earlier  # the caller's list is left alone
+
+
+@tool(requires_approval=True)
+async def refund(order_id: str) -> str:
+    """Refund an order."""
+    return f"refunded {order_id}"
+
+
+async def test_an_unknown_block_survives_a_checkpoint_and_a_resume(tmp_path: Path) -> None:
+    """Stored in SQLite while the run waits for approval, then resumed by a new loop: the request
+    after the resume carries the unmodelled block as the API sent it, byte for byte."""
+    content = [MCP_BLOCK, tool_use_block("toolu_01", "refund", {"order_id": "O-1"})]
+    api = FakeAPI([Body(json=message(content, "tool_use")), Body(json=message([text_block("done")], n=2))])
+    store = SQLiteStore(tmp_path / "runs.db")
+
+    def loop() -> AgentLoop:
+        return AgentLoop(
+            api.client(),
+            model=MODEL,
+            tools=[refund],
+            budget=Budget(max_steps=5),
+            max_tokens=256,
+            store=store,
+        )
+
+    first = await loop().run("Refund O-1.", task_id="t-mcp")
+    assert first.stop_reason is StopReason.NEEDS_HUMAN
+    result = await loop().resume("t-mcp", approvals={"toolu_01": True})
+    assert result.answer == "done"
+    sent = api.requests[1]["messages"][1]
+    assert json.dumps(sent) == json.dumps({"role": "assistant", "content": content})
+    assert result.state.messages[1]["content"] == content

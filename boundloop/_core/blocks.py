@@ -44,6 +44,6 @@ def _block_json(block: ContentBlock) -> dict[str, Any]:
             return {"type": "text", "text": block.text}
     # `type` first, as the API sends it; a block type the SDK does not know (built as the
     # union's first model, its fields kept as extras) keeps its own `type` and every field.
-    dumped = block.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    dumped = block.model_dump(mode="json", exclude_unset=True, by_alias=True, warnings=False)
     kind = getattr(block, "type", None)  # every content block has one; a stray model may not
     return dumped if kind is None else {"type": kind, **dumped}
