@@ -565,8 +565,8 @@ async def sdk_path(config: Config, report: Report) -> None:
         "5. SDK path: the real AsyncAnthropic over httpx2.MockTransport",
         f"{turns} turns x 3 instant tools; each request goes through the SDK (build, JSON-encode, the "
         "transport, parse the JSON body into a `Message`); the floors send the same tool definitions. "
-        "The floors and boundloop keep the SDK's content blocks in the transcript, which the SDK turns "
-        "back into JSON on every request; the *blocks as dicts* floor dumps them once instead (not a "
+        "The floors keep the SDK's content blocks in the transcript, which the SDK turns back into JSON "
+        "on every request; the *blocks as dicts* floor, like boundloop, dumps them once instead (not a "
         "target's floor: it shows what that re-serialisation costs). "
         f"µs per turn, median [min-max] of {config.sdk_repeat} repeats.",
         header("µs / turn"),
