@@ -20,6 +20,20 @@ from tests.postgres import PostgresServer, running_server
 # blockbuster flags when that happens inside an async test: import it here, at collection.
 
 
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """The one definition of the backends: every async test runs on asyncio and on trio."""
+    return str(request.param)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test marked `asyncio_only` (DBOS, real servers, worker processes: one event loop is
+    enough, or the only one they run on) runs on asyncio alone."""
+    if "anyio_backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("asyncio_only"):
+        metafunc.parametrize("anyio_backend", ["asyncio"])
+
+
 @pytest.fixture
 def registry() -> CollectorRegistry:
     """A fresh registry, so tests never share time series."""

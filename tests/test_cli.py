@@ -140,7 +140,7 @@ def test_demo_live_needs_a_key(monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     assert "ANTHROPIC_API_KEY" in one_line(capsys.readouterr().err)
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a real process: one event loop is enough
+@pytest.mark.asyncio_only  # a real process: one event loop is enough
 async def test_demo_serves_metrics_and_holds() -> None:
     """--metrics-port serves the run's metrics on loopback; --hold serves on until Ctrl-C, then exits 0."""
     command = [sys.executable, "-m", "boundloop", "demo", "--metrics-port", "0", "--hold"]

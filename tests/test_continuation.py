@@ -23,12 +23,6 @@ from tests.test_loop import TRAJECTORIES, make_loop
 JSON = dict[str, Any]
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Continuation is proved on both anyio backends."""
-    return str(request.param)
-
-
 @dataclass
 class Checkpoint:
     state_json: str

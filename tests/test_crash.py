@@ -138,7 +138,7 @@ async def test_a_run_killed_while_its_tool_is_in_flight_resumes_and_charges_once
     assert after.stop_reason is StopReason.COMPLETED
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the work is in the workers: one event loop is enough
+@pytest.mark.asyncio_only  # the work is in the workers: one event loop is enough
 async def test_a_run_killed_before_its_next_model_call_resumes_in_a_new_process(tmp_path: Path) -> None:
     """SIGKILL between the post-batch checkpoint and the next model call: a fresh worker resumes
     it, no tool runs again, and the run completes under its original ids."""
@@ -170,7 +170,7 @@ async def test_a_run_killed_before_its_next_model_call_resumes_in_a_new_process(
     assert await read_ledger(ledger) == (effects_before, calls_before)  # no tool ran again
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the work is in the workers: one event loop is enough
+@pytest.mark.asyncio_only  # the work is in the workers: one event loop is enough
 async def test_an_approval_round_trip_across_processes(tmp_path: Path) -> None:
     """One process stops for approval of two refunds; a new process resumes it approving one and
     denying one: the approved refund lands once, the denied never, and the model sees the reason."""

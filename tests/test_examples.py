@@ -146,7 +146,7 @@ async def wait_for_run(client: httpx.AsyncClient, field: str, value: str) -> Non
         await anyio.sleep(0.02)
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # a real server process: one client loop is enough
+@pytest.mark.asyncio_only  # a real server process: one client loop is enough
 async def test_fastapi_app_under_uvicorn() -> None:
     """Per-request runs with their own budget, cancellation on hang-up and /metrics, through real uvicorn."""
     command = [

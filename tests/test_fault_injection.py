@@ -867,12 +867,6 @@ TestTrioCampaign.settings = CAMPAIGN
 # -- regressions: single faults through the real SDK ---------------------------------------
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """The regressions hold on both anyio backends."""
-    return str(request.param)
-
-
 def fault_loop(api: FakeAPI, world: World, **options: Any) -> AgentLoop:
     """A loop on the fake API with the campaign's tools and policy, metrics off."""
     settings_: dict[str, Any] = {

@@ -29,12 +29,6 @@ from tests.helpers import (
 JSON = dict[str, Any]
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """The boundary holds on both anyio backends."""
-    return str(request.param)
-
-
 ran: list[JSON] = []
 
 

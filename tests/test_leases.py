@@ -36,11 +36,6 @@ from boundloop.errors import NotResumable, TaskBusy, TaskExists
 from tests.helpers import scripted_loop, text, tool_use
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.mark.parametrize("check", LEASE_CHECKS, ids=lambda check: check.__name__)
 async def test_memory_store_passes_the_lease_checks(check: LeaseCheck) -> None:
     """MemoryStore passes every lease check of the conformance suite."""

@@ -26,12 +26,6 @@ from tests.helpers import ScriptedTransport, assert_valid_transcript, blocks, te
 JSON = dict[str, Any]
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """The core trajectories run on both anyio backends."""
-    return str(request.param)
-
-
 @tool
 async def lookup(key: str) -> str:
     """Look a key up."""

@@ -36,7 +36,7 @@ ROOT: Final = Path(__file__).resolve().parents[1]
 DEADLINE_S: Final = 30.0
 """The most a worker may take to reach its next line (a slow, shared CI machine)."""
 
-pytestmark = pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the work is in the workers
+pytestmark = pytest.mark.asyncio_only  # the work is in the workers
 
 
 class Worker:

@@ -29,11 +29,6 @@ from boundloop.statemachine.table import Phase
 from tests.helpers import scripted_loop, text, tool_use
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture
 async def store(postgres_dsn: str) -> AsyncIterator[PostgresStore]:
     """A store on a new empty database, closed afterwards."""

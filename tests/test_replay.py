@@ -19,12 +19,6 @@ CASES = [pytest.param(p.values[0], p.values[1], id=p.id) for p in TRAJECTORIES] 
 ]
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Replay is proved on both anyio backends."""
-    return str(request.param)
-
-
 @pytest.mark.parametrize(("script", "options"), CASES)
 async def test_replay_reproduces_every_trajectory(script: list[JSON], options: JSON, tmp_path: Path) -> None:
     """From the state, from the trace file, and through the same loop: the same trajectory."""

@@ -30,12 +30,6 @@ from tests.helpers import assert_valid_transcript, blocks, text, tool_use
 JSON = dict[str, Any]
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Resume runs on both anyio backends."""
-    return str(request.param)
-
-
 class Ledger:
     """What the tools did, by idempotency key."""
 

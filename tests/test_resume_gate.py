@@ -38,12 +38,6 @@ REFUND = tool_use(("issue_refund", {"order_id": "O-1"}, "toolu_r1"))
 DONE = text("Done.")
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Resume runs on both anyio backends."""
-    return str(request.param)
-
-
 @pytest.fixture(params=["memory", "sqlite"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> CheckpointStore:
     """Each case runs on both real stores."""

@@ -6,7 +6,6 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
-import pytest
 from anthropic.types import Message, ToolUseBlock
 
 from boundloop import AgentLoop, Budget, ScriptedClient, StopReason, tool
@@ -14,12 +13,6 @@ from boundloop.testing import Request, ScriptItem, parse_message
 from tests.helpers import assert_valid_transcript, text
 
 JSON = dict[str, Any]
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """A script item's coroutine is awaited on either backend."""
-    return str(request.param)
 
 
 def unnamed_call(order_id: str) -> JSON:

@@ -14,12 +14,6 @@ from dbos import DBOS, DBOSConfig
 Launch = Callable[[], None]
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """asyncio only: DBOS runs workflows and steps on asyncio event loops."""
-    return "asyncio"
-
-
 def dbos_config(dsn: str, executor_id: str = "test") -> DBOSConfig:
     """A quiet DBOS configuration on `dsn`, polling fast (tests wait on queues and recoveries)."""
     return {

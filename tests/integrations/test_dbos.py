@@ -27,6 +27,8 @@ from boundloop.tools import Tool
 from tests.helpers import JSON, text, tool_use
 from tests.integrations.conftest import Launch
 
+pytestmark = pytest.mark.asyncio_only  # DBOS runs workflows and steps on asyncio event loops
+
 BATCH: JSON = tool_use(
     ("lookup", {"city": "Paris"}, "toolu_paris"),
     ("lookup", {"city": "Oslo"}, "toolu_oslo"),

@@ -9,10 +9,13 @@ from collections.abc import Callable
 
 import anthropic
 import httpx2 as httpx
+import pytest
 
 from boundloop import RetryableToolError
 from boundloop.integrations.dbos import ReplayedError, StepFailure
 from boundloop.integrations.dbos._failures import stand_in
+
+pytestmark = pytest.mark.asyncio_only  # DBOS runs workflows and steps on asyncio event loops
 
 
 class KeywordError(Exception):

@@ -19,6 +19,7 @@ from typing import Final
 
 import anyio
 import anyio.to_thread
+import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 from dbos import DBOSClient
@@ -27,6 +28,8 @@ from boundloop import StopReason
 from boundloop.checkpoint import PostgresStore
 from boundloop.integrations.dbos import retrieve, submit
 from tests import dbos_worker
+
+pytestmark = pytest.mark.asyncio_only  # DBOS runs workflows and steps on asyncio event loops
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 WORKER: Final = "tests/dbos_worker.py"

@@ -5,6 +5,7 @@ and tool steps are replayed, without calling the model or the tools; the rest ru
 from __future__ import annotations
 
 import anyio
+import pytest
 from dbos import DBOS
 
 from boundloop import AgentLoop, Budget, MemoryStore, RetryableToolError, StopReason, ToolContext, tool
@@ -12,6 +13,8 @@ from boundloop.integrations.dbos import DurableLoop
 from boundloop.testing import ScriptedClient
 from tests.helpers import JSON, text, tool_use
 from tests.integrations.conftest import Launch, recorded_steps
+
+pytestmark = pytest.mark.asyncio_only  # DBOS runs workflows and steps on asyncio event loops
 
 
 class KeywordError(Exception):

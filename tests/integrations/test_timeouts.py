@@ -8,6 +8,7 @@ import threading
 import time
 
 import anyio
+import pytest
 from dbos import DBOS
 
 from boundloop import AgentLoop, Budget, MemoryStore, StopReason, ToolContext, tool
@@ -15,6 +16,8 @@ from boundloop.integrations.dbos import DurableLoop
 from boundloop.testing import ScriptedClient
 from tests.helpers import text, tool_use
 from tests.integrations.conftest import Launch, recorded_steps
+
+pytestmark = pytest.mark.asyncio_only  # DBOS runs workflows and steps on asyncio event loops
 
 
 async def step_output(task_id: str, name: str) -> object:

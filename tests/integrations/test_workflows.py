@@ -20,6 +20,8 @@ from tests.helpers import JSON, text, tool_use
 from tests.integrations.conftest import Launch
 from tests.integrations.test_replay import KeywordError
 
+pytestmark = pytest.mark.asyncio_only  # DBOS runs workflows and steps on asyncio event loops
+
 
 def loop_of(client: Any, tools: list[Any], name: str, **options: Any) -> AgentLoop:
     settings: JSON = {

@@ -18,6 +18,8 @@ from boundloop.metrics import asgi_app, exposed_registry, render, serve
 from tests.conftest import require_binary
 from tests.metrics.scripts import refund_loop
 
+pytestmark = pytest.mark.asyncio_only  # servers, subprocesses and Prometheus need one event loop
+
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"
 
 

@@ -18,7 +18,7 @@ from boundloop.metrics import MetricsServer, multiprocess_registry, serve
 from tests.metrics.prometheus_server import DEADLINE_S, Target, running_prometheus
 from tests.metrics.test_multiprocess import run_worker
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio_only]  # one event loop is enough
 
 LOOP = "fleet"
 WORKERS = {"a": 2, "b": 1}

@@ -32,12 +32,6 @@ from tests.metrics.scripts import TOOLS, edges_taken, flaky_lookup, read_order, 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Both backends: `runs_active` must come back down however each one cancels."""
-    return str(request.param)
-
-
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
     """A sample's value; 0 when the series does not exist."""
     return registry.get_sample_value(name, labels) or 0.0

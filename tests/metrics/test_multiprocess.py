@@ -10,8 +10,11 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 
 from boundloop.metrics import asgi_app, multiprocess_registry
+
+pytestmark = pytest.mark.asyncio_only  # servers, subprocesses and Prometheus need one event loop
 
 ROOT = Path(__file__).resolve().parents[2]
 

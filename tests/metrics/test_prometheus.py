@@ -21,7 +21,7 @@ from boundloop.metrics import MetricsServer, serve
 from tests.metrics.prometheus_server import DEADLINE_S, Prometheus, Target, running_prometheus
 from tests.metrics.scripts import edges_taken, refund_loop
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio_only]  # one event loop is enough
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "examples" / "grafana" / "boundloop-dashboard.json"
 LOOP = "scraped"

@@ -25,6 +25,8 @@ from boundloop.metrics._families import FAMILIES, TRANSITION_BUCKETS
 from boundloop.metrics._store import LocalStore
 from boundloop.metrics.instruments import EXEMPLAR_MIN_S
 
+pytestmark = pytest.mark.asyncio_only  # servers, subprocesses and Prometheus need one event loop
+
 TOOLS = frozenset({"read_order", "lookup"})
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"

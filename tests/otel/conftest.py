@@ -10,12 +10,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Every traced run runs on both backends."""
-    return str(request.param)
-
-
 @pytest.fixture
 def exporter() -> InMemorySpanExporter:
     """Where the test's provider exports each span as it ends."""

@@ -28,12 +28,6 @@ from tests.helpers import assert_valid_transcript, blocks, text, tool_use
 JSON = dict[str, Any]
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Dispatch is anyio code: it runs on both backends."""
-    return str(request.param)
-
-
 def make_loop(script: list[JSON], tools: list[Tool], **kwargs: Any) -> AgentLoop:
     """A loop on a ScriptedClient with no metrics; any option overridden."""
     options: JSON = {"model": "claude-sonnet-4-6", "budget": Budget(max_steps=4), "metrics": None}

@@ -18,12 +18,6 @@ from tests.helpers import assert_valid_transcript, blocks, text, tool_use
 JSON = dict[str, Any]
 
 
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    """Every case runs on both backends."""
-    return str(request.param)
-
-
 class Blocked:
     """Tools that wait until cancelled, record that their cleanup ran, and count who started."""
 
