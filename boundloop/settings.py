@@ -96,6 +96,10 @@ def field_schema(
 def _budget(value: object) -> Budget:
     if isinstance(value, Budget):
         return value
+    if value is None:
+        raise ConfigurationError(
+            "a Budget is required: there is no unbounded loop (e.g. budget=Budget(max_steps=8))"
+        )
     if not isinstance(value, Mapping):
         raise ConfigurationError(f"budget must be a Budget, got {type(value).__name__}")
     return Budget(**typing.cast(Mapping[str, Any], value))
@@ -103,7 +107,9 @@ def _budget(value: object) -> Budget:
 
 def _policy(value: object) -> Policy:
     if isinstance(value, Policy):
-        return value
+        return value  # with its hooks, if any: they are named in the provenance, never in the JSON
+    if value is None:
+        return Policy()
     if not isinstance(value, Mapping):
         raise ConfigurationError(f"policy must be a Policy, got {type(value).__name__}")
     return Policy(**typing.cast(Mapping[str, Any], value))
@@ -126,6 +132,29 @@ def policy_data(policy: Policy) -> dict[str, Any]:
     for field in ("on_forbidden", "on_missing_evidence", "on_max_tokens", "max_continuations"):
         document[field] = getattr(policy, field)
     return document
+
+
+def _model_name(value: object) -> object:
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError("model must be a non-empty model name, e.g. 'claude-sonnet-4-6'")
+    return value
+
+
+def _count(field: str) -> pydantic.BeforeValidator:
+    """A count: an int >= 1 (not a bool, not a float that happens to be whole)."""
+
+    def check(value: object) -> object:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigurationError(f"{field} must be a positive int, got {value!r}")
+        return value
+
+    return pydantic.BeforeValidator(check)
+
+
+def _tool_errors(value: object) -> object:
+    if value not in get_args(ToolErrors):
+        raise ConfigurationError(f"on_tool_error must be 'report', 'raise' or 'stop', got {value!r}")
+    return value
 
 
 BudgetSpec = Annotated[
@@ -177,11 +206,11 @@ class LoopSpec(BaseModel):
         default="agent", min_length=1, description="The loop's name: the `loop` label of every metric."
     )
     description: str = ""
-    model: str = Field(min_length=1)
+    model: Annotated[str, pydantic.BeforeValidator(_model_name)] = Field(min_length=1)
     system: str | None = Field(
         default=None, description="The system prompt: inline text, or a file relative to the contract."
     )
-    max_tokens: int = Field(default=4096, ge=1)
+    max_tokens: Annotated[int, _count("max_tokens")] = Field(default=4096, ge=1)
     tools: tuple[ToolSpec, ...] = ()
     signals: dict[Annotated[str, Field(pattern="^[a-z][a-z0-9_]*$")], _HANDLER] = Field(
         default_factory=dict[str, str],
@@ -199,11 +228,23 @@ class LoopSpec(BaseModel):
         default_factory=Policy,
         description="The policy inline, or the path of a loop-policy.json file relative to the contract.",
     )
-    on_tool_error: ToolErrors = "report"
+    on_tool_error: Annotated[ToolErrors, pydantic.BeforeValidator(_tool_errors)] = "report"
     metrics: bool = True
-    max_tool_output_chars: int = Field(default=100_000, ge=1)
+    max_tool_output_chars: Annotated[int, _count("max_tool_output_chars")] = Field(default=100_000, ge=1)
     history: tuple[HistoryMessage, ...] = Field(
         default=(), description="Messages API messages every run starts from, before its goal."
+    )
+    redact_checkpoints: bool = Field(
+        default=False,
+        strict=True,
+        description="Checkpoints store every string redacted: the transcript, observations and "
+        "pending approvals too (a resumed run continues from them).",
+    )
+    count_tokens: bool = Field(
+        default=False,
+        strict=True,
+        description="With a token or cost budget, count each request's input with the API's "
+        "messages.count_tokens before the call (one more request per model call).",
     )
 
     @classmethod
@@ -236,6 +277,8 @@ class LoopSpec(BaseModel):
             "on_tool_error": on_tool_error,
             "metrics": contract.metrics,
             "history": [dict(message) for message in contract.history],
+            "redact_checkpoints": contract.redact_checkpoints,
+            "count_tokens": contract.count_tokens,
         }
         if contract.max_tokens is not None:
             settings["max_tokens"] = contract.max_tokens
@@ -261,6 +304,8 @@ class LoopSpec(BaseModel):
             metrics=self.metrics,
             max_tool_output_chars=self.max_tool_output_chars,
             history=tuple(typing.cast(Any, message.model_dump()) for message in self.history),
+            redact_checkpoints=self.redact_checkpoints,
+            count_tokens=self.count_tokens,
         )
 
 
