@@ -11,9 +11,9 @@ on `dataclasses.replace` of them. The spec validates them by building them, and 
 is read from their fields (`field_schema`), so each is still written once.
 
 The contract's JSON Schema (boundloop/contract/loop-contract.schema.json) is generated from
-`LoopSpec` by `contract_schema()`; `scripts/contract_schema.py` writes it, a test keeps the
-committed file equal to it. The contract document spells three settings its own way:
-`system` is `{"text": ...}` (or `{"file": ...}`), `metrics` is `{"enabled": ...}`, and
+`LoopSpec` by `boundloop.contract.schemas.contract_schema()`; `scripts/contract-schema` writes
+it, a test keeps the committed file equal to it. The contract document spells three settings
+its own way: `system` is `{"text": ...}` (or `{"file": ...}`), `metrics` is `{"enabled": ...}`, and
 `on_tool_error` sits in the policy. `from_contract` and `to_contract` map them, and
 `contract_schema` maps their schema: those are the only places that know.
 """
@@ -21,11 +21,9 @@ committed file equal to it. The contract document spells three settings its own 
 from __future__ import annotations
 
 import dataclasses
-import json
 import types
 import typing
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, final, get_args, get_origin
 
 import pydantic
@@ -41,7 +39,7 @@ if TYPE_CHECKING:
 ToolErrors: TypeAlias = Literal["report", "raise", "stop"]
 """What a failing tool does: report it to the model, raise it from `run()`, or stop the run."""
 
-_TOOL_NAME: dict[str, Any] = {"type": "string", "minLength": 1}
+TOOL_NAME_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1}
 _HANDLER = Annotated[str, Field(pattern="^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)]
 """A signal handler's name: `contract.HANDLER_NAME`."""
 
@@ -57,7 +55,7 @@ _HOOKS = ("success", "approve")
 
 
 def field_schema(
-    cls: type[Budget] | type[Policy], tool_name: Mapping[str, Any] = _TOOL_NAME
+    cls: type[Budget] | type[Policy], tool_name: Mapping[str, Any] = TOOL_NAME_SCHEMA
 ) -> dict[str, Any]:
     """The JSON Schema of a settings dataclass, from its fields' types: a count is an integer
     >= 1, a time or an amount a number > 0 (>= 0 with `metadata={"zero": True}`), a choice an
@@ -96,6 +94,10 @@ def field_schema(
 def _budget(value: object) -> Budget:
     if isinstance(value, Budget):
         return value
+    if value is None:
+        raise ConfigurationError(
+            "a Budget is required: there is no unbounded loop (e.g. budget=Budget(max_steps=8))"
+        )
     if not isinstance(value, Mapping):
         raise ConfigurationError(f"budget must be a Budget, got {type(value).__name__}")
     return Budget(**typing.cast(Mapping[str, Any], value))
@@ -103,7 +105,9 @@ def _budget(value: object) -> Budget:
 
 def _policy(value: object) -> Policy:
     if isinstance(value, Policy):
-        return value
+        return value  # with its hooks, if any: they are named in the provenance, never in the JSON
+    if value is None:
+        return Policy()
     if not isinstance(value, Mapping):
         raise ConfigurationError(f"policy must be a Policy, got {type(value).__name__}")
     return Policy(**typing.cast(Mapping[str, Any], value))
@@ -126,6 +130,29 @@ def policy_data(policy: Policy) -> dict[str, Any]:
     for field in ("on_forbidden", "on_missing_evidence", "on_max_tokens", "max_continuations"):
         document[field] = getattr(policy, field)
     return document
+
+
+def _model_name(value: object) -> object:
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError("model must be a non-empty model name, e.g. 'claude-sonnet-4-6'")
+    return value
+
+
+def _count(field: str) -> pydantic.BeforeValidator:
+    """A count: an int >= 1 (not a bool, not a float that happens to be whole)."""
+
+    def check(value: object) -> object:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigurationError(f"{field} must be a positive int, got {value!r}")
+        return value
+
+    return pydantic.BeforeValidator(check)
+
+
+def _tool_errors(value: object) -> object:
+    if value not in get_args(ToolErrors):
+        raise ConfigurationError(f"on_tool_error must be 'report', 'raise' or 'stop', got {value!r}")
+    return value
 
 
 BudgetSpec = Annotated[
@@ -177,11 +204,11 @@ class LoopSpec(BaseModel):
         default="agent", min_length=1, description="The loop's name: the `loop` label of every metric."
     )
     description: str = ""
-    model: str = Field(min_length=1)
+    model: Annotated[str, pydantic.BeforeValidator(_model_name)] = Field(min_length=1)
     system: str | None = Field(
         default=None, description="The system prompt: inline text, or a file relative to the contract."
     )
-    max_tokens: int = Field(default=4096, ge=1)
+    max_tokens: Annotated[int, _count("max_tokens")] = Field(default=4096, ge=1)
     tools: tuple[ToolSpec, ...] = ()
     signals: dict[Annotated[str, Field(pattern="^[a-z][a-z0-9_]*$")], _HANDLER] = Field(
         default_factory=dict[str, str],
@@ -199,11 +226,23 @@ class LoopSpec(BaseModel):
         default_factory=Policy,
         description="The policy inline, or the path of a loop-policy.json file relative to the contract.",
     )
-    on_tool_error: ToolErrors = "report"
+    on_tool_error: Annotated[ToolErrors, pydantic.BeforeValidator(_tool_errors)] = "report"
     metrics: bool = True
-    max_tool_output_chars: int = Field(default=100_000, ge=1)
+    max_tool_output_chars: Annotated[int, _count("max_tool_output_chars")] = Field(default=100_000, ge=1)
     history: tuple[HistoryMessage, ...] = Field(
         default=(), description="Messages API messages every run starts from, before its goal."
+    )
+    redact_checkpoints: bool = Field(
+        default=False,
+        strict=True,
+        description="Checkpoints store every string redacted: the transcript, observations and "
+        "pending approvals too (a resumed run continues from them).",
+    )
+    count_tokens: bool = Field(
+        default=False,
+        strict=True,
+        description="With a token or cost budget, count each request's input with the API's "
+        "messages.count_tokens before the call (one more request per model call).",
     )
 
     @classmethod
@@ -236,6 +275,8 @@ class LoopSpec(BaseModel):
             "on_tool_error": on_tool_error,
             "metrics": contract.metrics,
             "history": [dict(message) for message in contract.history],
+            "redact_checkpoints": contract.redact_checkpoints,
+            "count_tokens": contract.count_tokens,
         }
         if contract.max_tokens is not None:
             settings["max_tokens"] = contract.max_tokens
@@ -261,6 +302,8 @@ class LoopSpec(BaseModel):
             metrics=self.metrics,
             max_tool_output_chars=self.max_tool_output_chars,
             history=tuple(typing.cast(Any, message.model_dump()) for message in self.history),
+            redact_checkpoints=self.redact_checkpoints,
+            count_tokens=self.count_tokens,
         )
 
 
@@ -273,119 +316,3 @@ def _configuration_error(exc: pydantic.ValidationError) -> ConfigurationError:
         return cause
     where = ".".join(str(part) for part in error["loc"])
     return ConfigurationError(f"{where}: {error['msg']}, got {error['input']!r}")
-
-
-SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
-_CONTRACT_REQUIRED = ["name", "model", "tools", "signals", "budget", "policy"]
-"""A contract states these even where the spec has a default."""
-
-
-def contract_schema() -> dict[str, Any]:
-    """The loop contract's JSON Schema, generated from `LoopSpec`: the committed
-    loop-contract.schema.json (`scripts/contract_schema.py` writes it)."""
-    generated = _plain(LoopSpec.model_json_schema(ref_template="#/$defs/{model}"))
-    models = generated["$defs"]
-    properties: dict[str, Any] = generated["properties"]
-    for model in models.values():
-        del model["description"]  # a model's docstring is for Python readers
-    tool = models["ToolSpec"]
-    tool["properties"]["name"] = {"$ref": "#/$defs/tool_name"}
-    properties["tools"]["items"] = {"$ref": "#/$defs/tool"}
-    message = models["HistoryMessage"]
-    message["properties"]["content"] = {"oneOf": message["properties"]["content"].pop("anyOf")}
-    properties["history"]["items"] = message
-    # The contract document's own spellings of three settings (see the module's docstring).
-    properties["system"] = {
-        "description": properties["system"]["description"],
-        "type": "object",
-        "additionalProperties": False,
-        "minProperties": 1,
-        "maxProperties": 1,
-        "properties": {"text": {"type": "string"}, "file": {"type": "string", "minLength": 1}},
-    }
-    policy = policy_schema()
-    policy["properties"]["on_tool_error"] = properties.pop("on_tool_error")
-    properties["policy"] = {
-        "description": properties["policy"]["description"],
-        "oneOf": [{"type": "string", "minLength": 1}, {"$ref": "#/$defs/policy"}],
-    }
-    properties["metrics"] = {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {"enabled": properties["metrics"]},
-    }
-    del policy["$schema"], policy["$id"], policy["$defs"]
-    return {
-        "$schema": SCHEMA_DIALECT,
-        "$id": "https://boundloop.dev/schemas/loop-contract.json",
-        "title": "boundloop loop contract",
-        "description": "A loop declared as data: model, system prompt, tools, the stop_reason -> "
-        "handler map, budget, policy and metrics. See docs/contracts.md.",
-        "type": "object",
-        "additionalProperties": False,
-        "required": _CONTRACT_REQUIRED,
-        "properties": {"$schema": {"type": "string"}, **properties},
-        "$defs": {"tool_name": _TOOL_NAME, "tool": tool, "policy": policy},
-    }
-
-
-def policy_schema() -> dict[str, Any]:
-    """The loop policy's JSON Schema, from `Policy`'s data fields and `on_tool_error`: the
-    committed loop-policy.schema.json, and the contract schema's `$defs/policy`."""
-    fields = field_schema(Policy, {"$ref": "#/$defs/tool_name"})
-    on_tool_error = _plain(LoopSpec.model_json_schema())["properties"]["on_tool_error"]
-    return {
-        "$schema": SCHEMA_DIALECT,
-        "$id": "https://boundloop.dev/schemas/loop-policy.json",
-        "title": "boundloop loop policy",
-        "description": "What the model may do, what needs a human, what counts as done, and what a "
-        "failing tool does. See docs/contracts.md.",
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {"$schema": {"type": "string"}, **fields["properties"], "on_tool_error": on_tool_error},
-        "$defs": {"tool_name": _TOOL_NAME},
-    }
-
-
-def _plain(node: object) -> Any:
-    """pydantic's schema as the contract's: no titles or defaults, an
-    optional field as its type (a contract leaves it out rather than null), an enum alone."""
-    if isinstance(node, list):
-        return [_plain(item) for item in node]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-    if not isinstance(node, dict):
-        return node
-    items = typing.cast(dict[str, Any], node)
-    options = items.get("anyOf")
-    if isinstance(options, list):
-        kept: list[Any] = [option for option in options if option != {"type": "null"}]  # pyright: ignore[reportUnknownVariableType]
-        if len(kept) == 1:
-            rest = {key: value for key, value in items.items() if key != "anyOf"}
-            return _plain({**rest, **kept[0]})
-    plain = {
-        key: _plain(value)
-        for key, value in items.items()
-        if key not in ("title", "default") and not (key == "additionalProperties" and value is True)
-    }
-    patterns = plain.pop("patternProperties", None)
-    if isinstance(patterns, dict):  # a constrained key: every key matches its pattern
-        [(pattern, value)] = typing.cast(dict[str, Any], patterns).items()
-        plain["propertyNames"] = {"pattern": pattern}
-        plain["additionalProperties"] = value
-    if "enum" in plain or "const" in plain:
-        plain.pop("type", None)
-    return plain
-
-
-def schema_files() -> dict[str, str]:
-    """The committed schema files' text, generated: file name (in boundloop/contract/) -> JSON."""
-    return {
-        "loop-contract.schema.json": json.dumps(contract_schema(), indent=2) + "\n",
-        "loop-policy.schema.json": json.dumps(policy_schema(), indent=2) + "\n",
-    }
-
-
-def write_schema_files() -> None:
-    """Write the schema files (scripts/contract-schema runs this after a change to the spec)."""
-    folder = Path(__file__).parent / "contract"
-    for name, text in schema_files().items():
-        (folder / name).write_text(text, encoding="utf-8")

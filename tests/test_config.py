@@ -12,6 +12,7 @@ from boundloop import (
     Budget,
     ConfigurationError,
     LoopError,
+    LoopSpec,
     Policy,
     Price,
     ScriptedClient,
@@ -189,6 +190,51 @@ def test_a_valid_loop_keeps_its_wiring() -> None:
     assert loop.policy is policy
     assert list(loop.tools) == ["lookup", "refund"]
     assert loop.config.price == PRICES["claude-sonnet-4-6"]
+
+
+def test_the_settings_are_the_specs_validated_once() -> None:
+    """The configuration's settings are its `LoopSpec`'s: the objects given, validated once."""
+    policy = Policy(required_evidence={"lookup"}, escalation_tool="ask_human")
+    budget = Budget(max_steps=4)
+    loop = make_loop(policy=policy, budget=budget, system="Be brief.", redact_checkpoints=True)
+    spec = loop.config.spec
+    assert isinstance(spec, LoopSpec)
+    assert spec.policy is policy
+    assert loop.policy is policy
+    assert spec.budget is budget
+    assert loop.budget is budget
+    assert (spec.model, spec.system, spec.redact_checkpoints, spec.count_tokens) == (
+        "claude-sonnet-4-6",
+        "Be brief.",
+        True,
+        False,
+    )
+    assert [declared.name for declared in spec.tools] == ["lookup", "refund", "ask_human"]
+    with pytest.raises(ConfigurationError, match="redact_checkpoints: Input should be a valid boolean"):
+        make_loop(redact_checkpoints="yes")
+
+
+def test_the_provenance_hashes_are_the_specs_and_keep_their_values() -> None:
+    """Hashes of the spec's system prompt, tool manifest and policy: the values traces and
+    checkpoints recorded before still compare equal on replay."""
+
+    @tool(requires_approval=True)
+    async def refund_order(order_id: str, amount: float = 1.0) -> str:
+        """Refund an order."""
+        return order_id
+
+    loop = make_loop(
+        tools=[lookup, refund_order],
+        system="be nice",
+        on_tool_error="stop",
+        policy=Policy(allowed={"lookup", "refund_order"}, escalation_tool="ask_human"),
+    )
+    provenance = loop.config.provenance
+    assert provenance.system_sha256 == "90868159d4f4e1dfe23eb6761fc870bf0285b89efd34d9d15c08eac883095913"
+    assert provenance.tools_sha256 == "b0ef10abea330951cbf71943332dc7ff2eca264a36869f3f4a08fdc3f7072d46"
+    assert provenance.policy_sha256 == "6f4f73613ff85d908490721185632b5f90a4b74b028adde1c8baf068f98fd665"
+    assert [entry["name"] for entry in provenance.tools] == ["lookup", "refund_order", "ask_human"]
+    assert provenance.policy["on_tool_error"] == "stop"
 
 
 def test_a_callers_price_makes_a_cost_budget_possible_for_any_model() -> None:

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Final, Literal, cast, final
+from typing import TYPE_CHECKING, Final, cast, final
 
 from ..checkpoint.signed import checkpoint_key as checkpoint_key_of
 from ..checkpoint.signed import signed
@@ -24,6 +24,8 @@ from ..policy import Policy
 from ..prices import Price, resolve_price, warn_unpriced
 from ..records import Observation, Provenance
 from ..redaction import Redactor
+from ..settings import LoopSpec, ToolSpec
+from ..settings import ToolErrors as ToolErrors
 from ..signals import DEFAULT_HANDLERS, SignalHandler
 from ..state import Budget
 from ..tools import Tool
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
 
 RedactHook = Callable[[str], str]
 EventHook = Callable[[TraceEvent], None]
-ToolErrors = Literal["report", "raise", "stop"]
 
 
 class Default:
@@ -61,8 +62,13 @@ def default_metrics() -> LoopMetrics:
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class LoopConfig:
-    """Everything a run reads of its loop; see `AgentLoop` for what each setting means."""
+    """Everything a run reads of its loop; see `AgentLoop` for what each setting means.
 
+    The settings that are data are `spec`'s, validated there; the fields below that repeat
+    them (`model`, `budget`, `policy`, ...) are copied from it by `build_config` alone.
+    """
+
+    spec: LoopSpec
     client: Model
     model: str
     tools: ToolRegistry
@@ -124,7 +130,7 @@ def build_config(
     trace_content: bool = False,
     checkpoint_key: bytes | str | None = None,
 ) -> LoopConfig:
-    """Check every setting and build the configuration.
+    """Validate the settings once (`LoopSpec.of`), check the wiring, build the configuration.
 
     Raises:
         ConfigurationError: the first setting the loop cannot run with, named.
@@ -134,22 +140,33 @@ def build_config(
         callable(create),
         f"client {client!r} has no messages.create: pass anthropic.AsyncAnthropic() or ScriptedClient",
     )
+    # In code the budget and the policy are objects (the spec reads a contract's JSON objects).
     _require(
-        isinstance(cast(object, model), str) and bool(model),
-        "model must be a non-empty model name, e.g. 'claude-sonnet-4-6'",
+        budget is None or isinstance(cast(object, budget), Budget),
+        f"budget must be a Budget, got {type(budget).__name__}",
     )
-    if budget is None:
-        raise ConfigurationError(
-            "a Budget is required: there is no unbounded loop (e.g. budget=Budget(max_steps=8))"
-        )
-    _require(
-        isinstance(cast(object, budget), Budget), f"budget must be a Budget, got {type(budget).__name__}"
-    )
-    _require(not isinstance(cast(object, tools), Tool), "tools takes a list of tools: tools=[my_tool]")
-    _require(_positive_int(max_tokens), f"max_tokens must be a positive int, got {max_tokens!r}")
     _require(
         policy is None or isinstance(cast(object, policy), Policy),
         f"policy must be a Policy, got {type(policy).__name__}",
+    )
+    _require(not isinstance(cast(object, tools), Tool), "tools takes a list of tools: tools=[my_tool]")
+    registry = ToolRegistry(tools)
+    escalation = None if policy is None else policy.escalation_tool
+    if escalation is not None and escalation not in registry:
+        registry = ToolRegistry([*registry.values(), escalation_tool(escalation)])
+    spec = LoopSpec.of(
+        name=name,
+        model=model,
+        system=system,
+        max_tokens=max_tokens,
+        tools=[tool_spec(tool) for tool in registry.values()],
+        budget=budget,
+        policy=policy,
+        on_tool_error=on_tool_error,
+        metrics=metrics is not None,
+        max_tool_output_chars=max_tool_output_chars,
+        redact_checkpoints=redact_checkpoints,
+        count_tokens=count_tokens,
     )
     _require(
         isinstance(cast(object, metrics), Default | LoopMetrics | None),
@@ -164,12 +181,7 @@ def build_config(
         f"on_event must be a callable taking a TraceEvent, got {on_event!r}",
     )
     _require(
-        on_tool_error in ("report", "raise", "stop"),
-        f"on_tool_error must be 'report', 'raise' or 'stop', got {on_tool_error!r}",
-    )
-    _require(_positive_int(max_tool_output_chars), "max_tool_output_chars must be a positive int")
-    _require(
-        not count_tokens or callable(getattr(getattr(client, "messages", None), "count_tokens", None)),
+        not spec.count_tokens or callable(getattr(getattr(client, "messages", None), "count_tokens", None)),
         f"count_tokens=True needs a client with messages.count_tokens (AsyncAnthropic), not {client!r}",
     )
     _require(
@@ -181,40 +193,36 @@ def build_config(
         f"trace_content must be True or False, got {trace_content!r}",
     )
     key = checkpoint_key_of(checkpoint_key)
-    registry = ToolRegistry(tools)
-    chosen_policy = Policy() if policy is None else policy
-    escalation = chosen_policy.escalation_tool
-    if escalation is not None and escalation not in registry:
-        registry = ToolRegistry([*registry.values(), escalation_tool(escalation)])
-    _check_policy(chosen_policy, registry)
-    price = resolve_price(model, prices)
-    if budget.max_cost_usd is not None and price is None:
+    _check_policy(spec.policy, registry)
+    price = resolve_price(spec.model, prices)
+    if spec.budget.max_cost_usd is not None and price is None:
         raise ConfigurationError(
             f"max_cost_usd needs a price for model {model!r}: pass prices={{{model!r}: Price(...)}}"
         )
     chosen_metrics = default_metrics() if isinstance(metrics, Default) else metrics
     config = LoopConfig(
+        spec=spec,
         client=client,
-        model=model,
+        model=spec.model,
         tools=registry,
-        budget=budget,
-        policy=chosen_policy,
-        system=system,
-        max_tokens=max_tokens,
-        name=name,
-        on_tool_error=on_tool_error,
-        max_tool_output_chars=max_tool_output_chars,
+        budget=spec.budget,
+        policy=spec.policy,
+        system=spec.system,
+        max_tokens=spec.max_tokens,
+        name=spec.name,
+        on_tool_error=spec.on_tool_error,
+        max_tool_output_chars=spec.max_tool_output_chars,
         redact=redact,
         redactor=Redactor(redact_patterns, redact),
-        redact_checkpoints=bool(redact_checkpoints),
-        count_tokens=bool(count_tokens),
+        redact_checkpoints=spec.redact_checkpoints,
+        count_tokens=spec.count_tokens,
         on_event=on_event,
         store=signed(store, key),
-        metrics=None if chosen_metrics is None else chosen_metrics.bind(name, registry),
+        metrics=None if chosen_metrics is None else chosen_metrics.bind(spec.name, registry),
         price=price,
         signal_handlers=_handlers(signal_handlers),
         machine=StateMachine(),
-        provenance=provenance(model, system, registry, chosen_policy, budget, on_tool_error),
+        provenance=provenance(spec),
         recorded=None,
         tracing=None
         if tracer_provider is None or isinstance(tracer_provider, Default)
@@ -251,36 +259,46 @@ def escalation_tool(name: str) -> Tool:
     )
 
 
-def provenance(
-    model: str,
-    system: str | None,
-    tools: ToolRegistry,
-    policy: Policy,
-    budget: Budget,
-    on_tool_error: ToolErrors = "report",
-) -> Provenance:
-    """The model and hashes of what a run is made with: replay compares them."""
-    manifest = json.loads(json.dumps(tools.params, default=str))
-    for entry in manifest:
-        entry["requires_approval"] = tools[entry["name"]].requires_approval
+def provenance(spec: LoopSpec) -> Provenance:
+    """The model and hashes of what a run is made with, from its spec: replay compares them.
+
+    Each hash is of canonical JSON (sorted keys): the system prompt, the tool manifest as the
+    model and the approval gate see it (name, description, input_schema, requires_approval)
+    and the policy's decisions (`Policy.fingerprint`, its hooks by qualified name).
+    """
+    manifest = [tool.model_dump(include=_MANIFEST) for tool in spec.tools]
+    manifest = json.loads(json.dumps(manifest, default=str))
     return Provenance(
-        model=model,
-        system_sha256=_sha256(system or ""),
+        model=spec.model,
+        system_sha256=_sha256(spec.system or ""),
         tools_sha256=_sha256(json.dumps(manifest, sort_keys=True)),
-        policy_sha256=_sha256(policy.fingerprint()),
+        policy_sha256=_sha256(spec.policy.fingerprint()),
         tools=manifest,
         # What a failing tool does decides stops too: recorded with the policy (not in its hash).
-        policy={**json.loads(policy.fingerprint()), "on_tool_error": on_tool_error},
-        budget=dataclasses.asdict(budget),
+        policy={**json.loads(spec.policy.fingerprint()), "on_tool_error": spec.on_tool_error},
+        budget=dataclasses.asdict(spec.budget),
+    )
+
+
+_MANIFEST: Final = {"name", "description", "input_schema", "requires_approval"}
+"""A tool's fields its provenance hash covers."""
+
+
+def tool_spec(tool: Tool) -> ToolSpec:
+    """A tool's declaration."""
+    return ToolSpec(
+        name=tool.name,
+        description=tool.description,
+        input_schema=dict(tool.input_schema),
+        output_schema=None if tool.output_schema is None else dict(tool.output_schema),
+        side_effect=tool.side_effect,
+        requires_approval=tool.requires_approval,
+        timeout_s=tool.timeout_s,
     )
 
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _require(ok: bool, message: str) -> None:

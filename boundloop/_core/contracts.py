@@ -52,6 +52,8 @@ def loop_settings(
         "signal_handlers": routes,
         "max_tokens": spec.max_tokens,
         "max_tool_output_chars": spec.max_tool_output_chars,
+        "redact_checkpoints": spec.redact_checkpoints,
+        "count_tokens": spec.count_tokens,
     }
     if not spec.metrics:
         settings["metrics"] = None
@@ -112,42 +114,22 @@ def contract_of(config: LoopConfig) -> Contract:
 
 
 def spec_of(config: LoopConfig, signals: Mapping[str, str], custom_handlers: tuple[str, ...]) -> LoopSpec:
-    """The spec of a loop's configuration, its signal handlers by name."""
-    policy = config.policy
+    """The spec of a loop's configuration, its signal handlers by name, without the code:
+    the policy's hooks and the escalation tool the loop makes from the policy again."""
+    spec = config.spec
+    policy = dataclasses.replace(spec.policy, approve=None, success=None)
     return LoopSpec.of(
-        name=config.name,
-        model=config.model,
-        system=config.system,
-        max_tokens=config.max_tokens,
-        tools=[
-            tool_spec(tool)
-            for tool in config.tools.values()
-            if not _synthesized(tool, policy)  # the loop adds it from the policy again
-        ],
-        signals=signals,
-        custom_handlers=custom_handlers,
-        budget=config.budget,
-        policy=dataclasses.replace(policy, approve=None, success=None),
-        on_tool_error=config.on_tool_error,
-        metrics=config.metrics is not None,
-        max_tool_output_chars=config.max_tool_output_chars,
+        **{
+            **dict(spec),
+            "tools": [tool for tool in spec.tools if not _synthesized(tool, policy)],
+            "signals": signals,
+            "custom_handlers": custom_handlers,
+            "policy": policy,
+        }
     )
 
 
-def tool_spec(tool: Tool) -> ToolSpec:
-    """A tool's declaration."""
-    return ToolSpec(
-        name=tool.name,
-        description=tool.description,
-        input_schema=dict(tool.input_schema),
-        output_schema=None if tool.output_schema is None else dict(tool.output_schema),
-        side_effect=tool.side_effect,
-        requires_approval=tool.requires_approval,
-        timeout_s=tool.timeout_s,
-    )
-
-
-def _synthesized(tool: Tool, policy: Policy) -> bool:
+def _synthesized(tool: ToolSpec, policy: Policy) -> bool:
     """The escalation tool the loop made from `Policy.escalation_tool` (not one declared)."""
     if tool.name != policy.escalation_tool:
         return False

@@ -48,6 +48,8 @@ class Contract:
     metrics: bool = True
     max_tool_output_chars: int | None = None
     history: tuple[MessageParam, ...] = ()
+    redact_checkpoints: bool = False
+    count_tokens: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The contract as JSON, self-contained: the policy and the system prompt inline."""
@@ -77,6 +79,9 @@ class Contract:
             document["max_tool_output_chars"] = self.max_tool_output_chars
         if self.history:
             document["history"] = [dict(message) for message in self.history]
+        for field in ("redact_checkpoints", "count_tokens"):
+            if getattr(self, field):
+                document[field] = True
         return document
 
 
@@ -249,4 +254,6 @@ def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | N
         metrics=raw.get("metrics", {}).get("enabled", True),
         max_tool_output_chars=raw.get("max_tool_output_chars"),
         history=tuple(cast(list[MessageParam], raw.get("history", []))),
+        redact_checkpoints=raw.get("redact_checkpoints", False),
+        count_tokens=raw.get("count_tokens", False),
     )

@@ -414,6 +414,24 @@ def test_to_contract_of_a_loop_with_an_escalation_tool_and_no_metrics() -> None:
     assert "ask_human" in rebuilt.tools
 
 
+def test_a_contract_sets_redact_checkpoints_and_count_tokens() -> None:
+    """Both are data settings: a contract declares them, the loop reads them, to_contract keeps them."""
+    import anthropic
+
+    document = contract(redact_checkpoints=True, count_tokens=True)
+    assert check_contract(document) == []
+    assert [p.where for p in check_contract(contract(count_tokens="yes"))] == ["count_tokens"]
+    client = anthropic.AsyncAnthropic(api_key="sk-ant-test-0000000000")  # it counts; nothing is sent
+    loop = AgentLoop.from_contract(document, handlers={"lookup": lookup}, client=client, metrics=None)
+    assert (loop.config.redact_checkpoints, loop.config.count_tokens) == (True, True)
+    written = loop.to_contract().to_dict()
+    assert (written["redact_checkpoints"], written["count_tokens"]) == (True, True)
+    assert load_contract(written) == loop.to_contract()
+    plain = AgentLoop.from_contract(contract(), handlers={"lookup": lookup}, client=ScriptedClient([]))
+    assert (plain.config.redact_checkpoints, plain.config.count_tokens) == (False, False)
+    assert not {"redact_checkpoints", "count_tokens"} & set(plain.to_contract().to_dict())
+
+
 def test_to_contract_refuses_a_nameless_signal_handler() -> None:
     """A lambda cannot be named in a contract."""
     loop = AgentLoop(

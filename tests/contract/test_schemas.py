@@ -13,7 +13,7 @@ import pytest
 import boundloop.contract
 from boundloop import Budget, ConfigurationError, LoopSpec
 from boundloop.contract import CONTRACT_SCHEMA, POLICY_SCHEMA, load_contract
-from boundloop.settings import schema_files
+from boundloop.contract.schemas import schema_files
 from tests.contract.test_contract import EXAMPLE, contract
 
 JSON = dict[str, Any]
@@ -130,10 +130,9 @@ def test_a_small_contract_is_a_loop_spec_round_trip() -> None:
     [
         ({"budget": {"max_steps": 0}}, "Budget.max_steps must be > 0, got 0"),
         ({"budget": {"max_steps": 2}, "policy": {"max_continuations": -1}}, "Policy.max_continuations"),
-        (
-            {"budget": {"max_steps": 2}, "max_tokens": 0},
-            "max_tokens: Input should be greater than or equal to 1",
-        ),
+        ({"budget": {"max_steps": 2}, "max_tokens": 0}, "max_tokens must be a positive int, got 0"),
+        ({"budget": None}, "a Budget is required: there is no unbounded loop"),
+        ({"budget": {"max_steps": 2}, "count_tokens": 1}, "count_tokens: Input should be a valid boolean"),
         ({"budget": {"max_steps": 2}, "signals": {"end_turn": "not a name"}}, "signals.end_turn"),
         ({"budget": {"max_steps": 2}, "custom_handlers": ["a", "a"]}, "names must be unique"),
         ({"budget": {"max_steps": 2}, "modle": "x"}, "modle: Extra inputs are not permitted"),

@@ -1,0 +1,130 @@
+"""The loop contract's and the loop policy's JSON Schemas, generated from `LoopSpec`.
+
+`scripts/contract-schema` writes them to boundloop/contract/*.schema.json; a test keeps the
+committed files equal to `schema_files()`.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from pathlib import Path
+from typing import Any
+
+from ..policy import Policy
+from ..settings import TOOL_NAME_SCHEMA, LoopSpec, field_schema
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+_CONTRACT_REQUIRED = ["name", "model", "tools", "signals", "budget", "policy"]
+"""A contract states these even where the spec has a default."""
+
+
+def contract_schema() -> dict[str, Any]:
+    """The loop contract's JSON Schema, generated from `LoopSpec`: the committed
+    loop-contract.schema.json (`scripts/contract-schema` writes it)."""
+    generated = _plain(LoopSpec.model_json_schema(ref_template="#/$defs/{model}"))
+    models = generated["$defs"]
+    properties: dict[str, Any] = generated["properties"]
+    for model in models.values():
+        del model["description"]  # a model's docstring is for Python readers
+    tool = models["ToolSpec"]
+    tool["properties"]["name"] = {"$ref": "#/$defs/tool_name"}
+    properties["tools"]["items"] = {"$ref": "#/$defs/tool"}
+    message = models["HistoryMessage"]
+    message["properties"]["content"] = {"oneOf": message["properties"]["content"].pop("anyOf")}
+    properties["history"]["items"] = message
+    # The contract document's own spellings of three settings (see the module's docstring).
+    properties["system"] = {
+        "description": properties["system"]["description"],
+        "type": "object",
+        "additionalProperties": False,
+        "minProperties": 1,
+        "maxProperties": 1,
+        "properties": {"text": {"type": "string"}, "file": {"type": "string", "minLength": 1}},
+    }
+    policy = policy_schema()
+    policy["properties"]["on_tool_error"] = properties.pop("on_tool_error")
+    properties["policy"] = {
+        "description": properties["policy"]["description"],
+        "oneOf": [{"type": "string", "minLength": 1}, {"$ref": "#/$defs/policy"}],
+    }
+    properties["metrics"] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"enabled": properties["metrics"]},
+    }
+    del policy["$schema"], policy["$id"], policy["$defs"]
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "$id": "https://boundloop.dev/schemas/loop-contract.json",
+        "title": "boundloop loop contract",
+        "description": "A loop declared as data: model, system prompt, tools, the stop_reason -> "
+        "handler map, budget, policy and metrics. See docs/contracts.md.",
+        "type": "object",
+        "additionalProperties": False,
+        "required": _CONTRACT_REQUIRED,
+        "properties": {"$schema": {"type": "string"}, **properties},
+        "$defs": {"tool_name": TOOL_NAME_SCHEMA, "tool": tool, "policy": policy},
+    }
+
+
+def policy_schema() -> dict[str, Any]:
+    """The loop policy's JSON Schema, from `Policy`'s data fields and `on_tool_error`: the
+    committed loop-policy.schema.json, and the contract schema's `$defs/policy`."""
+    fields = field_schema(Policy, {"$ref": "#/$defs/tool_name"})
+    on_tool_error = _plain(LoopSpec.model_json_schema())["properties"]["on_tool_error"]
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "$id": "https://boundloop.dev/schemas/loop-policy.json",
+        "title": "boundloop loop policy",
+        "description": "What the model may do, what needs a human, what counts as done, and what a "
+        "failing tool does. See docs/contracts.md.",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"$schema": {"type": "string"}, **fields["properties"], "on_tool_error": on_tool_error},
+        "$defs": {"tool_name": TOOL_NAME_SCHEMA},
+    }
+
+
+def _plain(node: object) -> Any:
+    """pydantic's schema as the contract's: no titles or defaults, an
+    optional field as its type (a contract leaves it out rather than null), an enum alone."""
+    if isinstance(node, list):
+        return [_plain(item) for item in node]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if not isinstance(node, dict):
+        return node
+    items = typing.cast(dict[str, Any], node)
+    options = items.get("anyOf")
+    if isinstance(options, list):
+        kept: list[Any] = [option for option in options if option != {"type": "null"}]  # pyright: ignore[reportUnknownVariableType]
+        if len(kept) == 1:
+            rest = {key: value for key, value in items.items() if key != "anyOf"}
+            return _plain({**rest, **kept[0]})
+    plain = {
+        key: _plain(value)
+        for key, value in items.items()
+        if key not in ("title", "default") and not (key == "additionalProperties" and value is True)
+    }
+    patterns = plain.pop("patternProperties", None)
+    if isinstance(patterns, dict):  # a constrained key: every key matches its pattern
+        [(pattern, value)] = typing.cast(dict[str, Any], patterns).items()
+        plain["propertyNames"] = {"pattern": pattern}
+        plain["additionalProperties"] = value
+    if "enum" in plain or "const" in plain:
+        plain.pop("type", None)
+    return plain
+
+
+def schema_files() -> dict[str, str]:
+    """The committed schema files' text, generated: file name (in boundloop/contract/) -> JSON."""
+    return {
+        "loop-contract.schema.json": json.dumps(contract_schema(), indent=2) + "\n",
+        "loop-policy.schema.json": json.dumps(policy_schema(), indent=2) + "\n",
+    }
+
+
+def write_schema_files() -> None:
+    """Write the schema files (scripts/contract-schema runs this after a change to the spec)."""
+    folder = Path(__file__).parent
+    for name, text in schema_files().items():
+        (folder / name).write_text(text, encoding="utf-8")
