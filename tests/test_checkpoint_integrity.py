@@ -9,7 +9,7 @@ made negative or NaN, the turn's lists cut short, a waiting call renamed. Each i
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from boundloop import (
 from boundloop.checkpoint import CheckpointStore
 from boundloop.cli import main
 from tests.helpers import text, tool_use
+from tests.test_checkpoint import make_store
 
 JSON = dict[str, Any]
 Edit = Callable[[JSON], None]
@@ -80,23 +81,6 @@ def make_loop(
         metrics=None,
         **options,
     )
-
-
-def new_store(kind: str, tmp_path: Path) -> tuple[CheckpointStore, Callable[[str, str], Awaitable[None]]]:
-    """A fresh store and its `write_raw` (SQLite's in a worker thread)."""
-    if kind == "memory":
-        memory = MemoryStore()
-
-        async def write_memory(task_id: str, raw: str) -> None:
-            memory.write_raw(task_id, raw)
-
-        return memory, write_memory
-    sqlite = SQLiteStore(tmp_path / "runs.db")
-
-    async def write_sqlite(task_id: str, raw: str) -> None:
-        await anyio.to_thread.run_sync(sqlite.write_raw, task_id, raw)
-
-    return sqlite, write_sqlite
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -167,7 +151,7 @@ async def test_an_edited_row_is_refused_naming_the_field(
     edit: Edit, field: str, kind: str, tmp_path: Path
 ) -> None:
     """On load and on resume: CheckpointCorrupt with `.field`; no tool runs, nothing is saved."""
-    store, write_raw = new_store(kind, tmp_path)
+    store, write_raw = make_store(kind, tmp_path)
     ledger, row = await waiting_run(store, Budget(max_steps=6, max_tool_calls=6))
     edit(row)
     await write_raw("t", json.dumps(row))  # Python's json writes NaN and Infinity as such
@@ -209,7 +193,7 @@ async def test_a_zeroed_counter_gives_no_fresh_budget(
     instead of running on a fresh budget; untouched, the resumed run still stops at the budget:
     the approved refund stops the run with `max_tool_calls` before it runs, or no model call
     follows it past `max_steps`."""
-    store, write_raw = new_store(kind, tmp_path)
+    store, write_raw = make_store(kind, tmp_path)
     ledger, row = await waiting_run(store, budget)
     original = json.dumps(row)
     edit(row)
@@ -246,7 +230,7 @@ def test_state_json_refuses_nan_and_never_writes_it() -> None:
 
 async def test_a_signed_run_round_trips_and_resumes(kind: str, tmp_path: Path) -> None:
     """Saved with a signature; loaded and resumed by a loop with the same key."""
-    store, _ = new_store(kind, tmp_path)
+    store, _ = make_store(kind, tmp_path)
     budget = Budget(max_steps=6, max_tool_calls=6)
     ledger, row = await waiting_run(store, budget, checkpoint_key=KEY)
     assert isinstance(row["signature"], str)
@@ -277,7 +261,7 @@ async def test_a_signed_loop_refuses_what_it_did_not_sign(
 ) -> None:
     """`elapsed_s` lowered (which nothing else can show), another key, no signature, a mangled one:
     `CheckpointCorrupt` with field `signature`, on load and on resume; nothing runs."""
-    store, write_raw = new_store(kind, tmp_path)
+    store, write_raw = make_store(kind, tmp_path)
     budget = Budget(max_steps=6, max_tool_calls=6, timeout_s=60)
     signing = None if setup == "unsigned" else b"another key" if setup == "wrong-key" else KEY
     ledger, row = await waiting_run(store, budget, checkpoint_key=signing)
@@ -298,7 +282,7 @@ async def test_a_signed_loop_refuses_what_it_did_not_sign(
 
 async def test_a_loop_without_a_key_ignores_signatures(kind: str, tmp_path: Path) -> None:
     """A signed row reads as any other without a key (checked as every row is)."""
-    store, _ = new_store(kind, tmp_path)
+    store, _ = make_store(kind, tmp_path)
     budget = Budget(max_steps=6, max_tool_calls=6)
     ledger, _ = await waiting_run(store, budget, checkpoint_key=KEY)
     result = await make_loop(ledger, store, budget=budget, script=[text("done")]).resume(

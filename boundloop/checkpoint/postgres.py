@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import hashlib
 import threading
 from collections.abc import AsyncGenerator
@@ -45,9 +46,9 @@ except ModuleNotFoundError as exc:
         name=exc.name,
     ) from exc
 
-from ..errors import CheckpointCorrupt, TaskBusy
+from ..errors import CheckpointCorrupt
 from ..state import LoopState
-from .store import Status, StoredRun, check_task_id, parse, summary
+from .store import Status, StoredRun, check_task_id, lease_in_thread, parse, summary
 
 SCHEMA_VERSION: Final = 1
 """The layout this boundloop reads and writes (`max(version)` of `boundloop_schema`)."""
@@ -331,21 +332,13 @@ class PostgresStore:
         """
         check_task_id(task_id)
         attempt = object()
-        try:
-            taken = await anyio.to_thread.run_sync(self._try_lock, task_id, attempt)
-        except BaseException:
-            # Cancelled while the worker thread may still take the lock (a native asyncio
-            # cancellation does not wait for the thread): it must not stay taken for nobody.
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._abandon, task_id, attempt)
-            raise
-        if not taken:
-            raise TaskBusy(task_id)
-        try:
+        async with lease_in_thread(
+            task_id,
+            functools.partial(self._try_lock, task_id, attempt),
+            functools.partial(self._abandon, task_id, attempt),
+            functools.partial(self._unlock, task_id),
+        ):
             yield
-        finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._unlock, task_id)
 
 
 def migrate(conn: psycopg.Connection[TupleRow]) -> int:

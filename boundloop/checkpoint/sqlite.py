@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import hashlib
 import os
 import sqlite3
@@ -23,9 +24,9 @@ from typing import Final, final
 
 import anyio.to_thread
 
-from ..errors import CheckpointCorrupt, TaskBusy
+from ..errors import CheckpointCorrupt
 from ..state import LoopState
-from .store import Status, StoredRun, check_task_id, parse, summary
+from .store import Status, StoredRun, check_task_id, lease_in_thread, parse, summary
 
 SCHEMA_VERSION: Final = 2
 """The SQLite layout (`PRAGMA user_version`). 1: boundloop 0.1 (no status columns)."""
@@ -278,21 +279,13 @@ class SQLiteStore:
         """
         check_task_id(task_id)
         attempt = _Attempt()
-        try:
-            taken = await anyio.to_thread.run_sync(self._take, task_id, attempt)
-        except BaseException:
-            # Cancelled while the worker thread may still take the lock (a native asyncio
-            # cancellation does not wait for the thread): it must not stay taken for nobody.
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._abandon, task_id, attempt)
-            raise
-        if not taken:
-            raise TaskBusy(task_id)
-        try:
+        async with lease_in_thread(
+            task_id,
+            functools.partial(self._take, task_id, attempt),
+            functools.partial(self._abandon, task_id, attempt),
+            functools.partial(self._release, task_id),
+        ):
             yield
-        finally:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._release, task_id)
 
 
 def _lock_file(path: Path) -> int | None:

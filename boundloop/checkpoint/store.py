@@ -15,9 +15,12 @@ import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Final, Literal, Protocol, TypeAlias, cast, final, runtime_checkable
+
+import anyio
+import anyio.to_thread
 
 from ..errors import CheckpointCorrupt, InvalidTaskId, TaskBusy
 from ..state import LoopState, NonFinite, StopReason
@@ -254,3 +257,30 @@ def _matches(row: StoredRun, status: Status | None, stop_reason: str | None) -> 
     return (status is None or row.status == status) and (
         stop_reason is None or row.stop_reason == stop_reason
     )
+
+
+@contextlib.asynccontextmanager
+async def lease_in_thread(
+    task_id: str, take: Callable[[], bool], abandon: Callable[[], None], release: Callable[[], None]
+) -> AsyncGenerator[None]:
+    """A lease whose lock is taken, abandoned and released by blocking calls, each in a worker
+    thread (SQLite's lock files, PostgreSQL's advisory locks).
+
+    Raises:
+        TaskBusy: `take` found the lock held.
+    """
+    try:
+        taken = await anyio.to_thread.run_sync(take)
+    except BaseException:
+        # Cancelled while the worker thread may still take the lock (a native asyncio
+        # cancellation does not wait for the thread): it must not stay taken for nobody.
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(abandon)
+        raise
+    if not taken:
+        raise TaskBusy(task_id)
+    try:
+        yield
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(release)
