@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, cas
 from . import errors
 from ._finite import NonFinite as NonFinite
 from ._finite import first_non_finite, strict_loads
+from ._recorded import is_sdk_object, json_default
 from .records import BUDGET_STOPS as BUDGET_STOPS
 from .records import CallResult as CallResult
 from .records import ErrorRecord as ErrorRecord
@@ -37,12 +38,13 @@ from .records import Turn as Turn
 from .records import Usage as Usage
 from .records import call_digest, empty_dict, empty_list
 from .statemachine.table import INITIAL, Phase
-from .trace import TraceEvent, is_sdk_object, json_default, write_trace
 
 if TYPE_CHECKING:
     import pydantic
     from anthropic.types import Message, MessageParam
     from pydantic_core import CoreSchema
+
+    from .events import Event
 
 SCHEMA_VERSION: Final = 1
 """The version of `LoopState`'s JSON; `LoopState.from_json` refuses any other."""
@@ -253,6 +255,8 @@ class LoopState:
     stop_detail: str | None = None
     """Why, in one line: the limit hit, the blocked tool, the API error."""
     answer: str | None = None
+    next_seq: int = 0
+    """The `seq` of the run's next event: the event stream goes on across resumes."""
     signature: str | None = None
     """HMAC-SHA256 of the rest of the state, in a store of a loop with a `checkpoint_key`
     (which verifies it on load); a loop without a key ignores it."""
@@ -339,12 +343,23 @@ def _adapter() -> pydantic.TypeAdapter[LoopState]:
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class LoopResult:
-    """The outcome of `AgentLoop.run`: a typed stop reason, the answer, the state and the trace."""
+    """The outcome of `AgentLoop.run`: a typed stop reason, the answer, the state and the events."""
 
     stop_reason: StopReason
     answer: str | None
     state: LoopState
-    trace: Sequence[TraceEvent]
+    events: Sequence[Event]
+    """What happened in this session, in order (`boundloop.events`)."""
+
+    @property
+    def trace(self) -> Sequence[Event]:
+        """Deprecated name of `events` (the same list)."""
+        import warnings
+
+        warnings.warn(
+            "LoopResult.trace is deprecated: read LoopResult.events", DeprecationWarning, stacklevel=2
+        )
+        return self.events
 
     @property
     def messages(self) -> list[MessageParam]:
@@ -376,18 +391,26 @@ class LoopResult:
             return self.answer or ""
         raise errors.error_for(self)
 
+    def write_events(self, path: str | Path) -> None:
+        """Write the events as JSON lines, one event per line (`boundloop.events.read_events`)."""
+        from .events import write_events
+
+        write_events(self.events, path)
+
     def write_trace(self, path: str | Path) -> None:
-        """Write the trace as JSON lines, one event per line."""
-        write_trace(self.trace, path)
+        """Deprecated name of `write_events`."""
+        self.write_events(path)
 
     def to_dict(self) -> dict[str, Any]:
         """The result as a JSON object (`boundloop demo --json`)."""
+        from .events import to_dict
+
         return {
             "stop_reason": str(self.stop_reason),
             "answer": self.answer,
             "usage": self.usage.to_dict(),
             "state": self.state.to_dict(),
-            "trace": [event.to_dict() for event in self.trace],
+            "events": [to_dict(event) for event in self.events],
         }
 
     def to_json(self, *, indent: int | None = None) -> str:

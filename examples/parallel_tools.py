@@ -96,7 +96,7 @@ async def main() -> int:
     result = await run()
     wall = time.perf_counter() - started
 
-    durations = [e.data["duration_s"] for e in result.trace if e.kind == "tool_result"]
+    durations = [e.data["duration_s"] for e in result.events if e.kind == "tool_result"]
     answers = result.messages[2]  # goal, the assistant's tool_use turn, then ONE user message
     assert answers["role"] == "user"
     results = [

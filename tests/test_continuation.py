@@ -124,15 +124,15 @@ async def test_continuing_from_every_checkpoint_gives_the_same_trajectory(
         # A state saved in act is validated again before its calls run: one more edge first.
         again = [VALIDATED_AGAIN] if state.phase is Phase.ACT else []
         continued = await make_loop(client, **options)._continue(state)
-        assert edges(continued.trace) == again + edges(original.trace)[checkpoint.transitions_before :], where
-        expected_results = tool_results(original.trace)[
+        assert edges(continued.events) == again + edges(original.events)[checkpoint.transitions_before :], where
+        expected_results = tool_results(original.events)[
             sum(
                 1
-                for e in original.trace[: _event_index(original.trace, checkpoint)]
+                for e in original.events[: _event_index(original.events, checkpoint)]
                 if e.kind == "tool_result"
             ) :
         ]
-        assert tool_results(continued.trace) == expected_results, where
+        assert tool_results(continued.events) == expected_results, where
         assert transcript(continued) == transcript(original), where
         assert continued.stop_reason is original.stop_reason, where
         assert continued.answer == original.answer, where

@@ -119,9 +119,9 @@ async def test_a_run_killed_while_its_tool_is_in_flight_resumes_and_charges_once
     assert result.answer == "charged"
     assert result.state.task_id == task_id
     assert result.state.trace_id == before.trace_id
-    assert result.trace[0].kind == "resume"
-    assert result.trace[0].data["from_phase"] == "act"
-    assert result.trace[0].data["interrupted"] is True
+    assert result.events[0].kind == "resume"
+    assert result.events[0].data["from_phase"] == "act"
+    assert result.events[0].data["interrupted"] is True
     assert result.state.step == 2
     assert_valid_transcript(result.messages)
     assert [(o.tool_use_id, o.outcome) for o in result.state.observations] == [

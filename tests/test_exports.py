@@ -175,7 +175,7 @@ async def test_the_design_documents_example_runs() -> None:
     assert result.answer == "Evidence is sufficient."
     assert result.unwrap() == "Evidence is sufficient."
     assert isinstance(result.state, LoopState)
-    assert all(isinstance(event, TraceEvent) for event in result.trace)
+    assert all(isinstance(event, TraceEvent) for event in result.events)
     assert [m["role"] for m in result.messages] == ["user", "assistant", "user", "assistant"]
     assert_valid_transcript(result.messages)
     assert client.requests[0]["system"] == "You investigate refund requests."

@@ -85,14 +85,14 @@ def decisions(result: LoopResult) -> list[tuple[str, str]]:
     """(tool, decision) of every validated call, in order."""
     return [
         (call["tool"], call["decision"])
-        for event in result.trace
+        for event in result.events
         if event.kind == "validation"
         for call in event.data["calls"]
     ]
 
 
 def stop_event(result: LoopResult) -> TraceEvent:
-    event = result.trace[-1]
+    event = result.events[-1]
     assert event.kind == "stop"
     return event
 
@@ -416,7 +416,7 @@ async def test_api_faults_stop_the_run_as_failed_with_a_complete_state(fault: An
     if error_type in ("RateLimitError", "InternalServerError", "OverloadedError"):
         assert error.request_id is not None
         assert error.status_code == int(error.request_id.removeprefix("req_"))
-    assert [e.kind for e in result.trace if e.kind == "error"] == ["error"]
+    assert [e.kind for e in result.events if e.kind == "error"] == ["error"]
     assert ledger.names() == ["read_order"]
     assert [m["role"] for m in result.messages] == ["user", "assistant", "user"]
     assert_valid_transcript(result.messages)
@@ -515,7 +515,7 @@ async def test_api_keys_and_user_secrets_never_reach_the_trace_or_errors() -> No
     client = ScriptedClient([tool_use(("leaky", {"order_id": "O-1"})), text("done")])
     loop = loop_for(client, ledger, tools=[leaky], redact=lambda s: s.replace("4111-1111", "[CARD]"))
     result = await loop.run("goal")
-    dumped = json.dumps([e.to_dict() for e in result.trace]) + json.dumps(result.state.to_dict()["errors"])
+    dumped = json.dumps([e.to_dict() for e in result.events]) + json.dumps(result.state.to_dict()["errors"])
     assert key not in dumped
     assert "4111-1111" not in dumped
     assert "[REDACTED]" in json.dumps(result.state.to_dict()["errors"])

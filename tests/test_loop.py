@@ -52,7 +52,7 @@ async def broken(key: str) -> str:
 
 def path(result: LoopResult) -> list[tuple[str | None, str | None]]:
     """The edges the run took, in order."""
-    return [(e.source, e.dest) for e in result.trace if e.kind == "transition"]
+    return [(e.source, e.dest) for e in result.events if e.kind == "transition"]
 
 
 START = [("assemble", "propose"), ("propose", "validate")]
@@ -159,7 +159,7 @@ async def test_trajectory(
     result = await make_loop(client, **options).run("goal")
     assert path(result) == expected_path
     assert result.stop_reason is expected_stop
-    assert [e.kind for e in result.trace][-1] == "stop"
+    assert [e.kind for e in result.events][-1] == "stop"
     assert_valid_transcript(result.messages)
     assert len(client.requests) == result.state.step
 
@@ -241,7 +241,7 @@ async def test_unknown_stop_reason_raises_unhandled_stop() -> None:
     partial = caught.value.result
     assert partial is not None
     assert partial.stop_reason is StopReason.FAILED
-    assert partial.trace[-1].kind == "stop"
+    assert partial.events[-1].kind == "stop"
 
 
 async def test_a_handler_override_routes_a_new_stop_reason() -> None:
@@ -410,7 +410,7 @@ async def test_trace_is_written_as_json_lines(tmp_path: Any) -> None:
     target = tmp_path / "run.jsonl"
     await anyio.to_thread.run_sync(result.write_trace, target)
     rows = [json.loads(line) for line in target.read_text().splitlines()]
-    assert len(rows) == len(result.trace)
+    assert len(rows) == len(result.events)
     assert {"transition", "proposal", "validation", "tool_call", "tool_result", "stop"} <= {
         r["kind"] for r in rows
     }

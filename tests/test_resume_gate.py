@@ -118,7 +118,7 @@ async def crash_a_new_run(store: CheckpointStore, task_id: str, **options: Any) 
 
 def validations(result: Any) -> list[JSON]:
     """The calls of every validation event of the session."""
-    return [call for event in result.trace if event.kind == "validation" for call in event.data["calls"]]
+    return [call for event in result.events if event.kind == "validation" for call in event.data["calls"]]
 
 
 def answer_of(result: Any, tool_use_id: str) -> JSON:
@@ -362,7 +362,7 @@ async def test_the_crash_helper_leaves_the_refund_as_an_unanswered_intent(store:
     result = await loop([DONE], store, [shop.refund()]).resume("t")
     assert result.stop_reason is StopReason.COMPLETED
     assert shop.refunds == {"t:1:toolu_r1": "O-1"}
-    assert result.trace[0].data == {"from_phase": "act", "interrupted": True}
+    assert result.events[0].data == {"from_phase": "act", "interrupted": True}
     assert [call["decision"] for call in validations(result)] == ["execute"]
 
 

@@ -93,7 +93,7 @@ async def test_the_checks_run_in_the_documented_order() -> None:
     loop = refund_loop(ledger, MemoryStore(), [batch, text("done")], policy=policy)
     result = await loop.run("Check O-1.")
     assert result.stop_reason is StopReason.COMPLETED
-    validation = next(event for event in result.trace if event.kind == "validation")
+    validation = next(event for event in result.events if event.kind == "validation")
     calls = validation.data["calls"]
     assert [call["decision"] for call in calls] == ["deny", "deny", "deny", "deny", "execute"]
     reasons = [call.get("reason", "") for call in calls]

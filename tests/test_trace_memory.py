@@ -266,8 +266,8 @@ async def test_the_tool_call_event_lists_the_validation_records_of_the_calls_it_
 
     script = [tool_use(("lookup", {"key": "a"}), ("missing", {}), ("lookup", {"key": "b"})), text("done")]
     result = await scripted_loop(script, [lookup]).run("goal")
-    validation = next(event for event in result.trace if event.kind == "validation")
-    tool_call = next(event for event in result.trace if event.kind == "tool_call")
+    validation = next(event for event in result.events if event.kind == "validation")
+    tool_call = next(event for event in result.events if event.kind == "tool_call")
     decided = validation.data["calls"]
     assert [record["decision"] for record in decided] == ["execute", "deny", "execute"]
     assert tool_call.data["calls"] == [decided[0], decided[2]]

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import anyio
 
+from .._recorded import redact_strings
 from ..errors import ScriptExhausted, UnhandledStop
+from ..events import LimitHit, Resumed, RunStarted, Stop, Transition
 from ..metrics.instruments import EXEMPLAR_MIN_S
 from ..otel import global_tracing
 from ..records import Exceeded, StopReason
 from ..state import LoopResult, LoopState
 from ..statemachine.table import Phase, Trigger
-from ..trace import TraceEvent, redact_strings
 from .answers import answer_open_calls, finish
 from .context import RunContext, ToolSpan
 from .dispatch import act
@@ -132,7 +133,9 @@ async def _execute(
     if config.metrics is not None:
         config.metrics.run_started()
     if resumed is not None:
-        ctx.event("resume", **resumed)
+        ctx.event(Resumed, **resumed)
+    elif state.next_seq == 0:
+        ctx.event(RunStarted, trace_id=state.trace_id, model=config.model)
     await driver.execute(cancel, failure)
     return driver.result()
 
@@ -268,7 +271,19 @@ class _Driver:
         duration = now - self.entered
         self.entered = now
         # One clock read per transition: `at` is derived from it.
-        ctx.emit(TraceEvent.transition(state.step, ctx.epoch + now, source, dest, trigger, duration, guard))
+        ctx.emit(
+            Transition(
+                seq=ctx.next_seq(),
+                task_id=state.task_id,
+                at=ctx.epoch + now,
+                step=state.step,
+                source=source,
+                dest=dest,
+                trigger=trigger,
+                guard=guard,
+                duration_s=duration,
+            )
+        )
         edges = self.edges
         if edges is not None:  # counts the edge and observes the time in `source`
             edges[(source, dest)].observe(duration, self.exemplar if duration >= EXEMPLAR_MIN_S else None)
@@ -318,18 +333,27 @@ class _Driver:
         metrics = ctx.config.metrics
         if metrics is not None:  # first: a failing on_event hook must not leave runs_active up
             metrics.run_finished(reason, time.perf_counter() - ctx.started, state.trace_id)
+        exceeded = state.exceeded
+        usage = state.usage
         ctx.event(
-            "stop",
+            Stop,
             stop_reason=str(reason),
             detail=state.stop_detail,
+            limit=None
+            if exceeded is None
+            else LimitHit(limit=exceeded.limit, value=exceeded.value, used=exceeded.used),
             steps=state.step,
             tool_calls=state.tool_calls,
             duration_s=duration,
-            task_id=state.task_id,
             trace_id=state.trace_id,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_input_tokens=usage.cache_read_input_tokens,
+            cache_creation_input_tokens=usage.cache_creation_input_tokens,
+            cost_usd=usage.cost_usd,
             opening=ctx.deferred(state.messages[: state.opening]),
             provenance=state.provenance,
-            **({"metadata": state.metadata} if state.metadata else {}),
+            metadata=state.metadata or None,
         )
 
     def result(self) -> LoopResult:
@@ -339,5 +363,5 @@ class _Driver:
             stop_reason=state.stop_reason or StopReason.FAILED,
             answer=state.answer,
             state=state,
-            trace=self.ctx.trace,
+            events=self.ctx.events,
         )

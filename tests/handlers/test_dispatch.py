@@ -119,7 +119,7 @@ async def test_a_retryable_error_is_retried_with_the_same_key_then_reported_as_a
         }
     ]
     assert [o.outcome for o in result.state.observations] == ["error"]
-    [event] = [e for e in result.trace if e.kind == "tool_result"]
+    [event] = [e for e in result.events if e.kind == "tool_result"]
     assert event.data["attempts"] == 3
     assert result.stop_reason is StopReason.COMPLETED
     assert_valid_transcript(result.messages)

@@ -76,7 +76,7 @@ async def test_every_transition_is_counted_and_timed(
         expected = taken[(row["source"], row["dest"])]
         assert value(registry, "boundloop_transitions_total", **labels) == expected
         assert value(registry, "boundloop_transition_duration_seconds_count", **labels) == expected
-    traced = sum(e.duration_s or 0.0 for e in result.trace if (e.source, e.dest) == ("act", "observe"))
+    traced = sum(e.duration_s or 0.0 for e in result.events if (e.source, e.dest) == ("act", "observe"))
     observed = value(
         registry, "boundloop_transition_duration_seconds_sum", loop="refunds", source="act", dest="observe"
     )

@@ -46,7 +46,7 @@ async def run_trace(*script: dict[str, object], budget: Budget | None = None) ->
         metrics=None,
     )
     result = await loop.run("Look up a and b.")
-    return list(result.trace)
+    return list(result.events)
 
 
 def edge_lines(mermaid: str) -> dict[tuple[str, str], str]:
