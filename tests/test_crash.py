@@ -23,6 +23,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from boundloop import LoopState, SQLiteStore, StopReason
+from boundloop.events import Resumed
 from tests import crash_worker
 from tests.crash_worker import CHARGE_ID, READ_ID, REFUND_IDS
 from tests.helpers import assert_valid_transcript
@@ -119,9 +120,10 @@ async def test_a_run_killed_while_its_tool_is_in_flight_resumes_and_charges_once
     assert result.answer == "charged"
     assert result.state.task_id == task_id
     assert result.state.trace_id == before.trace_id
-    assert result.events[0].kind == "resume"
-    assert result.events[0].data["from_phase"] == "act"
-    assert result.events[0].data["interrupted"] is True
+    resumed = result.events[0]
+    assert isinstance(resumed, Resumed)
+    assert resumed.from_phase == "act"
+    assert resumed.interrupted is True
     assert result.state.step == 2
     assert_valid_transcript(result.messages)
     assert [(o.tool_use_id, o.outcome) for o in result.state.observations] == [

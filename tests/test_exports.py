@@ -16,7 +16,8 @@ from anthropic.types import Message
 
 import boundloop
 import boundloop.errors
-from boundloop import LoopResult, LoopState, StopReason, TraceEvent, Usage
+from boundloop import LoopResult, LoopState, StopReason, Usage
+from boundloop.events import BaseEvent
 from boundloop.state import ErrorRecord, Exceeded, Observation, PendingApproval
 from boundloop.testing import parse_message
 from tests.helpers import assert_valid_transcript, text, tool_use
@@ -175,7 +176,9 @@ async def test_the_design_documents_example_runs() -> None:
     assert result.answer == "Evidence is sufficient."
     assert result.unwrap() == "Evidence is sufficient."
     assert isinstance(result.state, LoopState)
-    assert all(isinstance(event, TraceEvent) for event in result.events)
+    assert all(isinstance(event, BaseEvent) for event in result.events)
+    with pytest.warns(DeprecationWarning, match="LoopResult.events"):
+        assert result.trace is result.events  # the deprecated name: the same list
     assert [m["role"] for m in result.messages] == ["user", "assistant", "user", "assistant"]
     assert_valid_transcript(result.messages)
     assert client.requests[0]["system"] == "You investigate refund requests."
@@ -316,7 +319,7 @@ def result_for(
         answer=answer,
         exceeded=exceeded,
     )
-    return LoopResult(stop_reason=reason, answer=answer, state=state, trace=[])
+    return LoopResult(stop_reason=reason, answer=answer, state=state, events=[])
 
 
 UNWRAP_ERRORS: dict[StopReason, type[boundloop.RunError]] = {

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 import boundloop
 from boundloop import AgentLoop, Budget, MemoryStore, ScriptedClient, StopReason, Tool, tool
+from boundloop.events import Proposal, ToolResult, Transition
 from boundloop.redaction import Redactor
 from boundloop.trace import redact_strings
 from boundloop.transcript import transcript_errors
@@ -320,7 +321,7 @@ async def test_on_tool_error_stop_ends_the_run_with_tool_failure() -> None:
     assert [o.outcome for o in result.state.observations] == ["error", "ok"]
     assert len(client.requests) == 1
     assert_valid_transcript(result.messages)
-    assert [(e.source, e.dest, e.data.get("guard")) for e in result.events if e.kind == "transition"][-1] == (
+    assert [(e.source, e.dest, e.guard) for e in result.events if isinstance(e, Transition)][-1] == (
         "observe",
         "stopped",
         "tool_failed",
@@ -380,7 +381,7 @@ async def test_a_secret_in_a_tool_name_reaches_no_recorded_artefact(tmp_path: An
     )
     assert SECRET not in recorded
     assert "[REDACTED]" in recorded
-    assert SECRET not in str([event.data.get("tools") for event in result.events if event.kind == "proposal"])
+    assert SECRET not in str([event.tools for event in result.events if isinstance(event, Proposal)])
     assert SECRET not in (result.state.stop_detail or "")
 
 
@@ -557,7 +558,7 @@ async def test_a_result_that_breaks_the_return_annotation_is_invalid_and_never_e
     assert observation.outcome == "invalid_result"
     assert "berlin" in str(observation.content)
     assert result.stop_reason is StopReason.EVIDENCE_MISSING
-    assert [e.data["outcome"] for e in result.events if e.kind == "tool_result"] == ["invalid_result"]
+    assert [e.outcome for e in result.events if isinstance(e, ToolResult)] == ["invalid_result"]
     labels = {"loop": "stock", "tool": "read_stock", "outcome": "invalid_result"}
     assert registry.get_sample_value("boundloop_tool_calls_total", labels) == 1
     assert_valid_transcript(result.messages)

@@ -74,7 +74,8 @@ async def test_a_file_that_is_not_a_recording_is_refused(tmp_path: Path) -> None
     """Replay names what is wrong with its source instead of crashing inside a run."""
     path = tmp_path / "notes.jsonl"
     await anyio.Path(path).write_text(
-        '{"kind": "transition", "step": 0, "at": 0, "source": "start", "dest": "assemble", "trigger": "begin"}\n',
+        '{"kind": "transition", "step": 0, "at": 0, "source": "start", "dest": "assemble", '
+        '"trigger": "begin"}\n',
         encoding="utf-8",
     )
     with pytest.raises(ValueError, match="no stop event"):

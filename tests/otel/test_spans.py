@@ -152,7 +152,7 @@ async def test_a_run_with_a_parallel_batch_is_one_tree(
             "boundloop.source": event.source,
             "boundloop.dest": event.dest,
             "boundloop.trigger": event.trigger,
-            **({"boundloop.guard": event.data["guard"]} if "guard" in event.data else {}),
+            **({"boundloop.guard": event.guard} if event.guard is not None else {}),
         }
         for event in transitions
     ]
