@@ -153,9 +153,10 @@ def _event_index(trace: Sequence[Event], checkpoint: Checkpoint) -> int:
 
 
 def _comparable(state: LoopState) -> JSON:
-    """The state without wall-clock figures, which differ between two sessions."""
+    """The state without wall-clock figures and event counts, which differ between two sessions."""
     raw = state.to_dict()
     raw.pop("elapsed_s")
+    raw.pop("next_seq")  # a continued session records its own events (resumed, a validation again)
     turn = raw["turn"]
     if turn is not None:
         turn["invoked"] = sorted(turn["invoked"])  # the order calls start in is the scheduler's

@@ -20,6 +20,7 @@ from boundloop import (
     UnhandledStop,
     tool,
 )
+from boundloop.events import Stop
 from boundloop.state import Exceeded
 from tests.helpers import ScriptedTransport, assert_valid_transcript, blocks, text, tool_use
 
@@ -411,7 +412,7 @@ async def test_trace_is_written_as_json_lines(tmp_path: Any) -> None:
     await anyio.to_thread.run_sync(result.write_trace, target)
     rows = [json.loads(line) for line in target.read_text().splitlines()]
     assert len(rows) == len(result.events)
-    assert {"transition", "proposal", "validation", "tool_call", "tool_result", "stop"} <= {
+    assert {"transition", "proposal", "validation", "tool_started", "tool_result", "stop"} <= {
         r["kind"] for r in rows
     }
     transitions = [r for r in rows if r["kind"] == "transition"]
@@ -424,9 +425,7 @@ async def test_a_scripted_client_that_runs_out_fails_clearly() -> None:
 
     stops: list[str] = []
     client = ScriptedClient([tool_use(("lookup", {"key": "a"}))])
-    loop = make_loop(
-        client, on_event=lambda e: stops.append(e.data["stop_reason"]) if e.kind == "stop" else None
-    )
+    loop = make_loop(client, on_event=lambda e: stops.append(e.stop_reason) if isinstance(e, Stop) else None)
     with pytest.raises(ScriptExhausted, match="ran out of responses after 1"):
         await loop.run("goal")
     assert stops == ["failed"]

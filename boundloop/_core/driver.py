@@ -132,11 +132,7 @@ async def _execute(
     config.machine.start(driver.run, state.phase)
     if config.metrics is not None:
         config.metrics.run_started()
-    if resumed is not None:
-        ctx.event(Resumed, **resumed)
-    elif state.next_seq == 0:
-        ctx.event(RunStarted, trace_id=state.trace_id, model=config.model)
-    await driver.execute(cancel, failure)
+    await driver.execute(cancel, failure, resumed)
     return driver.result()
 
 
@@ -182,12 +178,18 @@ class _Driver:
         self.edges = None if metrics is None else metrics.edges()
         self.exemplar = None if metrics is None else metrics.exemplar_id(ctx.state.trace_id)
 
-    async def execute(self, cancel: anyio.Event | None, failure: Exception | None = None) -> None:
+    async def execute(
+        self,
+        cancel: anyio.Event | None,
+        failure: Exception | None = None,
+        resumed: Mapping[str, object] | None = None,
+    ) -> None:
         ctx = self.ctx
         timeout = ctx.config.budget.timeout_s
         if timeout is not None:
             ctx.deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_before)
-        try:
+        try:  # the first event is inside: a failing on_event hook fails the run, recorded
+            self._first_event(resumed)
             if failure is not None:
                 raise failure
             if ctx.deadline is None and cancel is None:  # nothing can stop it early: no scope to build
@@ -220,6 +222,13 @@ class _Driver:
         finally:
             self._record_stop()
             await self._last_checkpoint()
+
+    def _first_event(self, resumed: Mapping[str, object] | None) -> None:
+        ctx = self.ctx
+        if resumed is not None:
+            ctx.event(Resumed, **resumed)
+        elif ctx.state.next_seq == 0:
+            ctx.event(RunStarted, trace_id=ctx.state.trace_id, model=ctx.config.model)
 
     async def _save_start(self) -> None:
         store = self.ctx.config.store
