@@ -35,7 +35,8 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from ._recorded import Deferred, json_default
+from ._recorded import Deferred as Deferred
+from ._recorded import json_default
 from ._recorded import redact_strings as redact_strings
 from .records import Decision, Outcome, Provenance
 

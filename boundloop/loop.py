@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,7 +43,7 @@ class AgentLoop:
         system: the system prompt.
         max_tokens: `max_tokens` of every request.
         name: the `loop` label on every metric.
-        on_tool_error: `"report"` a failing handler to the model as an `is_error` result,
+        on_tool_error: `"report"` a failing tool function to the model as an `is_error` result,
             `"stop"` the run with `tool_failure` once a tool fails after its retries,
             or `"raise"` its exception from `run()`.
         max_tool_output_chars: longer tool results are cut with a visible marker; every
@@ -206,7 +207,7 @@ class AgentLoop:
 
         Args:
             contract: a contract file, the contract as a JSON object, or a loaded `Contract`.
-            handlers: the tool handlers, by tool name: one for every declared tool, no more.
+            handlers: the tool functions, by tool name: one for every declared tool, no more.
             client: the model client.
             policy: a policy file used instead of the contract's `policy`.
             allow_outside: read the files the contract names even when one is absolute or
@@ -226,7 +227,7 @@ class AgentLoop:
         Raises:
             ContractError: the contract breaks its schema or the loop's rules (every problem
                 listed, each with its rule and field).
-            ConfigurationError: a declared tool has no handler, a handler has no declared
+            ConfigurationError: a declared tool has no tool function, a tool function has no declared
                 tool, a custom signal handler is missing, or the loop itself is invalid.
         """
         # A `Contract` built in code is checked too (its files are already inline).
@@ -249,7 +250,7 @@ class AgentLoop:
 
     def to_contract(self) -> Contract:
         """The contract of this loop: `to_contract().to_dict()` is the JSON `boundloop check`
-        accepts and `from_contract` builds the same loop from (given the same handlers).
+        accepts and `from_contract` builds the same loop from (given the same tool functions).
 
         The wiring is not contract data: the client, store, prices, redaction, tracing and hooks
         (`Policy.approve`, `Policy.success`) are passed to `from_contract` again.
@@ -261,7 +262,7 @@ class AgentLoop:
 
     def with_store(self, store: CheckpointStore | None) -> AgentLoop:
         """The same loop, checkpointing to `store` (e.g. the CLI's `--store PATH`; signed with its key)."""
-        twin = object.__new__(AgentLoop)
+        twin = copy.copy(self)
         twin._config = dataclasses.replace(self._config, store=signed(store, self._config.checkpoint_key))
         return twin
 
@@ -306,7 +307,7 @@ class AgentLoop:
                 not JSON, an empty trace id; `InvalidTaskId`, a bad `task_id`.
             TaskExists: the store already holds `task_id`.
             TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
-            UnhandledStop: the API returned a stop_reason with no handler (`.result` holds
+            UnhandledStop: the API returned a stop_reason with no signal handler (`.result` holds
                 the partial result).
             Exception: a tool's exception, with `on_tool_error="raise"` (the run is recorded
                 as failed first). Any other exception — your callbacks (`Policy.approve`,

@@ -1,9 +1,7 @@
 """The typed records a `LoopState` is made of; `boundloop.state` re-exports them.
 
 Slotted dataclasses, frozen where nothing changes after creation; pydantic reads and writes
-them as part of `LoopState`'s JSON. A frozen dataclass's `__init__` sets each field through
-`object.__setattr__`: the two built for every tool call, `ToolCall` and `Observation`, also have
-a constructor for the loop's hot path (`ToolCall.of`, `Observation.of`) at a third of that cost.
+them as part of `LoopState`'s JSON.
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast, final, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, final, get_args
 
 if TYPE_CHECKING:
     from anthropic.types import ToolResultBlockParam
@@ -92,9 +90,6 @@ def empty_dict() -> dict[Any, Any]:
     return {}
 
 
-_new = object.__new__
-
-
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
@@ -108,22 +103,8 @@ class ToolCall:
 
     @classmethod
     def of(cls, id: str, name: str, input: dict[str, Any], step: int) -> ToolCall:
-        """`ToolCall(id=id, name=name, input=input, step=step)`, at a third of its cost."""
-        call: Any = _new(_BlankToolCall)
-        call.id = id
-        call.name = name
-        call.input = input
-        call.step = step
-        call.__class__ = ToolCall  # same slots, same layout: see `_BlankToolCall`
-        return cast(ToolCall, call)
-
-
-@final
-class _BlankToolCall:
-    """`ToolCall`'s slots without its frozen `__setattr__`: filled by plain attribute stores,
-    then turned into a `ToolCall` by `__class__` assignment."""
-
-    __slots__ = ToolCall.__slots__  # pyright: ignore[reportUnknownMemberType]
+        """`ToolCall(id=id, name=name, input=input, step=step)`, positionally."""
+        return cls(id=id, name=name, input=input, step=step)
 
 
 @final
@@ -136,7 +117,7 @@ class CallResult:
     content: Content
     duration_s: float = 0.0
     attempts: int = 0
-    """Handler invocations (0 when the call was not executed)."""
+    """Tool function invocations (0 when the call was not executed)."""
     by_human: bool = False
     """Decided by a human on resume: a denial is not the model's failure (no breaker count)."""
     reason: str | None = None
@@ -172,7 +153,7 @@ class Turn:
     decisions: list[str] = dataclasses.field(default_factory=empty_list)
     """What validation decided for each call: execute, deny, block, escalate, approve, repeat."""
     invoked: list[int] = dataclasses.field(default_factory=empty_list)
-    """Indexes of calls whose handler was invoked: their effect may have happened."""
+    """Indexes of calls whose tool function was invoked: their effect may have happened."""
     same_as: dict[int, int] = dataclasses.field(default_factory=empty_dict)
     """Identical calls of one batch: copy index -> the index of the call that runs for both."""
     answered: bool = False
@@ -200,32 +181,24 @@ class Observation:
     outcome: Outcome
     content: Content
     attempts: int = 0
-    """Handler invocations (0: answered without running)."""
+    """Tool function invocations (0: answered without running)."""
     by_human: bool = False
     """Decided by a human on resume (an approval or a denial), not by the loop."""
 
     @classmethod
     def of(cls, result: CallResult) -> Observation:
-        """The observation of an answered call, at a third of the cost of `Observation(...)`."""
+        """The observation of an answered call."""
         call = result.call
-        observation: Any = _new(_BlankObservation)
-        observation.step = call.step
-        observation.tool_use_id = call.id
-        observation.tool = call.name
-        observation.input = call.input
-        observation.outcome = result.outcome
-        observation.content = result.content
-        observation.attempts = result.attempts
-        observation.by_human = result.by_human
-        observation.__class__ = Observation  # same slots, same layout: see `_BlankObservation`
-        return cast(Observation, observation)
-
-
-@final
-class _BlankObservation:
-    """`Observation`'s slots without its frozen `__setattr__` (see `_BlankToolCall`)."""
-
-    __slots__ = Observation.__slots__  # pyright: ignore[reportUnknownMemberType]
+        return cls(
+            step=call.step,
+            tool_use_id=call.id,
+            tool=call.name,
+            input=call.input,
+            outcome=result.outcome,
+            content=result.content,
+            attempts=result.attempts,
+            by_human=result.by_human,
+        )
 
 
 @final

@@ -1,6 +1,6 @@
-"""Stop-signal handlers: one explicit handler per API `stop_reason`.
+"""Signal handlers: one explicit signal handler per API `stop_reason`.
 
-Control comes only from the typed `stop_reason` of the response; no handler looks at the
+Control comes only from the typed `stop_reason` of the response; no signal handler looks at the
 model's prose to decide what happens next. A stop_reason missing from the map makes the
 run raise `UnhandledStop`.
 """
@@ -63,7 +63,7 @@ _RUN_TOOLS: Final = Route(verdict=Verdict.TOOL_CALLS)
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class SignalContext:
-    """What a handler may consult besides the response."""
+    """What a signal handler may consult besides the response."""
 
     policy: Policy
     state: LoopState
@@ -183,4 +183,4 @@ DEFAULT_HANDLERS: Final[Mapping[str, SignalHandler]] = {
     "refusal": on_refusal,
     "model_context_window_exceeded": on_context_exceeded,
 }
-"""The routing table of the README ("Routing"), as code: API stop_reason -> handler."""
+"""The routing table of the README ("Routing"), as code: API stop_reason -> signal handler."""

@@ -39,7 +39,7 @@ Handler: TypeAlias = Callable[..., object]
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ToolContext:
-    """Passed to a handler that has a parameter annotated `ToolContext`."""
+    """Passed to a tool function that has a parameter annotated `ToolContext`."""
 
     task_id: str
     trace_id: str
@@ -50,12 +50,12 @@ class ToolContext:
 
 
 def idempotency_key(task_id: str, call: ToolCall) -> str:
-    """The key a side-effecting handler uses to do its effect once: `task_id:step:tool_use_id`."""
+    """The key a side-effecting tool function uses to do its effect once: `task_id:step:tool_use_id`."""
     return f"{task_id}:{call.step}:{call.id}"
 
 
 class RetryableToolError(Exception):
-    """Raise from a handler to ask for a retry (up to `Budget.max_tool_retries`)."""
+    """Raise from a tool function to ask for a retry (up to `Budget.max_tool_retries`)."""
 
     def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
         super().__init__(message)
@@ -81,11 +81,11 @@ def check_tool_name(name: str) -> str:
 
 @final
 class Tool:
-    """A tool the model may call: name, description, JSON schema and handler.
+    """A tool the model may call: name, description, JSON schema and tool function (`handler`).
 
-    The handler is called with the validated input as keyword arguments, plus the
-    `ToolContext` when one parameter is annotated with it. Sync handlers run in a worker
-    thread; async handlers run on the event loop.
+    The tool function is called with the validated input as keyword arguments, plus the
+    `ToolContext` when one parameter is annotated with it. Sync tool functions run in a
+    worker thread; async ones run on the event loop.
     """
 
     __slots__ = (
@@ -175,12 +175,12 @@ class Tool:
 
     @property
     def takes_context(self) -> bool:
-        """The handler has a `ToolContext` parameter."""
+        """The tool function has a `ToolContext` parameter."""
         return self._context_param is not None
 
     @property
     def runs_in_thread(self) -> bool:
-        """A sync handler: it runs in a worker thread, which a timeout cannot stop."""
+        """A sync tool function: it runs in a worker thread, which a timeout cannot stop."""
         return not self._is_async
 
     def to_param(self) -> ToolParam:
@@ -195,7 +195,7 @@ class Tool:
         """Validate a tool_use input against the schema.
 
         Returns:
-            The keyword arguments for the handler.
+            The keyword arguments for the tool function.
 
         Raises:
             ToolInputError: the input does not match; the message says which field.
@@ -205,9 +205,9 @@ class Tool:
         return self._validate(typing.cast(dict[str, Any], tool_input))
 
     async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None) -> object:
-        """Call the handler with validated arguments (and the context, when it asks for one).
+        """Call the tool function with validated arguments (and the context, when it asks for one).
 
-        Nested objects and arrays are copied first: a handler that mutates its input cannot
+        Nested objects and arrays are copied first: a tool function that mutates its input cannot
         change the transcript, the observation or the next request.
         """
         kwargs = {
@@ -220,14 +220,14 @@ class Tool:
             kwargs[self._context_param] = context
         if self._is_async:
             return await typing.cast(Awaitable[object], self.handler(**kwargs))
-        # Sync handlers never run on the event loop; a timeout abandons the thread's result.
+        # Sync tool functions never run on the event loop; a timeout abandons the thread's result.
         return await anyio.to_thread.run_sync(
             functools.partial(self.handler, **kwargs), abandon_on_cancel=True
         )
 
 
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
-"""JSON values that are immutable: passed to a handler as they are."""
+"""JSON values that are immutable: passed to a tool function as they are."""
 
 
 def _isolated(value: object) -> object:
@@ -273,7 +273,7 @@ def _jsonschema_validator(
 def _pydantic_validator(
     model: type[pydantic.BaseModel], parameters: Mapping[str, str]
 ) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    """Validate with `model`; `parameters` maps each model field to its handler parameter."""
+    """Validate with `model`; `parameters` maps each model field to its tool function's parameter."""
 
     parse = model.__pydantic_validator__.validate_python  # what model_validate calls, bound once
     pairs = tuple(parameters.items())

@@ -20,6 +20,7 @@ from boundloop.events import (
     Compaction,
     Deferred,
     Error,
+    LimitHit,
     ModelRequest,
     PendingCall,
     Proposal,
@@ -78,7 +79,7 @@ ONE_OF_EACH: list[BaseEvent] = [
         **COMMON,
         stop_reason="max_steps",
         detail="spent",
-        limit={"limit": "max_steps", "value": 2, "used": 2},  # pyright: ignore[reportArgumentType]
+        limit=LimitHit(limit="max_steps", value=2, used=2),
         steps=2,
         tool_calls=1,
         duration_s=1.0,

@@ -7,6 +7,8 @@ import enum
 import importlib
 import inspect
 import json
+import subprocess
+import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,50 @@ from boundloop.testing import parse_message
 from tests.helpers import assert_valid_transcript, text, tool_use
 
 JSON = dict[str, Any]
+
+
+# -- deprecated aliases -----------------------------------------------------------------
+
+DEPRECATED_ALIASES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "boundloop.handlers.tools": (
+        "boundloop.tools",
+        ("RetryableToolError", "Tool", "ToolContext", "ToolInputError", "idempotency_key", "tool"),
+    ),
+    "boundloop.handlers.stops": (
+        "boundloop.signals",
+        ("DEFAULT_HANDLERS", "Route", "SignalContext", "SignalHandler", "Verdict", "stop"),
+    ),
+    "boundloop.handlers.registry": ("boundloop._core", ("ToolRegistry",)),
+}
+
+_ALIAS_PROBE = """
+import importlib, sys, warnings
+alias, home, names = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    module = importlib.import_module(alias)
+deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning) and alias in str(w.message)]
+assert len(deprecations) == 1, [str(w.message) for w in caught]
+target = importlib.import_module(home)
+assert all(getattr(module, name) is getattr(target, name) for name in names)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("alias", sorted(DEPRECATED_ALIASES))
+def test_a_deprecated_module_warns_and_gives_the_same_objects(alias: str) -> None:
+    """Importing an old path warns with a DeprecationWarning naming it, and its names are the very
+    objects of the new place; in a fresh interpreter, so no earlier import has cached the module."""
+    home, names = DEPRECATED_ALIASES[alias]
+    done = subprocess.run(
+        [sys.executable, "-c", _ALIAS_PROBE, alias, home, ",".join(names)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
 
 
 # -- __all__ -----------------------------------------------------------------------------

@@ -478,7 +478,10 @@ class FaultCampaign(RuleBasedStateMachine):
     def respond(self, content: object, stop_reason: object, usage: JSON, delay: float, **fields: Any) -> None:
         body = message(content, stop_reason, usage=usage, n=self.ids, **fields)
         handled = isinstance(stop_reason, str) and stop_reason in API_STOP_REASONS
-        self.queue(Body(json=body, delay_s=delay), "message" if handled else "unknown_stop")
+        # A null stop_reason is a malformed response (a fault: the run fails, recorded), not an
+        # unknown one (`UnhandledStop`).
+        category: Category = "message" if handled else "fault" if stop_reason is None else "unknown_stop"
+        self.queue(Body(json=body, delay_s=delay), category)
 
     @rule(
         calls=st.lists(proposed_calls(), min_size=1, max_size=3),
@@ -663,8 +666,7 @@ class FaultCampaign(RuleBasedStateMachine):
         loop = self.loop
         assert loop is not None
         note(f"run {outcome.task_id}: cancel={outcome.cancel_mode} served={outcome.served}")
-        # Nothing is left of the run in the machine, and the forbidden tool never ran.
-        assert loop.config.machine.machine.models == []
+        # The forbidden tool never ran.
         assert "issue_refund" not in self.world.ran
         result = outcome.result
         if outcome.cancelled_outside:

@@ -4,7 +4,7 @@ The SDK turns a content block object back into JSON on every request that carrie
 transcript of objects costs a dump per block per turn, growing with the run. Dumped once here,
 the blocks are plain dicts from then on: the same JSON a checkpoint holds, so a fresh run and
 a resumed one send identical requests. A `tool_use` or `text` block with only its usual fields
-is copied by hand (its `input` dict shared: handlers get copies); any other block — thinking
+is copied by hand (its `input` dict shared: tool functions get copies); any other block — thinking
 with its signature, server tool blocks, citations — is dumped by the SDK's own model with
 `exclude_unset`, which keeps exactly the keys the API sent.
 """

@@ -1,8 +1,9 @@
-"""What the work of every state is given: the configuration, the state and the events.
+"""The one per-run object: the configuration, the state, the events and the clock of a run.
 
-A `RunContext` holds no decision of its own: facts go into `LoopState`. Besides the events it
-keeps only the clock and one transient cache (the validated arguments of the current
-turn's calls), which a continued run rebuilds from the state.
+The driver drives a `RunContext`, the engine's guards read its state, and the work of every
+state is given it. It holds no decision of its own: facts go into `LoopState`. Besides the
+events it keeps only the clock, the run's metric observers and one transient cache (the
+validated arguments of the current turn's calls), which a continued run rebuilds from the state.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ YIELD_EVERY: Final = 500
 deadline and a cancellation cut into a batch of any size within a few milliseconds."""
 
 ToolSpan: TypeAlias = Callable[[ToolCall], AbstractContextManager[object]]
-"""`tool_span(call)`: a context the call's handler runs in (each attempt), which makes the call's
+"""`tool_span(call)`: a context the call's tool function runs in (each attempt), which makes the call's
 `execute_tool` span the current span; the traced run's hook (`otel._run.RunSpans.tool_call`)."""
 
 
@@ -61,12 +62,16 @@ class RunContext:
         "_hooks",
         "_recorded",
         "_recorded_for",
+        "cancel_requested",
         "config",
         "counted_input",
         "deadline",
+        "edges",
         "elapsed_before",
+        "entered",
         "epoch",
         "events",
+        "exemplar",
         "on_asyncio",
         "plan",
         "plan_records",
@@ -92,8 +97,8 @@ class RunContext:
         """Called with every event as it is recorded: the run's `observer` (its spans, set
         only when the run is traced, and never raising), the loop's hook, then the run's."""
         self.tool_span = tool_span
-        """Set only when the run is traced: each handler runs in `tool_span(call)`, so a span the
-        handler starts is a child of the call's `execute_tool` span. None: nothing per call."""
+        """Set only when the run is traced: each tool function runs in `tool_span(call)`, so a span
+        the tool function starts is a child of the call's `execute_tool` span. None: nothing per call."""
         self.started = time.perf_counter()
         self.epoch = time.time() - self.started
         """Add `time.perf_counter()` to get epoch seconds: the events' `at`, one clock read per event."""
@@ -102,7 +107,7 @@ class RunContext:
         self.deadline: float | None = None
         """The run's time limit on anyio's clock, when `Budget.timeout_s` is set."""
         self.tool_raised: BaseException | None = None
-        """A handler's exception with `on_tool_error="raise"`: the one that leaves `run()`."""
+        """A tool function's exception with `on_tool_error="raise"`: the one that leaves `run()`."""
         self.counted_input: int | None = None
         """The next request's input tokens, as `messages.count_tokens` counted them."""
         self.plan: list[Planned] | None = None
@@ -113,6 +118,16 @@ class RunContext:
         `ToolStarted` event lists these same objects (one record per call in memory, not two)."""
         self._recorded: list[tuple[str, str]] = []
         self._recorded_for: Turn | None = None
+        self.entered = self.started
+        """When the run entered its current state (`time.perf_counter()`): the transition's duration."""
+        self.cancel_requested = False
+        """The run's cancel event was set: a cancelled scope means `cancelled`, not `timeout`."""
+        metrics = config.metrics
+        # Resolved once: the run stays in this thread, the thread its edges' cells belong to.
+        self.edges = None if metrics is None else metrics.edges()
+        """Each edge's metric observer, by (source, dest); None: no metrics."""
+        self.exemplar = None if metrics is None else metrics.exemplar_id(state.trace_id)
+        """The trace id slow transitions carry as an exemplar; None: none."""
         self.on_asyncio = _on_asyncio()
         """Whether the run is on asyncio (not trio), where a batch runs in native tasks."""
 

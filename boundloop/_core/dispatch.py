@@ -2,7 +2,7 @@
 
 Each task writes its `CallResult` into the turn's answer at its block's index — into the
 run's state, so a result that arrived before a timeout, a cancellation or a crash is kept
-— and results come back in block order without sorting. A task turns its handler's
+— and results come back in block order without sorting. A task turns its tool function's
 failure into data (an `is_error` result); the group only raises for bugs, cancellation and
 `on_tool_error="raise"`.
 """
@@ -48,7 +48,7 @@ async def act(ctx: RunContext) -> Trigger:
     """Run the turn's allowed calls concurrently, then answer all calls in ONE user message.
 
     Raises:
-        Exception: the first handler failure, with `on_tool_error="raise"`; the sibling calls
+        Exception: the first tool function's failure, with `on_tool_error="raise"`; the sibling calls
             are cancelled first.
     """
     turn = ctx.state.turn
@@ -72,8 +72,8 @@ async def dispatch(ctx: RunContext, turn: Turn, plan: list[Planned]) -> None:
     """Run the planned calls concurrently, writing each answer into `turn.answers`.
 
     Raises:
-        Exception: the first handler failure, with `on_tool_error="raise"`.
-        BaseException: a handler's `KeyboardInterrupt` / `SystemExit`, as itself.
+        Exception: the first tool function's failure, with `on_tool_error="raise"`.
+        BaseException: a tool function's `KeyboardInterrupt` / `SystemExit`, as itself.
     """
     if not plan:
         return
@@ -86,7 +86,7 @@ async def dispatch(ctx: RunContext, turn: Turn, plan: list[Planned]) -> None:
         else:
             await _in_task_group(ctx, batch, plan)
     except BaseExceptionGroup as group_error:
-        # Tasks catch their handlers' Exceptions; what is left (SystemExit, ...) leaves as itself.
+        # Tasks catch their tool functions' Exceptions; what is left (SystemExit, ...) leaves as itself.
         if len(group_error.exceptions) == 1:
             raise group_error.exceptions[0] from None
         raise
@@ -158,7 +158,7 @@ async def _run_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Ca
             idempotency_key=idempotency_key(ctx.state.task_id, call),
         )
         if tool.takes_context
-        else None  # built only for a handler that reads it
+        else None  # built only for a tool function that reads it
     )
     timeout = tool.timeout_s if tool.timeout_s is not None else budget.tool_timeout_s
     started = time.perf_counter()
@@ -167,7 +167,7 @@ async def _run_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Ca
     last_error = ""
     while True:
         if not take_tool_call(ctx):
-            if attempts:  # the handler ran and failed; retrying would exceed max_tool_calls
+            if attempts:  # the tool function ran and failed; retrying would exceed max_tool_calls
                 result = refused(
                     call, "error", f"{last_error} (retries stopped: the tool-call budget is spent)"
                 )
@@ -223,7 +223,7 @@ def _timed_out(tool: Tool, timeout: float) -> str:
 async def _attempt(
     ctx: RunContext, planned: Planned, call: ToolCall, call_context: ToolContext | None, attempt: int
 ) -> CallResult | _Retry:
-    """One invocation of the handler: its result, or the delay before a retry."""
+    """One invocation of the tool function: its result, or the delay before a retry."""
     config = ctx.config
     budget = config.budget
     raise_errors = config.on_tool_error == "raise"
@@ -232,7 +232,7 @@ async def _attempt(
         if tool_span is None:  # an untraced run
             value = await planned.tool.invoke(planned.arguments, call_context)
         else:
-            with tool_span(call):  # the call's span is the handler's current span
+            with tool_span(call):  # the call's span is the tool function's current span
                 value = await planned.tool.invoke(planned.arguments, call_context)
     except RetryableToolError as exc:
         error = f"{type(exc).__name__}: {exc}"

@@ -1,8 +1,9 @@
-"""The driver: one per run, it awaits each state's work under anyio and fires its trigger.
+"""The driver: it awaits each state's work under anyio and fires its trigger, for one run.
 
-The work of each state lives in `boundloop.handlers` and records facts in the run's
-`LoopState`; the table's guards read them when the trigger fires. Nothing awaits inside a
-`transitions` callback, so anyio cancellation and timeouts propagate untouched.
+A run is one `RunContext` (its configuration, `LoopState`, events and clock); the functions here
+drive it. The work of each state lives in the modules of `boundloop._core` (`WORK`) and records
+facts in the run's `LoopState`; the table's guards read them when the trigger fires. The engine
+never awaits, so anyio cancellation and timeouts propagate untouched.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, cast, final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import anyio
 
@@ -43,24 +44,6 @@ WORK: Final[Mapping[Phase, Callable[[RunContext], Awaitable[Trigger]]]] = {
     Phase.OBSERVE: observe,
 }
 """The work of each state; `stopped` has none."""
-
-
-@final
-class Run:
-    """One run as the machine's model: its phase is the phase of its `LoopState`."""
-
-    def __init__(self, ctx: RunContext) -> None:
-        self.ctx = ctx
-        self.state = ctx.state
-
-    @property
-    def phase(self) -> Phase:
-        """The state the run is in; `transitions` reads and sets it (model_attribute="phase")."""
-        return self.state.phase
-
-    @phase.setter
-    def phase(self, value: str) -> None:
-        self.state.phase = value if isinstance(value, Phase) else Phase(value)
 
 
 async def execute(
@@ -125,15 +108,14 @@ async def _execute(
 ) -> LoopResult:
     if state.phase is Phase.ACT:  # a checkpoint's calls are decided again before any runs
         state.phase = Phase.VALIDATE
+    state.phase = config.machine.check(state.phase)
     ctx = RunContext(config, state, on_event=on_event, observer=observer, tool_span=tool_span)
     if config.price is None:  # not tracked from the start, also when no model call succeeds
         state.usage.cost_usd = None
-    driver = _Driver(ctx)
-    config.machine.start(driver.run, state.phase)
     if config.metrics is not None:
         config.metrics.run_started()
-    await driver.execute(cancel, failure, resumed)
-    return driver.result()
+    await _run(ctx, cancel, failure, resumed)
+    return loop_result(ctx)
 
 
 def _for_store(ctx: RunContext) -> LoopState:
@@ -164,213 +146,201 @@ def _leaves_run(exc: BaseException, ctx: RunContext) -> bool:
     )
 
 
-@final
-class _Driver:
-    __slots__ = ("cancel_requested", "ctx", "edges", "entered", "exemplar", "run")
-
-    def __init__(self, ctx: RunContext) -> None:
-        self.ctx = ctx
-        self.run = Run(ctx)
-        self.entered = time.perf_counter()
-        self.cancel_requested = False
-        metrics = ctx.config.metrics
-        # Resolved once: the run stays in this thread, the thread its edges' cells belong to.
-        self.edges = None if metrics is None else metrics.edges()
-        self.exemplar = None if metrics is None else metrics.exemplar_id(ctx.state.trace_id)
-
-    async def execute(
-        self,
-        cancel: anyio.Event | None,
-        failure: Exception | None = None,
-        resumed: Mapping[str, object] | None = None,
-    ) -> None:
-        ctx = self.ctx
-        timeout = ctx.config.budget.timeout_s
-        if timeout is not None:
-            ctx.deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_before)
-        try:  # the first event is inside: a failing on_event hook fails the run, recorded
-            self._first_event(resumed)
-            if failure is not None:
-                raise failure
-            if ctx.deadline is None and cancel is None:  # nothing can stop it early: no scope to build
-                await self._save_start()
-                await self.drive()
-                return
-            with anyio.CancelScope(deadline=ctx.deadline or float("inf")) as scope:
-                await self._save_start()
-                if cancel is None:
-                    await self.drive()
-                else:
-                    await self._drive_cancellable(cancel, scope)
-            if scope.cancelled_caught and self.run.phase is not Phase.STOPPED:
-                if self.cancel_requested:
-                    self.abort(StopReason.CANCELLED, "the cancel event was set")
-                else:
-                    self.abort(StopReason.TIMEOUT, f"the run exceeded timeout_s={timeout}")
-        except anyio.get_cancelled_exc_class():
-            # Cancellation from outside: answer every call, record it, and re-raise it.
-            self.abort(StopReason.CANCELLED, "the task running the loop was cancelled")
-            raise
-        except BaseException as exc:
-            ctx.error("exception", exc)
-            self.abort(StopReason.FAILED, f"{type(exc).__name__}: {exc}")
-            if isinstance(exc, UnhandledStop):
-                exc.result = self.result()
-            if _leaves_run(exc, ctx):
-                raise
-            # Anything else — your callbacks, the store, a bug — ends the run as failed, recorded.
-        finally:
-            self._record_stop()
-            await self._last_checkpoint()
-
-    def _first_event(self, resumed: Mapping[str, object] | None) -> None:
-        ctx = self.ctx
-        if resumed is not None:
-            ctx.event(Resumed, **resumed)
-        elif ctx.state.next_seq == 0:
-            ctx.event(RunStarted, trace_id=ctx.state.trace_id, model=ctx.config.model)
-
-    async def _save_start(self) -> None:
-        store = self.ctx.config.store
-        if store is not None:  # the run exists from its start (or a resume's intents)
-            await store.save(_for_store(self.ctx))
-
-    async def _drive_cancellable(self, cancel: anyio.Event, scope: anyio.CancelScope) -> None:
-        async def watch() -> None:
-            await cancel.wait()
-            self.cancel_requested = True
-            scope.cancel()
-
-        try:
-            async with anyio.create_task_group() as group:
-                group.start_soon(watch)
-                await self.drive()
-                group.cancel_scope.cancel()
-        except BaseExceptionGroup as group_error:
-            # One failure in the host task: surface it as itself, not as a group.
-            if len(group_error.exceptions) == 1:
-                raise group_error.exceptions[0] from None
-            raise
-
-    async def drive(self) -> None:
-        """Await each state's work and fire its trigger until the run is stopped."""
-        ctx = self.ctx
-        state = ctx.state
-        store = ctx.config.store
-        while state.phase is not Phase.STOPPED:
-            trigger = await WORK[state.phase](ctx)
-            dest = self.fire(trigger)
-            if store is not None and (
-                dest is Phase.ACT
-                or dest is Phase.OBSERVE
-                or (dest is Phase.ASSEMBLE and trigger is Trigger.VALIDATED)
-            ):
-                # Before a batch (its calls and idempotency keys, as intents), after it (its
-                # results, recorded as observations), and after a step without tools.
-                await store.save(_for_store(ctx))
-
-    def fire(self, trigger: Trigger) -> Phase:
-        """Fire a trigger; trace and measure the transition it took."""
-        ctx = self.ctx
-        state = ctx.state
-        source = state.phase
-        dest, guard = ctx.config.machine.step(self.run, source, trigger)
-        state.phase = dest
-        now = time.perf_counter()
-        duration = now - self.entered
-        self.entered = now
-        # One clock read per transition: `at` is derived from it.
-        ctx.emit(
-            Transition(
-                seq=ctx.next_seq(),
-                task_id=state.task_id,
-                at=ctx.epoch + now,
-                step=state.step,
-                source=source,
-                dest=dest,
-                trigger=trigger,
-                guard=guard,
-                duration_s=duration,
-            )
-        )
-        edges = self.edges
-        if edges is not None:  # counts the edge and observes the time in `source`
-            edges[(source, dest)].observe(duration, self.exemplar if duration >= EXEMPLAR_MIN_S else None)
-        return dest
-
-    def abort(self, reason: StopReason, detail: str) -> None:
-        """Leave any state for `stopped` (timeout, cancellation, failure)."""
-        if self.run.phase is Phase.STOPPED:
+async def _run(
+    ctx: RunContext,
+    cancel: anyio.Event | None,
+    failure: Exception | None = None,
+    resumed: Mapping[str, object] | None = None,
+) -> None:
+    timeout = ctx.config.budget.timeout_s
+    if timeout is not None:
+        ctx.deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_before)
+    try:  # the first event is inside: a failing on_event hook fails the run, recorded
+        _first_event(ctx, resumed)
+        if failure is not None:
+            raise failure
+        if ctx.deadline is None and cancel is None:  # nothing can stop it early: no scope to build
+            await _save_start(ctx)
+            await drive(ctx)
             return
-        ctx = self.ctx
-        state = ctx.state
-        if state.stop_reason is not None:
-            # The stop was decided first; only its final-answer call was interrupted.
-            state.stop_detail = f"{state.stop_detail}; the final-answer call was interrupted: {detail}"
-            state.final_call_due = False
-            answer_open_calls(ctx, "cancelled", f"not run: {reason}")
-        else:
-            if reason is StopReason.TIMEOUT:
-                state.exceeded = Exceeded(
-                    limit="timeout_s", value=ctx.config.budget.timeout_s or 0.0, used=ctx.elapsed_s
-                )
-            finish(ctx, reason, detail)
-        self.fire(Trigger.HALT)
+        with anyio.CancelScope(deadline=ctx.deadline or float("inf")) as scope:
+            await _save_start(ctx)
+            if cancel is None:
+                await drive(ctx)
+            else:
+                await _drive_cancellable(ctx, cancel, scope)
+        if scope.cancelled_caught and ctx.state.phase is not Phase.STOPPED:
+            if ctx.cancel_requested:
+                abort(ctx, StopReason.CANCELLED, "the cancel event was set")
+            else:
+                abort(ctx, StopReason.TIMEOUT, f"the run exceeded timeout_s={timeout}")
+    except anyio.get_cancelled_exc_class():
+        # Cancellation from outside: answer every call, record it, and re-raise it.
+        abort(ctx, StopReason.CANCELLED, "the task running the loop was cancelled")
+        raise
+    except BaseException as exc:
+        ctx.error("exception", exc)
+        abort(ctx, StopReason.FAILED, f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, UnhandledStop):
+            exc.result = loop_result(ctx)
+        if _leaves_run(exc, ctx):
+            raise
+        # Anything else — your callbacks, the store, a bug — ends the run as failed, recorded.
+    finally:
+        _record_stop(ctx)
+        await _last_checkpoint(ctx)
 
-    async def _last_checkpoint(self) -> None:
-        """Save the final state, shielded from the caller's cancellation.
 
-        A failing store never replaces the run's outcome, an exception or a cancellation on
-        its way out: its error is recorded in the state and the trace as a `checkpoint` error.
-        """
-        ctx = self.ctx
-        store = ctx.config.store
-        if store is None:
-            return
-        try:
-            with anyio.move_on_after(CHECKPOINT_TIMEOUT_S, shield=True):
-                await store.save(_for_store(ctx))
-        except Exception as exc:  # never replaces the run's outcome: recorded instead
-            ctx.error("checkpoint", exc)
+def _first_event(ctx: RunContext, resumed: Mapping[str, object] | None) -> None:
+    if resumed is not None:
+        ctx.event(Resumed, **resumed)
+    elif ctx.state.next_seq == 0:
+        ctx.event(RunStarted, trace_id=ctx.state.trace_id, model=ctx.config.model)
 
-    def _record_stop(self) -> None:
-        ctx = self.ctx
-        state = ctx.state
-        reason = state.stop_reason or StopReason.FAILED
-        state.stop_reason = reason
-        duration = ctx.elapsed_s
-        metrics = ctx.config.metrics
-        if metrics is not None:  # first: a failing on_event hook must not leave runs_active up
-            metrics.run_finished(reason, time.perf_counter() - ctx.started, state.trace_id)
-        exceeded = state.exceeded
-        usage = state.usage
-        ctx.event(
-            Stop,
-            stop_reason=str(reason),
-            detail=state.stop_detail,
-            limit=None
-            if exceeded is None
-            else LimitHit(limit=exceeded.limit, value=exceeded.value, used=exceeded.used),
-            steps=state.step,
-            tool_calls=state.tool_calls,
+
+async def _save_start(ctx: RunContext) -> None:
+    store = ctx.config.store
+    if store is not None:  # the run exists from its start (or a resume's intents)
+        await store.save(_for_store(ctx))
+
+
+async def _drive_cancellable(ctx: RunContext, cancel: anyio.Event, scope: anyio.CancelScope) -> None:
+    async def watch() -> None:
+        await cancel.wait()
+        ctx.cancel_requested = True
+        scope.cancel()
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch)
+            await drive(ctx)
+            group.cancel_scope.cancel()
+    except BaseExceptionGroup as group_error:
+        # One failure in the host task: surface it as itself, not as a group.
+        if len(group_error.exceptions) == 1:
+            raise group_error.exceptions[0] from None
+        raise
+
+
+async def drive(ctx: RunContext) -> None:
+    """Await each state's work and fire its trigger until the run is stopped."""
+    state = ctx.state
+    store = ctx.config.store
+    while state.phase is not Phase.STOPPED:
+        trigger = await WORK[state.phase](ctx)
+        dest = fire(ctx, trigger)
+        if store is not None and (
+            dest is Phase.ACT
+            or dest is Phase.OBSERVE
+            or (dest is Phase.ASSEMBLE and trigger is Trigger.VALIDATED)
+        ):
+            # Before a batch (its calls and idempotency keys, as intents), after it (its
+            # results, recorded as observations), and after a step without tools.
+            await store.save(_for_store(ctx))
+
+
+def fire(ctx: RunContext, trigger: Trigger) -> Phase:
+    """Fire a trigger; trace and measure the transition it took."""
+    state = ctx.state
+    source = state.phase
+    dest, guard = ctx.config.machine.edge(ctx, source, trigger)
+    state.phase = dest
+    now = time.perf_counter()
+    duration = now - ctx.entered
+    ctx.entered = now
+    # One clock read per transition: `at` is derived from it.
+    ctx.emit(
+        Transition(
+            seq=ctx.next_seq(),
+            task_id=state.task_id,
+            at=ctx.epoch + now,
+            step=state.step,
+            source=source,
+            dest=dest,
+            trigger=trigger,
+            guard=guard,
             duration_s=duration,
-            trace_id=state.trace_id,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_input_tokens=usage.cache_read_input_tokens,
-            cache_creation_input_tokens=usage.cache_creation_input_tokens,
-            cost_usd=usage.cost_usd,
-            opening=ctx.deferred(state.messages[: state.opening]),
-            provenance=state.provenance,
-            metadata=state.metadata or None,
         )
+    )
+    edges = ctx.edges
+    if edges is not None:  # counts the edge and observes the time in `source`
+        edges[(source, dest)].observe(duration, ctx.exemplar if duration >= EXEMPLAR_MIN_S else None)
+    return dest
 
-    def result(self) -> LoopResult:
-        """The run's result (partial until stopped)."""
-        state = self.ctx.state
-        return LoopResult(
-            stop_reason=state.stop_reason or StopReason.FAILED,
-            answer=state.answer,
-            state=state,
-            events=self.ctx.events,
-        )
+
+def abort(ctx: RunContext, reason: StopReason, detail: str) -> None:
+    """Leave any state for `stopped` (timeout, cancellation, failure)."""
+    if ctx.state.phase is Phase.STOPPED:
+        return
+    state = ctx.state
+    if state.stop_reason is not None:
+        # The stop was decided first; only its final-answer call was interrupted.
+        state.stop_detail = f"{state.stop_detail}; the final-answer call was interrupted: {detail}"
+        state.final_call_due = False
+        answer_open_calls(ctx, "cancelled", f"not run: {reason}")
+    else:
+        if reason is StopReason.TIMEOUT:
+            state.exceeded = Exceeded(
+                limit="timeout_s", value=ctx.config.budget.timeout_s or 0.0, used=ctx.elapsed_s
+            )
+        finish(ctx, reason, detail)
+    fire(ctx, Trigger.HALT)
+
+
+async def _last_checkpoint(ctx: RunContext) -> None:
+    """Save the final state, shielded from the caller's cancellation.
+
+    A failing store never replaces the run's outcome, an exception or a cancellation on
+    its way out: its error is recorded in the state and the trace as a `checkpoint` error.
+    """
+    store = ctx.config.store
+    if store is None:
+        return
+    try:
+        with anyio.move_on_after(CHECKPOINT_TIMEOUT_S, shield=True):
+            await store.save(_for_store(ctx))
+    except Exception as exc:  # never replaces the run's outcome: recorded instead
+        ctx.error("checkpoint", exc)
+
+
+def _record_stop(ctx: RunContext) -> None:
+    state = ctx.state
+    reason = state.stop_reason or StopReason.FAILED
+    state.stop_reason = reason
+    duration = ctx.elapsed_s
+    metrics = ctx.config.metrics
+    if metrics is not None:  # first: a failing on_event hook must not leave runs_active up
+        metrics.run_finished(reason, time.perf_counter() - ctx.started, state.trace_id)
+    exceeded = state.exceeded
+    usage = state.usage
+    ctx.event(
+        Stop,
+        stop_reason=str(reason),
+        detail=state.stop_detail,
+        limit=None
+        if exceeded is None
+        else LimitHit(limit=exceeded.limit, value=exceeded.value, used=exceeded.used),
+        steps=state.step,
+        tool_calls=state.tool_calls,
+        duration_s=duration,
+        trace_id=state.trace_id,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_input_tokens=usage.cache_read_input_tokens,
+        cache_creation_input_tokens=usage.cache_creation_input_tokens,
+        cost_usd=usage.cost_usd,
+        opening=ctx.deferred(state.messages[: state.opening]),
+        provenance=state.provenance,
+        metadata=state.metadata or None,
+    )
+
+
+def loop_result(ctx: RunContext) -> LoopResult:
+    """The run's result (partial until stopped)."""
+    state = ctx.state
+    return LoopResult(
+        stop_reason=state.stop_reason or StopReason.FAILED,
+        answer=state.answer,
+        state=state,
+        events=ctx.events,
+    )

@@ -1,4 +1,4 @@
-"""Tool results: a handler's return value as text, JSON or content blocks, truncated visibly."""
+"""Tool results: a tool function's return value as text, JSON or content blocks, truncated visibly."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ _STRICT_JSON: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False).enco
 
 
 def refused(call: ToolCall, outcome: Outcome, text: str) -> CallResult:
-    """A call answered without running its handler."""
+    """A call answered without running its tool function."""
     return CallResult(call=call, outcome=outcome, content=text)
 
 
 def to_result(call: ToolCall, value: object, max_chars: int) -> CallResult:
-    """Turn a handler's return value into a result: text, JSON, or a list of content blocks."""
+    """Turn a tool function's return value into a result: text, JSON, or a list of content blocks."""
     content: Content
     try:
         if isinstance(value, str):

@@ -15,7 +15,6 @@ human's approval recorded on resume (`HUMAN_APPROVED`) lifts the approval requir
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 import anyio
@@ -46,16 +45,6 @@ from .results import refused
 
 _CANONICAL_JSON: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
 """Built once: `json.dumps` with options builds a new encoder on every call."""
-_make_encoder: Callable[..., Callable[[object, int], Iterable[str]]] | None = getattr(
-    json.encoder, "c_make_encoder", None
-)
-_C_ENCODER: Final = (
-    None
-    if _make_encoder is None
-    # The same output as _CANONICAL_JSON, without building the C encoder on every call (half
-    # the cost). No cycle check: a tool_use input is JSON that the boundary walked already.
-    else _make_encoder(None, str, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, True)
-)
 REPEAT_NOTE: Final = "\n[repeated call: this is the result of the identical earlier call]"
 HUMAN_APPROVED: Final = "human_approved"
 """The decision of a call a human approved on resume: it runs without asking again, once every
@@ -71,16 +60,14 @@ _DECISIONS: Final = {
 def canonical(name: str, tool_input: object) -> str:
     """The identity of a call for repeat detection: the digest of its tool name and canonical
     JSON input (`call_digest`), which a checkpoint may hold without holding the input."""
-    if _C_ENCODER is None:
-        return call_digest(name + "\x00" + _CANONICAL_JSON(tool_input))
-    return call_digest(name + "\x00" + "".join(_C_ENCODER(tool_input, 0)))
+    return call_digest(name + "\x00" + _CANONICAL_JSON(tool_input))
 
 
 async def validate(ctx: RunContext) -> Trigger:
     """Route the response by its stop_reason; for tool calls, decide every call of the batch.
 
     Raises:
-        UnhandledStop: the stop_reason has no handler.
+        UnhandledStop: the stop_reason has no signal handler.
     """
     state = ctx.state
     turn = state.turn

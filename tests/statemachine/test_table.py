@@ -1,4 +1,8 @@
-"""The transition table: reachability, one final state, an exit for every outcome, two equal engines."""
+"""The transition table: reachability, one final state, an exit for every outcome, two equal engines.
+
+The runtime's engine is an index of the table's rows; `transitions.Machine`, built here from the
+same rows, is the oracle it is compared with.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import cast
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from transitions import Machine
 
 from boundloop._core.budget import LIMIT_STOPS
 from boundloop._core.engine import InvalidTransition, StateMachine
@@ -34,6 +39,22 @@ class Probe:
 
     state: LoopState
     phase: str = "assemble"
+
+
+def oracle() -> Machine:
+    """`transitions.Machine` built from the table's rows, the guards resolved by name."""
+    return Machine(
+        model=None,
+        states=[{"name": str(state), "final": state is FINAL} for state in STATES],
+        transitions=[
+            {**row, "conditions": [GUARDS[name] for name in row["conditions"]]} for row in TRANSITIONS
+        ],
+        initial=str(INITIAL),
+        auto_transitions=False,
+        send_event=False,
+        queued=False,
+        model_attribute="phase",
+    )
 
 
 def facts(stop: StopReason | None, limit: str | None, due: bool, turn: str) -> LoopState:
@@ -95,7 +116,7 @@ def test_stopped_is_the_only_final_state() -> None:
     """Only `stopped` has no outgoing edge, and it is marked final on the machine."""
     sources = {row["source"] for row in TRANSITIONS}
     assert {str(state) for state in STATES} - sources == {str(FINAL)}
-    machine = StateMachine().machine
+    machine = oracle()
     assert [name for name, state in machine.states.items() if state.final] == [str(FINAL)]
 
 
@@ -140,36 +161,25 @@ def test_halt_leaves_every_non_final_state_for_stopped(phase: Phase) -> None:
 def test_the_engine_agrees_with_event_trigger(
     start: Phase, trigger: Trigger, combo: tuple[StopReason | None, str | None, bool, str]
 ) -> None:
-    """For any state, trigger and facts, the indexed engine and `Event.trigger` reach the same
-    state, or both refuse."""
-    machine = StateMachine()
-    outcomes: list[str] = []
-    for fire in ("indexed", "oracle"):
-        probe = Probe(facts(*combo))
-        if fire == "indexed":  # as the driver starts a run: not registered with the machine
-            machine.start(probe, start)
-        else:
-            machine.add(probe, start)
-        try:
-            if fire == "indexed":
-                try:
-                    outcomes.append(str(machine.fire(probe, trigger)[0]))
-                except InvalidTransition:
-                    outcomes.append("refused")
-            else:
-                try:
-                    machine.trigger(probe, trigger)
-                    outcomes.append(str(probe.phase))
-                except Exception:  # transitions raises MachineError for a trigger with no edge here
-                    outcomes.append("refused")
-        finally:
-            if fire == "oracle":
-                machine.remove(probe)
-    indexed, oracle = outcomes
+    """For any state, trigger and facts, the indexed engine and `Event.trigger` of a
+    `transitions.Machine` built from the same rows reach the same state, or both refuse."""
+    probe = Probe(facts(*combo))
+    try:
+        indexed = str(StateMachine().edge(probe, start, trigger)[0])
+    except InvalidTransition:
+        indexed = "refused"
+    machine = oracle()
+    machine.add_model(probe, initial=str(start))
+    try:
+        # Guards receive the run as the trigger's argument.
+        machine.events[str(trigger)].trigger(probe, probe)
+        reached = str(probe.phase)
+    except Exception:  # transitions raises MachineError for a trigger with no edge here
+        reached = "refused"
     if indexed == "refused":  # Event.trigger returns False when no guard passes: the state stays
-        assert oracle in ("refused", str(start))
+        assert reached in ("refused", str(start))
     else:
-        assert indexed == oracle
+        assert indexed == reached
 
 
 def test_the_engine_covers_every_row_of_the_table() -> None:
@@ -179,27 +189,26 @@ def test_the_engine_covers_every_row_of_the_table() -> None:
     for row in TRANSITIONS:
         for combo in CONSISTENT_FACTS:
             probe = Probe(facts(*combo))
-            machine.start(probe, Phase(row["source"]))
             try:
-                dest, _ = machine.fire(probe, Trigger(row["trigger"]))
+                dest, _ = machine.edge(probe, Phase(row["source"]), Trigger(row["trigger"]))
                 fired.add((row["source"], row["trigger"], str(dest)))
             except InvalidTransition:
                 pass
     assert fired == {(row["source"], row["trigger"], row["dest"]) for row in TRANSITIONS}
 
 
-def test_start_refuses_a_phase_outside_the_table() -> None:
+def test_check_refuses_a_phase_outside_the_table() -> None:
     """A saved state with a phase the table does not have cannot start a run."""
-    probe = Probe(facts(None, None, False, "none"))
     with pytest.raises(InvalidTransition, match="not a state of the table"):
-        StateMachine().start(probe, cast(Phase, "nowhere"))
+        StateMachine.check(cast(Phase, "nowhere"))
+    assert StateMachine.check("act") is Phase.ACT
 
 
-def test_started_runs_are_not_registered_with_the_machine() -> None:
-    """The driver's runs leave no trace in `transitions`' model list, however many are in flight."""
+def test_the_edge_label_names_the_guards_that_let_it_go() -> None:
+    """The trace's guard label is the row's guard names; an unguarded edge has none."""
     machine = StateMachine()
-    probes = [Probe(facts(None, None, False, "none")) for _ in range(3)]
-    for probe in probes:
-        machine.start(probe)
-    assert all(probe.phase is Phase.ASSEMBLE for probe in probes)
-    assert machine.machine.models == []
+    probe = Probe(facts(None, None, False, "none"))
+    assert machine.edge(probe, Phase.ASSEMBLE, Trigger.ASSEMBLED) == (Phase.PROPOSE, "within_budget")
+    assert machine.edge(probe, Phase.PROPOSE, Trigger.PROPOSED) == (Phase.VALIDATE, None)
+    with pytest.raises(InvalidTransition):
+        machine.edge(probe, Phase.ASSEMBLE, Trigger.ACTED)
