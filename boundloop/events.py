@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, TypeAlias, cast
+from typing import Annotated, Any, Final, Literal, TypeAlias, cast, get_args
 
 from pydantic import (
     BaseModel,
@@ -32,12 +32,14 @@ from pydantic import (
     PlainSerializer,
     PlainValidator,
     TypeAdapter,
+    ValidationError,
     WithJsonSchema,
 )
 
 from ._recorded import Deferred as Deferred
 from ._recorded import json_default
 from ._recorded import redact_strings as redact_strings
+from ._trace_v1 import v1_fields
 from .records import Decision, Outcome, Provenance
 
 SCHEMA_VERSION: Final = 2
@@ -322,23 +324,7 @@ EventKind: TypeAlias = Literal[
     "compaction",
 ]
 
-EVENT_KINDS: Final[tuple[EventKind, ...]] = (
-    "run_started",
-    "transition",
-    "model_request",
-    "proposal",
-    "validation",
-    "tool_started",
-    "tool_result",
-    "approval_requested",
-    "resumed",
-    "stop",
-    "error",
-    "text_delta",
-    "thinking_delta",
-    "tool_input_delta",
-    "compaction",
-)
+EVENT_KINDS: Final[tuple[EventKind, ...]] = get_args(EventKind)
 """Every event kind, in the order of the `Event` union."""
 
 RENAMED_KINDS: Final[Mapping[str, EventKind]] = {"tool_call": "tool_started", "resume": "resumed"}
@@ -379,11 +365,17 @@ def from_dict(raw: Mapping[str, Any]) -> Event:
     """
     version = raw.get("schema_version", 1)
     if version == 1:
-        return _from_v1(raw)
-    if version != SCHEMA_VERSION:
+        fields = v1_fields(raw)
+        fields["kind"] = RENAMED_KINDS.get(str(fields["kind"]), fields["kind"])
+    elif version == SCHEMA_VERSION:
+        fields = {key: value for key, value in raw.items() if key != "schema_version"}
+    else:
         raise ValueError(f"unknown event schema_version {version!r} (this release reads 1 and 2)")
-    fields = {key: value for key, value in raw.items() if key != "schema_version"}
-    return EVENT_ADAPTER.validate_python(fields)
+    try:
+        return EVENT_ADAPTER.validate_python(fields)
+    except ValidationError as exc:  # one line a person reads, not pydantic's report
+        problems = (f"{'.'.join(map(str, e['loc'])) or 'kind'}: {e['msg']}" for e in exc.errors())
+        raise ValueError("; ".join(problems)) from None
 
 
 def read_events(path: str | Path) -> list[Event]:
@@ -406,40 +398,3 @@ def read_events(path: str | Path) -> list[Event]:
             except (ValueError, TypeError) as exc:
                 raise ValueError(f"{path}:{number}: not an event ({exc})") from exc
     return events
-
-
-def _from_v1(raw: Mapping[str, Any]) -> Event:
-    """An event of the earlier format (`TraceEvent.to_dict`: kind, step, at, source, dest,
-    trigger, duration_s, data), as the typed event it is now. Its `seq` is its position as
-    far as it is known: the line's `seq` when the caller numbered it, else 0."""
-    kind = raw.get("kind")
-    data = dict(raw.get("data") or {})
-    common: dict[str, Any] = {
-        "seq": raw.get("seq", 0),
-        "task_id": str(raw.get("task_id") or data.get("task_id") or ""),
-        "at": raw.get("at"),
-        "step": raw.get("step"),
-    }
-    fields: dict[str, Any]
-    if kind == "transition":
-        fields = {
-            "source": raw.get("source"),
-            "dest": raw.get("dest"),
-            "trigger": raw.get("trigger"),
-            "guard": data.get("guard"),
-            "duration_s": raw.get("duration_s") or 0.0,
-        }
-    elif kind == "error":
-        fields = {
-            "error_kind": data.get("kind"),
-            **{k: v for k, v in data.items() if k not in ("kind", "step")},
-        }
-    elif kind == "stop":
-        fields = {k: v for k, v in data.items() if k != "task_id"}
-        exceeded = data.get("exceeded")
-        fields.pop("exceeded", None)
-        if isinstance(exceeded, dict):
-            fields["limit"] = exceeded
-    else:
-        fields = data
-    return EVENT_ADAPTER.validate_python({**fields, **common, "kind": RENAMED_KINDS.get(str(kind), kind)})

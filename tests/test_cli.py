@@ -249,7 +249,7 @@ def test_diagram_bad_trace_line(tmp_path: Path, capsys: pytest.CaptureFixture[st
     trace = tmp_path / "run.jsonl"
     trace.write_text("{}\n", encoding="utf-8")
     assert main(["diagram", "--trace", str(trace)]) == 2
-    assert "run.jsonl:1: not a trace event" in one_line(capsys.readouterr().err)
+    assert "run.jsonl:1: not an event (kind: Input tag 'None'" in one_line(capsys.readouterr().err)
 
 
 def test_diagram_without_graphviz(
@@ -500,7 +500,7 @@ def test_the_trace_of_a_failed_run_is_still_written(
     assert main(["run", spec, "--goal", "g", "--app-dir", str(ROOT), "--trace", str(target)]) == 1
     kinds = [event.kind for event in read_events(target)]
     assert kinds[-1] == "stop"
-    assert "tool_call" in kinds
+    assert "tool_started" in kinds
     capsys.readouterr()
 
 

@@ -163,9 +163,9 @@ async def test_a_run_killed_before_its_next_model_call_resumes_in_a_new_process(
     state = LoopState.from_json(json.dumps(report["state"]))
     assert state.task_id == task_id
     assert state.trace_id == before.trace_id
-    assert report["trace"][0]["kind"] == "resume"
-    assert report["trace"][0]["data"]["from_phase"] == "observe"
-    assert report["trace"][0]["data"]["interrupted"] is True
+    assert report["events"][0]["kind"] == "resumed"
+    assert report["events"][0]["from_phase"] == "observe"
+    assert report["events"][0]["interrupted"] is True
     assert state.step == 2
     assert_valid_transcript(state.messages)
     assert len(state.observations) == 2  # the recorded results were kept, not redone
@@ -192,8 +192,8 @@ async def test_an_approval_round_trip_across_processes(tmp_path: Path) -> None:
     state = LoopState.from_json(json.dumps(report["state"]))
     assert state.task_id == task_id
     assert state.trace_id == waiting.trace_id
-    assert report["trace"][0]["kind"] == "resume"
-    assert report["trace"][0]["data"]["approvals"] == decisions
+    assert report["events"][0]["kind"] == "resumed"
+    assert report["events"][0]["approvals"] == decisions
     assert state.step == 2
     assert_valid_transcript(state.messages)
     seen = json.loads(report["answer"])  # the scripted model answers with the tool results it was sent

@@ -146,10 +146,13 @@ async def test_trace_round_trips_through_jsonl(tmp_path: Path) -> None:
 
 
 def test_read_trace_names_the_bad_line(tmp_path: Path) -> None:
-    """A line that is not a trace event is reported with its file and line number."""
+    """A line that is not an event is reported with its file and line number."""
     path = tmp_path / "bad.jsonl"
-    path.write_text('{"kind": "stop", "step": 1, "at": 0.0}\nnot json\n', encoding="utf-8")
-    with pytest.raises(ValueError, match=r"bad\.jsonl:2: not a trace event"):
+    first = {"kind": "run_started", "seq": 0, "task_id": "t", "at": 0.0, "step": 0, "trace_id": "tr"}
+    path.write_text(
+        json.dumps({**first, "model": "m", "schema_version": 2}) + "\nnot json\n", encoding="utf-8"
+    )
+    with pytest.raises(ValueError, match=r"bad\.jsonl:2: not an event \(Expecting value"):
         read_events(path)
 
 
