@@ -17,6 +17,8 @@ Usage::
    provider; `tracer_provider=None`) and on (an SDK `TracerProvider`, batch processor).
 7. one huge batch — 1,000, 10,000 and 50,000 calls in one response: µs per call, and the time
    past `timeout_s` when the calls never finish (`benchmarks/batch.py`; `python -m benchmarks.batch`).
+8. a long transcript — 200 turns on the SDK path: a turn's cost at turn 10 and at turn 200, and
+   the loop's own part of it (`benchmarks/transcript.py`; `python -m benchmarks.transcript`).
 
 Prints Markdown tables and the targets; `--write` also writes `benchmarks/RESULTS.md`.
 """
@@ -563,8 +565,8 @@ async def sdk_path(config: Config, report: Report) -> None:
         "5. SDK path: the real AsyncAnthropic over httpx2.MockTransport",
         f"{turns} turns x 3 instant tools; each request goes through the SDK (build, JSON-encode, the "
         "transport, parse the JSON body into a `Message`); the floors send the same tool definitions. "
-        "The floors and boundloop keep the SDK's content blocks in the transcript, which the SDK turns "
-        "back into JSON on every request; the *blocks as dicts* floor dumps them once instead (not a "
+        "The floors keep the SDK's content blocks in the transcript, which the SDK turns back into JSON "
+        "on every request; the *blocks as dicts* floor, like boundloop, dumps them once instead (not a "
         "target's floor: it shows what that re-serialisation costs). "
         f"µs per turn, median [min-max] of {config.sdk_repeat} repeats.",
         header("µs / turn"),
@@ -709,7 +711,14 @@ async def huge_batch(config: Config, report: Report) -> None:
     await batch.workload(config, report)
 
 
-WORKLOADS: Final = (per_turn, parallel, startup, sdk_path, concurrency, tracing, huge_batch)
+async def long_transcript(config: Config, report: Report) -> None:
+    """8. A long transcript: `benchmarks/transcript.py`, imported here (it imports this module)."""
+    from benchmarks import transcript
+
+    await transcript.workload(config, report)
+
+
+WORKLOADS: Final = (per_turn, parallel, startup, sdk_path, concurrency, tracing, huge_batch, long_transcript)
 
 
 async def measure(config: Config, report: Report) -> None:

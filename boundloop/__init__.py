@@ -61,6 +61,7 @@ if typing.TYPE_CHECKING:
     from .prices import UnpricedModelWarning as UnpricedModelWarning
     from .records import CallResult as CallResult
     from .records import ToolCall as ToolCall
+    from .settings import LoopSpec as LoopSpec
     from .signals import Route as Route
     from .signals import SignalContext as SignalContext
     from .signals import Verdict as Verdict

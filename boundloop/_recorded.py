@@ -100,5 +100,7 @@ def is_sdk_object(value: object) -> TypeGuard[BaseModel]:
 def json_default(value: object) -> object:
     """`json.dumps(default=...)` for SDK objects: the fields the API sent, as it sent them."""
     if is_sdk_object(value):
-        return value.model_dump(mode="json", exclude_unset=True)
+        # No serializer warnings: a block type the SDK does not model sits in its union as
+        # another model, and is dumped right (its fields kept as extras), but pydantic warns.
+        return value.model_dump(mode="json", exclude_unset=True, warnings=False)
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")

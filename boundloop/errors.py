@@ -33,8 +33,8 @@ Developer misuse (`ConfigurationError`) and run outcomes (`RunError`) are separa
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .state import LoopResult
@@ -194,25 +194,15 @@ class RunError(LoopError):
 
 
 class BudgetExceeded(RunError):
-    """A budget was spent: `.limit` names it, `.value` is the configured number, `.used` the use."""
+    """A budget was spent: `.limit` names it (its `Budget` field), `.value` is the configured number,
+    `.used` the use. `limit` names the field when the state records no `exceeded`."""
 
-    def __init__(self, result: LoopResult) -> None:
+    def __init__(self, result: LoopResult, limit: str | None = None) -> None:
         exceeded = result.state.exceeded
-        reason = str(result.stop_reason)
-        self.limit: str = BUDGET_LIMITS.get(reason, reason) if exceeded is None else exceeded.limit
+        self.limit: str = (limit or str(result.stop_reason)) if exceeded is None else exceeded.limit
         self.value: float | None = None if exceeded is None else exceeded.value
         self.used: float | None = None if exceeded is None else exceeded.used
         super().__init__(result)
-
-
-BUDGET_LIMITS: Final[Mapping[str, str]] = {
-    "max_steps": "max_steps",
-    "max_tool_calls": "max_tool_calls",
-    "timeout": "timeout_s",
-    "token_budget": "max_total_tokens",
-    "cost_budget": "max_cost_usd",
-}
-"""The `Budget` field behind each budget stop reason."""
 
 
 class RunFailed(RunError):
@@ -261,14 +251,11 @@ _BY_REASON: dict[str, type[RunError]] = {
     "truncated": Truncated,
     "context_exceeded": ContextExceeded,
     "tool_failure": ToolFailed,
-    "max_steps": BudgetExceeded,
-    "max_tool_calls": BudgetExceeded,
-    "timeout": BudgetExceeded,
-    "token_budget": BudgetExceeded,
-    "cost_budget": BudgetExceeded,
 }
+"""The exception of each stop reason but a budget's (`LoopResult.unwrap` raises `BudgetExceeded`
+for those, with the `Limit` behind it)."""
 
 
 def error_for(result: LoopResult) -> RunError:
-    """The typed exception for a result that did not complete."""
+    """The typed exception for a result that did not complete, at no budget."""
     return _BY_REASON[result.stop_reason](result)

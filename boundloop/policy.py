@@ -10,7 +10,7 @@ from typing import Literal, TypeAlias, cast, final
 
 from .errors import ConfigurationError
 from .records import ToolCall
-from .state import LoopState
+from .state import ZERO, LoopState
 
 _API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -47,7 +47,7 @@ class Policy:
     on_forbidden: Literal["stop", "report"] = "stop"
     on_missing_evidence: Literal["stop", "continue"] = "stop"
     on_max_tokens: Literal["stop", "continue"] = "stop"
-    max_continuations: int = 2
+    max_continuations: int = dataclasses.field(default=2, metadata=ZERO)
     """max_tokens continuations / evidence nudges allowed in one run."""
     escalation_tool: str | None = None
     """A tool the model calls to ask a human (input: `reason`): the run stops with

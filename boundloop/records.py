@@ -41,15 +41,63 @@ def call_digest(call: str) -> str:
     return hashlib.sha256(call.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-BUDGET_STOPS: Final = frozenset(
-    {
-        StopReason.MAX_STEPS,
-        StopReason.MAX_TOOL_CALLS,
-        StopReason.TIMEOUT,
-        StopReason.TOKEN_BUDGET,
-        StopReason.COST_BUDGET,
-    }
-)
+class Limit(enum.StrEnum):
+    """A limit of `Budget` that stops a run when spent; its value is the `Budget` field.
+
+    Each member carries what the loop does at it: `stop`, the stop reason it ends the run
+    with; `final_answer`, whether `Budget(on_exhausted="final_answer")` allows one last call
+    without tools after it (time, tokens and cost are hard ceilings: no call is made after
+    them); `breaker`, whether it opens the circuit breaker (`needs_human`) rather than spending
+    a budget; `counter`, what of the run it compares with the field (a `LoopState` attribute,
+    `usage.` one of `Usage`, or `clock`: the run's elapsed time).
+    """
+
+    stop: StopReason
+    final_answer: bool
+    breaker: bool
+    counter: str
+
+    def __new__(cls, field: str, stop: StopReason, counter: str, final_answer: bool, breaker: bool) -> Limit:
+        member = str.__new__(cls, field)
+        member._value_ = field
+        member.stop = stop
+        member.counter = counter
+        member.final_answer = final_answer
+        member.breaker = breaker
+        return member
+
+    # field, stop, counter, final_answer, breaker
+    MAX_STEPS = ("max_steps", StopReason.MAX_STEPS, "step", True, False)
+    MAX_TOOL_CALLS = ("max_tool_calls", StopReason.MAX_TOOL_CALLS, "tool_calls", True, False)
+    TIMEOUT_S = ("timeout_s", StopReason.TIMEOUT, "clock", False, False)
+    MAX_TOTAL_TOKENS = ("max_total_tokens", StopReason.TOKEN_BUDGET, "usage.total_tokens", False, False)
+    MAX_COST_USD = ("max_cost_usd", StopReason.COST_BUDGET, "usage.cost_usd", False, False)
+    MAX_CONSECUTIVE_TOOL_ERRORS = (
+        "max_consecutive_tool_errors",
+        StopReason.NEEDS_HUMAN,
+        "consecutive_tool_errors",
+        False,
+        True,
+    )
+    MAX_REPEATED_CALLS = ("max_repeated_calls", StopReason.NEEDS_HUMAN, "repeated_calls", False, True)
+
+    @property
+    def field(self) -> str:
+        """The `Budget` field that sets it."""
+        return self.value
+
+    @classmethod
+    def of(cls, field: str) -> Limit:
+        """The limit the `Budget` field `field` sets (each member is named after its field)."""
+        return cls[field.upper()]
+
+    @classmethod
+    def stopping(cls, reason: str | None) -> Limit | None:
+        """The budget (not a breaker) whose stop reason is `reason`, or None."""
+        for limit in cls:
+            if not limit.breaker and limit.stop == reason:
+                return limit
+        return None
 
 
 Decision: TypeAlias = Literal["execute", "deny", "block", "escalate", "approve", "repeat", "human_approved"]

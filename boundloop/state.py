@@ -24,11 +24,11 @@ from . import errors
 from ._finite import NonFinite as NonFinite
 from ._finite import first_non_finite, strict_loads
 from ._recorded import is_sdk_object, json_default
-from .records import BUDGET_STOPS as BUDGET_STOPS
 from .records import CallResult as CallResult
 from .records import ErrorRecord as ErrorRecord
 from .records import Escalation as Escalation
 from .records import Exceeded as Exceeded
+from .records import Limit as Limit
 from .records import Observation as Observation
 from .records import PendingApproval as PendingApproval
 from .records import Provenance as Provenance
@@ -50,17 +50,9 @@ SCHEMA_VERSION: Final = 1
 """The version of `LoopState`'s JSON; `LoopState.from_json` refuses any other."""
 
 
-BUDGET_COUNTS: Final = frozenset(
-    {
-        "max_steps",
-        "max_tool_calls",
-        "max_total_tokens",
-        "max_consecutive_tool_errors",
-        "max_repeated_calls",
-        "max_tool_retries",
-    }
-)
-"""Budget fields that count something: ints only (a 1.5 retry limit is a mistake)."""
+ZERO: Final = {"zero": True}
+"""Field metadata of a `Budget` or `Policy` limit that may be 0 (the others must be > 0); the
+contract schema reads it too (`boundloop.settings.field_schema`)."""
 
 
 @final
@@ -70,7 +62,7 @@ class Budget:
 
     max_steps: int
     """Model calls allowed in the run (pause_turn and continuations count)."""
-    max_tool_calls: int | None = None
+    max_tool_calls: int | None = dataclasses.field(default=None, metadata=ZERO)
     """Tool executions allowed in the run; each retry attempt counts."""
     timeout_s: float | None = None
     """Wall clock for the whole run, enforced with an anyio cancel scope."""
@@ -80,13 +72,13 @@ class Budget:
     """Cost from `usage` and the price table; needs a known price for the model."""
     max_consecutive_tool_errors: int = 2
     """Failing tool results in a row that open the circuit breaker (`needs_human`)."""
-    max_repeated_calls: int = 2
+    max_repeated_calls: int = dataclasses.field(default=2, metadata=ZERO)
     """Repeats of an earlier successful call tolerated; one more stops the run (`needs_human`)."""
-    max_tool_retries: int = 0
+    max_tool_retries: int = dataclasses.field(default=0, metadata=ZERO)
     """Retries of a handler that raised `RetryableToolError`."""
     tool_timeout_s: float | None = None
     """Default per-tool timeout when the tool sets none."""
-    retry_backoff_s: float = 0.1
+    retry_backoff_s: float = dataclasses.field(default=0.1, metadata=ZERO)
     """First retry delay; doubles on each further attempt."""
     on_exhausted: Literal["stop", "final_answer"] = "stop"
     """`final_answer`: when `max_steps` or `max_tool_calls` is spent, one last model call
@@ -106,20 +98,19 @@ class Budget:
 
         if not isinstance(cast(object, self.max_steps), int) or isinstance(self.max_steps, bool):
             raise errors.ConfigurationError(f"Budget.max_steps must be an int, got {self.max_steps!r}")
-        positive("max_steps", self.max_steps)
-        positive("max_tool_calls", self.max_tool_calls, allow_zero=True)
-        positive("timeout_s", self.timeout_s)
-        positive("max_total_tokens", self.max_total_tokens)
-        positive("max_cost_usd", self.max_cost_usd)
-        positive("max_consecutive_tool_errors", self.max_consecutive_tool_errors)
-        positive("max_repeated_calls", self.max_repeated_calls, allow_zero=True)
-        positive("max_tool_retries", self.max_tool_retries, allow_zero=True)
-        positive("tool_timeout_s", self.tool_timeout_s)
-        positive("retry_backoff_s", self.retry_backoff_s, allow_zero=True)
+        for field in dataclasses.fields(self):
+            if field.name != "on_exhausted":
+                positive(field.name, getattr(self, field.name), allow_zero=bool(field.metadata.get("zero")))
         if self.on_exhausted not in ("stop", "final_answer"):
             raise errors.ConfigurationError(
                 f"Budget.on_exhausted must be 'stop' or 'final_answer', got {self.on_exhausted!r}"
             )
+
+
+BUDGET_COUNTS: Final = frozenset(
+    field.name for field in dataclasses.fields(Budget) if field.type in ("int", "int | None")
+)
+"""Budget fields that count something, annotated `int`: ints only (a 1.5 retry limit is a mistake)."""
 
 
 def _dump_messages(messages: list[MessageParam]) -> list[dict[str, Any]]:
@@ -389,6 +380,9 @@ class LoopResult:
         """
         if self.stop_reason is StopReason.COMPLETED:
             return self.answer or ""
+        limit = Limit.stopping(self.stop_reason)
+        if limit is not None:
+            raise errors.BudgetExceeded(self, limit.field)
         raise errors.error_for(self)
 
     def write_events(self, path: str | Path) -> None:

@@ -14,9 +14,8 @@ from prometheus_client import CollectorRegistry
 
 import boundloop
 from boundloop import AgentLoop, Budget, MemoryStore, ScriptedClient, StopReason, Tool, tool
-from boundloop.events import Proposal, ToolResult, Transition
+from boundloop.events import Proposal, ToolResult, Transition, redact_strings
 from boundloop.redaction import Redactor
-from boundloop.trace import redact_strings
 from boundloop.transcript import transcript_errors
 from tests.helpers import (
     ScriptedTransport,

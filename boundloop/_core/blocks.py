@@ -5,8 +5,10 @@ transcript of objects costs a dump per block per turn, growing with the run. Dum
 the blocks are plain dicts from then on: the same JSON a checkpoint holds, so a fresh run and
 a resumed one send identical requests. A `tool_use` or `text` block with only its usual fields
 is copied by hand (its `input` dict shared: tool functions get copies); any other block — thinking
-with its signature, server tool blocks, citations — is dumped by the SDK's own model with
-`exclude_unset`, which keeps exactly the keys the API sent.
+with its signature, server tool blocks, citations, a block type or field this SDK does not
+model — is dumped by the SDK's own model with `exclude_unset`, which keeps exactly the keys and
+values the API sent (extras included; the SDK does not keep the keys' order, so `type` comes
+first and the rest in the SDK's field order, then the extras as received).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from collections.abc import Sequence
 from typing import Any, Final, cast
 
 from anthropic.types import AssistantMessageParam, ContentBlock, ContentBlockParam, TextBlock, ToolUseBlock
+
+from .._recorded import is_sdk_object
 
 _TOOL_USE_FIELDS: Final = frozenset({"type", "id", "name", "input"})
 _TEXT_FIELDS: Final = frozenset({"type", "text"})
@@ -26,10 +30,20 @@ def assistant_message(content: Sequence[ContentBlock]) -> AssistantMessageParam:
     return {"role": "assistant", "content": cast("list[ContentBlockParam]", blocks)}
 
 
+def plain_block(block: object) -> object:
+    """A content block as JSON: an SDK object dumped as above (once), anything else as itself."""
+    return _block_json(cast(ContentBlock, block)) if is_sdk_object(block) else block
+
+
 def _block_json(block: ContentBlock) -> dict[str, Any]:
     fields = block.model_fields_set
-    if isinstance(block, ToolUseBlock) and fields <= _TOOL_USE_FIELDS:
-        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
-    if isinstance(block, TextBlock) and fields <= _TEXT_FIELDS:
-        return {"type": "text", "text": block.text}
-    return block.model_dump(mode="json", exclude_unset=True)
+    if not block.__pydantic_extra__:  # a field the SDK does not model: dumped below, with the rest
+        if isinstance(block, ToolUseBlock) and block.type == "tool_use" and fields <= _TOOL_USE_FIELDS:
+            return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+        if isinstance(block, TextBlock) and block.type == "text" and fields <= _TEXT_FIELDS:
+            return {"type": "text", "text": block.text}
+    # `type` first, as the API sends it; a block type the SDK does not know (built as the
+    # union's first model, its fields kept as extras) keeps its own `type` and every field.
+    dumped = block.model_dump(mode="json", exclude_unset=True, by_alias=True, warnings=False)
+    kind = getattr(block, "type", None)  # every content block has one; a stray model may not
+    return dumped if kind is None else {"type": kind, **dumped}

@@ -9,19 +9,12 @@ observe); `breaker` after every tool round. A spent step or tool-call budget wit
 from __future__ import annotations
 
 import math
-from typing import Final
 
 import anyio
 
-from ..errors import BUDGET_LIMITS
-from ..records import Exceeded, StopReason
+from ..records import Exceeded, Limit
 from .answers import finish
 from .context import RunContext
-
-LIMIT_STOPS: Final = {limit: StopReason(reason) for reason, limit in BUDGET_LIMITS.items()}
-"""`Budget` field -> the stop reason when it is spent."""
-FINAL_ANSWER_AFTER: Final = frozenset({"max_steps", "max_tool_calls"})
-"""Time, tokens and cost are hard ceilings: no call is made after them."""
 
 
 def spent(ctx: RunContext) -> Exceeded | None:
@@ -70,24 +63,17 @@ def stop_at(ctx: RunContext, exceeded: Exceeded, detail: str | None = None) -> N
     """Record the spent limit and stop the run for it; a final answer may become due."""
     state = ctx.state
     state.exceeded = exceeded
-    if exceeded.limit == "max_consecutive_tool_errors":
-        finish(
-            ctx,
-            StopReason.NEEDS_HUMAN,
-            f"circuit breaker open: {exceeded.used:g} failing tool results in a row",
-        )
+    limit = Limit.of(exceeded.limit)
+    if limit is Limit.MAX_CONSECUTIVE_TOOL_ERRORS:
+        finish(ctx, limit.stop, f"circuit breaker open: {exceeded.used:g} failing tool results in a row")
         return
-    if exceeded.limit == "max_repeated_calls":
-        finish(ctx, StopReason.NEEDS_HUMAN, f"{exceeded.used:g} repeated tool calls")
+    if limit is Limit.MAX_REPEATED_CALLS:
+        finish(ctx, limit.stop, f"{exceeded.used:g} repeated tool calls")
         return
-    finish(
-        ctx,
-        LIMIT_STOPS[exceeded.limit],
-        detail or f"{exceeded.limit}={exceeded.value:g} spent (used {exceeded.used:g})",
-    )
+    finish(ctx, limit.stop, detail or f"{exceeded.limit}={exceeded.value:g} spent (used {exceeded.used:g})")
     state.final_call_due = (
         ctx.config.budget.on_exhausted == "final_answer"
-        and exceeded.limit in FINAL_ANSWER_AFTER
+        and limit.final_answer
         and ceiling_spent(ctx) is None
         and output_allowance(ctx) >= 1
     )

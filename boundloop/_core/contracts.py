@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from ..contract import HANDLER_NAME, UNHANDLED, Contract, ContractTool
 from ..errors import ConfigurationError
 from ..policy import Approver, Policy, SuccessCheck
+from ..settings import LoopSpec, ToolSpec
 from ..signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS, SignalHandler
-from ..state import Budget
 from ..tools import Handler, Tool
 from .config import escalation_tool
 
@@ -40,23 +40,20 @@ def loop_settings(
     routes: dict[str, SignalHandler | None] = {}
     for stop_reason, name in contract.signals.items():
         routes[stop_reason] = None if name == UNHANDLED else custom.get(name) or _BUILTIN[name]
-    policy = dict(contract.policy)
-    on_tool_error = policy.pop("on_tool_error", "report")
+    spec = LoopSpec.from_contract(contract)
     settings: dict[str, Any] = {
-        "model": contract.model,
-        "tools": [declared_tool(tool, handlers[tool.name]) for tool in contract.tools],
-        "budget": Budget(**contract.budget),
-        "policy": Policy(**policy, approve=approve, success=success),
-        "system": contract.system,
-        "name": contract.name,
-        "on_tool_error": on_tool_error,
+        "model": spec.model,
+        "tools": [declared_tool(tool, handlers[tool.name]) for tool in spec.tools],
+        "budget": spec.budget,
+        "policy": dataclasses.replace(spec.policy, approve=approve, success=success),
+        "system": spec.system,
+        "name": spec.name,
+        "on_tool_error": spec.on_tool_error,
         "signal_handlers": routes,
+        "max_tokens": spec.max_tokens,
+        "max_tool_output_chars": spec.max_tool_output_chars,
     }
-    if contract.max_tokens is not None:
-        settings["max_tokens"] = contract.max_tokens
-    if contract.max_tool_output_chars is not None:
-        settings["max_tool_output_chars"] = contract.max_tool_output_chars
-    if not contract.metrics:
+    if not spec.metrics:
         settings["metrics"] = None
     return settings
 
@@ -73,7 +70,7 @@ def _same_names(kind: str, declared: set[str], given: Mapping[str, object]) -> N
         raise ConfigurationError("from_contract: " + "; ".join(problems))
 
 
-def declared_tool(declared: ContractTool, handler: Handler) -> Tool:
+def declared_tool(declared: ToolSpec | ContractTool, handler: Handler) -> Tool:
     """The `Tool` a declaration stands for, running `handler`."""
     return Tool(
         name=declared.name,
@@ -111,31 +108,42 @@ def contract_of(config: LoopConfig) -> Contract:
         signals[stop_reason] = name
     for stop_reason in sorted(KNOWN_STOP_REASONS - set(signals)):
         signals[stop_reason] = UNHANDLED
+    return spec_of(config, signals, tuple(custom)).to_contract()
+
+
+def spec_of(config: LoopConfig, signals: Mapping[str, str], custom_handlers: tuple[str, ...]) -> LoopSpec:
+    """The spec of a loop's configuration, its signal handlers by name."""
     policy = config.policy
-    return Contract(
+    return LoopSpec.of(
         name=config.name,
         model=config.model,
         system=config.system,
         max_tokens=config.max_tokens,
-        tools=tuple(
-            ContractTool(
-                name=tool.name,
-                description=tool.description,
-                input_schema=tool.input_schema,
-                output_schema=tool.output_schema,
-                side_effect=tool.side_effect,
-                requires_approval=tool.requires_approval,
-                timeout_s=tool.timeout_s,
-            )
+        tools=[
+            tool_spec(tool)
             for tool in config.tools.values()
             if not _synthesized(tool, policy)  # the loop adds it from the policy again
-        ),
+        ],
         signals=signals,
-        custom_handlers=tuple(custom),
-        budget={key: value for key, value in dataclasses.asdict(config.budget).items() if value is not None},
-        policy=_policy(policy, config.on_tool_error),
+        custom_handlers=custom_handlers,
+        budget=config.budget,
+        policy=dataclasses.replace(policy, approve=None, success=None),
+        on_tool_error=config.on_tool_error,
         metrics=config.metrics is not None,
         max_tool_output_chars=config.max_tool_output_chars,
+    )
+
+
+def tool_spec(tool: Tool) -> ToolSpec:
+    """A tool's declaration."""
+    return ToolSpec(
+        name=tool.name,
+        description=tool.description,
+        input_schema=dict(tool.input_schema),
+        output_schema=None if tool.output_schema is None else dict(tool.output_schema),
+        side_effect=tool.side_effect,
+        requires_approval=tool.requires_approval,
+        timeout_s=tool.timeout_s,
     )
 
 
@@ -145,20 +153,6 @@ def _synthesized(tool: Tool, policy: Policy) -> bool:
         return False
     made = escalation_tool(tool.name)
     return (tool.description, tool.input_schema) == (made.description, made.input_schema)
-
-
-def _policy(policy: Policy, on_tool_error: str) -> dict[str, Any]:
-    document: dict[str, Any] = {}
-    for field in ("allowed", "forbidden", "requires_approval", "required_evidence"):
-        names: frozenset[str] | None = getattr(policy, field)
-        if names is not None and (names or field == "allowed"):
-            document[field] = sorted(names)
-    if policy.escalation_tool is not None:
-        document["escalation_tool"] = policy.escalation_tool
-    for field in ("on_forbidden", "on_missing_evidence", "on_max_tokens", "max_continuations"):
-        document[field] = getattr(policy, field)
-    document["on_tool_error"] = on_tool_error
-    return document
 
 
 ToolHandlers = Mapping[str, Callable[..., object]]

@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
+from .._recorded import is_sdk_object
 from ..checkpoint.store import check_task_id
 from ..errors import ConfigurationError
 from ..records import Provenance
@@ -88,7 +89,18 @@ def _history(messages: Sequence[MessageParam] | None) -> list[MessageParam]:
     # A history may end with the user's turn; what it must not do is leave a tool_use unanswered.
     if problems:
         raise ConfigurationError(f"messages is not a valid transcript: {problems[0]}")
-    return history
+    return [_plain(message) for message in history]
+
+
+def _plain(message: MessageParam) -> MessageParam:
+    """The message as JSON: SDK content blocks (a response's `content` passed on) dumped once
+    here, not by the SDK on every request that carries them."""
+    content = message["content"]
+    if isinstance(content, str) or not any(is_sdk_object(block) for block in content):
+        return message
+    from .blocks import plain_block  # the SDK is loaded: an SDK object is at hand
+
+    return cast("MessageParam", {**message, "content": [plain_block(block) for block in content]})
 
 
 def _metadata(metadata: Mapping[str, object] | None) -> dict[str, object]:

@@ -28,6 +28,7 @@ from ..records import (
     ErrorRecord,
     Escalation,
     Exceeded,
+    Limit,
     PendingApproval,
     StopReason,
     ToolCall,
@@ -39,7 +40,7 @@ from ..statemachine.table import Trigger
 from ..tools import ToolInputError
 from ..transcript import append_user
 from .answers import answer_open_calls, finish
-from .budget import LIMIT_STOPS, ceiling_spent, stop_at
+from .budget import ceiling_spent, stop_at
 from .context import YIELD_EVERY, Planned, RunContext
 from .results import refused
 
@@ -296,7 +297,7 @@ def _batch_stop(
     if ceiling is not None and (runnable or escalated or state.escalation is not None):
         # No batch runs, nor waits for a human, once tokens, cost or time are spent.
         detail = f"{ceiling.limit}={ceiling.value:g} spent (used {ceiling.used:g}) before the batch"
-        return (LIMIT_STOPS[ceiling.limit], detail), ceiling
+        return (Limit.of(ceiling.limit).stop, detail), ceiling
     if state.escalation is not None:
         return (StopReason.NEEDS_HUMAN, f"the model asked for a human: {state.escalation.reason}"), None
     if escalated:

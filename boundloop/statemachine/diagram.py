@@ -27,7 +27,7 @@ from transitions.extensions.diagrams_mermaid import Graph as MermaidGraph
 
 from ..errors import GraphvizMissing
 from ..events import Event, Stop, Transition
-from ..records import BUDGET_STOPS, StopReason
+from ..records import Limit, StopReason
 from .guards import GUARDS
 from .table import FINAL, INITIAL, STATES, TRANSITIONS, TransitionRow
 
@@ -109,7 +109,7 @@ def _pick(event: Transition, candidates: list[int], stop_reason: str | None) -> 
     wanted = [event.guard] if event.guard is not None else []
     if stop_reason == StopReason.COMPLETED:
         wanted.append("final_answer")
-    elif stop_reason in BUDGET_STOPS:
+    elif Limit.stopping(stop_reason) is not None:
         wanted.append("budget_spent")
     elif stop_reason == StopReason.NEEDS_HUMAN:
         wanted.append("breaker_open")

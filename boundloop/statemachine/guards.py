@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Final, Protocol
 
-BREAKER_LIMITS: Final = frozenset({"max_consecutive_tool_errors", "max_repeated_calls"})
-"""The `Budget` fields whose limit opens the circuit breaker (`needs_human`), not a budget stop."""
+from ..records import Limit
 
 
 class _Limit(Protocol):
@@ -56,7 +55,7 @@ def within_budget(run: Facts) -> bool:
 def budget_spent(run: Facts) -> bool:
     """A budget (steps, tool calls, time, tokens, cost) is spent and no final answer is due."""
     exceeded = run.state.exceeded
-    return exceeded is not None and exceeded.limit not in BREAKER_LIMITS and not run.state.final_call_due
+    return exceeded is not None and not Limit.of(exceeded.limit).breaker and not run.state.final_call_due
 
 
 def answer_at_limit(run: Facts) -> bool:
@@ -67,7 +66,7 @@ def answer_at_limit(run: Facts) -> bool:
 def breaker_open(run: Facts) -> bool:
     """Too many failing tool results in a row, or too many repeated calls."""
     exceeded = run.state.exceeded
-    return exceeded is not None and exceeded.limit in BREAKER_LIMITS
+    return exceeded is not None and Limit.of(exceeded.limit).breaker
 
 
 def tool_failed(run: Facts) -> bool:

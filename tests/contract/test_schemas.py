@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any, cast
 
 import jsonschema
 import pytest
 
-from boundloop.contract import CONTRACT_SCHEMA, POLICY_SCHEMA
+import boundloop.contract
+from boundloop import Budget, ConfigurationError, LoopSpec
+from boundloop.contract import CONTRACT_SCHEMA, POLICY_SCHEMA, load_contract
+from boundloop.settings import schema_files
 from tests.contract.test_contract import EXAMPLE, contract
 
 JSON = dict[str, Any]
@@ -95,3 +100,45 @@ def test_the_bundled_policy_schema_is_the_standalone_one() -> None:
     for name, definition in POLICY_SCHEMA["$defs"].items():
         assert CONTRACT_SCHEMA["$defs"][name] == definition
     assert {"$ref": "#/$defs/policy"} in CONTRACT_SCHEMA["properties"]["policy"]["oneOf"]
+
+
+def test_the_committed_schemas_are_generated_from_loop_spec() -> None:
+    """The schema files are `LoopSpec`'s (scripts/contract-schema writes them): the spec and the
+    contract cannot drift apart."""
+    folder = Path(boundloop.contract.__file__).parent
+    for name, text in schema_files().items():
+        assert (folder / name).read_text(encoding="utf-8") == text, f"run scripts/contract-schema: {name}"
+
+
+def test_a_contract_is_a_loop_spec_round_trip() -> None:
+    """`LoopSpec.from_contract` and `to_contract` keep every setting; the spec's own JSON too."""
+    path = EXAMPLE
+    spec = LoopSpec.from_contract(load_contract(path))
+    assert LoopSpec.from_contract(spec.to_contract()) == spec
+    assert LoopSpec.model_validate_json(spec.model_dump_json()) == spec
+    assert spec.budget == Budget(**json.loads(path.read_text(encoding="utf-8"))["budget"])
+
+
+def test_a_small_contract_is_a_loop_spec_round_trip() -> None:
+    spec = LoopSpec.from_contract(load_contract(contract()))
+    assert spec.to_contract().to_dict() == load_contract(spec.to_contract().to_dict()).to_dict()
+    assert LoopSpec.from_contract(spec.to_contract()) == spec
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"budget": {"max_steps": 0}}, "Budget.max_steps must be > 0, got 0"),
+        ({"budget": {"max_steps": 2}, "policy": {"max_continuations": -1}}, "Policy.max_continuations"),
+        (
+            {"budget": {"max_steps": 2}, "max_tokens": 0},
+            "max_tokens: Input should be greater than or equal to 1",
+        ),
+        ({"budget": {"max_steps": 2}, "signals": {"end_turn": "not a name"}}, "signals.end_turn"),
+        ({"budget": {"max_steps": 2}, "custom_handlers": ["a", "a"]}, "names must be unique"),
+        ({"budget": {"max_steps": 2}, "modle": "x"}, "modle: Extra inputs are not permitted"),
+    ],
+)
+def test_a_loop_spec_is_validated_once_with_configuration_errors(settings: JSON, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        LoopSpec.of(model="claude-sonnet-4-6", **settings)

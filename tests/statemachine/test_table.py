@@ -16,10 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from transitions import Machine
 
-from boundloop._core.budget import LIMIT_STOPS
 from boundloop._core.engine import InvalidTransition, StateMachine
-from boundloop.state import Exceeded, LoopState, StopReason, ToolCall, Turn
-from boundloop.statemachine.guards import BREAKER_LIMITS, GUARDS
+from boundloop.state import Budget, Exceeded, Limit, LoopState, StopReason, ToolCall, Turn
+from boundloop.statemachine.guards import GUARDS
 from boundloop.statemachine.table import FINAL, INITIAL, STATES, TRANSITIONS, Phase, Trigger
 
 FACT_STOPS = (
@@ -77,10 +76,9 @@ def consistent(stop: StopReason | None, limit: str | None, due: bool, turn: str)
     """
     if limit is None:
         return not due
-    expected = StopReason.NEEDS_HUMAN if limit in BREAKER_LIMITS else LIMIT_STOPS[limit]
-    if stop is not expected:
+    if stop is not Limit.of(limit).stop:
         return False
-    return not due or limit in ("max_steps", "max_tool_calls")
+    return not due or Limit.of(limit).final_answer
 
 
 ALL_FACTS = list(itertools.product(FACT_STOPS, FACT_LIMITS, (False, True), FACT_TURNS))
@@ -212,3 +210,29 @@ def test_the_edge_label_names_the_guards_that_let_it_go() -> None:
     assert machine.edge(probe, Phase.PROPOSE, Trigger.PROPOSED) == (Phase.VALIDATE, None)
     with pytest.raises(InvalidTransition):
         machine.edge(probe, Phase.ASSEMBLE, Trigger.ACTED)
+
+
+def test_each_limit_carries_its_field_stop_reason_and_final_answer() -> None:
+    """`Limit` is the one table of limits: a `Budget` field each, the stop reason it ends the run
+    with, whether a final answer may follow it, whether it is a breaker, and the counter it reads."""
+    assert {limit.field: (limit.stop, limit.final_answer, limit.breaker) for limit in Limit} == {
+        "max_steps": (StopReason.MAX_STEPS, True, False),
+        "max_tool_calls": (StopReason.MAX_TOOL_CALLS, True, False),
+        "timeout_s": (StopReason.TIMEOUT, False, False),
+        "max_total_tokens": (StopReason.TOKEN_BUDGET, False, False),
+        "max_cost_usd": (StopReason.COST_BUDGET, False, False),
+        "max_consecutive_tool_errors": (StopReason.NEEDS_HUMAN, False, True),
+        "max_repeated_calls": (StopReason.NEEDS_HUMAN, False, True),
+    }
+    budget_fields = {field.name for field in dataclasses.fields(Budget)}
+    state = facts(None, None, False, "none")
+    for limit in Limit:
+        assert limit.field in budget_fields
+        assert Limit.of(limit.field) is limit
+        owner, _, name = limit.counter.rpartition(".")
+        assert limit.counter == "clock" or hasattr(state.usage if owner else state, name)
+    assert [Limit.stopping(reason) for reason in ("timeout", "needs_human", "completed")] == [
+        Limit.TIMEOUT_S,
+        None,
+        None,
+    ]
