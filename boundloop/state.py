@@ -6,8 +6,8 @@ and the continuation text all live here, so a state read back from JSON continue
 where it was saved. JSON goes through one pydantic `TypeAdapter`, with a `schema_version`.
 
 Importing this module loads neither pydantic nor the Anthropic SDK: the adapter is built on
-first use, and the transcript's and responses' fields carry their own validator and serialiser,
-so pydantic never builds a schema of the SDK's types (which type checkers still see).
+first use, and the transcript's and responses' fields carry their own validator and serialiser
+(`boundloop._transcript_json`), so pydantic never builds a schema of the SDK's types.
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ import dataclasses
 import functools
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, cast, final
+from typing import TYPE_CHECKING, Any, Final, Literal, cast, final
 
 from . import errors
 from ._finite import NonFinite as NonFinite
 from ._finite import first_non_finite, strict_loads
-from ._recorded import is_sdk_object, json_default
+from ._recorded import json_default
+from ._transcript_json import Messages, Responses
 from .records import CallResult as CallResult
 from .records import ErrorRecord as ErrorRecord
 from .records import Escalation as Escalation
@@ -41,8 +42,7 @@ from .statemachine.table import INITIAL, Phase
 
 if TYPE_CHECKING:
     import pydantic
-    from anthropic.types import Message, MessageParam
-    from pydantic_core import CoreSchema
+    from anthropic.types import MessageParam
 
     from .events import Event
 
@@ -111,80 +111,6 @@ BUDGET_COUNTS: Final = frozenset(
     field.name for field in dataclasses.fields(Budget) if field.type in ("int", "int | None")
 )
 """Budget fields that count something, annotated `int`: ints only (a 1.5 retry limit is a mistake)."""
-
-
-def _dump_messages(messages: list[MessageParam]) -> list[dict[str, Any]]:
-    """Messages with SDK content blocks dumped exactly as the API sent them."""
-    plain: list[dict[str, Any]] = []
-    for message in messages:
-        content = message["content"]
-        if isinstance(content, str):
-            plain.append(dict(message))
-        else:
-            plain.append({**message, "content": [_plain_block(block) for block in content]})
-    return plain
-
-
-def _plain_block(block: object) -> object:
-    """An SDK block as its JSON dict; a dict block as itself."""
-    return json_default(block) if is_sdk_object(block) else block
-
-
-def _load_messages(raw: object) -> list[MessageParam]:
-    if not isinstance(raw, list):
-        raise ValueError("messages must be a list")
-    for message in raw:  # pyright: ignore[reportUnknownVariableType]
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):  # pyright: ignore[reportUnknownMemberType]
-            raise ValueError(f"not a message: {message!r}")
-    return raw  # pyright: ignore[reportUnknownVariableType]
-
-
-def _load_responses(raw: object) -> list[Message]:
-    """Stored responses, rebuilt as the SDK builds them (leniently: an unknown stop_reason stays)."""
-    from anthropic.types import Message
-
-    if not isinstance(raw, list):
-        raise ValueError("responses must be a list")
-    messages: list[Message] = []
-    for item in raw:  # pyright: ignore[reportUnknownVariableType]
-        if isinstance(item, Message):
-            messages.append(item)
-        elif isinstance(item, dict):
-            messages.append(Message.model_construct(**item))  # pyright: ignore[reportUnknownArgumentType]
-        else:
-            raise ValueError(f"not a Message: {item!r}")
-    return messages
-
-
-def _dump_responses(responses: list[Message]) -> list[object]:
-    return [json_default(response) for response in responses]
-
-
-@final
-class _Plain:
-    """pydantic metadata: validate with `load`, serialise with `dump`, and build no schema of
-    the annotated type (pydantic's `PlainValidator` would: of every SDK type in a message)."""
-
-    __slots__ = ("_dump", "_load")
-
-    def __init__(self, load: Callable[[object], object], dump: Callable[[Any], object]) -> None:
-        self._load = load
-        self._dump = dump
-
-    def __get_pydantic_core_schema__(self, source: object, handler: object) -> CoreSchema:
-        from pydantic_core import core_schema
-
-        return core_schema.no_info_plain_validator_function(
-            self._load, serialization=core_schema.plain_serializer_function_ser_schema(self._dump)
-        )
-
-
-if TYPE_CHECKING:
-    Messages: TypeAlias = list[MessageParam]
-    Responses: TypeAlias = list[Message]
-else:  # what pydantic reads when the adapter is built; no SDK type is needed for it
-    Messages = Annotated[list[Any], _Plain(_load_messages, _dump_messages)]
-    Responses = Annotated[list[Any], _Plain(_load_responses, _dump_responses)]
 
 
 @final
