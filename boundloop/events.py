@@ -20,13 +20,13 @@ messages) is redacted when the event is built.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal, TypeAlias, cast, get_args
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, cast, get_args
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     PlainSerializer,
@@ -66,10 +66,11 @@ Recorded: TypeAlias = Annotated[
 # --- the events --------------------------------------------------------------------------------
 
 
-class BaseEvent(BaseModel):
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class BaseEvent:
     """The fields every event has."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")  # unknown fields refused on read
 
     seq: int
     """The event's number in its task's stream: from 0, one more per event, across resumes."""
@@ -84,6 +85,7 @@ class BaseEvent(BaseModel):
         return to_dict(self)
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class RunStarted(BaseEvent):
     """A new run starts (a resumed run starts with `Resumed` instead)."""
 
@@ -92,6 +94,7 @@ class RunStarted(BaseEvent):
     model: str
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Transition(BaseEvent):
     """The machine moved from `source` to `dest` on `trigger`."""
 
@@ -105,6 +108,7 @@ class Transition(BaseEvent):
     """Time spent in `source`."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequest(BaseEvent):
     """A request about to go to the model (not emitted yet)."""
 
@@ -115,6 +119,7 @@ class ModelRequest(BaseEvent):
     max_tokens: int
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Proposal(BaseEvent):
     """The model's response."""
 
@@ -134,10 +139,11 @@ class Proposal(BaseEvent):
     """The `Message` as the API sent it (replay reads it)."""
 
 
-class CallDecision(BaseModel):
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CallDecision:
     """What validation decided for one call."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
     tool: str
     tool_use_id: str
@@ -146,6 +152,7 @@ class CallDecision(BaseModel):
     """Why the call is answered without running (None when it runs)."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Validation(BaseEvent):
     """How the response was routed, and the decision for each call."""
 
@@ -153,9 +160,10 @@ class Validation(BaseEvent):
     decision: Literal["execute", "resume", "final", "stop", "final_answer"]
     stop_reason: str | None = None
     reason: str | None = None
-    calls: list[CallDecision] = Field(default_factory=list[CallDecision])
+    calls: list[CallDecision] = dataclasses.field(default_factory=list[CallDecision])
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ToolStarted(BaseEvent):
     """The calls of a batch about to run (the same `CallDecision`s as in `Validation`)."""
 
@@ -163,6 +171,7 @@ class ToolStarted(BaseEvent):
     calls: list[CallDecision]
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult(BaseEvent):
     """One answered tool_use: run, refused, repeated, or decided by a human."""
 
@@ -181,15 +190,17 @@ class ToolResult(BaseEvent):
     content: Recorded | None = None
 
 
-class PendingCall(BaseModel):
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class PendingCall:
     """A call waiting for a human's approval."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
     tool: str
     tool_use_id: str
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalRequested(BaseEvent):
     """The run stops to wait for a human's decision on these calls."""
 
@@ -197,6 +208,7 @@ class ApprovalRequested(BaseEvent):
     calls: list[PendingCall]
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Resumed(BaseEvent):
     """The first event of a resumed session."""
 
@@ -204,22 +216,24 @@ class Resumed(BaseEvent):
     from_phase: str
     interrupted: bool = False
     """Continued after a crash (no decision was made)."""
-    approvals: dict[str, bool | str] = Field(default_factory=dict[str, bool | str])
+    approvals: dict[str, bool | str] = dataclasses.field(default_factory=dict[str, bool | str])
     """The human's decisions, by tool_use id: True, False or a denial reason."""
     escalation: str | None = None
     """The tool_use id of the model's question a human replied to."""
 
 
-class LimitHit(BaseModel):
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class LimitHit:
     """The budget limit that stopped a run: the `Budget` field, its value and what was used."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
 
     limit: str
     value: float
     used: float
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Stop(BaseEvent):
     """The session stopped (once per session)."""
 
@@ -242,6 +256,7 @@ class Stop(BaseEvent):
     metadata: dict[str, Any] | None = None
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Error(BaseEvent):
     """An exception the run recorded (its message redacted)."""
 
@@ -254,6 +269,7 @@ class Error(BaseEvent):
     request_id: str | None = None
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class TextDelta(BaseEvent):
     """A piece of streamed text (not emitted yet)."""
 
@@ -262,6 +278,7 @@ class TextDelta(BaseEvent):
     text: str
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ThinkingDelta(BaseEvent):
     """A piece of streamed thinking (not emitted yet)."""
 
@@ -270,6 +287,7 @@ class ThinkingDelta(BaseEvent):
     thinking: str
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ToolInputDelta(BaseEvent):
     """A piece of a streamed tool input's JSON (not emitted yet)."""
 
@@ -278,6 +296,7 @@ class ToolInputDelta(BaseEvent):
     partial_json: str
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Compaction(BaseEvent):
     """The transcript was compacted (not emitted yet)."""
 
@@ -339,7 +358,7 @@ EVENT_ADAPTER: Final[TypeAdapter[Event]] = TypeAdapter(Event)
 
 def to_dict(event: BaseEvent) -> dict[str, Any]:
     """The event as a JSON object, with its `schema_version` (recorded payloads redacted)."""
-    plain = event.model_dump(mode="json")
+    plain = cast(dict[str, Any], EVENT_ADAPTER.dump_python(cast(Event, event), mode="json"))
     plain["schema_version"] = SCHEMA_VERSION
     return plain
 

@@ -3,6 +3,7 @@ replay reading a human's denial from `by_human`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,7 @@ ONE_OF_EACH: list[BaseEvent] = [
 
 
 def test_one_of_each_kind_is_listed() -> None:
-    assert sorted(event.model_dump()["kind"] for event in ONE_OF_EACH) == sorted(EVENT_KINDS)
+    assert sorted(event.to_dict()["kind"] for event in ONE_OF_EACH) == sorted(EVENT_KINDS)
 
 
 @pytest.mark.parametrize("event", ONE_OF_EACH, ids=lambda event: type(event).__name__)
@@ -111,7 +112,7 @@ def test_every_kind_round_trips_through_json_lines(event: BaseEvent, tmp_path: P
 
 
 def test_the_discriminator_picks_the_model_and_refuses_unknown_kinds() -> None:
-    raw = {**COMMON, "kind": "tool_started", "calls": [DECISION.model_dump()]}
+    raw = {**COMMON, "kind": "tool_started", "calls": [dataclasses.asdict(DECISION)]}
     event = EVENT_ADAPTER.validate_python(raw)
     assert isinstance(event, ToolStarted)
     assert event.calls == [DECISION]
@@ -167,7 +168,7 @@ def test_a_trace_of_the_earlier_format_still_reads() -> None:
             "duration_s": 0.1,
             "data": {},
         },
-        {"kind": "tool_call", "step": 1, "at": 2.0, "data": {"calls": [DECISION.model_dump()]}},
+        {"kind": "tool_call", "step": 1, "at": 2.0, "data": {"calls": [dataclasses.asdict(DECISION)]}},
         {"kind": "resume", "step": 1, "at": 2.0, "data": {"from_phase": "act", "interrupted": True}},
         {
             "kind": "error",

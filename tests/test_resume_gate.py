@@ -8,6 +8,8 @@ while its refund is in flight, and the store gets back the state it held at that
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -120,7 +122,7 @@ async def crash_a_new_run(store: CheckpointStore, task_id: str, **options: Any) 
 def validations(result: Any) -> list[JSON]:
     """The calls of every validation event of the session."""
     return [
-        call.model_dump(exclude_none=True)
+        {key: value for key, value in dataclasses.asdict(call).items() if value is not None}
         for event in result.events
         if isinstance(event, Validation)
         for call in event.calls
