@@ -9,7 +9,6 @@ while its refund is in flight, and the store gets back the state it held at that
 from __future__ import annotations
 
 import dataclasses
-
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
