@@ -1,29 +1,15 @@
-"""The run's events: one typed model per kind, the one stream every observer reads.
+"""The run's events: one typed class per kind, the one stream every observer reads.
 
-A run records what happens as a sequence of events (`LoopResult.events`); the `on_event`
-hooks, the OTel spans, the CLI's live view, the `--trace` writer, replay and the diagram's
-overlay all read this one stream, by typed fields. Each event is a plain frozen, slotted
-dataclass with a `kind` discriminator and four common fields: `seq` (its number in the task's
-stream, from 0, continued across resumes), `task_id`, `at` (epoch seconds) and `step` (model
-calls so far).
-
-The loop builds events plainly, without validation; pydantic is used only at the boundary:
-one `TypeAdapter` over the `Event` union (`EVENT_ADAPTER`) validates what is read (JSON lines,
-dicts; unknown fields are refused) and serialises what is written. A run records about eight
-events per turn, so their cost counts: as pydantic models a `Transition` took ~2.3 µs and
-~1,090 bytes to build, and a turn (3 tools, metrics and trace) ran at 8.2x the bare
-`asyncio.gather` floor; as dataclasses a `Transition` takes ~1.4 µs and 112 bytes.
-
-Events are written as JSON lines (`to_json_line`, `write_events`) and read back with
-`read_events`. Every line carries `"schema_version": 2` (a field of the line, not of the
-model: a file stays valid when the traces of a run and its resumes are concatenated). Lines
-without it are this release's earlier format (`TraceEvent` with a `data` object), converted
-on reading, so old trace files still replay.
-
-What the model or a tool sent (a response, a tool's input and content, the opening messages)
-is held by reference in a `Deferred` while the run goes on and written as redacted JSON: no
-secret the redactor matches reaches a written trace. Free text (reasons, details, error
-messages) is redacted when the event is built.
+`LoopResult.events`, the `on_event` hooks, the OTel spans, the CLI's live view, the `--trace`
+writer, replay and the diagram's overlay all read this stream by typed fields. Each event is a
+plain frozen, slotted dataclass with a `kind` and `seq` (its number in the task's stream, from 0,
+across resumes), `task_id`, `at` (epoch seconds) and `step` (model calls so far). They are built
+unvalidated: a run records ~8 per turn, and as pydantic models a `Transition` cost ~2.3 µs and
+~1,090 bytes (now 1.4 µs, 112 bytes; a turn ran at 8.2x the `asyncio.gather` floor). Pydantic
+is the boundary: one `TypeAdapter` (`EVENT_ADAPTER`) validates what is read (unknown fields
+refused) and serialises what is written: JSON lines with `"schema_version": 2` (lines without
+it are the earlier format, converted on reading). Payloads the model or a tool sent are held in
+a `Deferred` and written as redacted JSON; free text is redacted when the event is built.
 """
 
 from __future__ import annotations
@@ -54,9 +40,6 @@ SCHEMA_VERSION: Final = 2
 """The version of the events' JSON lines; lines without one are the earlier format (1)."""
 
 
-# --- recorded material, serialised on write ---------------------------------------------------
-
-
 def _to_deferred(value: object) -> Deferred:
     """A field's value: a `Deferred` as it is; JSON read back from a file, as a plain one."""
     return value if isinstance(value, Deferred) else Deferred(value)
@@ -69,9 +52,6 @@ Recorded: TypeAlias = Annotated[
     WithJsonSchema({}),
 ]
 """A recorded payload: a `Deferred` in memory, its redacted JSON on the way out."""
-
-
-# --- the events --------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,7 +132,6 @@ class CallDecision:
     """What validation decided for one call."""
 
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
-
     tool: str
     tool_use_id: str
     decision: Decision
@@ -203,7 +182,6 @@ class PendingCall:
     """A call waiting for a human's approval."""
 
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
-
     tool: str
     tool_use_id: str
 
@@ -235,7 +213,6 @@ class LimitHit:
     """The budget limit that stopped a run: the `Budget` field, its value and what was used."""
 
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
-
     limit: str
     value: float
     used: float
@@ -359,9 +336,6 @@ RENAMED_KINDS: Final[Mapping[str, EventKind]] = {"tool_call": "tool_started", "r
 
 EVENT_ADAPTER: Final[TypeAdapter[Event]] = TypeAdapter(Event)
 """Validates and serialises any event."""
-
-
-# --- JSON lines --------------------------------------------------------------------------------
 
 
 def to_dict(event: BaseEvent) -> dict[str, Any]:

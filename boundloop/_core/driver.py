@@ -255,9 +255,9 @@ def fire(ctx: RunContext, trigger: Trigger) -> Phase:
             task_id=state.task_id,
             at=ctx.epoch + now,
             step=state.step,
-            source=source,
-            dest=dest,
-            trigger=trigger,
+            source=str(source),  # plain strings in the event, as they read back from JSON
+            dest=str(dest),
+            trigger=str(trigger),
             guard=guard,
             duration_s=duration,
         )
@@ -319,7 +319,7 @@ def _record_stop(ctx: RunContext) -> None:
         detail=state.stop_detail,
         limit=None
         if exceeded is None
-        else LimitHit(limit=exceeded.limit, value=exceeded.value, used=exceeded.used),
+        else LimitHit(limit=str(exceeded.limit), value=exceeded.value, used=exceeded.used),
         steps=state.step,
         tool_calls=state.tool_calls,
         duration_s=duration,
