@@ -1,5 +1,4 @@
 """The run's events: one typed class per kind, the one stream every observer reads.
-
 `LoopResult.events`, the `on_event` hooks, the OTel spans, the CLI's live view, the `--trace`
 writer, replay and the diagram's overlay all read this stream by typed fields. Each event is a
 plain frozen, slotted dataclass with a `kind` and `seq` (its number in the task's stream, from 0,
