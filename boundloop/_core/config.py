@@ -17,6 +17,7 @@ from ..checkpoint.signed import checkpoint_key as checkpoint_key_of
 from ..checkpoint.signed import signed
 from ..checkpoint.store import CheckpointStore
 from ..errors import ConfigurationError
+from ..events import Event
 from ..metrics.instruments import BoundMetrics, LoopMetrics
 from ..model import Model
 from ..otel import Tracing, is_provider, tracing_for
@@ -29,7 +30,6 @@ from ..settings import ToolErrors as ToolErrors
 from ..signals import DEFAULT_HANDLERS, SignalHandler
 from ..state import Budget
 from ..tools import Tool
-from ..trace import TraceEvent
 from .engine import StateMachine
 from .registry import ToolRegistry
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
 RedactHook = Callable[[str], str]
-EventHook = Callable[[TraceEvent], None]
+EventHook = Callable[[Event], None]
 
 
 class Default:
@@ -178,7 +178,7 @@ def build_config(
     )
     _require(
         on_event is None or callable(on_event),
-        f"on_event must be a callable taking a TraceEvent, got {on_event!r}",
+        f"on_event must be a callable taking an Event, got {on_event!r}",
     )
     _require(
         not spec.count_tokens or callable(getattr(getattr(client, "messages", None), "count_tokens", None)),
