@@ -52,6 +52,7 @@ if typing.TYPE_CHECKING:
     from .errors import ToolFailed as ToolFailed
     from .errors import Truncated as Truncated
     from .errors import UnhandledStop as UnhandledStop
+    from .events import Event as Event
     from .loop import AgentLoop as AgentLoop
     from .metrics.instruments import LoopMetrics as LoopMetrics
     from .model import Model as Model

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast, final
 
@@ -21,13 +21,24 @@ from anthropic.types import Message, MessageParam
 from ._core import LoopConfig, build_config, prepare
 from ._core import drive as execute
 from .errors import ScriptExhausted, UnhandledStop
+from .events import (
+    Event,
+    Proposal,
+    Resumed,
+    Stop,
+    ToolResult,
+    Transition,
+    Validation,
+    from_dict,
+    read_events,
+    to_dict,
+)
 from .loop import AgentLoop
 from .policy import Policy
 from .records import Observation, Provenance, StopReason
 from .state import Budget, LoopResult, LoopState
 from .testing import ScriptedClient
 from .tools import Tool
-from .trace import TraceEvent, json_default, read_trace
 
 
 @final
@@ -112,6 +123,8 @@ class _Recording:
     responses: list[Message]
     results: dict[tuple[int, str], Observation]
     """Recorded results by (step, tool_use_id)."""
+    human_reasons: dict[tuple[int, str], str]
+    """A human's denial reasons, by (step, tool_use_id) (a trace records them; a state does not)."""
     provenance: Provenance | None
     trajectory: list[str]
     detailed: bool
@@ -119,14 +132,15 @@ class _Recording:
 
 
 async def replay(
-    source: LoopState | Sequence[TraceEvent] | str | Path, loop: AgentLoop | None = None
+    source: LoopState | Sequence[Event] | str | Path, loop: AgentLoop | None = None
 ) -> ReplayReport:
     """Re-drive a recorded run with no model and no real tools, and compare the trajectories.
 
     Args:
-        source: a `LoopState` (e.g. from a store), a run's trace events (`LoopResult.trace`,
-            or the traces of a run and its resumes, in order), or the path of a state JSON
-            file or of a JSON-lines trace written by `LoopResult.write_trace` / `--trace`.
+        source: a `LoopState` (e.g. from a store), a run's events (`LoopResult.events`, or
+            the events of a run and its resumes, in order), or the path of a state JSON file
+            or of a JSON-lines trace written by `LoopResult.write_events` / `--trace` (this
+            release's earlier trace format too).
         loop: an `AgentLoop` whose configuration (tools, policy, budget) the recording is
             replayed through; default: the configuration recorded with the run.
 
@@ -151,20 +165,20 @@ async def replay(
     result: LoopResult | None
     try:
         result = await execute(config, state)
-        events = list(result.trace)
+        events = list(result.events)
         decisions = _human_decisions(recording, result.state)
         while decisions is not None:  # the recorded run went on after a human decided: so does this one
             approvals, reply = decisions
             resumed = prepare(result.state, approvals, reply)
             result = await execute(config, result.state, resumed=resumed)
-            events += [event for event in result.trace if event.kind != "resume"]
+            events += [event for event in result.events if not isinstance(event, Resumed)]
             decisions = _human_decisions(recording, result.state)
         got = _trajectory(events, result.state, detailed=recording.detailed)
     except (ScriptExhausted, UnhandledStop) as exc:
         partial = exc.result if isinstance(exc, UnhandledStop) else None
         result = partial
         got = (
-            [] if partial is None else _trajectory(partial.trace, partial.state, detailed=recording.detailed)
+            [] if partial is None else _trajectory(partial.events, partial.state, detailed=recording.detailed)
         )
         got.append(f"error: {exc}")
     return ReplayReport(
@@ -189,10 +203,9 @@ def _human_decisions(
         answer = recording.results.get((pending.step, pending.tool_use_id))
         if answer is None:
             return None
-        text = str(answer.content)
-        if answer.outcome == "denied" and " was denied by a human" in text:
-            reason = text.split(" was denied by a human", 1)[1].removesuffix("; not run")
-            approvals[pending.tool_use_id] = reason.removeprefix(": ") if reason else False
+        if answer.by_human and answer.outcome == "denied":
+            reason = recording.human_reasons.get((pending.step, pending.tool_use_id))
+            approvals[pending.tool_use_id] = False if reason is None else reason
         else:
             approvals[pending.tool_use_id] = True
     reply: str | None = None
@@ -204,20 +217,27 @@ def _human_decisions(
     return approvals, reply
 
 
-def _recording(source: LoopState | Sequence[TraceEvent] | str | Path) -> _Recording:
+def _recording(source: LoopState | Sequence[Event] | str | Path) -> _Recording:
     """The recording in `source` (reads files: call it in a worker thread)."""
     if isinstance(source, LoopState):
         return _from_state(source)
     if not isinstance(source, str | Path):
-        # Events as a trace file holds them: the data as JSON, SDK objects as dicts.
-        plain = json.loads(json.dumps([event.to_dict() for event in source], default=json_default))
-        return _from_trace([TraceEvent.from_dict(event) for event in plain])
+        # Events as a trace file holds them: recorded payloads as their redacted JSON.
+        return _from_trace([from_dict(to_dict(event)) for event in source])
     path = Path(source)
     text = path.read_text(encoding="utf-8")
-    first = text.lstrip().split("\n", 1)[0]
-    if '"kind"' in first and '"schema_version"' not in first:  # trace lines are events
-        return _from_trace(read_trace(path))
+    if _is_event_line(text.lstrip().split("\n", 1)[0]):
+        return _from_trace(read_events(path))
     return _from_state(LoopState.from_json(text))
+
+
+def _is_event_line(line: str) -> bool:
+    """Whether a file's first line is an event (a trace), not (the start of) a state."""
+    try:
+        first: object = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(first, dict) and "kind" in first
 
 
 def _from_state(state: LoopState) -> _Recording:
@@ -227,45 +247,51 @@ def _from_state(state: LoopState) -> _Recording:
         opening=state.messages[: state.opening],
         responses=list(state.responses),
         results={(o.step, o.tool_use_id): o for o in state.observations},
+        human_reasons={},
         provenance=state.provenance,
         trajectory=_trajectory([], state, detailed=False),
         detailed=False,
     )
 
 
-def _from_trace(events: list[TraceEvent]) -> _Recording:
-    stops = [event for event in events if event.kind == "stop"]
-    if not stops or "opening" not in stops[-1].data:
+def _from_trace(events: list[Event]) -> _Recording:
+    stops = [event for event in events if isinstance(event, Stop)]
+    if not stops or stops[-1].opening is None:
         raise ValueError("the trace has no stop event with the run's opening messages: it cannot be replayed")
-    stop = stops[-1].data
+    stop = stops[-1]
     responses = [
-        Message.model_construct(**cast(dict[str, Any], event.data["response"]))
+        Message.model_construct(**cast(dict[str, Any], event.response.json()))
         for event in events
-        if event.kind == "proposal" and isinstance(event.data.get("response"), dict)
+        if isinstance(event, Proposal)
+        and event.response is not None
+        and isinstance(event.response.json(), dict)
     ]
-    results = {
-        (event.step, str(event.data["tool_use_id"])): Observation(
+    results: dict[tuple[int, str], Observation] = {}
+    human_reasons: dict[tuple[int, str], str] = {}
+    for event in events:
+        if not isinstance(event, ToolResult):
+            continue
+        key = (event.step, event.tool_use_id)
+        results[key] = Observation(
             step=event.step,
-            tool_use_id=str(event.data["tool_use_id"]),
-            tool=str(event.data["tool"]),
-            input=cast(dict[str, Any], event.data.get("input") or {}),
-            outcome=event.data["outcome"],
-            content=event.data.get("content", ""),
-            attempts=int(event.data.get("attempts") or 0),
+            tool_use_id=event.tool_use_id,
+            tool=event.tool,
+            input=cast(dict[str, Any], (None if event.input is None else event.input.json()) or {}),
+            outcome=event.outcome,
+            content=cast(Any, "" if event.content is None else event.content.json()),
+            attempts=event.attempts,
+            by_human=event.by_human,
         )
-        for event in events
-        if event.kind == "tool_result"
-    }
-    raw_provenance = stop.get("provenance")
+        if event.by_human and event.reason is not None:
+            human_reasons[key] = event.reason
     return _Recording(
-        task_id=str(stop.get("task_id", "replay")),
-        trace_id=str(stop.get("trace_id", "replay")),
-        opening=cast(list[MessageParam], stop["opening"]),
+        task_id=stop.task_id or "replay",
+        trace_id=stop.trace_id or "replay",
+        opening=cast(list[MessageParam], stop.opening.json() if stop.opening is not None else []),
         responses=responses,
         results=results,
-        provenance=None
-        if not isinstance(raw_provenance, dict)
-        else Provenance(**cast(dict[str, Any], raw_provenance)),
+        human_reasons=human_reasons,
+        provenance=stop.provenance,
         trajectory=_trajectory(events, None, detailed=True),
         detailed=True,
     )
@@ -333,7 +359,7 @@ def _policy(raw: Mapping[str, Any]) -> Policy:
     )
 
 
-def _trajectory(events: Sequence[TraceEvent], state: LoopState | None, *, detailed: bool) -> list[str]:
+def _trajectory(events: Sequence[Event], state: LoopState | None, *, detailed: bool) -> list[str]:
     """One line per step: transitions, decisions and tool outcomes (or, from a state, tool
     outcomes only), then the stop reason."""
     if not detailed:
@@ -342,17 +368,15 @@ def _trajectory(events: Sequence[TraceEvent], state: LoopState | None, *, detail
         return [*outcomes, f"stop: {state.stop_reason}"]
     lines: list[str] = []
     for event in events:
-        data = event.data
-        if event.kind == "transition":
-            guard = data.get("guard")
+        if isinstance(event, Transition):
+            guard = event.guard
             lines.append(f"{event.source} -> {event.dest}" + (f" [{guard}]" if guard else ""))
-        elif event.kind == "validation":
-            for call in cast(Iterable[Mapping[str, Any]], data.get("calls") or []):
-                lines.append(f"decide {call.get('tool')} {call.get('tool_use_id')}: {call.get('decision')}")
-        elif event.kind == "tool_result":
-            lines.append(f"tool {data.get('tool')} {data.get('tool_use_id')}: {data.get('outcome')}")
-        elif event.kind == "stop":
-            lines.append(f"stop: {data.get('stop_reason')}")
+        elif isinstance(event, Validation):
+            lines += [f"decide {call.tool} {call.tool_use_id}: {call.decision}" for call in event.calls]
+        elif isinstance(event, ToolResult):
+            lines.append(f"tool {event.tool} {event.tool_use_id}: {event.outcome}")
+        elif isinstance(event, Stop):
+            lines.append(f"stop: {event.stop_reason}")
     return lines
 
 

@@ -57,7 +57,8 @@ class AgentLoop:
         prices: per-model prices merged over the built-in table (for `max_cost_usd`).
         signal_handlers: overrides of the stop_reason handlers, by API stop_reason; None for
             a stop_reason makes it raise `UnhandledStop`.
-        on_event: called synchronously with every `TraceEvent` as it is recorded; never blocks.
+        on_event: called synchronously with every `Event` (`boundloop.events`) as it is
+            recorded; never blocks.
         redact_patterns: regular expressions of your own secrets, added to the defaults
             (Anthropic, OpenAI, AWS, Google, GitHub and Slack keys, bearer tokens).
         redact_checkpoints: save checkpoints with every string redacted (the transcript,
@@ -295,7 +296,7 @@ class AgentLoop:
             messages: a message history to start from, instead of (or before) `goal`; it must
                 be a valid transcript ending with a user message when there is no goal.
             cancel: setting this event stops the run cooperatively with `cancelled`.
-            on_event: called with every `TraceEvent` of this run as it is recorded, after the
+            on_event: called with every `Event` of this run as it is recorded, after the
                 loop's own `on_event`.
 
         Returns:
@@ -370,7 +371,7 @@ class AgentLoop:
                 are answered with an error the model sees (the reason included).
             reply: for a run stopped by the model's escalation tool, the human's answer.
             cancel: setting this event stops the run cooperatively with `cancelled`.
-            on_event: called with every `TraceEvent` of this session as it is recorded.
+            on_event: called with every `Event` of this session as it is recorded.
 
         Returns:
             The result of the run once it stops again.

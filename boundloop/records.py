@@ -168,6 +168,8 @@ class CallResult:
     """Tool function invocations (0 when the call was not executed)."""
     by_human: bool = False
     """Decided by a human on resume: a denial is not the model's failure (no breaker count)."""
+    reason: str | None = None
+    """A human's denial: the reason they gave (None: denied without one)."""
 
     @property
     def is_error(self) -> bool:

@@ -6,8 +6,8 @@ and the continuation text all live here, so a state read back from JSON continue
 where it was saved. JSON goes through one pydantic `TypeAdapter`, with a `schema_version`.
 
 Importing this module loads neither pydantic nor the Anthropic SDK: the adapter is built on
-first use, and the transcript's and responses' fields carry their own validator and serialiser,
-so pydantic never builds a schema of the SDK's types (which type checkers still see).
+first use, and the transcript's and responses' fields carry their own validator and serialiser
+(`boundloop._transcript_json`), so pydantic never builds a schema of the SDK's types.
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ import dataclasses
 import functools
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypeAlias, cast, final
+from typing import TYPE_CHECKING, Any, Final, Literal, cast, final
 
 from . import errors
 from ._finite import NonFinite as NonFinite
 from ._finite import first_non_finite, strict_loads
+from ._recorded import json_default
+from ._transcript_json import Messages, Responses
 from .records import CallResult as CallResult
 from .records import ErrorRecord as ErrorRecord
 from .records import Escalation as Escalation
@@ -37,12 +39,12 @@ from .records import Turn as Turn
 from .records import Usage as Usage
 from .records import call_digest, empty_dict, empty_list
 from .statemachine.table import INITIAL, Phase
-from .trace import TraceEvent, is_sdk_object, json_default, write_trace
 
 if TYPE_CHECKING:
     import pydantic
-    from anthropic.types import Message, MessageParam
-    from pydantic_core import CoreSchema
+    from anthropic.types import MessageParam
+
+    from .events import Event
 
 SCHEMA_VERSION: Final = 1
 """The version of `LoopState`'s JSON; `LoopState.from_json` refuses any other."""
@@ -111,80 +113,6 @@ BUDGET_COUNTS: Final = frozenset(
 """Budget fields that count something, annotated `int`: ints only (a 1.5 retry limit is a mistake)."""
 
 
-def _dump_messages(messages: list[MessageParam]) -> list[dict[str, Any]]:
-    """Messages with SDK content blocks dumped exactly as the API sent them."""
-    plain: list[dict[str, Any]] = []
-    for message in messages:
-        content = message["content"]
-        if isinstance(content, str):
-            plain.append(dict(message))
-        else:
-            plain.append({**message, "content": [_plain_block(block) for block in content]})
-    return plain
-
-
-def _plain_block(block: object) -> object:
-    """An SDK block as its JSON dict; a dict block as itself."""
-    return json_default(block) if is_sdk_object(block) else block
-
-
-def _load_messages(raw: object) -> list[MessageParam]:
-    if not isinstance(raw, list):
-        raise ValueError("messages must be a list")
-    for message in raw:  # pyright: ignore[reportUnknownVariableType]
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):  # pyright: ignore[reportUnknownMemberType]
-            raise ValueError(f"not a message: {message!r}")
-    return raw  # pyright: ignore[reportUnknownVariableType]
-
-
-def _load_responses(raw: object) -> list[Message]:
-    """Stored responses, rebuilt as the SDK builds them (leniently: an unknown stop_reason stays)."""
-    from anthropic.types import Message
-
-    if not isinstance(raw, list):
-        raise ValueError("responses must be a list")
-    messages: list[Message] = []
-    for item in raw:  # pyright: ignore[reportUnknownVariableType]
-        if isinstance(item, Message):
-            messages.append(item)
-        elif isinstance(item, dict):
-            messages.append(Message.model_construct(**item))  # pyright: ignore[reportUnknownArgumentType]
-        else:
-            raise ValueError(f"not a Message: {item!r}")
-    return messages
-
-
-def _dump_responses(responses: list[Message]) -> list[object]:
-    return [json_default(response) for response in responses]
-
-
-@final
-class _Plain:
-    """pydantic metadata: validate with `load`, serialise with `dump`, and build no schema of
-    the annotated type (pydantic's `PlainValidator` would: of every SDK type in a message)."""
-
-    __slots__ = ("_dump", "_load")
-
-    def __init__(self, load: Callable[[object], object], dump: Callable[[Any], object]) -> None:
-        self._load = load
-        self._dump = dump
-
-    def __get_pydantic_core_schema__(self, source: object, handler: object) -> CoreSchema:
-        from pydantic_core import core_schema
-
-        return core_schema.no_info_plain_validator_function(
-            self._load, serialization=core_schema.plain_serializer_function_ser_schema(self._dump)
-        )
-
-
-if TYPE_CHECKING:
-    Messages: TypeAlias = list[MessageParam]
-    Responses: TypeAlias = list[Message]
-else:  # what pydantic reads when the adapter is built; no SDK type is needed for it
-    Messages = Annotated[list[Any], _Plain(_load_messages, _dump_messages)]
-    Responses = Annotated[list[Any], _Plain(_load_responses, _dump_responses)]
-
-
 @final
 @dataclasses.dataclass(slots=True, kw_only=True)
 class LoopState:
@@ -244,6 +172,8 @@ class LoopState:
     stop_detail: str | None = None
     """Why, in one line: the limit hit, the blocked tool, the API error."""
     answer: str | None = None
+    next_seq: int = 0
+    """The `seq` of the run's next event: the event stream goes on across resumes."""
     signature: str | None = None
     """HMAC-SHA256 of the rest of the state, in a store of a loop with a `checkpoint_key`
     (which verifies it on load); a loop without a key ignores it."""
@@ -330,12 +260,23 @@ def _adapter() -> pydantic.TypeAdapter[LoopState]:
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class LoopResult:
-    """The outcome of `AgentLoop.run`: a typed stop reason, the answer, the state and the trace."""
+    """The outcome of `AgentLoop.run`: a typed stop reason, the answer, the state and the events."""
 
     stop_reason: StopReason
     answer: str | None
     state: LoopState
-    trace: Sequence[TraceEvent]
+    events: Sequence[Event]
+    """What happened in this session, in order (`boundloop.events`)."""
+
+    @property
+    def trace(self) -> Sequence[Event]:
+        """Deprecated name of `events` (the same list)."""
+        import warnings
+
+        warnings.warn(
+            "LoopResult.trace is deprecated: read LoopResult.events", DeprecationWarning, stacklevel=2
+        )
+        return self.events
 
     @property
     def messages(self) -> list[MessageParam]:
@@ -370,18 +311,26 @@ class LoopResult:
             raise errors.BudgetExceeded(self, limit.field)
         raise errors.error_for(self)
 
+    def write_events(self, path: str | Path) -> None:
+        """Write the events as JSON lines, one event per line (`boundloop.events.read_events`)."""
+        from .events import write_events
+
+        write_events(self.events, path)
+
     def write_trace(self, path: str | Path) -> None:
-        """Write the trace as JSON lines, one event per line."""
-        write_trace(self.trace, path)
+        """Deprecated name of `write_events`."""
+        self.write_events(path)
 
     def to_dict(self) -> dict[str, Any]:
         """The result as a JSON object (`boundloop demo --json`)."""
+        from .events import to_dict
+
         return {
             "stop_reason": str(self.stop_reason),
             "answer": self.answer,
             "usage": self.usage.to_dict(),
             "state": self.state.to_dict(),
-            "trace": [event.to_dict() for event in self.trace],
+            "events": [to_dict(event) for event in self.events],
         }
 
     def to_json(self, *, indent: int | None = None) -> str:

@@ -54,8 +54,8 @@ async def main(output: Path | None) -> int:
     print(render_mermaid())
 
     result = await build_loop().run("Look up a and b.")
-    print(render_mermaid(result.trace, title=f"one run: {result.stop_reason}"))
-    taken = trace_path(result.trace)
+    print(render_mermaid(result.events, title=f"one run: {result.stop_reason}"))
+    taken = trace_path(result.events)
     print(f"{sum(taken.counts.values())} transitions taken, ending in {taken.last}")
 
     if output is not None:
@@ -66,7 +66,7 @@ async def main(output: Path | None) -> int:
         output.parent.mkdir(parents=True, exist_ok=True)
         try:
             # graphviz runs a subprocess and writes a file: off the event loop.
-            await anyio.to_thread.run_sync(render_image, fmt, output, result.trace)
+            await anyio.to_thread.run_sync(render_image, fmt, output, result.events)
         except GraphvizMissing as exc:
             print(f"no image: {exc}", file=sys.stderr)
             return 2

@@ -33,7 +33,7 @@ from fastapi import FastAPI, Request
 from pydantic import BaseModel, Field
 from starlette.routing import Route
 
-from boundloop import AgentLoop, Budget, Model, Policy, ScriptedClient, TraceEvent, tool
+from boundloop import AgentLoop, Budget, Event, Model, Policy, ScriptedClient, tool
 from boundloop.metrics import asgi_app
 
 MODEL = "claude-sonnet-4-6"
@@ -140,7 +140,7 @@ def create_app(make_client: Callable[[str], Model] | None = None) -> FastAPI:
         while len(runs) > RECENT_RUNS:  # a server keeps a bounded history, never an unbounded one
             runs.popitem(last=False)
 
-        def on_event(event: TraceEvent) -> None:
+        def on_event(event: Event) -> None:
             if event.kind == "transition":
                 record["state"] = str(event.dest)
 

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from boundloop import AgentLoop, Budget, LoopResult, ScriptedClient, StopReason, tool
+from boundloop.events import ToolResult
 
 LATENCY_S = 0.3
 """How long each back end takes to answer."""
@@ -96,7 +97,7 @@ async def main() -> int:
     result = await run()
     wall = time.perf_counter() - started
 
-    durations = [e.data["duration_s"] for e in result.trace if e.kind == "tool_result"]
+    durations = [e.duration_s for e in result.events if isinstance(e, ToolResult)]
     answers = result.messages[2]  # goal, the assistant's tool_use turn, then ONE user message
     assert answers["role"] == "user"
     results = [

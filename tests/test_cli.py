@@ -21,8 +21,8 @@ from boundloop import AgentLoop, Budget, LoopState, ScriptedClient, StopReason, 
 from boundloop.checkpoint import CheckpointStore, SQLiteStore, Status, StoredRun
 from boundloop.cli import main
 from boundloop.cli.demo import ALLOWED, ANSWER, GOAL, SCRIPT
+from boundloop.events import Stop, ToolResult, read_events
 from boundloop.statemachine.diagram import render_mermaid
-from boundloop.trace import read_trace
 from tests.conftest import require_binary
 from tests.helpers import api_message, text, tool_use
 
@@ -115,10 +115,10 @@ def test_demo_shows_the_run_as_it_happens(tmp_path: Path, capsys: pytest.Capture
     assert "stop reason  completed" in out
     assert "I did not issue the refund." in out.replace("│", "").replace("\n", " ").replace("  ", " ")
 
-    events = read_trace(trace)
-    assert [e.data["stop_reason"] for e in events if e.kind == "stop"] == ["completed"]
-    denied = [e.data for e in events if e.kind == "tool_result" and e.data["outcome"] == "denied"]
-    assert [d["tool"] for d in denied] == ["issue_refund"]
+    events = read_events(trace)
+    assert [e.stop_reason for e in events if isinstance(e, Stop)] == ["completed"]
+    denied = [e for e in events if isinstance(e, ToolResult) and e.outcome == "denied"]
+    assert [d.tool for d in denied] == ["issue_refund"]
 
 
 def test_demo_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -174,7 +174,7 @@ def test_run_spec(spec: str, tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "What is a?" in out
     assert "✓ lookup" in out
     assert "stopped: completed" in out
-    assert any(e.kind == "stop" for e in read_trace(trace))
+    assert any(e.kind == "stop" for e in read_events(trace))
 
 
 def test_run_json_and_not_completed_exit(capsys: pytest.CaptureFixture[str]) -> None:
@@ -249,7 +249,7 @@ def test_diagram_bad_trace_line(tmp_path: Path, capsys: pytest.CaptureFixture[st
     trace = tmp_path / "run.jsonl"
     trace.write_text("{}\n", encoding="utf-8")
     assert main(["diagram", "--trace", str(trace)]) == 2
-    assert "run.jsonl:1: not a trace event" in one_line(capsys.readouterr().err)
+    assert "run.jsonl:1: not an event (kind: Input tag 'None'" in one_line(capsys.readouterr().err)
 
 
 def test_diagram_without_graphviz(
@@ -474,7 +474,7 @@ def test_a_writable_trace_is_written_after_the_run(
     assert main([*argv, "--json"]) == 0
     capsys.readouterr()
     assert len(client.requests) == 1
-    assert [event.kind for event in read_trace(target)][-1] == "stop"
+    assert [event.kind for event in read_events(target)][-1] == "stop"
 
 
 def test_a_run_that_never_starts_leaves_no_trace_file(
@@ -498,9 +498,9 @@ def test_the_trace_of_a_failed_run_is_still_written(
     target = tmp_path / "run.jsonl"
     spec = "tests.test_cli:tool_that_crashes_loop"
     assert main(["run", spec, "--goal", "g", "--app-dir", str(ROOT), "--trace", str(target)]) == 1
-    kinds = [event.kind for event in read_trace(target)]
+    kinds = [event.kind for event in read_events(target)]
     assert kinds[-1] == "stop"
-    assert "tool_call" in kinds
+    assert "tool_started" in kinds
     capsys.readouterr()
 
 

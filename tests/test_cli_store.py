@@ -35,7 +35,7 @@ from boundloop import (
 from boundloop.checkpoint import PostgresStore
 from boundloop.checkpoint.postgres import lease_key
 from boundloop.cli import main
-from boundloop.trace import read_trace
+from boundloop.events import Resumed, read_events
 from tests.helpers import text, tool_use
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -294,9 +294,10 @@ def test_resume_approves_one_call_and_denies_the_other(
     assert "stopped: completed" in out
     assert "model calls  2 of 6" in out
     assert REFUNDS == {"t-approve:1:toolu_r1": "O-1"}
-    events = read_trace(trace)
-    assert events[0].kind == "resume"
-    assert events[0].data["approvals"] == {"toolu_r1": True, "toolu_r2": "over the limit"}
+    events = read_events(trace)
+    resumed = events[0]
+    assert isinstance(resumed, Resumed)
+    assert resumed.approvals == {"toolu_r1": True, "toolu_r2": "over the limit"}
     assert stored_status(store)["t-approve"] == "stopped"
 
 

@@ -171,7 +171,7 @@ def test_agent_loop_misconfiguration_raises_at_construction(overrides: JSON, exp
         ),
         pytest.param(
             {"on_event": "print"},
-            r"on_event must be a callable taking a TraceEvent, got 'print'",
+            r"on_event must be a callable taking an Event, got 'print'",
             id="on-event-not-callable",
         ),
     ],

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from boundloop import Budget, LoopResult, LoopState, Policy, ScriptedClient, StopReason, TraceEvent
+from boundloop import Budget, LoopResult, LoopState, Policy, ScriptedClient, StopReason
+from boundloop.events import Event, ToolResult, Transition
 from boundloop.statemachine import Phase, Trigger
 from tests.helpers import blocks, text, tool_use
 from tests.test_loop import TRAJECTORIES, make_loop
@@ -34,7 +35,7 @@ class Checkpoint:
 class RecordingStore:
     """A checkpoint store that keeps every save, with where in the trace it happened."""
 
-    events: list[TraceEvent] = field(default_factory=list[TraceEvent])
+    events: list[Event] = field(default_factory=list[Event])
     saved: list[Checkpoint] = field(default_factory=list[Checkpoint])
 
     async def save(self, state: LoopState) -> None:
@@ -49,14 +50,12 @@ VALIDATED_AGAIN = (Phase.VALIDATE, Phase.ACT, Trigger.VALIDATED, "has_tool_calls
 """The edge a run continued from a checkpoint in `act` takes first: its calls are decided again."""
 
 
-def edges(trace: Sequence[TraceEvent]) -> list[tuple[str | None, str | None, str | None, Any]]:
-    return [(e.source, e.dest, e.trigger, e.data.get("guard")) for e in trace if e.kind == "transition"]
+def edges(trace: Sequence[Event]) -> list[tuple[str | None, str | None, str | None, Any]]:
+    return [(e.source, e.dest, e.trigger, e.guard) for e in trace if isinstance(e, Transition)]
 
 
-def tool_results(trace: Sequence[TraceEvent]) -> list[tuple[Any, ...]]:
-    return [
-        (e.data["tool"], e.data["tool_use_id"], e.data["outcome"]) for e in trace if e.kind == "tool_result"
-    ]
+def tool_results(trace: Sequence[Event]) -> list[tuple[Any, ...]]:
+    return [(e.tool, e.tool_use_id, e.outcome) for e in trace if isinstance(e, ToolResult)]
 
 
 def transcript(result: LoopResult) -> list[list[JSON]]:
@@ -118,15 +117,17 @@ async def test_continuing_from_every_checkpoint_gives_the_same_trajectory(
         # A state saved in act is validated again before its calls run: one more edge first.
         again = [VALIDATED_AGAIN] if state.phase is Phase.ACT else []
         continued = await make_loop(client, **options)._continue(state)
-        assert edges(continued.trace) == again + edges(original.trace)[checkpoint.transitions_before :], where
-        expected_results = tool_results(original.trace)[
+        assert edges(continued.events) == again + edges(original.events)[checkpoint.transitions_before :], (
+            where
+        )
+        expected_results = tool_results(original.events)[
             sum(
                 1
-                for e in original.trace[: _event_index(original.trace, checkpoint)]
+                for e in original.events[: _event_index(original.events, checkpoint)]
                 if e.kind == "tool_result"
             ) :
         ]
-        assert tool_results(continued.trace) == expected_results, where
+        assert tool_results(continued.events) == expected_results, where
         assert transcript(continued) == transcript(original), where
         assert continued.stop_reason is original.stop_reason, where
         assert continued.answer == original.answer, where
@@ -134,7 +135,7 @@ async def test_continuing_from_every_checkpoint_gives_the_same_trajectory(
         assert _comparable(continued.state) == _comparable(original.state), where
 
 
-def _event_index(trace: Sequence[TraceEvent], checkpoint: Checkpoint) -> int:
+def _event_index(trace: Sequence[Event], checkpoint: Checkpoint) -> int:
     """The index in the trace just after the transition the checkpoint followed."""
     seen = 0
     for index, event in enumerate(trace):
@@ -146,9 +147,10 @@ def _event_index(trace: Sequence[TraceEvent], checkpoint: Checkpoint) -> int:
 
 
 def _comparable(state: LoopState) -> JSON:
-    """The state without wall-clock figures, which differ between two sessions."""
+    """The state without wall-clock figures and event counts, which differ between two sessions."""
     raw = state.to_dict()
     raw.pop("elapsed_s")
+    raw.pop("next_seq")  # a continued session records its own events (resumed, a validation again)
     turn = raw["turn"]
     if turn is not None:
         turn["invoked"] = sorted(turn["invoked"])  # the order calls start in is the scheduler's

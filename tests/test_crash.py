@@ -23,6 +23,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from boundloop import LoopState, SQLiteStore, StopReason
+from boundloop.events import Resumed
 from tests import crash_worker
 from tests.crash_worker import CHARGE_ID, READ_ID, REFUND_IDS
 from tests.helpers import assert_valid_transcript
@@ -119,9 +120,10 @@ async def test_a_run_killed_while_its_tool_is_in_flight_resumes_and_charges_once
     assert result.answer == "charged"
     assert result.state.task_id == task_id
     assert result.state.trace_id == before.trace_id
-    assert result.trace[0].kind == "resume"
-    assert result.trace[0].data["from_phase"] == "act"
-    assert result.trace[0].data["interrupted"] is True
+    resumed = result.events[0]
+    assert isinstance(resumed, Resumed)
+    assert resumed.from_phase == "act"
+    assert resumed.interrupted is True
     assert result.state.step == 2
     assert_valid_transcript(result.messages)
     assert [(o.tool_use_id, o.outcome) for o in result.state.observations] == [
@@ -161,9 +163,9 @@ async def test_a_run_killed_before_its_next_model_call_resumes_in_a_new_process(
     state = LoopState.from_json(json.dumps(report["state"]))
     assert state.task_id == task_id
     assert state.trace_id == before.trace_id
-    assert report["trace"][0]["kind"] == "resume"
-    assert report["trace"][0]["data"]["from_phase"] == "observe"
-    assert report["trace"][0]["data"]["interrupted"] is True
+    assert report["events"][0]["kind"] == "resumed"
+    assert report["events"][0]["from_phase"] == "observe"
+    assert report["events"][0]["interrupted"] is True
     assert state.step == 2
     assert_valid_transcript(state.messages)
     assert len(state.observations) == 2  # the recorded results were kept, not redone
@@ -190,8 +192,8 @@ async def test_an_approval_round_trip_across_processes(tmp_path: Path) -> None:
     state = LoopState.from_json(json.dumps(report["state"]))
     assert state.task_id == task_id
     assert state.trace_id == waiting.trace_id
-    assert report["trace"][0]["kind"] == "resume"
-    assert report["trace"][0]["data"]["approvals"] == decisions
+    assert report["events"][0]["kind"] == "resumed"
+    assert report["events"][0]["approvals"] == decisions
     assert state.step == 2
     assert_valid_transcript(state.messages)
     seen = json.loads(report["answer"])  # the scripted model answers with the tool results it was sent

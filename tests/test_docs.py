@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from boundloop.trace import TRACE_KINDS
+from boundloop.events import EVENT_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -56,11 +56,11 @@ def test_the_testing_guide_is_linked_from_the_readme() -> None:
 
 
 def test_the_architecture_trace_table_lists_the_trace_kinds() -> None:
-    """docs/architecture.md's table of trace events has a row per kind of TRACE_KINDS, no more."""
+    """docs/architecture.md's table of events has a row per kind of EVENT_KINDS, no more."""
     text = (DOCS / "architecture.md").read_text(encoding="utf-8")
-    table = text.split("| kind | emitted by | `data` keys |", 1)[1].split("\n\n", 1)[0]
+    table = text.split("| kind | class | emitted by | fields |", 1)[1].split("\n\n", 1)[0]
     rows = re.findall(r"^\| `([a-z_]+)` \|", table, flags=re.MULTILINE)
-    assert sorted(rows) == sorted(TRACE_KINDS)
+    assert sorted(rows) == sorted(EVENT_KINDS)
 
 
 @pytest.mark.parametrize("doc", sorted(path.name for path in DOCS.glob("*.md")))

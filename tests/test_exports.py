@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ from anthropic.types import Message
 
 import boundloop
 import boundloop.errors
-from boundloop import LoopResult, LoopState, StopReason, TraceEvent, Usage
+from boundloop import LoopResult, LoopState, StopReason, Usage
+from boundloop.events import BaseEvent
 from boundloop.state import ErrorRecord, Exceeded, Observation, PendingApproval
 from boundloop.testing import parse_message
 from tests.helpers import assert_valid_transcript, text, tool_use
@@ -75,10 +77,19 @@ def test_a_deprecated_module_warns_and_gives_the_same_objects(alias: str) -> Non
 
 @pytest.mark.parametrize("name", boundloop.__all__)
 def test_every_name_in_all_is_importable(name: str) -> None:
-    """Each name in boundloop.__all__ is an attribute of the package, defined inside boundloop."""
+    """Each name in boundloop.__all__ is an attribute of the package, defined inside boundloop.
+
+    A type alias (`Event`, an `Annotated` union) has no module of its own: every type it is
+    made of must be boundloop's."""
     value = getattr(boundloop, name)
     assert value is not None
-    assert getattr(value, "__module__", "").startswith("boundloop.")
+    if typing.get_origin(value) is typing.Annotated:
+        union = typing.get_args(value)[0]
+        members = typing.get_args(union)
+        assert members, f"{name} is an alias of no union"
+        assert all(member.__module__.startswith("boundloop.") for member in members)
+    else:
+        assert getattr(value, "__module__", "").startswith("boundloop.")
 
 
 def test_all_is_sorted_and_has_no_duplicates() -> None:
@@ -221,7 +232,9 @@ async def test_the_design_documents_example_runs() -> None:
     assert result.answer == "Evidence is sufficient."
     assert result.unwrap() == "Evidence is sufficient."
     assert isinstance(result.state, LoopState)
-    assert all(isinstance(event, TraceEvent) for event in result.trace)
+    assert all(isinstance(event, BaseEvent) for event in result.events)
+    with pytest.warns(DeprecationWarning, match="LoopResult.events"):
+        assert result.trace is result.events  # the deprecated name: the same list
     assert [m["role"] for m in result.messages] == ["user", "assistant", "user", "assistant"]
     assert_valid_transcript(result.messages)
     assert client.requests[0]["system"] == "You investigate refund requests."
@@ -362,7 +375,7 @@ def result_for(
         answer=answer,
         exceeded=exceeded,
     )
-    return LoopResult(stop_reason=reason, answer=answer, state=state, trace=[])
+    return LoopResult(stop_reason=reason, answer=answer, state=state, events=[])
 
 
 UNWRAP_ERRORS: dict[StopReason, type[boundloop.RunError]] = {

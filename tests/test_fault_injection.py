@@ -677,7 +677,7 @@ class FaultCampaign(RuleBasedStateMachine):
             assert result is not None
             assert isinstance(result.stop_reason, StopReason)
             assert result.stop_reason is result.state.stop_reason
-            assert list(result.trace) == outcome.events
+            assert list(result.events) == outcome.events
         state = result.state if result is not None else outcome.stored
         # Even a run cancelled from outside (in its first checkpoint included) saved its stop.
         assert state is not None, "a run cancelled from outside left no checkpoint"
@@ -967,7 +967,7 @@ async def test_a_secret_in_a_tool_name_or_id_reaches_neither_the_trace_nor_the_e
     )
     assert result.stop_reason is StopReason.COMPLETED
     assert [e.kind for e in result.state.errors] == ["invalid_action", "invalid_action"]
-    assert not leaks(json.dumps([e.to_dict() for e in result.trace]))
+    assert not leaks(json.dumps([e.to_dict() for e in result.events]))
     assert not leaks(json.dumps(result.state.to_dict()["errors"]))
 
 
@@ -987,9 +987,9 @@ async def test_a_secret_in_the_stop_reason_or_stop_sequence_never_reaches_the_tr
         with pytest.raises(UnhandledStop) as caught:
             await loop.run(GOAL)
         assert caught.value.result is not None
-        trace = caught.value.result.trace
+        trace = caught.value.result.events
     else:
-        trace = (await loop.run(GOAL)).trace
+        trace = (await loop.run(GOAL)).events
     assert key not in json.dumps([e.to_dict() for e in trace])
 
 

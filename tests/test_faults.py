@@ -24,9 +24,9 @@ from boundloop import (
     ScriptedClient,
     StopReason,
     ToolCall,
-    TraceEvent,
     tool,
 )
+from boundloop.events import Event, Stop, Validation
 from boundloop.state import PendingApproval
 from tests.helpers import ScriptedTransport, assert_valid_transcript, blocks, text, tool_use
 
@@ -84,16 +84,16 @@ def loop_for(client: Any, ledger: Ledger, **kwargs: Any) -> AgentLoop:
 def decisions(result: LoopResult) -> list[tuple[str, str]]:
     """(tool, decision) of every validated call, in order."""
     return [
-        (call["tool"], call["decision"])
-        for event in result.trace
-        if event.kind == "validation"
-        for call in event.data["calls"]
+        (call.tool, call.decision)
+        for event in result.events
+        if isinstance(event, Validation)
+        for call in event.calls
     ]
 
 
-def stop_event(result: LoopResult) -> TraceEvent:
-    event = result.trace[-1]
-    assert event.kind == "stop"
+def stop_event(result: LoopResult) -> Stop:
+    event = result.events[-1]
+    assert isinstance(event, Stop)
     return event
 
 
@@ -160,7 +160,7 @@ async def test_forbidden_call_in_a_batch_stops_the_run_and_nothing_in_the_batch_
     assert "issue_refund" in (result.state.stop_detail or "")
     assert [b["is_error"] for b in blocks(result.messages[-1])] == [True, True]
     assert decisions(result) == [("read_order", "execute"), ("issue_refund", "block")]
-    assert stop_event(result).data["stop_reason"] == "policy_blocked"
+    assert stop_event(result).stop_reason == "policy_blocked"
     assert_valid_transcript(result.messages)
 
 
@@ -416,7 +416,7 @@ async def test_api_faults_stop_the_run_as_failed_with_a_complete_state(fault: An
     if error_type in ("RateLimitError", "InternalServerError", "OverloadedError"):
         assert error.request_id is not None
         assert error.status_code == int(error.request_id.removeprefix("req_"))
-    assert [e.kind for e in result.trace if e.kind == "error"] == ["error"]
+    assert [e.kind for e in result.events if e.kind == "error"] == ["error"]
     assert ledger.names() == ["read_order"]
     assert [m["role"] for m in result.messages] == ["user", "assistant", "user"]
     assert_valid_transcript(result.messages)
@@ -457,7 +457,7 @@ async def test_cancelling_the_task_answers_every_call_records_the_state_and_rera
         await never.wait()
         return order_id
 
-    events: list[TraceEvent] = []
+    events: list[Event] = []
     store = MemoryStore()
     client = ScriptedClient([tool_use(("slow", {"order_id": "O-1"}), ("read_order", {"order_id": "O-1"}))])
     loop = loop_for(client, ledger, tools=[*ledger.tools, slow], store=store, on_event=events.append)
@@ -474,8 +474,8 @@ async def test_cancelling_the_task_answers_every_call_records_the_state_and_rera
     assert saved.stop_reason is StopReason.CANCELLED
     assert [o.outcome for o in saved.observations] == ["cancelled", "ok"]
     assert_valid_transcript(saved.messages)
-    assert events[-1].kind == "stop"
-    assert events[-1].data["stop_reason"] == "cancelled"
+    assert isinstance(events[-1], Stop)
+    assert events[-1].stop_reason == "cancelled"
 
 
 async def test_a_cancel_event_stops_the_run_cooperatively() -> None:
@@ -515,7 +515,7 @@ async def test_api_keys_and_user_secrets_never_reach_the_trace_or_errors() -> No
     client = ScriptedClient([tool_use(("leaky", {"order_id": "O-1"})), text("done")])
     loop = loop_for(client, ledger, tools=[leaky], redact=lambda s: s.replace("4111-1111", "[CARD]"))
     result = await loop.run("goal")
-    dumped = json.dumps([e.to_dict() for e in result.trace]) + json.dumps(result.state.to_dict()["errors"])
+    dumped = json.dumps([e.to_dict() for e in result.events]) + json.dumps(result.state.to_dict()["errors"])
     assert key not in dumped
     assert "4111-1111" not in dumped
     assert "[REDACTED]" in json.dumps(result.state.to_dict()["errors"])

@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry
 
 import boundloop
 from boundloop import AgentLoop, Budget, MemoryStore, ScriptedClient, StopReason, Tool, tool
+from boundloop.events import Proposal, ToolResult, Transition, redact_strings
 from boundloop.redaction import Redactor
-from boundloop.trace import redact_strings
 from boundloop.transcript import transcript_errors
 from tests.helpers import (
     ScriptedTransport,
@@ -314,7 +314,7 @@ async def test_on_tool_error_stop_ends_the_run_with_tool_failure() -> None:
     assert [o.outcome for o in result.state.observations] == ["error", "ok"]
     assert len(client.requests) == 1
     assert_valid_transcript(result.messages)
-    assert [(e.source, e.dest, e.data.get("guard")) for e in result.trace if e.kind == "transition"][-1] == (
+    assert [(e.source, e.dest, e.guard) for e in result.events if isinstance(e, Transition)][-1] == (
         "observe",
         "stopped",
         "tool_failed",
@@ -369,12 +369,12 @@ async def test_a_secret_in_a_tool_name_reaches_no_recorded_artefact(tmp_path: An
         client, model="claude-sonnet-4-6", tools=[lookup], budget=Budget(max_steps=3), metrics=None
     )
     result = await loop.run("goal")
-    recorded = json.dumps([event.to_dict() for event in result.trace]) + json.dumps(
+    recorded = json.dumps([event.to_dict() for event in result.events]) + json.dumps(
         result.state.to_dict()["errors"]
     )
     assert SECRET not in recorded
     assert "[REDACTED]" in recorded
-    assert SECRET not in str([event.data.get("tools") for event in result.trace if event.kind == "proposal"])
+    assert SECRET not in str([event.tools for event in result.events if isinstance(event, Proposal)])
     assert SECRET not in (result.state.stop_detail or "")
 
 
@@ -402,7 +402,7 @@ async def test_the_default_patterns_cover_common_cloud_keys_and_bearer_tokens(se
         client, model="claude-sonnet-4-6", tools=[leaky], budget=Budget(max_steps=3), metrics=None
     )
     result = await loop.run("goal")
-    recorded = json.dumps([event.to_dict() for event in result.trace]) + json.dumps(
+    recorded = json.dumps([event.to_dict() for event in result.events]) + json.dumps(
         result.state.to_dict()["errors"]
     )
     assert secret not in recorded
@@ -427,7 +427,7 @@ async def test_your_patterns_and_redacted_checkpoints() -> None:
     assert stored is not None
     assert "PIN-4242-9999" not in stored.to_json()
     assert "customer [REDACTED] is verified" in stored.to_json()
-    assert "PIN-4242-9999" not in json.dumps([event.to_dict() for event in result.trace])
+    assert "PIN-4242-9999" not in json.dumps([event.to_dict() for event in result.events])
 
 
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.payload.sig"
@@ -551,7 +551,7 @@ async def test_a_result_that_breaks_the_return_annotation_is_invalid_and_never_e
     assert observation.outcome == "invalid_result"
     assert "berlin" in str(observation.content)
     assert result.stop_reason is StopReason.EVIDENCE_MISSING
-    assert [e.data["outcome"] for e in result.trace if e.kind == "tool_result"] == ["invalid_result"]
+    assert [e.outcome for e in result.events if isinstance(e, ToolResult)] == ["invalid_result"]
     labels = {"loop": "stock", "tool": "read_stock", "outcome": "invalid_result"}
     assert registry.get_sample_value("boundloop_tool_calls_total", labels) == 1
     assert_valid_transcript(result.messages)

@@ -20,6 +20,7 @@ from boundloop import (
     UnhandledStop,
     tool,
 )
+from boundloop.events import Stop
 from boundloop.state import Exceeded
 from tests.helpers import ScriptedTransport, assert_valid_transcript, blocks, text, tool_use
 
@@ -46,7 +47,7 @@ async def broken(key: str) -> str:
 
 def path(result: LoopResult) -> list[tuple[str | None, str | None]]:
     """The edges the run took, in order."""
-    return [(e.source, e.dest) for e in result.trace if e.kind == "transition"]
+    return [(e.source, e.dest) for e in result.events if e.kind == "transition"]
 
 
 START = [("assemble", "propose"), ("propose", "validate")]
@@ -153,7 +154,7 @@ async def test_trajectory(
     result = await make_loop(client, **options).run("goal")
     assert path(result) == expected_path
     assert result.stop_reason is expected_stop
-    assert [e.kind for e in result.trace][-1] == "stop"
+    assert [e.kind for e in result.events][-1] == "stop"
     assert_valid_transcript(result.messages)
     assert len(client.requests) == result.state.step
 
@@ -235,7 +236,7 @@ async def test_unknown_stop_reason_raises_unhandled_stop() -> None:
     partial = caught.value.result
     assert partial is not None
     assert partial.stop_reason is StopReason.FAILED
-    assert partial.trace[-1].kind == "stop"
+    assert partial.events[-1].kind == "stop"
 
 
 async def test_a_handler_override_routes_a_new_stop_reason() -> None:
@@ -404,8 +405,8 @@ async def test_trace_is_written_as_json_lines(tmp_path: Any) -> None:
     target = tmp_path / "run.jsonl"
     await anyio.to_thread.run_sync(result.write_trace, target)
     rows = [json.loads(line) for line in target.read_text().splitlines()]
-    assert len(rows) == len(result.trace)
-    assert {"transition", "proposal", "validation", "tool_call", "tool_result", "stop"} <= {
+    assert len(rows) == len(result.events)
+    assert {"transition", "proposal", "validation", "tool_started", "tool_result", "stop"} <= {
         r["kind"] for r in rows
     }
     transitions = [r for r in rows if r["kind"] == "transition"]
@@ -418,9 +419,7 @@ async def test_a_scripted_client_that_runs_out_fails_clearly() -> None:
 
     stops: list[str] = []
     client = ScriptedClient([tool_use(("lookup", {"key": "a"}))])
-    loop = make_loop(
-        client, on_event=lambda e: stops.append(e.data["stop_reason"]) if e.kind == "stop" else None
-    )
+    loop = make_loop(client, on_event=lambda e: stops.append(e.stop_reason) if isinstance(e, Stop) else None)
     with pytest.raises(ScriptExhausted, match="ran out of responses after 1"):
         await loop.run("goal")
     assert stops == ["failed"]

@@ -197,8 +197,8 @@ async def test_a_killed_workers_run_is_recovered_by_another_with_its_effect_once
     assert result["answer"] == "charged"
     state = LoopState.from_json(json.dumps(result["state"]))
     assert (state.task_id, state.trace_id) == (task_id, before.trace_id)
-    assert result["trace"][0]["kind"] == "resume"
-    assert result["trace"][0]["data"]["interrupted"] is True
+    assert result["events"][0]["kind"] == "resumed"
+    assert result["events"][0]["interrupted"] is True
     assert_valid_transcript(state.messages)
     assert [(o.tool_use_id, o.outcome) for o in state.observations] == [(CHARGE_ID, "ok")]
     effects, calls = await ledger(postgres_dsn)

@@ -138,8 +138,8 @@ def test_any_script_ends_with_a_stop_reason_within_budget_and_a_valid_transcript
         started_over = sum(1 for i in range(len(used)) if sum(used[:i]) >= budget.max_total_tokens)
         assert started_over <= (1 if budget.on_exhausted == "final_answer" else 0)
     assert not transcript_errors(state.messages), transcript_errors(state.messages)
-    assert [e.kind for e in result.trace].count("stop") == 1
-    assert result.trace[-1].kind == "stop"
-    transitions = [e for e in result.trace if e.kind == "transition"]
+    assert [e.kind for e in result.events].count("stop") == 1
+    assert result.events[-1].kind == "stop"
+    transitions = [e for e in result.events if e.kind == "transition"]
     assert transitions[-1].dest == "stopped"
     assert all(a.dest == b.source for a, b in itertools.pairwise(transitions))

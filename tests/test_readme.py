@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from boundloop.trace import TRACE_KINDS
+from boundloop.events import EVENT_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -121,11 +121,11 @@ def section(heading: str) -> str:
 
 
 def test_the_readme_names_the_trace_kinds_of_the_code() -> None:
-    """The README's list of trace event kinds is TRACE_KINDS, in order: no kind missing, none invented."""
+    """The README's list of event kinds is EVENT_KINDS, in order: no kind missing, none invented."""
     listed = re.findall(
         r"^- `([a-z_]+)` — ", section('### The trace<a id="the-trace"></a>'), flags=re.MULTILINE
     )
-    assert tuple(listed) == TRACE_KINDS
+    assert tuple(listed) == EVENT_KINDS
 
 
 def repository() -> str:

@@ -67,7 +67,11 @@ async def test_a_policy_change_shows_the_first_divergence(tmp_path: Path) -> Non
 async def test_a_file_that_is_not_a_recording_is_refused(tmp_path: Path) -> None:
     """Replay names what is wrong with its source instead of crashing inside a run."""
     path = tmp_path / "notes.jsonl"
-    await anyio.Path(path).write_text('{"kind": "transition", "step": 0, "at": 0}\n', encoding="utf-8")
+    await anyio.Path(path).write_text(
+        '{"kind": "transition", "step": 0, "at": 0, "source": "start", "dest": "assemble", '
+        '"trigger": "begin"}\n',
+        encoding="utf-8",
+    )
     with pytest.raises(ValueError, match="no stop event"):
         await replay(path)
 
@@ -88,4 +92,4 @@ async def test_a_run_resumed_after_human_decisions_replays_through_them() -> Non
     assert report.identical, report.describe()
     assert report.result is not None
     assert report.result.stop_reason is StopReason.COMPLETED
-    assert report.result.trace[0].kind == "resume"  # it stopped for the human
+    assert report.result.events[0].kind == "resumed"  # it stopped for the human

@@ -25,6 +25,7 @@ from boundloop import (
     tool,
 )
 from boundloop.checkpoint import CheckpointStore
+from boundloop.events import Resumed, Stop
 from tests.helpers import assert_valid_transcript, blocks, text, tool_use
 
 JSON = dict[str, Any]
@@ -96,8 +97,9 @@ async def test_an_approval_round_trip_runs_the_approved_call_and_tells_the_model
     assert answers["toolu_r2"]["is_error"] is True
     assert len(result.messages) == 4  # goal, calls, their one answer message, the final answer
     assert_valid_transcript(result.messages)
-    assert result.trace[0].kind == "resume"
-    assert result.trace[0].data["approvals"] == {"toolu_r1": True, "toolu_r2": "over the limit"}
+    resumed = result.events[0]
+    assert isinstance(resumed, Resumed)
+    assert resumed.approvals == {"toolu_r1": True, "toolu_r2": "over the limit"}
     assert [o.outcome for o in result.state.observations] == ["ok", "ok", "denied"]
     assert result.state.pending_approvals == []
     assert result.state.step == 2  # the budget's counters carry over
@@ -195,7 +197,9 @@ async def test_the_envelope_keeps_the_callers_trace_id_metadata_and_history() ->
     )
     assert result.state.trace_id == "0af7651916cd43dd8448eb211c80319c"
     assert result.state.metadata == {"tenant": "acme"}
-    assert result.trace[-1].data["metadata"] == {"tenant": "acme"}
+    stop = result.events[-1]
+    assert isinstance(stop, Stop)
+    assert stop.metadata == {"tenant": "acme"}
     assert client.requests[0]["messages"] == history
     assert result.state.goal == "Was it late?"
     assert result.state.provenance is not None

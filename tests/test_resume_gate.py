@@ -30,6 +30,7 @@ from boundloop import (
     tool,
 )
 from boundloop.checkpoint import CheckpointStore
+from boundloop.events import Resumed, Validation
 from boundloop.statemachine import Phase
 from tests.helpers import assert_valid_transcript, blocks, text, tool_use
 
@@ -112,7 +113,12 @@ async def crash_a_new_run(store: CheckpointStore, task_id: str, **options: Any) 
 
 def validations(result: Any) -> list[JSON]:
     """The calls of every validation event of the session."""
-    return [call for event in result.trace if event.kind == "validation" for call in event.data["calls"]]
+    return [
+        call.model_dump(exclude_none=True)
+        for event in result.events
+        if isinstance(event, Validation)
+        for call in event.calls
+    ]
 
 
 def answer_of(result: Any, tool_use_id: str) -> JSON:
@@ -356,7 +362,9 @@ async def test_the_crash_helper_leaves_the_refund_as_an_unanswered_intent(store:
     result = await loop([DONE], store, [shop.refund()]).resume("t")
     assert result.stop_reason is StopReason.COMPLETED
     assert shop.refunds == {"t:1:toolu_r1": "O-1"}
-    assert result.trace[0].data == {"from_phase": "act", "interrupted": True}
+    resumed = result.events[0]
+    assert isinstance(resumed, Resumed)
+    assert (resumed.from_phase, resumed.interrupted, resumed.approvals) == ("act", True, {})
     assert [call["decision"] for call in validations(result)] == ["execute"]
 
 

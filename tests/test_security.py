@@ -27,6 +27,7 @@ from boundloop import (
     tool,
 )
 from boundloop.checkpoint import CheckpointStore
+from boundloop.events import Validation
 from tests.helpers import text, tool_use
 
 JSON = dict[str, Any]
@@ -93,10 +94,10 @@ async def test_the_checks_run_in_the_documented_order() -> None:
     loop = refund_loop(ledger, MemoryStore(), [batch, text("done")], policy=policy)
     result = await loop.run("Check O-1.")
     assert result.stop_reason is StopReason.COMPLETED
-    validation = next(event for event in result.trace if event.kind == "validation")
-    calls = validation.data["calls"]
-    assert [call["decision"] for call in calls] == ["deny", "deny", "deny", "deny", "execute"]
-    reasons = [call.get("reason", "") for call in calls]
+    validation = next(event for event in result.events if isinstance(event, Validation))
+    calls = validation.calls
+    assert [call.decision for call in calls] == ["deny", "deny", "deny", "deny", "execute"]
+    reasons = [call.reason or "" for call in calls]
     assert "wipe is forbidden by policy" in reasons[0]
     assert "unknown tool 'ghost'" in reasons[1]
     assert "export_data is not allowed" in reasons[2]

@@ -98,10 +98,10 @@ def test_the_console_script_loads_no_sdk() -> None:
 
 
 def test_the_records_and_the_state_load_no_sdk() -> None:
-    """The state, its records, the trace, the model protocol and the scripted client import the
-    SDK's types for type checking only; a state is still read and written through pydantic with
-    the SDK's `Message` rebuilt on first use."""
-    modules = "boundloop.state, boundloop.records, boundloop.trace, boundloop.model, boundloop.testing"
+    """The state, its records, the model protocol and the scripted client import the SDK's types
+    for type checking only; a state is still read and written through pydantic with the SDK's
+    `Message` rebuilt on first use. (The events are pydantic models: they load pydantic.)"""
+    modules = "boundloop.state, boundloop.records, boundloop.model, boundloop.testing"
     assert loaded(f"import {modules}") & (SDK | {"pydantic"}) == set()
 
 
@@ -119,9 +119,9 @@ def test_the_names_of_a_tools_module_load_no_sdk() -> None:
 
 
 def test_the_state_and_the_policy_load_no_heavy_library() -> None:
-    """The limits, the state, the policy and the trace load neither pydantic nor the state
-    machine's diagrams (`transitions`' graph extension and graphviz)."""
-    assert loaded("from boundloop import Budget, LoopState, Policy, TraceEvent") == set()
+    """The limits, the state and the policy load neither pydantic nor the state machine's
+    diagrams (`transitions`' graph extension and graphviz)."""
+    assert loaded("from boundloop import Budget, LoopState, Policy") == set()
 
 
 def test_only_the_names_that_drive_a_loop_load_the_sdk() -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from .._recorded import Deferred
+from ..events import ToolResult
 from ..records import (
     FAILED_OUTCOMES,
     CallResult,
@@ -20,7 +22,6 @@ from ..records import (
     Turn,
 )
 from ..tools import idempotency_key
-from ..trace import Deferred
 from ..transcript import append_user
 from .context import RunContext
 from .results import refused
@@ -97,11 +98,13 @@ def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
                     )
                 )
         ctx.event(
-            "tool_result",
+            ToolResult,
             tool=name,
             tool_use_id=call_id,
             outcome=outcome,
             is_error=result.is_error,
+            by_human=result.by_human,
+            reason=None if result.reason is None else ctx.redact(result.reason),
             attempts=result.attempts,
             duration_s=result.duration_s,
             input=Deferred(call.input, redactor),

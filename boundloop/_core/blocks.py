@@ -18,7 +18,7 @@ from typing import Any, Final, cast
 
 from anthropic.types import AssistantMessageParam, ContentBlock, ContentBlockParam, TextBlock, ToolUseBlock
 
-from ..trace import is_sdk_object
+from .._recorded import is_sdk_object
 
 _TOOL_USE_FIELDS: Final = frozenset({"type", "id", "name", "input"})
 _TEXT_FIELDS: Final = frozenset({"type", "text"})

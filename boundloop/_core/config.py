@@ -17,6 +17,7 @@ from ..checkpoint.signed import checkpoint_key as checkpoint_key_of
 from ..checkpoint.signed import signed
 from ..checkpoint.store import CheckpointStore
 from ..errors import ConfigurationError
+from ..events import Event
 from ..metrics.instruments import BoundMetrics, LoopMetrics
 from ..model import Model
 from ..otel import Tracing, is_provider, tracing_for
@@ -27,7 +28,6 @@ from ..redaction import Redactor
 from ..signals import DEFAULT_HANDLERS, SignalHandler
 from ..state import Budget
 from ..tools import Tool
-from ..trace import TraceEvent
 from .engine import StateMachine
 from .registry import ToolRegistry
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
 RedactHook = Callable[[str], str]
-EventHook = Callable[[TraceEvent], None]
+EventHook = Callable[[Event], None]
 ToolErrors = Literal["report", "raise", "stop"]
 
 
@@ -161,7 +161,7 @@ def build_config(
     )
     _require(
         on_event is None or callable(on_event),
-        f"on_event must be a callable taking a TraceEvent, got {on_event!r}",
+        f"on_event must be a callable taking an Event, got {on_event!r}",
     )
     _require(
         on_tool_error in ("report", "raise", "stop"),

@@ -1,8 +1,8 @@
-"""The one per-run object: the configuration, the state, the trace and the clock of a run.
+"""The one per-run object: the configuration, the state, the events and the clock of a run.
 
 The driver drives a `RunContext`, the engine's guards read its state, and the work of every
 state is given it. It holds no decision of its own: facts go into `LoopState`. Besides the
-trace it keeps only the clock, the run's metric observers and one transient cache (the
+events it keeps only the clock, the run's metric observers and one transient cache (the
 validated arguments of the current turn's calls), which a continued run rebuilds from the state.
 """
 
@@ -12,15 +12,16 @@ import dataclasses
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final
 
 import anthropic
 import sniffio
 
+from .._recorded import Deferred
+from ..events import BaseEvent, CallDecision, Error, Event
 from ..records import ErrorRecord, ToolCall, Turn
 from ..redaction import recorded_call_id
 from ..tools import Tool
-from ..trace import Deferred, TraceEvent, TraceKind
 
 if TYPE_CHECKING:
     from ..state import LoopState
@@ -55,7 +56,7 @@ class Planned:
 
 @final
 class RunContext:
-    """One run's configuration, state, trace and clock, handed to each state's work."""
+    """One run's configuration, state, events and clock, handed to each state's work."""
 
     __slots__ = (
         "_hooks",
@@ -69,6 +70,7 @@ class RunContext:
         "elapsed_before",
         "entered",
         "epoch",
+        "events",
         "exemplar",
         "on_asyncio",
         "plan",
@@ -77,7 +79,6 @@ class RunContext:
         "state",
         "tool_raised",
         "tool_span",
-        "trace",
     )
 
     def __init__(
@@ -91,16 +92,16 @@ class RunContext:
     ) -> None:
         self.config = config
         self.state = state
-        self.trace: list[TraceEvent] = []
+        self.events: list[Event] = []
         self._hooks = tuple(hook for hook in (observer, config.on_event, on_event) if hook is not None)
-        """Called with every trace event as it is recorded: the run's `observer` (its spans, set
+        """Called with every event as it is recorded: the run's `observer` (its spans, set
         only when the run is traced, and never raising), the loop's hook, then the run's."""
         self.tool_span = tool_span
         """Set only when the run is traced: each tool function runs in `tool_span(call)`, so a span
         the tool function starts is a child of the call's `execute_tool` span. None: nothing per call."""
         self.started = time.perf_counter()
         self.epoch = time.time() - self.started
-        """Add `time.perf_counter()` to get epoch seconds: the trace's `at`, one clock read per event."""
+        """Add `time.perf_counter()` to get epoch seconds: the events' `at`, one clock read per event."""
         self.elapsed_before = state.elapsed_s
         """Wall-clock seconds the run spent before this session (a continued run)."""
         self.deadline: float | None = None
@@ -112,9 +113,9 @@ class RunContext:
         self.plan: list[Planned] | None = None
         """The calls of the current turn that validation let through in this session; `act`
         runs only these (a run continued in `act` goes through validation again first)."""
-        self.plan_records: list[dict[str, Any]] = []
-        """The validation event's record of each call in `plan`, in its order: the `tool_call`
-        event lists these same dicts (one record per call in memory, not two)."""
+        self.plan_records: list[CallDecision] = []
+        """The validation event's decision of each call in `plan`, in its order: the
+        `ToolStarted` event lists these same objects (one record per call in memory, not two)."""
         self._recorded: list[tuple[str, str]] = []
         self._recorded_for: Turn | None = None
         self.entered = self.started
@@ -135,13 +136,28 @@ class RunContext:
         """Wall-clock seconds the run has taken, earlier sessions included."""
         return self.elapsed_before + time.perf_counter() - self.started
 
-    def event(self, kind: TraceKind, /, **data: Any) -> None:
-        """Add a non-transition event to the trace."""
-        self.emit(TraceEvent.of(kind, self.state.step, self.epoch + time.perf_counter(), data))
+    def next_seq(self) -> int:
+        """The next event's `seq` (counted in the state: it goes on across resumes)."""
+        state = self.state
+        seq = state.next_seq
+        state.next_seq = seq + 1
+        return seq
 
-    def emit(self, event: TraceEvent) -> None:
-        """Append to the trace and tell the `on_event` hooks, as it happens."""
-        self.trace.append(event)
+    def event(self, cls: type[BaseEvent], /, **fields: Any) -> None:
+        """Record an event of type `cls` now: its `seq`, `task_id`, `at` and `step` filled in."""
+        state = self.state
+        event = cls(
+            seq=self.next_seq(),
+            task_id=state.task_id,
+            at=self.epoch + time.perf_counter(),
+            step=state.step,
+            **fields,
+        )
+        self.emit(cast(Event, event))
+
+    def emit(self, event: Event) -> None:
+        """Append to the events and tell the `on_event` hooks, as it happens."""
+        self.events.append(event)
         for hook in self._hooks:
             try:
                 hook(event)
@@ -151,7 +167,7 @@ class RunContext:
                 raise
 
     def error(self, kind: str, exc: BaseException) -> None:
-        """Record an exception in the state and the trace, with secrets redacted."""
+        """Record an exception in the state and the events, with secrets redacted."""
         status_code: int | None = None
         request_id: str | None = None
         if isinstance(exc, anthropic.APIStatusError):
@@ -166,21 +182,19 @@ class RunContext:
             request_id=request_id,
         )
         self.state.errors.append(record)
-        data: dict[str, Any] = {
-            "kind": kind,
-            "step": record.step,
-            "type": record.type,
-            "message": record.message,
-        }
-        if status_code is not None:
-            data["status_code"] = status_code
-            data["request_id"] = request_id
-        self.event("error", **data)
+        self.event(
+            Error,
+            error_kind=kind,
+            type=record.type,
+            message=record.message,
+            status_code=status_code,
+            request_id=request_id,
+        )
 
     def deferred(self, value: object) -> Deferred:
-        """`value` for the trace: kept by reference, written as redacted JSON."""
+        """`value` for an event: kept by reference, written as redacted JSON."""
         # The redactor itself: a bound `self.redact` per wrapper would cost 64 bytes and keep
-        # this context alive for as long as the trace.
+        # this context alive for as long as the events.
         return Deferred(value, self.config.redactor)
 
     def redact(self, text: str) -> str:
@@ -192,7 +206,7 @@ class RunContext:
         return recorded_call_id(tool_use_id, self.config.redactor)
 
     def recorded(self, turn: Turn) -> list[tuple[str, str]]:
-        """Each call of `turn` as the trace records it, (tool name, tool_use id): computed once a turn."""
+        """Each call of `turn` as the events record it, (tool name, tool_use id): computed once a turn."""
         if self._recorded_for is not turn:
             self._recorded = [(self.tool_name(call.name), self.call_id(call.id)) for call in turn.calls]
             self._recorded_for = turn

@@ -18,6 +18,7 @@ from typing import NamedTuple
 import anyio
 import anyio.lowlevel
 
+from ..events import ToolStarted
 from ..records import CallResult, Observation, StopReason, ToolCall, Turn, empty_list
 from ..statemachine.table import Trigger
 from ..tools import RetryableToolError, Tool, ToolContext, idempotency_key
@@ -55,7 +56,7 @@ async def act(ctx: RunContext) -> Trigger:
     # Validation planned the batch in this session: a run continued in `act` is validated again.
     plan, records = ctx.plan, ctx.plan_records
     assert plan is not None
-    ctx.event("tool_call", calls=records)
+    ctx.event(ToolStarted, calls=records)
     ctx.state.earlier_text = ""
     await dispatch(ctx, turn, plan)
     fill_copies(turn)

@@ -1,6 +1,6 @@
 """The driver: it awaits each state's work under anyio and fires its trigger, for one run.
 
-A run is one `RunContext` (its configuration, `LoopState`, trace and clock); the functions here
+A run is one `RunContext` (its configuration, `LoopState`, events and clock); the functions here
 drive it. The work of each state lives in the modules of `boundloop._core` (`WORK`) and records
 facts in the run's `LoopState`; the table's guards read them when the trigger fires. The engine
 never awaits, so anyio cancellation and timeouts propagate untouched.
@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 import anyio
 
+from .._recorded import redact_strings
 from ..errors import ScriptExhausted, UnhandledStop
+from ..events import LimitHit, Resumed, RunStarted, Stop, Transition
 from ..metrics.instruments import EXEMPLAR_MIN_S
 from ..otel import global_tracing
 from ..records import Exceeded, StopReason
 from ..state import LoopResult, LoopState
 from ..statemachine.table import Phase, Trigger
-from ..trace import TraceEvent, redact_strings
 from .answers import answer_open_calls, finish
 from .context import RunContext, ToolSpan
 from .dispatch import act
@@ -113,9 +114,7 @@ async def _execute(
         state.usage.cost_usd = None
     if config.metrics is not None:
         config.metrics.run_started()
-    if resumed is not None:
-        ctx.event("resume", **resumed)
-    await _run(ctx, cancel, failure)
+    await _run(ctx, cancel, failure, resumed)
     return loop_result(ctx)
 
 
@@ -147,11 +146,17 @@ def _leaves_run(exc: BaseException, ctx: RunContext) -> bool:
     )
 
 
-async def _run(ctx: RunContext, cancel: anyio.Event | None, failure: Exception | None = None) -> None:
+async def _run(
+    ctx: RunContext,
+    cancel: anyio.Event | None,
+    failure: Exception | None = None,
+    resumed: Mapping[str, object] | None = None,
+) -> None:
     timeout = ctx.config.budget.timeout_s
     if timeout is not None:
         ctx.deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_before)
-    try:
+    try:  # the first event is inside: a failing on_event hook fails the run, recorded
+        _first_event(ctx, resumed)
         if failure is not None:
             raise failure
         if ctx.deadline is None and cancel is None:  # nothing can stop it early: no scope to build
@@ -184,6 +189,13 @@ async def _run(ctx: RunContext, cancel: anyio.Event | None, failure: Exception |
     finally:
         _record_stop(ctx)
         await _last_checkpoint(ctx)
+
+
+def _first_event(ctx: RunContext, resumed: Mapping[str, object] | None) -> None:
+    if resumed is not None:
+        ctx.event(Resumed, **resumed)
+    elif ctx.state.next_seq == 0:
+        ctx.event(RunStarted, trace_id=ctx.state.trace_id, model=ctx.config.model)
 
 
 async def _save_start(ctx: RunContext) -> None:
@@ -237,7 +249,19 @@ def fire(ctx: RunContext, trigger: Trigger) -> Phase:
     duration = now - ctx.entered
     ctx.entered = now
     # One clock read per transition: `at` is derived from it.
-    ctx.emit(TraceEvent.transition(state.step, ctx.epoch + now, source, dest, trigger, duration, guard))
+    ctx.emit(
+        Transition(
+            seq=ctx.next_seq(),
+            task_id=state.task_id,
+            at=ctx.epoch + now,
+            step=state.step,
+            source=source,
+            dest=dest,
+            trigger=trigger,
+            guard=guard,
+            duration_s=duration,
+        )
+    )
     edges = ctx.edges
     if edges is not None:  # counts the edge and observes the time in `source`
         edges[(source, dest)].observe(duration, ctx.exemplar if duration >= EXEMPLAR_MIN_S else None)
@@ -287,18 +311,27 @@ def _record_stop(ctx: RunContext) -> None:
     metrics = ctx.config.metrics
     if metrics is not None:  # first: a failing on_event hook must not leave runs_active up
         metrics.run_finished(reason, time.perf_counter() - ctx.started, state.trace_id)
+    exceeded = state.exceeded
+    usage = state.usage
     ctx.event(
-        "stop",
+        Stop,
         stop_reason=str(reason),
         detail=state.stop_detail,
+        limit=None
+        if exceeded is None
+        else LimitHit(limit=exceeded.limit, value=exceeded.value, used=exceeded.used),
         steps=state.step,
         tool_calls=state.tool_calls,
         duration_s=duration,
-        task_id=state.task_id,
         trace_id=state.trace_id,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_input_tokens=usage.cache_read_input_tokens,
+        cache_creation_input_tokens=usage.cache_creation_input_tokens,
+        cost_usd=usage.cost_usd,
         opening=ctx.deferred(state.messages[: state.opening]),
         provenance=state.provenance,
-        **({"metadata": state.metadata} if state.metadata else {}),
+        metadata=state.metadata or None,
     )
 
 
@@ -309,5 +342,5 @@ def loop_result(ctx: RunContext) -> LoopResult:
         stop_reason=state.stop_reason or StopReason.FAILED,
         answer=state.answer,
         state=state,
-        trace=ctx.trace,
+        events=ctx.events,
     )

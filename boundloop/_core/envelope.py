@@ -8,11 +8,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, cast
 
+from .._recorded import is_sdk_object
 from ..checkpoint.store import check_task_id
 from ..errors import ConfigurationError
 from ..records import Provenance
 from ..state import LoopState
-from ..trace import is_sdk_object
 from ..transcript import append_user, transcript_errors
 
 if TYPE_CHECKING:

@@ -9,6 +9,7 @@ import anthropic
 from anthropic.types import Message, ToolUseBlock
 
 from ..errors import ScriptExhausted
+from ..events import Proposal
 from ..model import TokenCounter
 from ..records import StopReason, ToolCall, Turn
 from ..signals import KNOWN_STOP_REASONS
@@ -160,7 +161,7 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     else:
         totals.cost_usd = None  # no price for the model: its cost is not tracked
     ctx.event(
-        "proposal",
+        Proposal,
         stop_reason=response.stop_reason
         if response.stop_reason in KNOWN_STOP_REASONS or response.stop_reason is None
         else ctx.redact(str(response.stop_reason)),
@@ -169,8 +170,10 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         duration_s=duration_s,
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
+        cache_read_input_tokens=cache_read,
+        cache_creation_input_tokens=cache_creation,
+        final_answer=final,
         response=ctx.deferred(response),
-        **({"final_answer": True} if final else {}),
     )
     if config.metrics is not None:
         config.metrics.model_request(

@@ -112,4 +112,5 @@ def _approval(name: str, decision: Decision, turn: Turn, index: int) -> CallResu
     reason = "" if decision is False else f": {decision}"
     answer = refused(call, "denied", f"{name} was denied by a human{reason}; not run")
     answer.by_human = True
+    answer.reason = None if decision is False else decision
     return answer

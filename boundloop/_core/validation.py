@@ -21,6 +21,7 @@ import anyio
 import anyio.lowlevel
 
 from ..errors import ConfigurationError, UnhandledStop
+from ..events import ApprovalRequested, CallDecision, PendingCall, Validation
 from ..records import (
     CallResult,
     Decision,
@@ -75,7 +76,7 @@ async def validate(ctx: RunContext) -> Trigger:
     assert turn is not None  # propose always records the turn before validate
     if turn.final:  # the final-answer call at a spent budget: the stop reason stays the budget's
         state.answer = answer_text(response) or None
-        ctx.event("validation", decision="final_answer", stop_reason=str(state.stop_reason), calls=[])
+        ctx.event(Validation, decision="final_answer", stop_reason=str(state.stop_reason), calls=[])
         answer_open_calls(ctx, "denied", "not run: the budget is spent")
         return Trigger.VALIDATED
     context = SignalContext(policy=ctx.config.policy, state=state, earlier_text=state.earlier_text)
@@ -88,14 +89,14 @@ async def validate(ctx: RunContext) -> Trigger:
         if handler is None:
             raise UnhandledStop(response.stop_reason)
         route = handler(response, context)
-    decisions: list[dict[str, Any]] = []
+    decisions: list[CallDecision] = []
     exceeded: Exceeded | None = None
     if route.verdict is Verdict.TOOL_CALLS:
         decisions, stop, exceeded = await _plan(ctx, turn, again=again)
         if stop is not None:
             route = Route(verdict=Verdict.STOP, stop_reason=stop[0], detail=stop[1])
     ctx.event(
-        "validation",
+        Validation,
         decision=_DECISIONS[route.verdict],
         stop_reason=None if route.stop_reason is None else str(route.stop_reason),
         reason=None if route.detail is None else ctx.redact(route.detail),
@@ -126,7 +127,7 @@ async def validate(ctx: RunContext) -> Trigger:
 
 async def _plan(
     ctx: RunContext, turn: Turn, *, again: bool = False
-) -> tuple[list[dict[str, Any]], tuple[StopReason, str] | None, Exceeded | None]:
+) -> tuple[list[CallDecision], tuple[StopReason, str] | None, Exceeded | None]:
     """Decide every call: execute, deny, repeat or escalate; answers go into `turn.answers`.
 
     With `again` (a turn continued from a checkpoint), only the calls without an answer are
@@ -137,7 +138,7 @@ async def _plan(
         not run at all, and the spent limit when that is `max_tool_calls`.
     """
     plan: list[Planned] = []
-    decisions: dict[int, dict[str, Any]] = {}
+    decisions: dict[int, CallDecision] = {}
     blocked: list[str] = []
     escalated: list[str] = []
     to_approve: list[Planned] = []
@@ -158,29 +159,35 @@ async def _plan(
             escalated.append(call.name)
         elif planned is not None:
             (to_approve if decision == "approve" else plan).append(planned)
-    records = list(decisions.values())
     stop, exceeded = _batch_stop(ctx, len(plan) + len(to_approve), blocked, escalated)
     if stop is not None:
         _hold(ctx, turn, to_approve, stop)
-        return records, stop, exceeded
+        return list(decisions.values()), stop, exceeded
     approve = ctx.config.policy.approve
     for planned in to_approve:
         assert approve is not None  # "approve" is only decided when there is an approver
         call = turn.calls[planned.index]
         record = decisions[planned.index]
         answer = _approver_answer(call, await approve(call))
-        record["decision"] = "execute" if answer is None else "deny"
         if answer is None:
             plan.append(planned)
+            decisions[planned.index] = CallDecision(
+                tool=record.tool, tool_use_id=record.tool_use_id, decision="execute"
+            )
         else:
             turn.answers[planned.index] = answer
-            record["reason"] = ctx.redact(str(answer.content))
+            decisions[planned.index] = CallDecision(
+                tool=record.tool,
+                tool_use_id=record.tool_use_id,
+                decision="deny",
+                reason=ctx.redact(str(answer.content)),
+            )
     if to_approve:  # approved calls joined the plan after the others
         plan.sort(key=lambda planned: planned.index)
     ctx.plan = plan
     ctx.plan_records = [decisions[planned.index] for planned in plan]
     fill_copies(turn)
-    return records, None, None
+    return list(decisions.values()), None, None
 
 
 def _decide_any(
@@ -248,6 +255,16 @@ def _hold(ctx: RunContext, turn: Turn, to_approve: list[Planned], stop: tuple[St
             ctx.state.pending_approvals.append(
                 PendingApproval(tool_use_id=call.id, tool=call.name, input=call.input, step=call.step)
             )
+        recorded = ctx.recorded(turn)
+        waiting = {pending.tool_use_id for pending in ctx.state.pending_approvals}
+        ctx.event(
+            ApprovalRequested,
+            calls=[
+                PendingCall(tool=name, tool_use_id=call_id)
+                for call, (name, call_id) in zip(turn.calls, recorded, strict=True)
+                if call.id in waiting
+            ],
+        )
     else:  # a block or a spent budget: the run waits for nobody
         ctx.state.pending_approvals.clear()
     for index, call in enumerate(turn.calls):
@@ -362,19 +379,17 @@ def _escalate(ctx: RunContext, turn: Turn, index: int, call: ToolCall) -> tuple[
     return "escalate", None
 
 
-def _record(ctx: RunContext, turn: Turn, index: int, decision: Decision) -> dict[str, Any]:
-    """The trace record of one decision; an invalid action is also recorded as an error."""
+def _record(ctx: RunContext, turn: Turn, index: int, decision: Decision) -> CallDecision:
+    """The event's record of one decision; an invalid action is also recorded as an error."""
     call = turn.calls[index]
     answer = turn.answers[index]
     name, call_id = ctx.recorded(turn)[index]
-    record: dict[str, Any] = {"tool": name, "tool_use_id": call_id, "decision": decision}
     if answer is None:
-        return record
+        return CallDecision(tool=name, tool_use_id=call_id, decision=decision)
     reason = ctx.redact(str(answer.content))
     if answer.outcome == "invalid":
         ctx.state.errors.append(ErrorRecord(kind="invalid_action", step=call.step, tool=name, message=reason))
-    record["reason"] = reason
-    return record
+    return CallDecision(tool=name, tool_use_id=call_id, decision=decision, reason=reason)
 
 
 def _with_note(content: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from ..errors import GraphvizMissing
+from ..events import Event, read_events
 from ..statemachine import diagram
-from ..trace import TraceEvent, read_trace
 from ._defaults import DIAGRAM_SUFFIXES
 from ._errors import EXIT_OK, CommandError
 
@@ -78,9 +78,9 @@ def output_format(given: diagram.DiagramFormat | None, output: Path | None) -> d
     return given
 
 
-def _read(path: str) -> list[TraceEvent]:
+def _read(path: str) -> list[Event]:
     try:
-        return read_trace(path)
+        return read_events(path)
     except OSError as exc:
         raise CommandError(f"cannot read the trace {path}: {exc.strerror or exc}") from exc
     except ValueError as exc:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Final, cast
 
-from ..trace import json_default
+from .._recorded import json_default
 
 COST_DECIMALS: Final = 6
 """Decimals of a dollar amount in the command's JSON: a millionth of a dollar."""

@@ -17,9 +17,9 @@ import anyio
 import anyio.abc
 from rich.console import Console
 
-from .. import AgentLoop, ConfigurationError, LoopError, LoopResult, StopReason, TraceEvent
+from .. import AgentLoop, ConfigurationError, LoopError, LoopResult, StopReason
+from ..events import Event, write_events
 from ..metrics import MetricsServer, serve
-from ..trace import write_trace
 from ._app import exit_now
 from ._errors import EXIT_INTERRUPTED, EXIT_NOT_COMPLETED, EXIT_OK, CommandError
 from ._json import dumps
@@ -31,7 +31,7 @@ LoopBuilder = Callable[[], Awaitable[AgentLoop]]
 Cleanup = Callable[[], Awaitable[object]]
 """Called inside the event loop once the run is over, e.g. a client's `close`."""
 
-EventHook = Callable[[TraceEvent], None]
+EventHook = Callable[[Event], None]
 """Gets every trace event of the run as it is recorded."""
 
 Start = Callable[[AgentLoop, RunView | None, EventHook, anyio.Event], Awaitable[LoopResult]]
@@ -117,7 +117,7 @@ def execute(options: RunOptions, build: LoopBuilder, start: Start, *, cleanup: C
     created = options.trace is not None and _open_trace(options.trace)
     console = Console(file=sys.stdout, highlight=False)
     server: MetricsServer | None = None
-    events: list[TraceEvent] = []
+    events: list[Event] = []
     interrupted: list[bool] = []
     previous: object = None
     try:
@@ -214,14 +214,14 @@ async def _run_loop(
     build: LoopBuilder,
     start: Start,
     console: Console,
-    events: list[TraceEvent],
+    events: list[Event],
     cleanup: Cleanup | None,
     interrupted: list[bool],
 ) -> int:
     view = None if options.json else RunView(console)
     cancel = anyio.Event()
 
-    def record(event: TraceEvent) -> None:
+    def record(event: Event) -> None:
         events.append(event)
         if view is not None:
             view(event)
@@ -281,8 +281,8 @@ async def _watch_interrupts(
             cancel.set()
 
 
-def _write_events(events: list[TraceEvent], path: str) -> None:
+def _write_events(events: list[Event], path: str) -> None:
     try:
-        write_trace(events, path)
+        write_events(events, path)
     except OSError as exc:
         raise _trace_error(path, exc) from exc

@@ -3,16 +3,34 @@
 from __future__ import annotations
 
 import time
-from typing import assert_never, cast
+from typing import assert_never
 
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from .. import AgentLoop, Budget, LoopResult, LoopState, StopReason, TraceEvent
+from .. import AgentLoop, Budget, LoopResult, LoopState, StopReason
+from ..events import (
+    ApprovalRequested,
+    CallDecision,
+    Compaction,
+    Error,
+    Event,
+    ModelRequest,
+    Proposal,
+    Resumed,
+    RunStarted,
+    Stop,
+    TextDelta,
+    ThinkingDelta,
+    ToolInputDelta,
+    ToolResult,
+    ToolStarted,
+    Transition,
+    Validation,
+)
 from ..statemachine import Phase
-from ._fields import Data, integer, number, records, shown, text, texts
 
 
 class RunView:
@@ -34,7 +52,6 @@ class RunView:
         self.tool_calls = 0
         self.batch_durations: list[float] = []
         self.tools_by_call: dict[str, str] = {}
-        self.denied_by_human: set[str] = set()
         self._header: Panel | None = None
 
     def start(self, loop: AgentLoop, goal: str, *, resumed: LoopState | None = None) -> None:
@@ -65,31 +82,34 @@ class RunView:
             title = "boundloop resume"
         self._header = Panel("\n".join(lines), title=title, title_align="left")
 
-    def __call__(self, event: TraceEvent) -> None:
-        """Show one trace event.
+    def __call__(self, event: Event) -> None:
+        """Show one event.
 
         Args:
             event: the event, as the loop records it.
         """
         self._print_header()
-        data: Data = event.data
-        match event.kind:
-            case "transition":
+        match event:
+            case Transition():
                 self._transition(event)
-            case "proposal":
-                self._proposal(data)
-            case "validation":
-                self._validation(data)
-            case "tool_call":
-                self._tool_call(data)
-            case "tool_result":
-                self._tool_result(data)
-            case "stop":
-                self._stop(data)
-            case "error":
-                self._error(data)
-            case "resume":
-                self._resume(event, data)
+            case Proposal():
+                self._proposal(event)
+            case Validation():
+                self._validation(event)
+            case ToolStarted():
+                self._tool_started(event)
+            case ToolResult():
+                self._tool_result(event)
+            case Stop():
+                self._stop(event)
+            case Error():
+                self._error(event)
+            case Resumed():
+                self._resumed(event)
+            case ApprovalRequested() | RunStarted() | ModelRequest() | Compaction():
+                pass
+            case TextDelta() | ThinkingDelta() | ToolInputDelta():
+                pass
             case _ as unknown:
                 assert_never(unknown)
 
@@ -101,11 +121,11 @@ class RunView:
     def _print(self, line: str) -> None:
         self.console.print(line)
 
-    def _transition(self, event: TraceEvent) -> None:
+    def _transition(self, event: Transition) -> None:
         if event.source == Phase.ASSEMBLE and event.dest == Phase.PROPOSE:
             self.console.rule(f"step {event.step + 1}  [dim]{self._budget_left(event.step)}[/]", align="left")
         extra = ""
-        if event.source == Phase.ACT and event.duration_s is not None and len(self.batch_durations) > 1:
+        if event.source == Phase.ACT and len(self.batch_durations) > 1:
             serial = sum(self.batch_durations)
             extra = (
                 f"  [dim]{len(self.batch_durations)} tools took {_ms(event.duration_s)}"
@@ -116,88 +136,64 @@ class RunView:
         trigger = f"  [dim]on {escape(event.trigger)}[/]" if event.trigger else ""
         self._print(f"  [cyan]{event.source}[/] → [cyan]{event.dest}[/]{trigger}{extra}")
 
-    def _proposal(self, data: Data) -> None:
-        tools = texts(data, "tools")
-        what = f": {escape(', '.join(tools))}" if tools else ""
-        tokens = ""
-        input_tokens = integer(data, "input_tokens")
-        if input_tokens is not None:
-            tokens = f"  [dim]({input_tokens}+{_or_unknown(integer(data, 'output_tokens'))} tokens)[/]"
-        self._print(f"    [bold]model[/] {escape(_or_unknown(text(data, 'stop_reason')))}{what}{tokens}")
+    def _proposal(self, event: Proposal) -> None:
+        what = f": {escape(', '.join(event.tools))}" if event.tools else ""
+        tokens = f"  [dim]({event.input_tokens}+{event.output_tokens} tokens)[/]"
+        self._print(f"    [bold]model[/] {escape(_or_unknown(event.stop_reason))}{what}{tokens}")
 
-    def _validation(self, data: Data) -> None:
-        calls = records(data, "calls") or ([data] if "tool" in data else [])
-        for call in calls:
+    def _validation(self, event: Validation) -> None:
+        for call in event.calls:
             self._print("    " + _decision(call))
-        stop_reason = text(data, "stop_reason")
-        if not calls or stop_reason:
-            reason = shown(data, "reason")
-            because = f" ({escape(reason)})" if reason else ""
-            outcome = escape(_or_unknown(text(data, "decision")))
-            if stop_reason:
-                outcome += f" → {escape(stop_reason)}"
+        if not event.calls or event.stop_reason:
+            because = f" ({escape(event.reason)})" if event.reason else ""
+            outcome = escape(event.decision)
+            if event.stop_reason:
+                outcome += f" → {escape(event.stop_reason)}"
             self._print(f"    [bold]validate[/] {outcome}{because}")
 
-    def _tool_call(self, data: Data) -> None:
-        calls = records(data, "calls")
-        if calls is None:
-            names = [_or_unknown(text(data, "tool"))]
-        else:
-            names = [_or_unknown(text(call, "tool")) for call in calls]
+    def _tool_started(self, event: ToolStarted) -> None:
+        names = [call.tool for call in event.calls]
         if not names:
             self._print("    [bold]act[/] running no tools")
             return
         how = f"{len(names)} tools in parallel" if len(names) > 1 else "1 tool"
         self._print(f"    [bold]act[/] running {how}: {escape(', '.join(names))}")
 
-    def _tool_result(self, data: Data) -> None:
-        attempts = integer(data, "attempts")
-        self.tool_calls += 1 if attempts is None else attempts
-        outcome = _or_unknown(text(data, "outcome"))
-        duration = number(data, "duration_s")
+    def _tool_result(self, event: ToolResult) -> None:
+        self.tool_calls += event.attempts
+        outcome = event.outcome
+        duration = event.duration_s
         if outcome == "ok":
             mark = "[green]✓[/]"
-            if duration is not None:
-                self.batch_durations.append(duration)
-        elif outcome == "denied" and text(data, "tool_use_id") in self.denied_by_human:
+            self.batch_durations.append(duration)
+        elif outcome == "denied" and event.by_human:
             mark = "[red]⊘ human denied[/]"
         elif outcome == "denied":
             mark = "[red]⊘ blocked[/]"
         else:
             mark = f"[red]✗ {escape(outcome)}[/]"
         took = f"  [dim]{_ms(duration)}[/]" if duration else ""
-        self._print(f"      {mark} {escape(_or_unknown(text(data, 'tool')))}{took}")
+        self._print(f"      {mark} {escape(event.tool)}{took}")
 
-    def _stop(self, data: Data) -> None:
-        reason = _or_unknown(text(data, "stop_reason"))
+    def _stop(self, event: Stop) -> None:
+        reason = event.stop_reason
         colour = "green" if reason == StopReason.COMPLETED else "red"
-        detail = shown(data, "detail")
-        because = f" ({escape(detail)})" if detail else ""
+        because = f" ({escape(event.detail)})" if event.detail else ""
         self._print(f"  [bold {colour}]stopped: {escape(reason)}[/]{because}")
 
-    def _error(self, data: Data) -> None:
-        parts = [part for part in (text(data, "kind"), text(data, "type")) if part]
-        what = ": ".join([*parts, _or_unknown(shown(data, "message"))])
+    def _error(self, event: Error) -> None:
+        what = ": ".join([event.error_kind, event.type, event.message])
         self._print(f"    [red]error[/] {escape(what)}")
 
-    def _resume(self, event: TraceEvent, data: Data) -> None:
-        phase = text(data, "from_phase")
-        step = integer(data, "step")
-        where = f" from {escape(phase)}" if phase else ""
-        where += f" at step {event.step if step is None else step}"
-        self._print(f"  [bold]resumed[/]{where}")
-        decisions = data.get("approvals")
-        if isinstance(decisions, dict):
-            for tool_use_id, decision in cast(dict[str, object], decisions).items():
-                self._print("    " + self._approval(tool_use_id, decision))
-        question = text(data, "escalation")
-        if question is not None:
-            self._print(f"    [bold]human[/] replied to {escape(question)}")
+    def _resumed(self, event: Resumed) -> None:
+        self._print(f"  [bold]resumed[/] from {escape(event.from_phase)} at step {event.step}")
+        for tool_use_id, decision in event.approvals.items():
+            self._print("    " + self._approval(tool_use_id, decision))
+        if event.escalation is not None:
+            self._print(f"    [bold]human[/] replied to {escape(event.escalation)}")
 
-    def _approval(self, tool_use_id: str, decision: object) -> str:
+    def _approval(self, tool_use_id: str, decision: bool | str) -> str:
         tool = self.tools_by_call.get(tool_use_id)
-        if decision is not True:
-            self.denied_by_human.add(tool_use_id)
         call = escape(f"{tool} {tool_use_id}" if tool else tool_use_id)
         if decision is True:
             return f"[bold]human[/] [green]approved[/] {call}"
@@ -235,11 +231,9 @@ class RunView:
         if self.budget is not None and self.budget.max_tool_calls is not None:
             calls += f" of {self.budget.max_tool_calls}"
         denied = [
-            text(event.data, "tool_use_id")
-            for event in result.trace
-            if event.kind == "tool_result" and text(event.data, "outcome") == "denied"
+            event for event in result.events if isinstance(event, ToolResult) and event.outcome == "denied"
         ]
-        by_human = sum(1 for tool_use_id in denied if tool_use_id in self.denied_by_human)
+        by_human = sum(1 for event in denied if event.by_human)
         why = [f"{len(denied) - by_human} blocked by policy", f"{by_human} denied by a human"]
         why = [reason for reason in why if not reason.startswith("0 ")]
         if why:
@@ -249,21 +243,19 @@ class RunView:
         table.add_row("tokens", f"{usage.input_tokens} in / {usage.output_tokens} out")
         cost = usage.cost_usd
         table.add_row("cost", "not tracked (no price for the model)" if cost is None else f"${cost:.4f}")
-        stops = [event for event in result.trace if event.kind == "stop"]
-        duration = number(stops[-1].data, "duration_s") if stops else None
-        if duration is not None:
-            table.add_row("duration", _ms(duration))
+        stops = [event for event in result.events if isinstance(event, Stop)]
+        if stops:
+            table.add_row("duration", _ms(stops[-1].duration_s))
         self.console.print()
         self.console.print(table)
         if result.answer:
             self.console.print(Panel(escape(result.answer), title="answer", title_align="left"))
 
 
-def _decision(call: Data) -> str:
-    decision = _or_unknown(text(call, "decision"))
-    tool = escape(_or_unknown(text(call, "tool")))
-    reason = shown(call, "reason")
-    because = f" [dim]({escape(reason)})[/]" if reason else ""
+def _decision(call: CallDecision) -> str:
+    decision = call.decision
+    tool = escape(call.tool)
+    because = f" [dim]({escape(call.reason)})[/]" if call.reason else ""
     if decision == "execute":
         return f"[bold]validate[/] [green]allow[/] {tool}"
     return f"[bold]validate[/] [red]{escape(decision)}[/] {tool}{because}"

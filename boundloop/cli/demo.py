@@ -32,9 +32,9 @@ from .. import (
     ScriptedClient,
     Tool,
     ToolContext,
-    TraceEvent,
     tool,
 )
+from ..events import Event
 from ._defaults import DEMO_MODEL
 
 GOAL: Final = "Decide whether refund evidence is sufficient for order O-104."
@@ -308,7 +308,7 @@ def demo_loop(
     *,
     model: str = MODEL,
     registry: CollectorRegistry | None = None,
-    on_event: Callable[[TraceEvent], None] | None = None,
+    on_event: Callable[[Event], None] | None = None,
 ) -> AgentLoop:
     """The refund-investigation loop, on a fresh `ScriptedClient` of `SCRIPT` unless a client is given.
 

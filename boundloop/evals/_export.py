@@ -260,7 +260,7 @@ def _expected(
     if state.observations:
         events.insert(2, "tool_result")
     if resumed:
-        events.append("resume")
+        events.append("resumed")
     expected: dict[str, Any] = {
         "stop_reason": str(state.stop_reason),
         "tool_sequence": [o.tool for o in executed],

@@ -22,11 +22,11 @@ from anthropic.types import Message
 
 from ..contract import ContractTool
 from ..errors import ConfigurationError, FixtureError
+from ..events import RENAMED_KINDS, EventKind
 from ..records import StopReason
 from ..state import Budget, LoopState
 from ..testing import parse_message
 from ..tools import TOOL_NAME
-from ..trace import TraceKind
 
 DEFAULT_MODEL: Final = "claude-sonnet-4-6"
 DEFAULT_BUDGET: Final[Mapping[str, Any]] = {"max_steps": 10}
@@ -51,7 +51,7 @@ class Expected:
     max_tool_calls: int | None = None
     max_steps: int | None = None
     forbidden_tools: tuple[str, ...] = ()
-    requires_trace_events: tuple[TraceKind, ...] = ()
+    requires_trace_events: tuple[EventKind, ...] = ()
     tool_sequence: tuple[str, ...] | None = None
     answer_contains: tuple[str, ...] = ()
     replay: bool = True
@@ -178,7 +178,9 @@ def read_case(raw: object, *, source: Path | None = None) -> Case:
         max_tool_calls=expected_raw.get("max_tool_calls"),
         max_steps=expected_raw.get("max_steps"),
         forbidden_tools=mapped(expected_raw.get("forbidden_tools", ())),
-        requires_trace_events=tuple(expected_raw.get("requires_trace_events", ())),
+        requires_trace_events=tuple(
+            RENAMED_KINDS.get(kind, kind) for kind in expected_raw.get("requires_trace_events", ())
+        ),
         tool_sequence=None if sequence is None else mapped(sequence),
         answer_contains=(contains,) if isinstance(contains, str) else tuple(contains),
         replay=expected_raw.get("replay", True),

@@ -16,9 +16,9 @@ from typing import Any, final
 import anyio
 from anthropic.types import Message
 
+from ..events import Event, ToolStarted
 from ..redaction import recorded_call_id
 from ..tools import Handler, RetryableToolError, ToolContext
-from ..trace import TraceEvent
 
 DEFAULT_TIMEOUT_S = 0.05
 """How long a mocked `timeout` result takes when the fixture sets no timeout."""
@@ -49,14 +49,13 @@ class Mocks:
         self.problems: list[str] = []
         """Fixture errors found while running: calls beyond the mocked results."""
 
-    def on_event(self, event: TraceEvent) -> None:
+    def on_event(self, event: Event) -> None:
         """Give each call of a starting batch its result index, in block order."""
-        if event.kind != "tool_call":
+        if not isinstance(event, ToolStarted):
             return
-        calls: list[dict[str, Any]] = event.data.get("calls") or []
         cursor = 0
-        for call in calls:
-            tool, recorded = str(call["tool"]), str(call["tool_use_id"])
+        for call in event.calls:
+            tool, recorded = call.tool, call.tool_use_id
             raw = recorded
             for position in range(cursor, len(self._served)):
                 name, block_id = self._served[position]

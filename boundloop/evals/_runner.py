@@ -9,12 +9,13 @@ from typing import Any, Literal, cast, final
 
 import anyio
 
+from .._recorded import redact_strings
 from .._replay import ReplayReport, replay
 from ..errors import ApprovalMissing, NotResumable, ScriptExhausted, UnhandledStop
+from ..events import Event, Validation
 from ..loop import AgentLoop
 from ..records import StopReason
 from ..state import LoopResult
-from ..trace import TraceEvent, redact_strings
 from ._build import build_loop
 from ._fixture import Case
 from ._mocks import Mocks
@@ -52,7 +53,7 @@ class CaseResult:
     replay_detail: str
     tools_run: tuple[str, ...]
     """The tools that ran, in order, as the fixture names them."""
-    trace: tuple[TraceEvent, ...]
+    trace: tuple[Event, ...]
     raised: str | None = None
     """The exception the run raised (`UnhandledStop: ...`), if it did not stop by itself."""
 
@@ -106,7 +107,7 @@ class _Run:
     """What running a case produced, before the expectations are checked."""
 
     result: LoopResult | None = None
-    events: list[TraceEvent] = dataclasses.field(default_factory=list[TraceEvent])
+    events: list[Event] = dataclasses.field(default_factory=list[Event])
     problems: list[str] = dataclasses.field(default_factory=list[str])
     """Fixture errors."""
     raised: str | None = None
@@ -133,7 +134,7 @@ async def run_case(case: Case) -> CaseResult:
         if case.state is not None:
             run.replayed = await replay(case.state, loop)
             run.result = run.replayed.result
-            run.events = [] if run.result is None else list(run.result.trace)
+            run.events = [] if run.result is None else list(run.result.events)
         else:
             await _script(case, loop, mocks, run)
     except ScriptExhausted:
@@ -142,7 +143,7 @@ async def run_case(case: Case) -> CaseResult:
         )
     except UnhandledStop as exc:
         run.result = exc.result
-        run.events += [] if exc.result is None else exc.result.trace
+        run.events += [] if exc.result is None else exc.result.events
         run.raised = f"UnhandledStop: {exc}"
     except Exception as exc:  # the report says what broke; other cases go on
         run.raised = f"{type(exc).__name__}: {exc}"
@@ -155,7 +156,7 @@ async def run_case(case: Case) -> CaseResult:
 
 async def _script(case: Case, loop: AgentLoop, mocks: Mocks, run: _Run) -> None:
     run.result = await loop.run(case.goal, task_id=case.case_id, on_event=mocks.on_event)
-    run.events += run.result.trace
+    run.events += run.result.events
     for index, decision in enumerate(case.resume):
         if run.result.stop_reason is not StopReason.NEEDS_HUMAN:
             run.problems.append(
@@ -173,7 +174,7 @@ async def _script(case: Case, loop: AgentLoop, mocks: Mocks, run: _Run) -> None:
         except (ApprovalMissing, NotResumable) as exc:
             run.problems.append(f"resume/{index}: {exc}")
             return
-        run.events += run.result.trace
+        run.events += run.result.events
 
 
 def _judge(case: Case, run: _Run, duration: float) -> CaseResult:
@@ -209,14 +210,14 @@ def _judge(case: Case, run: _Run, duration: float) -> CaseResult:
     )
 
 
-def _refused(events: Iterable[TraceEvent]) -> int:
+def _refused(events: Iterable[Event]) -> int:
     """Calls validation refused (`deny` or `block`): unknown, invalid, not allowed, forbidden."""
     return sum(
         1
         for event in events
-        if event.kind == "validation"
-        for call in event.data.get("calls") or ()
-        if call.get("decision") in ("deny", "block")
+        if isinstance(event, Validation)
+        for call in event.calls
+        if call.decision in ("deny", "block")
     )
 
 

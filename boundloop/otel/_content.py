@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
-from ..trace import Deferred, json_default, redact_strings
+from .._recorded import Deferred, json_default, redact_strings
 
 Redact = Callable[[str], str]
 

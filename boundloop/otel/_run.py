@@ -27,8 +27,8 @@ from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.util.types import AttributeValue
 
+from ..events import Error, Event, Proposal, Resumed, ToolResult, ToolStarted, Transition
 from ..records import StopReason, Usage
-from ..trace import TraceEvent
 from . import _content
 from ._setup import TracedLoop, Tracing
 from ._tools import ToolSpans, epoch_ns
@@ -151,34 +151,33 @@ class RunSpans:
         finally:
             otel_context.detach(token)
 
-    def observe(self, event: TraceEvent) -> None:
-        """Record a trace event on the spans; never raises."""
+    def observe(self, event: Event) -> None:
+        """Record an event on the spans; never raises."""
         try:
-            kind = event.kind
-            if kind == "transition":
+            if isinstance(event, Transition):
                 self._transition(event)
-            elif kind == "tool_result":
+            elif isinstance(event, ToolResult):
                 self.tools.finish(event)
-            elif kind == "tool_call":
+            elif isinstance(event, ToolStarted):
                 self.tools.batch_at = event.at
-            elif kind == "proposal":
+            elif isinstance(event, Proposal):
                 self._proposal(event)
-            elif kind == "error":
+            elif isinstance(event, Error):
                 self._error(event)
-            elif kind == "resume":
-                self.span.set_attribute("boundloop.resumed_from", str(event.data.get("from_phase")))
+            elif isinstance(event, Resumed):
+                self.span.set_attribute("boundloop.resumed_from", event.from_phase)
         except Exception:  # telemetry never fails a run
             log.debug("could not record a %s event on the run's spans", event.kind, exc_info=True)
 
-    def _transition(self, event: TraceEvent) -> None:
-        source, dest = str(event.source), str(event.dest)
+    def _transition(self, event: Transition) -> None:
+        source, dest = event.source, event.dest
         self.path.append(f"{source}->{dest}")
         attributes: dict[str, AttributeValue] = {
             "boundloop.source": source,
             "boundloop.dest": dest,
             "boundloop.trigger": str(event.trigger),
         }
-        guard = event.data.get("guard")
+        guard = event.guard
         if guard is not None:
             attributes["boundloop.guard"] = guard
         self.span.add_event("transition", attributes, timestamp=epoch_ns(event.at))
@@ -203,10 +202,9 @@ class RunSpans:
             start_time=epoch_ns(start),
         )
 
-    def _proposal(self, event: TraceEvent) -> None:
+    def _proposal(self, event: Proposal) -> None:
         if not self.chat_spans:
             return  # the SDK's span of this call is the chat span, a child of the run span
-        data = event.data
         state = self.state
         response = state.responses[-1]  # recorded before its event
         usage = response.usage
@@ -221,10 +219,10 @@ class RunSpans:
             "gen_ai.usage.cache_read.input_tokens": cache_read,
             "gen_ai.usage.cache_creation.input_tokens": cache_creation,
         }
-        stop_reason = data.get("stop_reason")
+        stop_reason = event.stop_reason
         if stop_reason is not None:
-            attributes["gen_ai.response.finish_reasons"] = [str(stop_reason)]
-        if data.get("final_answer"):
+            attributes["gen_ai.response.finish_reasons"] = [stop_reason]
+        if event.final_answer:
             attributes["boundloop.final_answer"] = True
         if self.content:
             redact = self.config.redactor
@@ -234,23 +232,22 @@ class RunSpans:
                 attributes["gen_ai.system_instructions"] = _content.system_instructions(
                     self.config.system, redact
                 )
-        span = self._chat(event.at - float(data.get("duration_s") or 0.0), event.step, attributes)
+        span = self._chat(event.at - event.duration_s, event.step, attributes)
         span.end(end_time=epoch_ns(event.at))
 
-    def _error(self, event: TraceEvent) -> None:
-        data = event.data
+    def _error(self, event: Error) -> None:
         at = epoch_ns(event.at)
         exception: dict[str, AttributeValue] = {
-            "exception.type": str(data.get("type")),
-            "exception.message": str(data.get("message")),
-            "boundloop.error.kind": str(data.get("kind")),
+            "exception.type": event.type,
+            "exception.message": event.message,
+            "boundloop.error.kind": event.error_kind,
         }
         self.span.add_event("exception", exception, timestamp=at)
-        if data.get("kind") not in _MODEL_ERRORS or not self.chat_spans:
+        if event.error_kind not in _MODEL_ERRORS or not self.chat_spans:
             return
         # The model call failed or its response was unusable: no proposal event will come.
-        status_code = data.get("status_code")
-        error_type = str(status_code) if status_code is not None else str(data.get("type"))
+        status_code = event.status_code
+        error_type = str(status_code) if status_code is not None else event.type
         start = self.propose_at if self.propose_at is not None else event.at
         span = self._chat(start, event.step, {"error.type": error_type})
         span.add_event("exception", exception, timestamp=at)

@@ -24,9 +24,9 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from ..events import ToolResult
 from ..records import FAILED_OUTCOMES, ToolCall
 from ..redaction import recorded_call_id
-from ..trace import TraceEvent
 from . import _content
 from ._setup import TracedLoop
 
@@ -114,21 +114,20 @@ class ToolSpans:
             if token is not None:
                 otel_context.detach(token)
 
-    def finish(self, event: TraceEvent) -> None:
-        """A call's `tool_result` event: its outcome on its span, which ends."""
-        data = event.data
-        name = str(data.get("tool"))
-        call_id = str(data.get("tool_use_id"))
-        outcome = str(data.get("outcome"))
-        attempts = int(data.get("attempts") or 0)
+    def finish(self, event: ToolResult) -> None:
+        """A call's `ToolResult` event: its outcome on its span, which ends."""
+        name = event.tool
+        call_id = event.tool_use_id
+        outcome = event.outcome
+        attempts = event.attempts
         attributes: dict[str, AttributeValue] = {
             "boundloop.tool.outcome": outcome,
             "boundloop.tool.attempts": attempts,
         }
         if self.config.trace_content:
             redact = self.config.redactor
-            attributes["gen_ai.tool.call.arguments"] = _content.as_json(data.get("input"), redact)
-            attributes["gen_ai.tool.call.result"] = _content.as_json(data.get("content"), redact)
+            attributes["gen_ai.tool.call.arguments"] = _content.as_json(event.input, redact)
+            attributes["gen_ai.tool.call.result"] = _content.as_json(event.content, redact)
         running = self.running.pop(call_id, None)
         if running is not None:  # its handler ran under this span
             span = running.span
@@ -137,7 +136,7 @@ class ToolSpans:
         else:
             if attempts and self.batch_at is not None:  # it ran: from its batch's start, for its duration
                 start = self.batch_at
-                finished = start + float(data.get("duration_s") or 0.0)
+                finished = start + event.duration_s
             else:  # answered without running its handler
                 start = finished = event.at
             span = self._start(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import typing
 
-from ..trace import read_trace as read_trace
 from .guards import GUARDS as GUARDS
 from .table import STATES as STATES
 from .table import TRANSITIONS as TRANSITIONS
@@ -18,6 +17,7 @@ from .table import TransitionRow as TransitionRow
 from .table import Trigger as Trigger
 
 if typing.TYPE_CHECKING:
+    from ..events import read_events as read_trace
     from .diagram import FORMATS as FORMATS
     from .diagram import TracePath as TracePath
     from .diagram import render as render
@@ -51,6 +51,10 @@ _DIAGRAM: typing.Final = frozenset(
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
 
     def __getattr__(name: str) -> object:
+        if name == "read_trace":  # `boundloop.events.read_events` (the events load pydantic)
+            from ..events import read_events
+
+            return read_events
         if name in _DIAGRAM:
             from . import diagram
 

@@ -26,8 +26,8 @@ from transitions.extensions.diagrams import GraphMachine
 from transitions.extensions.diagrams_mermaid import Graph as MermaidGraph
 
 from ..errors import GraphvizMissing
+from ..events import Event, Stop, Transition
 from ..records import Limit, StopReason
-from ..trace import TraceEvent
 from .guards import GUARDS
 from .table import FINAL, INITIAL, STATES, TRANSITIONS, TransitionRow
 
@@ -52,7 +52,7 @@ class TracePath:
     """The state the last run ended in (None for a trace without transitions)."""
 
 
-def trace_path(trace: Iterable[TraceEvent]) -> TracePath:
+def trace_path(trace: Iterable[Event]) -> TracePath:
     """Count how often each edge of the table was taken in a trace.
 
     Edges that share trigger, source and destination (`validate -> stopped` on
@@ -60,7 +60,7 @@ def trace_path(trace: Iterable[TraceEvent]) -> TracePath:
     records, or else by the stop reason of the run.
 
     Args:
-        trace: the events of one or more runs, in order (`LoopResult.trace`, `read_trace`).
+        trace: the events of one or more runs, in order (`LoopResult.events`, `read_events`).
 
     Returns:
         The edge counts, the visited states and the last state.
@@ -71,19 +71,17 @@ def trace_path(trace: Iterable[TraceEvent]) -> TracePath:
     counts: Counter[int] = Counter()
     visited: set[str] = set()
     last: str | None = None
-    pending: list[tuple[TraceEvent, list[int]]] = []
+    pending: list[tuple[Transition, list[int]]] = []
     for event in trace:
-        if event.kind == "stop":
-            reason = event.data.get("stop_reason")
+        if isinstance(event, Stop):
             for waiting, candidates in pending:
-                counts[_pick(waiting, candidates, reason if isinstance(reason, str) else None)] += 1
+                counts[_pick(waiting, candidates, event.stop_reason)] += 1
             pending.clear()
-        if event.kind != "transition" or event.source is None or event.dest is None:
+        if not isinstance(event, Transition):
             continue
         candidates = _candidates(event)
-        # A live trace holds `Phase` members; one read from JSON holds plain strings.
-        visited.update((str(event.source), str(event.dest)))
-        last = str(event.dest)
+        visited.update((event.source, event.dest))
+        last = event.dest
         if len(candidates) == 1:
             counts[candidates[0]] += 1
         else:
@@ -93,13 +91,11 @@ def trace_path(trace: Iterable[TraceEvent]) -> TracePath:
     return TracePath(counts=dict(counts), visited=frozenset(visited), last=last)
 
 
-def _candidates(event: TraceEvent) -> list[int]:
+def _candidates(event: Transition) -> list[int]:
     found = [
         index
         for index, row in enumerate(TRANSITIONS)
-        if row["source"] == event.source
-        and row["dest"] == event.dest
-        and (event.trigger is None or row["trigger"] == event.trigger)
+        if row["source"] == event.source and row["dest"] == event.dest and row["trigger"] == event.trigger
     ]
     if not found:
         raise ValueError(
@@ -109,9 +105,8 @@ def _candidates(event: TraceEvent) -> list[int]:
     return found
 
 
-def _pick(event: TraceEvent, candidates: list[int], stop_reason: str | None) -> int:
-    recorded = event.data.get("guard")
-    wanted = [recorded] if isinstance(recorded, str) else []
+def _pick(event: Transition, candidates: list[int], stop_reason: str | None) -> int:
+    wanted = [event.guard] if event.guard is not None else []
     if stop_reason == StopReason.COMPLETED:
         wanted.append("final_answer")
     elif Limit.stopping(stop_reason) is not None:
@@ -126,7 +121,7 @@ def _pick(event: TraceEvent, candidates: list[int], stop_reason: str | None) -> 
     return candidates[0]
 
 
-def render_mermaid(trace: Iterable[TraceEvent] | None = None, *, title: str = TITLE) -> str:
+def render_mermaid(trace: Iterable[Event] | None = None, *, title: str = TITLE) -> str:
     """The state diagram as mermaid `stateDiagram-v2` text, deterministic for a given table.
 
     Args:
@@ -171,7 +166,7 @@ def mermaid_block(markdown: str) -> str | None:
     return None if end < 0 else markdown[start + len(fence) : end]
 
 
-def render_dot(trace: Iterable[TraceEvent] | None = None, *, title: str = TITLE) -> str:
+def render_dot(trace: Iterable[Event] | None = None, *, title: str = TITLE) -> str:
     """The state diagram as graphviz dot source.
 
     Args:
@@ -190,7 +185,7 @@ def render_dot(trace: Iterable[TraceEvent] | None = None, *, title: str = TITLE)
 def render_image(
     format: ImageFormat,
     path: str | Path | None = None,
-    trace: Iterable[TraceEvent] | None = None,
+    trace: Iterable[Event] | None = None,
     *,
     title: str = TITLE,
 ) -> bytes:
@@ -225,7 +220,7 @@ def render_image(
     return image
 
 
-def render(format: DiagramFormat, trace: Iterable[TraceEvent] | None = None, *, title: str = TITLE) -> bytes:
+def render(format: DiagramFormat, trace: Iterable[Event] | None = None, *, title: str = TITLE) -> bytes:
     """Render the diagram in any format, as bytes (text formats are UTF-8).
 
     Raises:
@@ -269,7 +264,7 @@ def _label(row: TransitionRow, taken: int) -> str:
     return label
 
 
-def _graph(engine: _Engine, trace: Iterable[TraceEvent] | None) -> Any:
+def _graph(engine: _Engine, trace: Iterable[Event] | None) -> Any:
     """A transitions graph of the table, styled with the trace's path (transitions is untyped here)."""
     path = None if trace is None else trace_path(trace)
     counts: Mapping[int, int] = {} if path is None else path.counts

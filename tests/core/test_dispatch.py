@@ -23,6 +23,7 @@ from boundloop import (
     ToolContext,
     tool,
 )
+from boundloop.events import ToolResult
 from tests.helpers import assert_valid_transcript, blocks, text, tool_use
 
 JSON = dict[str, Any]
@@ -113,8 +114,8 @@ async def test_a_retryable_error_is_retried_with_the_same_key_then_reported_as_a
         }
     ]
     assert [o.outcome for o in result.state.observations] == ["error"]
-    [event] = [e for e in result.trace if e.kind == "tool_result"]
-    assert event.data["attempts"] == 3
+    [event] = [e for e in result.events if isinstance(e, ToolResult)]
+    assert event.attempts == 3
     assert result.stop_reason is StopReason.COMPLETED
     assert_valid_transcript(result.messages)
 

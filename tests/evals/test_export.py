@@ -216,7 +216,7 @@ async def test_a_run_resumed_after_approvals_replies_and_denials_exports_the_dec
         "on_tool_error": "report",
     }
     assert exported["expected"]["forbidden_tools"] == ["wipe"]
-    assert exported["expected"]["requires_trace_events"][-1] == "resume"
+    assert exported["expected"]["requires_trace_events"][-1] == "resumed"
     assert result.tools_run == ("refund", "lookup")
 
 

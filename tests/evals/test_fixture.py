@@ -10,7 +10,7 @@ import pytest
 
 from boundloop import StopReason
 from boundloop.evals import FixtureError, api_name, load_cases, parse_case, schema, schema_problems
-from boundloop.trace import TRACE_KINDS
+from boundloop.events import EVENT_KINDS, RENAMED_KINDS
 
 JSON = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,10 +38,10 @@ def problems_of(raw: object) -> list[str]:
 
 
 def test_the_schema_names_every_stop_reason_and_trace_kind() -> None:
-    """The shipped schema cannot drift from StopReason and the trace kinds."""
+    """The shipped schema cannot drift from StopReason and the event kinds (and their earlier names)."""
     expected = schema()["$defs"]["expected"]["properties"]
     assert set(expected["stop_reason"]["enum"]) == {str(reason) for reason in StopReason}
-    assert set(expected["requires_trace_events"]["items"]["enum"]) == set(TRACE_KINDS)
+    assert set(expected["requires_trace_events"]["items"]["enum"]) == {*EVENT_KINDS, *RENAMED_KINDS}
 
 
 def test_the_issue_example_runs_once_a_model_script_is_added() -> None:

@@ -47,7 +47,7 @@ async def test_a_case_that_holds_passes_with_its_figures() -> None:
                 "max_tool_calls": 1,
                 "max_steps": 2,
                 "forbidden_tools": ["refunds.issue"],
-                "requires_trace_events": ["proposal", "validation", "tool_call", "tool_result", "stop"],
+                "requires_trace_events": ["proposal", "validation", "tool_started", "tool_result", "stop"],
                 "tool_sequence": ["orders.read"],
                 "answer_contains": ["two days", "late"],
             }
@@ -88,8 +88,8 @@ async def test_a_case_that_holds_passes_with_its_figures() -> None:
             id="forbidden",
         ),
         pytest.param(
-            {"stop_reason": "completed", "requires_trace_events": ["stop", "error", "resume"]},
-            "requires_trace_events: the trace has no error, resume event",
+            {"stop_reason": "completed", "requires_trace_events": ["stop", "error", "resumed"]},
+            "requires_trace_events: the trace has no error, resumed event",
             id="trace-events",
         ),
         pytest.param(
@@ -134,7 +134,7 @@ async def test_calls_of_one_batch_take_results_in_block_order() -> None:
 
 def answered(result: CaseResult) -> list[tuple[str, str]]:
     """(tool_use_id, content) of every tool result of a case's run, from its trace."""
-    events = [event.to_dict()["data"] for event in result.trace if event.kind == "tool_result"]
+    events = [event.to_dict() for event in result.trace if event.kind == "tool_result"]
     return [(data["tool_use_id"], data["content"]) for data in events]
 
 
@@ -158,7 +158,7 @@ async def test_error_retry_and_timeout_results_reach_the_model_as_such() -> None
         )
     )
     assert result.passed, result.failures
-    events = [event.to_dict()["data"] for event in result.trace if event.kind == "tool_result"]
+    events = [event.to_dict() for event in result.trace if event.kind == "tool_result"]
     outcomes = {data["tool"]: (data["outcome"], data["content"]) for data in events}
     assert outcomes["flaky"] == ("ok", "fine")
     assert outcomes["broken"] == ("error", "MockedToolError: upstream 500")
@@ -227,7 +227,7 @@ async def test_resume_decisions_approve_and_deny_at_needs_human() -> None:
         expected={
             "stop_reason": "completed",
             "tool_sequence": ["refunds.issue"],
-            "requires_trace_events": ["resume"],
+            "requires_trace_events": ["resume"],  # the earlier name of `resumed`, still read
         },
     )
     result = await run(fixture)

@@ -91,7 +91,7 @@ async def test_a_run_with_a_parallel_batch_completes_through_the_workflow_as_the
     assert observed(result) == observed(plain)
     assert result.state.task_id == "task-1"
     assert result.state.step == plain.state.step == 2
-    assert [event.kind for event in result.trace] == [event.kind for event in plain.trace]
+    assert [event.kind for event in result.events] == [event.kind for event in plain.events]
     assert len(client.requests) == 2
     steps = await DBOS.list_workflow_steps_async("task-1")
     assert [step["function_name"] for step in steps] == [

@@ -71,5 +71,5 @@ def refund_loop(metrics: LoopMetrics | None, *, name: str = "refunds") -> AgentL
 def edges_taken(result: LoopResult) -> Counter[tuple[str, str]]:
     """How often the run took each (source, dest) edge, from its trace."""
     return Counter(
-        (str(event.source), str(event.dest)) for event in result.trace if event.kind == "transition"
+        (str(event.source), str(event.dest)) for event in result.events if event.kind == "transition"
     )

@@ -23,6 +23,7 @@ from boundloop import (
     UnhandledStop,
     tool,
 )
+from boundloop.events import Transition
 from boundloop.metrics import render
 from boundloop.metrics.instruments import EXEMPLAR_MIN_S
 from boundloop.statemachine.table import TRANSITIONS
@@ -70,7 +71,11 @@ async def test_every_transition_is_counted_and_timed(
         expected = taken[(row["source"], row["dest"])]
         assert value(registry, "boundloop_transitions_total", **labels) == expected
         assert value(registry, "boundloop_transition_duration_seconds_count", **labels) == expected
-    traced = sum(e.duration_s or 0.0 for e in result.trace if (e.source, e.dest) == ("act", "observe"))
+    traced = sum(
+        e.duration_s
+        for e in result.events
+        if isinstance(e, Transition) and (e.source, e.dest) == ("act", "observe")
+    )
     observed = value(
         registry, "boundloop_transition_duration_seconds_sum", loop="refunds", source="act", dest="observe"
     )

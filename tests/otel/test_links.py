@@ -27,6 +27,7 @@ from boundloop import (
     tool,
 )
 from boundloop.checkpoint import MemoryStore
+from boundloop.events import Stop
 from boundloop.metrics import render
 from tests.helpers import ScriptedTransport, text, tool_use
 from tests.otel.spans import finished, named, only
@@ -93,7 +94,7 @@ async def test_a_new_run_takes_its_span_trace_id(
     trace_id = hex_id(run.context.trace_id)
     assert result.state.trace_id == trace_id
     assert seen.trace_ids == [trace_id]
-    assert [event.data["trace_id"] for event in result.trace if event.kind == "stop"] == [trace_id]
+    assert [event.trace_id for event in result.events if isinstance(event, Stop)] == [trace_id]
     assert exemplars(registry) == [{"trace_id": trace_id}]
     call = only(finished(exporter), "execute_tool read_order")  # current while the tool runs
     assert call.context is not None

@@ -142,7 +142,7 @@ async def test_a_run_with_a_parallel_batch_is_one_tree(
         "gen_ai.usage.cache_creation.input_tokens": 2,
         "boundloop.cost_usd": pytest.approx(result.usage.cost_usd),
     }
-    transitions = [event for event in result.trace if event.kind == "transition"]
+    transitions = [event for event in result.events if event.kind == "transition"]
     assert list((run.attributes or {})["boundloop.path"]) == [  # type: ignore[arg-type]
         f"{event.source}->{event.dest}" for event in transitions
     ]
@@ -152,7 +152,7 @@ async def test_a_run_with_a_parallel_batch_is_one_tree(
             "boundloop.source": event.source,
             "boundloop.dest": event.dest,
             "boundloop.trigger": event.trigger,
-            **({"boundloop.guard": event.data["guard"]} if "guard" in event.data else {}),
+            **({"boundloop.guard": event.guard} if event.guard is not None else {}),
         }
         for event in transitions
     ]

@@ -10,7 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from boundloop import AgentLoop, Budget, GraphvizMissing, ScriptedClient, TraceEvent, tool
+from boundloop import AgentLoop, Budget, GraphvizMissing, ScriptedClient, tool
+from boundloop.events import Event, Transition, read_events
 from boundloop.statemachine.diagram import (
     FORMATS,
     mermaid_block,
@@ -23,7 +24,6 @@ from boundloop.statemachine.diagram import (
     trace_path,
 )
 from boundloop.statemachine.table import TRANSITIONS
-from boundloop.trace import read_trace
 from tests.conftest import require_binary
 from tests.helpers import text, tool_use
 
@@ -37,7 +37,7 @@ def lookup(key: str) -> str:
     return f"value of {key}"
 
 
-async def run_trace(*script: dict[str, object], budget: Budget | None = None) -> list[TraceEvent]:
+async def run_trace(*script: dict[str, object], budget: Budget | None = None) -> list[Event]:
     loop = AgentLoop(
         ScriptedClient(script),
         model="claude-sonnet-4-5",
@@ -46,7 +46,7 @@ async def run_trace(*script: dict[str, object], budget: Budget | None = None) ->
         metrics=None,
     )
     result = await loop.run("Look up a and b.")
-    return list(result.trace)
+    return list(result.events)
 
 
 def edge_lines(mermaid: str) -> dict[tuple[str, str], str]:
@@ -142,20 +142,25 @@ async def test_trace_round_trips_through_jsonl(tmp_path: Path) -> None:
     trace = await run_trace(tool_use(("lookup", {"key": "a"})), text("found"))
     path = tmp_path / "run.jsonl"
     path.write_text("".join(json.dumps(event.to_dict()) + "\n" for event in trace), encoding="utf-8")
-    assert render_mermaid(await anyio.to_thread.run_sync(read_trace, path)) == render_mermaid(trace)
+    assert render_mermaid(await anyio.to_thread.run_sync(read_events, path)) == render_mermaid(trace)
 
 
 def test_read_trace_names_the_bad_line(tmp_path: Path) -> None:
-    """A line that is not a trace event is reported with its file and line number."""
+    """A line that is not an event is reported with its file and line number."""
     path = tmp_path / "bad.jsonl"
-    path.write_text('{"kind": "stop", "step": 1, "at": 0.0}\nnot json\n', encoding="utf-8")
-    with pytest.raises(ValueError, match=r"bad\.jsonl:2: not a trace event"):
-        read_trace(path)
+    first = {"kind": "run_started", "seq": 0, "task_id": "t", "at": 0.0, "step": 0, "trace_id": "tr"}
+    path.write_text(
+        json.dumps({**first, "model": "m", "schema_version": 2}) + "\nnot json\n", encoding="utf-8"
+    )
+    with pytest.raises(ValueError, match=r"bad\.jsonl:2: not an event \(Expecting value"):
+        read_events(path)
 
 
 def test_unknown_transition_in_trace_is_an_error() -> None:
     """A trace with an edge the table does not have (an older loop) is rejected, not drawn."""
-    event = TraceEvent(kind="transition", step=0, at=0.0, source="act", dest="propose", trigger="acted")
+    event = Transition(
+        seq=0, task_id="t", step=0, at=0.0, source="act", dest="propose", trigger="acted", duration_s=0.0
+    )
     with pytest.raises(ValueError, match="act -> propose"):
         trace_path([event])
 

@@ -14,8 +14,8 @@ from dbos import DBOS, DBOSClient, EnqueueOptions, SetWorkflowID, WorkflowHandle
 from ..._core import LoopConfig, ToolRegistry, new_state
 from ..._core import drive as execute
 from ...errors import TaskExists
+from ...events import from_dict
 from ...state import LoopResult, LoopState, StopReason
-from ...trace import TraceEvent
 from ._failures import StepFailure, WorkflowInterrupted
 from ._steps import CURRENT, RunSteps, StepClient, durable_tool, stored
 
@@ -33,7 +33,7 @@ def result_of(output: str) -> LoopResult:
         stop_reason=StopReason(raw["stop_reason"]),
         answer=raw["answer"],
         state=LoopState.from_json(json.dumps(raw["state"])),
-        trace=[TraceEvent.from_dict(event) for event in raw["trace"]],
+        events=[from_dict(event) for event in raw["events"]],
     )
 
 

@@ -1,0 +1,400 @@
+"""The run's events: one typed model per kind, the one stream every observer reads.
+
+A run records what happens as a sequence of events (`LoopResult.events`); the `on_event`
+hooks, the OTel spans, the CLI's live view, the `--trace` writer, replay and the diagram's
+overlay all read this one stream, by typed fields. Each event is a pydantic model with a
+`kind` discriminator and four common fields: `seq` (its number in the task's stream, from 0,
+continued across resumes), `task_id`, `at` (epoch seconds) and `step` (model calls so far).
+
+Events are written as JSON lines (`to_json_line`, `write_events`) and read back with
+`read_events`. Every line carries `"schema_version": 2` (a field of the line, not of the
+model: a file stays valid when the traces of a run and its resumes are concatenated). Lines
+without it are this release's earlier format (`TraceEvent` with a `data` object), converted
+on reading, so old trace files still replay.
+
+What the model or a tool sent (a response, a tool's input and content, the opening messages)
+is held by reference in a `Deferred` while the run goes on and written as redacted JSON: no
+secret the redactor matches reaches a written trace. Free text (reasons, details, error
+messages) is redacted when the event is built.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal, TypeAlias, cast, get_args
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+)
+
+from ._recorded import Deferred as Deferred
+from ._recorded import json_default
+from ._recorded import redact_strings as redact_strings
+from ._trace_v1 import v1_fields
+from .records import Decision, Outcome, Provenance
+
+SCHEMA_VERSION: Final = 2
+"""The version of the events' JSON lines; lines without one are the earlier format (1)."""
+
+
+# --- recorded material, serialised on write ---------------------------------------------------
+
+
+def _to_deferred(value: object) -> Deferred:
+    """A field's value: a `Deferred` as it is; JSON read back from a file, as a plain one."""
+    return value if isinstance(value, Deferred) else Deferred(value)
+
+
+Recorded: TypeAlias = Annotated[
+    Deferred,
+    PlainValidator(_to_deferred),
+    PlainSerializer(lambda value: value.json(), return_type=object, when_used="always"),
+    WithJsonSchema({}),
+]
+"""A recorded payload: a `Deferred` in memory, its redacted JSON on the way out."""
+
+
+# --- the events --------------------------------------------------------------------------------
+
+
+class BaseEvent(BaseModel):
+    """The fields every event has."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seq: int
+    """The event's number in its task's stream: from 0, one more per event, across resumes."""
+    task_id: str
+    at: float
+    """Epoch seconds."""
+    step: int
+    """Model calls made so far."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The event as a JSON object, with its `schema_version` (recorded payloads redacted)."""
+        return to_dict(self)
+
+
+class RunStarted(BaseEvent):
+    """A new run starts (a resumed run starts with `Resumed` instead)."""
+
+    kind: Literal["run_started"] = "run_started"
+    trace_id: str
+    model: str
+
+
+class Transition(BaseEvent):
+    """The machine moved from `source` to `dest` on `trigger`."""
+
+    kind: Literal["transition"] = "transition"
+    source: str
+    dest: str
+    trigger: str
+    guard: str | None = None
+    """The guard that chose the edge; None on an unguarded edge."""
+    duration_s: float
+    """Time spent in `source`."""
+
+
+class ModelRequest(BaseEvent):
+    """A request about to go to the model (not emitted yet)."""
+
+    kind: Literal["model_request"] = "model_request"
+    model: str
+    messages: int
+    """Messages in the request."""
+    max_tokens: int
+
+
+class Proposal(BaseEvent):
+    """The model's response."""
+
+    kind: Literal["proposal"] = "proposal"
+    stop_reason: str | None
+    stop_sequence: str | None = None
+    tools: list[str]
+    """The tools the response calls, in order."""
+    duration_s: float
+    input_tokens: int
+    output_tokens: int
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    final_answer: bool = False
+    """The final-answer call made at a spent budget."""
+    response: Recorded | None = None
+    """The `Message` as the API sent it (replay reads it)."""
+
+
+class CallDecision(BaseModel):
+    """What validation decided for one call."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool: str
+    tool_use_id: str
+    decision: Decision
+    reason: str | None = None
+    """Why the call is answered without running (None when it runs)."""
+
+
+class Validation(BaseEvent):
+    """How the response was routed, and the decision for each call."""
+
+    kind: Literal["validation"] = "validation"
+    decision: Literal["execute", "resume", "final", "stop", "final_answer"]
+    stop_reason: str | None = None
+    reason: str | None = None
+    calls: list[CallDecision] = Field(default_factory=list[CallDecision])
+
+
+class ToolStarted(BaseEvent):
+    """The calls of a batch about to run (the same `CallDecision`s as in `Validation`)."""
+
+    kind: Literal["tool_started"] = "tool_started"
+    calls: list[CallDecision]
+
+
+class ToolResult(BaseEvent):
+    """One answered tool_use: run, refused, repeated, or decided by a human."""
+
+    kind: Literal["tool_result"] = "tool_result"
+    tool: str
+    tool_use_id: str
+    outcome: Outcome
+    is_error: bool
+    by_human: bool = False
+    """A human decided this answer on resume (a denial is then the human's, not the loop's)."""
+    reason: str | None = None
+    """A human's denial: the reason they gave (None: denied without one, or not a denial)."""
+    attempts: int = 0
+    duration_s: float = 0.0
+    input: Recorded | None = None
+    content: Recorded | None = None
+
+
+class PendingCall(BaseModel):
+    """A call waiting for a human's approval."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool: str
+    tool_use_id: str
+
+
+class ApprovalRequested(BaseEvent):
+    """The run stops to wait for a human's decision on these calls."""
+
+    kind: Literal["approval_requested"] = "approval_requested"
+    calls: list[PendingCall]
+
+
+class Resumed(BaseEvent):
+    """The first event of a resumed session."""
+
+    kind: Literal["resumed"] = "resumed"
+    from_phase: str
+    interrupted: bool = False
+    """Continued after a crash (no decision was made)."""
+    approvals: dict[str, bool | str] = Field(default_factory=dict[str, bool | str])
+    """The human's decisions, by tool_use id: True, False or a denial reason."""
+    escalation: str | None = None
+    """The tool_use id of the model's question a human replied to."""
+
+
+class LimitHit(BaseModel):
+    """The budget limit that stopped a run: the `Budget` field, its value and what was used."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    limit: str
+    value: float
+    used: float
+
+
+class Stop(BaseEvent):
+    """The session stopped (once per session)."""
+
+    kind: Literal["stop"] = "stop"
+    stop_reason: str
+    detail: str | None = None
+    limit: LimitHit | None = None
+    steps: int
+    tool_calls: int
+    duration_s: float
+    trace_id: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cost_usd: float | None = None
+    opening: Recorded | None = None
+    """The messages the run started from (replay starts there)."""
+    provenance: Provenance | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class Error(BaseEvent):
+    """An exception the run recorded (its message redacted)."""
+
+    kind: Literal["error"] = "error"
+    error_kind: str
+    """Where: `model_api`, `model_response`, `count_tokens`, `exception`, `checkpoint`."""
+    type: str
+    message: str
+    status_code: int | None = None
+    request_id: str | None = None
+
+
+class TextDelta(BaseEvent):
+    """A piece of streamed text (not emitted yet)."""
+
+    kind: Literal["text_delta"] = "text_delta"
+    index: int
+    text: str
+
+
+class ThinkingDelta(BaseEvent):
+    """A piece of streamed thinking (not emitted yet)."""
+
+    kind: Literal["thinking_delta"] = "thinking_delta"
+    index: int
+    thinking: str
+
+
+class ToolInputDelta(BaseEvent):
+    """A piece of a streamed tool input's JSON (not emitted yet)."""
+
+    kind: Literal["tool_input_delta"] = "tool_input_delta"
+    index: int
+    partial_json: str
+
+
+class Compaction(BaseEvent):
+    """The transcript was compacted (not emitted yet)."""
+
+    kind: Literal["compaction"] = "compaction"
+    messages_before: int
+    messages_after: int
+
+
+Event: TypeAlias = Annotated[
+    RunStarted
+    | Transition
+    | ModelRequest
+    | Proposal
+    | Validation
+    | ToolStarted
+    | ToolResult
+    | ApprovalRequested
+    | Resumed
+    | Stop
+    | Error
+    | TextDelta
+    | ThinkingDelta
+    | ToolInputDelta
+    | Compaction,
+    Field(discriminator="kind"),
+]
+"""Any event, told apart by its `kind`."""
+
+EventKind: TypeAlias = Literal[
+    "run_started",
+    "transition",
+    "model_request",
+    "proposal",
+    "validation",
+    "tool_started",
+    "tool_result",
+    "approval_requested",
+    "resumed",
+    "stop",
+    "error",
+    "text_delta",
+    "thinking_delta",
+    "tool_input_delta",
+    "compaction",
+]
+
+EVENT_KINDS: Final[tuple[EventKind, ...]] = get_args(EventKind)
+"""Every event kind, in the order of the `Event` union."""
+
+RENAMED_KINDS: Final[Mapping[str, EventKind]] = {"tool_call": "tool_started", "resume": "resumed"}
+"""The earlier format's kinds that have a new name (the others kept theirs)."""
+
+EVENT_ADAPTER: Final[TypeAdapter[Event]] = TypeAdapter(Event)
+"""Validates and serialises any event."""
+
+
+# --- JSON lines --------------------------------------------------------------------------------
+
+
+def to_dict(event: BaseEvent) -> dict[str, Any]:
+    """The event as a JSON object, with its `schema_version` (recorded payloads redacted)."""
+    plain = event.model_dump(mode="json")
+    plain["schema_version"] = SCHEMA_VERSION
+    return plain
+
+
+def to_json_line(event: BaseEvent) -> str:
+    """The event as one JSON line (no newline)."""
+    return json.dumps(to_dict(event), default=json_default)
+
+
+def write_events(events: Iterable[BaseEvent], path: str | Path) -> None:
+    """Write events as JSON lines, one event per line (`read_events` reads them)."""
+    with Path(path).open("w", encoding="utf-8") as out:
+        for event in events:
+            out.write(to_json_line(event))
+            out.write("\n")
+
+
+def from_dict(raw: Mapping[str, Any]) -> Event:
+    """An event from its JSON object: this format, or the earlier one (converted).
+
+    Raises:
+        ValueError: not an event, or a `schema_version` this release does not read.
+    """
+    version = raw.get("schema_version", 1)
+    if version == 1:
+        fields = v1_fields(raw)
+        fields["kind"] = RENAMED_KINDS.get(str(fields["kind"]), fields["kind"])
+    elif version == SCHEMA_VERSION:
+        fields = {key: value for key, value in raw.items() if key != "schema_version"}
+    else:
+        raise ValueError(f"unknown event schema_version {version!r} (this release reads 1 and 2)")
+    try:
+        return EVENT_ADAPTER.validate_python(fields)
+    except ValidationError as exc:  # one line a person reads, not pydantic's report
+        problems = (f"{'.'.join(map(str, e['loc'])) or 'kind'}: {e['msg']}" for e in exc.errors())
+        raise ValueError("; ".join(problems)) from None
+
+
+def read_events(path: str | Path) -> list[Event]:
+    """Read a JSON-lines file of events (`write_events`, `--trace`; the earlier format too).
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: a line is not an event; the message names the line.
+    """
+    events: list[Event] = []
+    with Path(path).open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                raw: object = json.loads(line)
+                if not isinstance(raw, dict):
+                    raise TypeError("not a JSON object")
+                events.append(from_dict(cast(dict[str, Any], raw)))
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"{path}:{number}: not an event ({exc})") from exc
+    return events
