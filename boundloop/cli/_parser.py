@@ -257,11 +257,7 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
         ),
         epilog=CHECK_EXIT_CODES,
     )
-    check_parser.add_argument("contract", metavar="CONTRACT", help="the contract's JSON file")
-    check_parser.add_argument(
-        "--policy", metavar="POLICY", help="a loop-policy.json used instead of the contract's"
-    )
-    _add_allow_outside(check_parser)
+    _add_contract_inputs(check_parser)
     check_parser.set_defaults(command=_command("_contract", "check_command"))
 
     compile_parser = add_parser(
@@ -276,13 +272,9 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
         ),
         epilog=COMPILE_EXIT_CODES,
     )
-    compile_parser.add_argument("contract", metavar="CONTRACT", help="the contract's JSON file")
+    _add_contract_inputs(compile_parser)
     compile_parser.add_argument("--output", "-o", required=True, metavar="FILE", help="the module to write")
     compile_parser.add_argument("--report", metavar="FILE", help="the markdown report to write")
-    compile_parser.add_argument(
-        "--policy", metavar="POLICY", help="a loop-policy.json used instead of the contract's"
-    )
-    _add_allow_outside(compile_parser)
     compile_parser.set_defaults(command=_command("_contract", "compile_command"))
 
     lint_parser = add_parser(
@@ -303,7 +295,12 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
     lint_parser.set_defaults(command=_command("_contract", "lint_command"))
 
 
-def _add_allow_outside(parser: argparse.ArgumentParser) -> None:
+def _add_contract_inputs(parser: argparse.ArgumentParser) -> None:
+    """CONTRACT, --policy and --allow-outside: what `check` and `compile` read."""
+    parser.add_argument("contract", metavar="CONTRACT", help="the contract's JSON file")
+    parser.add_argument(
+        "--policy", metavar="POLICY", help="a loop-policy.json used instead of the contract's"
+    )
     parser.add_argument(
         "--allow-outside",
         action="store_true",
