@@ -42,6 +42,18 @@ async def run(loop: AgentLoop, **kwargs: Any) -> LoopResult:
         return await loop.run("goal", **kwargs)
 
 
+async def produced(value: object, **kwargs: Any) -> LoopResult:
+    """A run whose one tool call returns `value`, then answers."""
+
+    @tool
+    async def produce(key: str) -> object:
+        """Return the value under test."""
+        return value
+
+    script = [tool_use(("produce", {"key": "k"}, "toolu_1")), text("done")]
+    return await run(make_loop(script, [produce], **kwargs))
+
+
 def answers(result: LoopResult, index: int = 2) -> list[JSON]:
     """The tool_result blocks of the user message at `index`, as plain dicts."""
     message = result.messages[index]
@@ -308,13 +320,7 @@ async def test_results_become_the_right_tool_result_content(
 ) -> None:
     """Text stays text, JSON values are dumped, pydantic models give their JSON, content blocks pass."""
 
-    @tool
-    async def produce(key: str) -> object:
-        """Return the value under test."""
-        return value
-
-    script = [tool_use(("produce", {"key": "k"}, "toolu_1")), text("done")]
-    result = await run(make_loop(script, [produce]))
+    result = await produced(value)
     assert answers(result) == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": expected}]
     assert result.state.observations[0].outcome == "ok"
 
@@ -331,13 +337,7 @@ async def test_results_become_the_right_tool_result_content(
 async def test_an_unserialisable_result_is_an_error_result_not_a_crash(value: object, kind: str) -> None:
     """A value that is not text, JSON or content blocks answers with is_error, and the run goes on."""
 
-    @tool
-    async def produce(key: str) -> object:
-        """Return the value under test."""
-        return value
-
-    script = [tool_use(("produce", {"key": "k"}, "toolu_1")), text("done")]
-    result = await run(make_loop(script, [produce]))
+    result = await produced(value)
     [answer] = answers(result)
     assert answer["is_error"] is True
     assert answer["content"].startswith(
@@ -372,13 +372,7 @@ async def test_long_output_is_truncated_with_a_visible_marker(
 ) -> None:
     """Output over max_tool_output_chars is cut, and the marker says how many characters were cut."""
 
-    @tool
-    async def produce(key: str) -> object:
-        """Return the value under test."""
-        return value
-
-    script = [tool_use(("produce", {"key": "k"}, "toolu_1")), text("done")]
-    result = await run(make_loop(script, [produce], max_tool_output_chars=10))
+    result = await produced(value, max_tool_output_chars=10)
     assert answers(result) == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": expected}]
 
 
@@ -472,13 +466,7 @@ async def test_every_kind_of_block_counts_towards_the_output_limit(
     """Images, documents and search results count by their JSON; a block that does not fit whole is
     left out (its base64 data never cut), and the marker says how much was cut and which blocks."""
 
-    @tool
-    async def produce(key: str) -> object:
-        """Return the value under test."""
-        return value
-
-    script = [tool_use(("produce", {"key": "k"}, "toolu_1")), text("done")]
-    result = await run(make_loop(script, [produce], max_tool_output_chars=120))
+    result = await produced(value, max_tool_output_chars=120)
     assert answers(result) == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": expected}]
 
 
