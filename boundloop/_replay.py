@@ -255,20 +255,17 @@ def _from_state(state: LoopState) -> _Recording:
 
 
 def _from_trace(events: list[Event]) -> _Recording:
-    stops = [event for event in events if isinstance(event, Stop)]
-    if not stops or stops[-1].opening is None:
+    stop = next((event for event in reversed(events) if isinstance(event, Stop)), None)
+    if stop is None or stop.opening is None:
         raise ValueError("the trace has no stop event with the run's opening messages: it cannot be replayed")
-    stop = stops[-1]
-    responses = [
-        Message.model_construct(**cast(dict[str, Any], event.response.json()))
-        for event in events
-        if isinstance(event, Proposal)
-        and event.response is not None
-        and isinstance(event.response.json(), dict)
-    ]
+    responses: list[Message] = []
     results: dict[tuple[int, str], Observation] = {}
     human_reasons: dict[tuple[int, str], str] = {}
     for event in events:
+        if isinstance(event, Proposal) and event.response is not None:
+            response = event.response.json()  # redacts the whole message: once per response
+            if isinstance(response, dict):
+                responses.append(Message.model_construct(**cast(dict[str, Any], response)))
         if not isinstance(event, ToolResult):
             continue
         key = (event.step, event.tool_use_id)
@@ -287,7 +284,7 @@ def _from_trace(events: list[Event]) -> _Recording:
     return _Recording(
         task_id=stop.task_id or "replay",
         trace_id=stop.trace_id or "replay",
-        opening=cast(list[MessageParam], stop.opening.json() if stop.opening is not None else []),
+        opening=cast(list[MessageParam], stop.opening.json()),
         responses=responses,
         results=results,
         human_reasons=human_reasons,

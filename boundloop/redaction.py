@@ -2,7 +2,7 @@
 
 The default patterns cover Anthropic, OpenAI, AWS, Google, GitHub and Slack keys and bearer
 tokens; `AgentLoop(redact_patterns=[...])` adds yours, and `AgentLoop(redact=fn)` runs your
-own function after them. `trace.redact_strings` applies a `Redactor` to every string of JSON
+own function after them. `boundloop.events.redact_strings` applies a `Redactor` to every string of JSON
 values, the keys of objects included.
 """
 

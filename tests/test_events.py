@@ -108,6 +108,7 @@ def test_every_kind_round_trips_through_json_lines(event: BaseEvent, tmp_path: P
     assert json.loads(to_json_line(event)) == line
     [back] = read_events(path)
     assert type(back) is type(event)
+    assert back == event  # every field, not only what both sides would write
     assert back.to_dict() == event.to_dict()
 
 
@@ -176,8 +177,34 @@ def test_a_trace_of_the_earlier_format_still_reads() -> None:
             "at": 2.0,
             "data": {"kind": "model_api", "step": 1, "type": "X", "message": "m"},
         },
+        {
+            "kind": "stop",
+            "step": 2,
+            "at": 3.0,
+            "data": {
+                "task_id": "t-old",
+                "stop_reason": "max_steps",
+                "exceeded": {"limit": "max_steps", "value": 2, "used": 2},
+                "steps": 2,
+                "tool_calls": 1,
+                "duration_s": 1.5,
+                "trace_id": "tr",
+            },
+        },
     ]
     events = [from_dict(raw) for raw in old]
-    assert [type(event) for event in events] == [Transition, ToolStarted, Resumed, Error]
-    assert isinstance(events[3], Error)
-    assert events[3].error_kind == "model_api"
+    assert [type(event) for event in events] == [Transition, ToolStarted, Resumed, Error, Stop]
+    transition, started, resumed, error, stop = events
+    assert isinstance(transition, Transition)
+    assert (transition.source, transition.dest, transition.trigger) == ("assemble", "propose", "assembled")
+    assert transition.duration_s == 0.1
+    assert isinstance(started, ToolStarted)
+    assert started.calls == [DECISION]
+    assert isinstance(resumed, Resumed)
+    assert (resumed.from_phase, resumed.interrupted) == ("act", True)
+    assert isinstance(error, Error)
+    assert (error.error_kind, error.type, error.message) == ("model_api", "X", "m")
+    assert isinstance(stop, Stop)
+    assert stop.task_id == "t-old"
+    assert stop.limit == LimitHit(limit="max_steps", value=2, used=2)
+    assert (stop.stop_reason, stop.steps, stop.tool_calls) == ("max_steps", 2, 1)

@@ -406,6 +406,7 @@ async def test_the_default_patterns_cover_common_cloud_keys_and_bearer_tokens(se
         result.state.to_dict()["errors"]
     )
     assert secret not in recorded
+    assert "auth failed: [REDACTED]" in recorded  # the message is recorded, redacted
 
 
 async def test_your_patterns_and_redacted_checkpoints() -> None:
@@ -427,7 +428,9 @@ async def test_your_patterns_and_redacted_checkpoints() -> None:
     assert stored is not None
     assert "PIN-4242-9999" not in stored.to_json()
     assert "customer [REDACTED] is verified" in stored.to_json()
-    assert "PIN-4242-9999" not in json.dumps([event.to_dict() for event in result.events])
+    events = json.dumps([event.to_dict() for event in result.events])
+    assert "PIN-4242-9999" not in events
+    assert "customer [REDACTED] is verified" in events  # the answer is recorded, redacted
 
 
 TOKEN = "eyJhbGciOiJIUzI1NiJ9.payload.sig"
