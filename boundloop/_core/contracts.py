@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..contract import HANDLER_NAME, UNHANDLED, Contract, ContractTool
@@ -135,7 +135,3 @@ def _synthesized(tool: ToolSpec, policy: Policy) -> bool:
         return False
     made = escalation_tool(tool.name)
     return (tool.description, tool.input_schema) == (made.description, made.input_schema)
-
-
-ToolHandlers = Mapping[str, Callable[..., object]]
-"""Tool handlers by tool name, for `AgentLoop.from_contract`."""

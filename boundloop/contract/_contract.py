@@ -11,7 +11,7 @@ from typing import Any, Final, cast, final
 from anthropic.types import MessageParam
 
 from ..errors import ContractError
-from ._check import Problem, loop_problems, prose_problems, schema_problems
+from ._check import CONTRACT_SCHEMA, Problem, loop_problems, prose_problems, schema_problems
 
 
 @final
@@ -161,7 +161,7 @@ def _read(
     return (_contract(contract, policy, system) if sound else None), problems
 
 
-_REQUIRED: Final = frozenset({"name", "model", "tools", "signals", "budget", "policy"})
+_REQUIRED: Final = frozenset[str](CONTRACT_SCHEMA["required"])
 """The fields every contract has (the schema's `required`)."""
 
 
