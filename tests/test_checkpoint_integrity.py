@@ -143,6 +143,16 @@ EDITS = [
     pytest.param(shorten_answers, "turn.answers", id="answers-shorter"),
     pytest.param(rename_pending, "pending_approvals", id="pending-matches-no-call"),
     pytest.param(other_task, "task_id", id="row-of-another-task"),
+    pytest.param(set_field("stop_reason", None), "stop_reason", id="stopped-without-reason"),
+    pytest.param(set_field("turn.decisions", ["execute"] * 9), "turn.decisions", id="decisions-longer"),
+    pytest.param(set_field("turn.decisions", ["run_anyway"]), "turn.decisions[0]", id="not-a-decision"),
+    pytest.param(set_field("turn.invoked", [7]), "turn.invoked", id="invoked-not-a-call"),
+    pytest.param(set_field("turn.same_as", {"0": 5}), "turn.same_as", id="copy-of-no-call"),
+    pytest.param(
+        set_field("escalation", {"tool_use_id": "toolu_ghost", "reason": "?", "step": 1}),
+        "escalation",
+        id="escalation-no-call",
+    ),
 ]
 
 
@@ -157,7 +167,7 @@ async def test_an_edited_row_is_refused_naming_the_field(
     await write_raw("t", json.dumps(row))  # Python's json writes NaN and Infinity as such
     with pytest.raises(CheckpointCorrupt) as loaded:
         await store.load("t")
-    assert (loaded.value.task_id, loaded.value.field) == ("t", field)
+    assert (loaded.value.task_id, loaded.value.field) == ("t", field), str(loaded.value)
     assert f"{field}: " in str(loaded.value)
     loop = make_loop(ledger, store, budget=Budget(max_steps=6, max_tool_calls=6), script=[text("done")])
     with pytest.raises(CheckpointCorrupt) as resumed:
