@@ -1,10 +1,12 @@
 """The run's events: one typed class per kind, the one stream every observer reads.
 `LoopResult.events`, the `on_event` hooks, the OTel spans, the CLI's live view, the `--trace`
 writer, replay and the diagram's overlay all read this stream by typed fields. Each event is a
-plain frozen, slotted dataclass with a `kind` and `seq` (its number in the task's stream, from 0,
+plain slotted dataclass with a `kind` and `seq` (its number in the task's stream, from 0,
 across resumes), `task_id`, `at` (epoch seconds) and `step` (model calls so far). They are built
-unvalidated: a run records ~8 per turn, and as pydantic models a `Transition` cost ~2.3 µs and
-~1,090 bytes (now 1.4 µs, 112 bytes; a turn ran at 8.2x the `asyncio.gather` floor). Pydantic
+unvalidated: a run records ~11 per turn, and as pydantic models a `Transition` cost ~2.3 µs and
+~1,090 bytes (a turn ran at 8.2x the `asyncio.gather` floor); as a frozen dataclass 1.5 µs (each
+field set through `object.__setattr__`), as a plain one 0.5 µs and 112 bytes. An event is a record
+of what happened: observers read it and never change it (nothing in boundloop does). Pydantic
 is the boundary: one `TypeAdapter` (`EVENT_ADAPTER`) validates what is read (unknown fields
 refused) and serialises what is written: JSON lines with `"schema_version": 2` (lines without
 it are the earlier format, converted on reading). Payloads the model or a tool sent are held in
@@ -53,7 +55,7 @@ Recorded: TypeAlias = Annotated[
 """A recorded payload: a `Deferred` in memory, its redacted JSON on the way out."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class BaseEvent:
     """The fields every event has."""
 
@@ -72,7 +74,7 @@ class BaseEvent:
         return to_dict(self)
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class RunStarted(BaseEvent):
     """A new run starts (a resumed run starts with `Resumed` instead)."""
 
@@ -81,7 +83,7 @@ class RunStarted(BaseEvent):
     model: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class Transition(BaseEvent):
     """The machine moved from `source` to `dest` on `trigger`."""
 
@@ -95,7 +97,7 @@ class Transition(BaseEvent):
     """Time spent in `source`."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class ModelRequest(BaseEvent):
     """A request about to go to the model (not emitted yet)."""
 
@@ -106,7 +108,7 @@ class ModelRequest(BaseEvent):
     max_tokens: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class Proposal(BaseEvent):
     """The model's response."""
 
@@ -126,7 +128,7 @@ class Proposal(BaseEvent):
     """The `Message` as the API sent it (replay reads it)."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class CallDecision:
     """What validation decided for one call."""
 
@@ -138,7 +140,7 @@ class CallDecision:
     """Why the call is answered without running (None when it runs)."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class Validation(BaseEvent):
     """How the response was routed, and the decision for each call."""
 
@@ -149,7 +151,7 @@ class Validation(BaseEvent):
     calls: list[CallDecision] = dataclasses.field(default_factory=list[CallDecision])
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class ToolStarted(BaseEvent):
     """The calls of a batch about to run (the same `CallDecision`s as in `Validation`)."""
 
@@ -157,7 +159,7 @@ class ToolStarted(BaseEvent):
     calls: list[CallDecision]
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class ToolResult(BaseEvent):
     """One answered tool_use: run, refused, repeated, or decided by a human."""
 
@@ -176,7 +178,7 @@ class ToolResult(BaseEvent):
     content: Recorded | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class PendingCall:
     """A call waiting for a human's approval."""
 
@@ -185,7 +187,7 @@ class PendingCall:
     tool_use_id: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class ApprovalRequested(BaseEvent):
     """The run stops to wait for a human's decision on these calls."""
 
@@ -193,7 +195,7 @@ class ApprovalRequested(BaseEvent):
     calls: list[PendingCall]
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class Resumed(BaseEvent):
     """The first event of a resumed session."""
 
@@ -207,7 +209,7 @@ class Resumed(BaseEvent):
     """The tool_use id of the model's question a human replied to."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class LimitHit:
     """The budget limit that stopped a run: the `Budget` field, its value and what was used."""
 
@@ -217,7 +219,7 @@ class LimitHit:
     used: float
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class Stop(BaseEvent):
     """The session stopped (once per session)."""
 
@@ -240,7 +242,7 @@ class Stop(BaseEvent):
     metadata: dict[str, Any] | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class Error(BaseEvent):
     """An exception the run recorded (its message redacted)."""
 
@@ -253,7 +255,7 @@ class Error(BaseEvent):
     request_id: str | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class TextDelta(BaseEvent):
     """A piece of streamed text (not emitted yet)."""
 
@@ -262,7 +264,7 @@ class TextDelta(BaseEvent):
     text: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class ThinkingDelta(BaseEvent):
     """A piece of streamed thinking (not emitted yet)."""
 
@@ -271,7 +273,7 @@ class ThinkingDelta(BaseEvent):
     thinking: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class ToolInputDelta(BaseEvent):
     """A piece of a streamed tool input's JSON (not emitted yet)."""
 
@@ -280,7 +282,7 @@ class ToolInputDelta(BaseEvent):
     partial_json: str
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class Compaction(BaseEvent):
     """The transcript was compacted (not emitted yet)."""
 
