@@ -3,10 +3,8 @@
 writer, replay and the diagram's overlay all read this stream by typed fields. Each event is a
 plain slotted dataclass with a `kind` and `seq` (its number in the task's stream, from 0,
 across resumes), `task_id`, `at` (epoch seconds) and `step` (model calls so far). They are built
-unvalidated: a run records ~11 per turn, and as pydantic models a `Transition` cost ~2.3 µs and
-~1,090 bytes (a turn ran at 8.2x the `asyncio.gather` floor); as a frozen dataclass 1.5 µs (each
-field set through `object.__setattr__`), as a plain one 0.5 µs and 112 bytes. An event is a record
-of what happened: observers read it and never change it (nothing in boundloop does). Pydantic
+unvalidated (a run records ~11 per turn; docs/performance.md has what pydantic models and frozen
+dataclasses cost). An event is a record of what happened: observers read it, none changes it. Pydantic
 is the boundary: one `TypeAdapter` (`EVENT_ADAPTER`) validates what is read (unknown fields
 refused) and serialises what is written: JSON lines with `"schema_version": 2` (lines without
 it are the earlier format, converted on reading). Payloads the model or a tool sent are held in

@@ -143,12 +143,12 @@ class AgentLoop:
     @property
     def model(self) -> str:
         """The model name sent with every request."""
-        return self._config.model
+        return self._config.spec.model
 
     @property
     def name(self) -> str:
         """The `loop` label on every metric."""
-        return self._config.name
+        return self._config.spec.name
 
     @property
     def tools(self) -> ToolRegistry:
@@ -158,17 +158,17 @@ class AgentLoop:
     @property
     def budget(self) -> Budget:
         """The run's hard limits."""
-        return self._config.budget
+        return self._config.spec.budget
 
     @property
     def policy(self) -> Policy:
         """What may run, what needs approval, what counts as done."""
-        return self._config.policy
+        return self._config.spec.policy
 
     @property
     def system(self) -> str | None:
         """The system prompt."""
-        return self._config.system
+        return self._config.spec.system
 
     @property
     def store(self) -> CheckpointStore | None:

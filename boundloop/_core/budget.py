@@ -20,7 +20,7 @@ from .context import RunContext
 def spent(ctx: RunContext) -> Exceeded | None:
     """The first spent budget of steps, tokens, cost and time, or None."""
     state = ctx.state
-    budget = ctx.config.budget
+    budget = ctx.config.spec.budget
     if state.step >= budget.max_steps:
         return Exceeded(limit="max_steps", value=budget.max_steps, used=state.step)
     return ceiling_spent(ctx)
@@ -30,7 +30,7 @@ def ceiling_spent(ctx: RunContext) -> Exceeded | None:
     """The first spent hard ceiling (tokens, cost, time), or None: checked before every batch
     and every model call, the final answer included."""
     state = ctx.state
-    budget = ctx.config.budget
+    budget = ctx.config.spec.budget
     tokens = state.usage.total_tokens
     if budget.max_total_tokens is not None and tokens >= budget.max_total_tokens:
         return Exceeded(limit="max_total_tokens", value=budget.max_total_tokens, used=tokens)
@@ -45,7 +45,7 @@ def ceiling_spent(ctx: RunContext) -> Exceeded | None:
 def breaker(ctx: RunContext) -> Exceeded | None:
     """The circuit breaker: too many failing results in a row, or too many repeats."""
     state = ctx.state
-    budget = ctx.config.budget
+    budget = ctx.config.spec.budget
     if state.consecutive_tool_errors >= budget.max_consecutive_tool_errors:
         return Exceeded(
             limit="max_consecutive_tool_errors",
@@ -72,7 +72,7 @@ def stop_at(ctx: RunContext, exceeded: Exceeded, detail: str | None = None) -> N
         return
     finish(ctx, limit.stop, detail or f"{exceeded.limit}={exceeded.value:g} spent (used {exceeded.used:g})")
     state.final_call_due = (
-        ctx.config.budget.on_exhausted == "final_answer"
+        ctx.config.spec.budget.on_exhausted == "final_answer"
         and limit.final_answer
         and ceiling_spent(ctx) is None
         and output_allowance(ctx) >= 1
@@ -99,9 +99,9 @@ def output_allowance(ctx: RunContext) -> int:
     """`max_tokens` for the next call: the configured value, clamped so that the call's worst
     case (the estimated input plus all of its output) fits in the token and cost budgets."""
     config = ctx.config
-    budget = config.budget
+    budget = config.spec.budget
     state = ctx.state
-    allowance = config.max_tokens
+    allowance = config.spec.max_tokens
     estimate = next_input_estimate(ctx)
     if budget.max_total_tokens is not None:
         allowance = min(allowance, budget.max_total_tokens - state.usage.total_tokens - estimate)
@@ -118,7 +118,7 @@ def call_spent(ctx: RunContext) -> Exceeded | None:
     if output_allowance(ctx) >= 1:
         return None
     state = ctx.state
-    budget = ctx.config.budget
+    budget = ctx.config.spec.budget
     estimate = next_input_estimate(ctx)
     if budget.max_total_tokens is not None and (
         state.usage.total_tokens + estimate + 1 > budget.max_total_tokens
@@ -140,7 +140,7 @@ def final_answer_note(exceeded: Exceeded) -> str:
 def take_tool_call(ctx: RunContext) -> bool:
     """Take one tool execution from `max_tool_calls`, or refuse when none is left."""
     state = ctx.state
-    limit = ctx.config.budget.max_tool_calls
+    limit = ctx.config.spec.budget.max_tool_calls
     if limit is not None and state.tool_calls >= limit:
         return False
     state.tool_calls += 1

@@ -64,28 +64,16 @@ def default_metrics() -> LoopMetrics:
 class LoopConfig:
     """Everything a run reads of its loop; see `AgentLoop` for what each setting means.
 
-    The settings that are data are `spec`'s, validated there; the fields below that repeat
-    them (`model`, `budget`, `policy`, ...) are copied from it by `build_config` alone.
+    The settings that are data are `spec`'s, validated there and read from it
+    (`config.spec.budget`); the fields here are the code-only wiring and what is derived once.
     """
 
     spec: LoopSpec
     client: Model
-    model: str
     tools: ToolRegistry
-    budget: Budget
-    policy: Policy
-    system: str | None
-    max_tokens: int
-    name: str
-    on_tool_error: ToolErrors
-    max_tool_output_chars: int
     redact: RedactHook | None
     redactor: Redactor
     """The default patterns, `redact_patterns` and the `redact` hook, compiled once."""
-    redact_checkpoints: bool
-    """Checkpoints store the transcript and observations redacted too."""
-    count_tokens: bool
-    """Count each request's input with `messages.count_tokens` before a token or cost check."""
     on_event: EventHook | None
     store: CheckpointStore | None
     metrics: BoundMetrics | None
@@ -203,19 +191,9 @@ def build_config(
     config = LoopConfig(
         spec=spec,
         client=client,
-        model=spec.model,
         tools=registry,
-        budget=spec.budget,
-        policy=spec.policy,
-        system=spec.system,
-        max_tokens=spec.max_tokens,
-        name=spec.name,
-        on_tool_error=spec.on_tool_error,
-        max_tool_output_chars=spec.max_tool_output_chars,
         redact=redact,
         redactor=Redactor(redact_patterns, redact),
-        redact_checkpoints=spec.redact_checkpoints,
-        count_tokens=spec.count_tokens,
         on_event=on_event,
         store=signed(store, key),
         metrics=None if chosen_metrics is None else chosen_metrics.bind(spec.name, registry),

@@ -62,7 +62,7 @@ async def act(ctx: RunContext) -> Trigger:
     fill_copies(turn)
     failed = [answer for answer in turn.answers if answer is not None and answer.attempts and answer.is_error]
     answer_open_calls(ctx, "cancelled", "not run")
-    if failed and ctx.config.on_tool_error == "stop":
+    if failed and ctx.config.spec.on_tool_error == "stop":
         first = failed[0]
         finish(ctx, StopReason.TOOL_FAILURE, f"{first.call.name} failed: {first.content}")
     return Trigger.ACTED
@@ -142,7 +142,7 @@ async def _in_asyncio_tasks(ctx: RunContext, batch: _Batch, plan: list[Planned])
 async def _run_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callable[[], None]) -> None:
     turn = batch.turn
     config = ctx.config
-    budget = config.budget
+    budget = config.spec.budget
     index = planned.index
     tool = planned.tool
     call = turn.calls[index]
@@ -197,7 +197,7 @@ async def _run_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Ca
     result.attempts = attempts
     result.duration_s = time.perf_counter() - started
     if result.is_error:  # an exception's text is the tool's output too: bounded like its result
-        result.content = truncate(result.content, ctx.config.max_tool_output_chars)
+        result.content = truncate(result.content, ctx.config.spec.max_tool_output_chars)
     turn.answers[index] = result
 
 
@@ -225,8 +225,8 @@ async def _attempt(
 ) -> CallResult | _Retry:
     """One invocation of the tool function: its result, or the delay before a retry."""
     config = ctx.config
-    budget = config.budget
-    raise_errors = config.on_tool_error == "raise"
+    budget = config.spec.budget
+    raise_errors = config.spec.on_tool_error == "raise"
     tool_span = ctx.tool_span
     try:
         if tool_span is None:  # an untraced run
@@ -254,4 +254,4 @@ async def _attempt(
         fault = f"{type(exc).__name__}: {exc}"
     if fault is not None:
         return refused(call, "invalid_result", f"the tool's result does not match what it declares: {fault}")
-    return to_result(call, value, config.max_tool_output_chars)
+    return to_result(call, value, config.spec.max_tool_output_chars)

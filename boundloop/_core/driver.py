@@ -122,7 +122,7 @@ def _for_store(ctx: RunContext) -> LoopState:
     """The state as it is checkpointed: with `redact_checkpoints`, every string redacted."""
     state = ctx.state
     state.elapsed_s = ctx.elapsed_s
-    if not ctx.config.redact_checkpoints:
+    if not ctx.config.spec.redact_checkpoints:
         return state
     plain = json.loads(state.to_json())
     # Keys too, inside tool inputs and metadata; the state's own field names must read back.
@@ -152,7 +152,7 @@ async def _run(
     failure: Exception | None = None,
     resumed: Mapping[str, object] | None = None,
 ) -> None:
-    timeout = ctx.config.budget.timeout_s
+    timeout = ctx.config.spec.budget.timeout_s
     if timeout is not None:
         ctx.deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_before)
     try:  # the first event is inside: a failing on_event hook fails the run, recorded
@@ -195,7 +195,7 @@ def _first_event(ctx: RunContext, resumed: Mapping[str, object] | None) -> None:
     if resumed is not None:
         ctx.event(Resumed, **resumed)
     elif ctx.state.next_seq == 0:
-        ctx.event(RunStarted, trace_id=ctx.state.trace_id, model=ctx.config.model)
+        ctx.event(RunStarted, trace_id=ctx.state.trace_id, model=ctx.config.spec.model)
 
 
 async def _save_start(ctx: RunContext) -> None:
@@ -281,7 +281,7 @@ def abort(ctx: RunContext, reason: StopReason, detail: str) -> None:
     else:
         if reason is StopReason.TIMEOUT:
             state.exceeded = Exceeded(
-                limit="timeout_s", value=ctx.config.budget.timeout_s or 0.0, used=ctx.elapsed_s
+                limit="timeout_s", value=ctx.config.spec.budget.timeout_s or 0.0, used=ctx.elapsed_s
             )
         finish(ctx, reason, detail)
     fire(ctx, Trigger.HALT)

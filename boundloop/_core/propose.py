@@ -51,8 +51,8 @@ async def _count_input(ctx: RunContext) -> None:
     """With `count_tokens=True` and a token or cost budget: the next request's exact input."""
     ctx.counted_input = None
     config = ctx.config
-    budget = config.budget
-    if not config.count_tokens or (budget.max_total_tokens is None and budget.max_cost_usd is None):
+    budget = config.spec.budget
+    if not config.spec.count_tokens or (budget.max_total_tokens is None and budget.max_cost_usd is None):
         return
     request = build_request(ctx, tools_allowed=not ctx.state.final_call_due)
     request.pop("max_tokens")
@@ -68,12 +68,12 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
     """The Messages API request for the transcript so far."""
     config = ctx.config
     request: dict[str, Any] = {
-        "model": config.model,
+        "model": config.spec.model,
         "max_tokens": max(1, output_allowance(ctx)),
         "messages": list(ctx.state.messages),
     }
-    if config.system is not None:
-        request["system"] = config.system
+    if config.spec.system is not None:
+        request["system"] = config.spec.system
     if config.tools:
         request["tools"] = config.tools.params
         if not tools_allowed:

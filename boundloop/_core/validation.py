@@ -79,7 +79,7 @@ async def validate(ctx: RunContext) -> Trigger:
         ctx.event(Validation, decision="final_answer", stop_reason=str(state.stop_reason), calls=[])
         answer_open_calls(ctx, "denied", "not run: the budget is spent")
         return Trigger.VALIDATED
-    context = SignalContext(policy=ctx.config.policy, state=state, earlier_text=state.earlier_text)
+    context = SignalContext(policy=ctx.config.spec.policy, state=state, earlier_text=state.earlier_text)
     # A turn decided before (continued from a checkpoint): its open calls are decided again.
     again = bool(turn.decisions)
     if again:
@@ -163,7 +163,7 @@ async def _plan(
     if stop is not None:
         _hold(ctx, turn, to_approve, stop)
         return list(decisions.values()), stop, exceeded
-    approve = ctx.config.policy.approve
+    approve = ctx.config.spec.policy.approve
     for planned in to_approve:
         assert approve is not None  # "approve" is only decided when there is an approver
         call = turn.calls[planned.index]
@@ -302,7 +302,7 @@ def _batch_stop(
         return (StopReason.NEEDS_HUMAN, f"the model asked for a human: {state.escalation.reason}"), None
     if escalated:
         return (StopReason.NEEDS_HUMAN, f"approval required for {', '.join(escalated)}"), None
-    limit = ctx.config.budget.max_tool_calls
+    limit = ctx.config.spec.budget.max_tool_calls
     if limit is not None and state.tool_calls + runnable > limit:
         left = limit - state.tool_calls
         detail = f"{runnable} tool calls proposed, {left} left of max_tool_calls={limit}"
@@ -320,7 +320,7 @@ def _decide(
     `human_approved`: a human approved this call on resume, which answers its approval only.
     """
     state = ctx.state
-    policy = ctx.config.policy
+    policy = ctx.config.spec.policy
     tools = ctx.config.tools
     name = call.name
     answers = turn.answers

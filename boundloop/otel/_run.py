@@ -118,15 +118,15 @@ class RunSpans:
         self.content = config.trace_content
         self.chat_spans = not sdk_traces(config.client, tracing.provider)
         self.span: Span = self.tracer.start_span(
-            f"invoke_agent {config.name}",
+            f"invoke_agent {config.spec.name}",
             context=_parent(state, adopt_trace_id),
             kind=SpanKind.INTERNAL,
             attributes={
                 "gen_ai.operation.name": "invoke_agent",
                 "gen_ai.provider.name": PROVIDER,
-                "gen_ai.agent.name": config.name,
-                "gen_ai.request.model": config.model,
-                "gen_ai.request.max_tokens": config.max_tokens,
+                "gen_ai.agent.name": config.spec.name,
+                "gen_ai.request.model": config.spec.model,
+                "gen_ai.request.max_tokens": config.spec.max_tokens,
                 "gen_ai.conversation.id": state.task_id,
             },
         )
@@ -186,7 +186,7 @@ class RunSpans:
 
     def _chat(self, start: float, step: int, attributes: dict[str, AttributeValue]) -> Span:
         """A chat span, its attributes all given at its start (one pass of the SDK's checks)."""
-        model = self.config.model
+        model = self.config.spec.model
         return self.tracer.start_span(
             f"chat {model}",
             context=self.parent,
@@ -228,9 +228,9 @@ class RunSpans:
             redact = self.config.redactor
             attributes["gen_ai.input.messages"] = _content.messages(state.messages[:-1], redact)
             attributes["gen_ai.output.messages"] = _content.output(response.content, stop_reason, redact)
-            if self.config.system is not None:
+            if self.config.spec.system is not None:
                 attributes["gen_ai.system_instructions"] = _content.system_instructions(
-                    self.config.system, redact
+                    self.config.spec.system, redact
                 )
         span = self._chat(event.at - event.duration_s, event.step, attributes)
         span.end(end_time=epoch_ns(event.at))
@@ -314,8 +314,10 @@ class RunSpans:
         if state.answer is not None:
             last = state.responses[-1].stop_reason if state.responses else None
             content["gen_ai.output.messages"] = _content.output(state.answer, last, redact)
-        if self.config.system is not None:
-            content["gen_ai.system_instructions"] = _content.system_instructions(self.config.system, redact)
+        if self.config.spec.system is not None:
+            content["gen_ai.system_instructions"] = _content.system_instructions(
+                self.config.spec.system, redact
+            )
         if state.stop_detail:
             content["boundloop.stop_detail"] = state.stop_detail
         return content

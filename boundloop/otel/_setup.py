@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, cast, final
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer, TracerProvider
 
+    from ..settings import LoopSpec
     from ..tools import Tool
 
 SCOPE: Final = "boundloop"
@@ -35,13 +36,7 @@ class TracedLoop(Protocol):
     """What the spans read of a loop's configuration (the core's `LoopConfig` is one)."""
 
     @property
-    def name(self) -> str: ...
-    @property
-    def model(self) -> str: ...
-    @property
-    def max_tokens(self) -> int: ...
-    @property
-    def system(self) -> str | None: ...
+    def spec(self) -> LoopSpec: ...
     @property
     def client(self) -> object: ...
     @property

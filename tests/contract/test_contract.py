@@ -423,12 +423,12 @@ def test_a_contract_sets_redact_checkpoints_and_count_tokens() -> None:
     assert [p.where for p in check_contract(contract(count_tokens="yes"))] == ["count_tokens"]
     client = anthropic.AsyncAnthropic(api_key="sk-ant-test-0000000000")  # it counts; nothing is sent
     loop = AgentLoop.from_contract(document, handlers={"lookup": lookup}, client=client, metrics=None)
-    assert (loop.config.redact_checkpoints, loop.config.count_tokens) == (True, True)
+    assert (loop.config.spec.redact_checkpoints, loop.config.spec.count_tokens) == (True, True)
     written = loop.to_contract().to_dict()
     assert (written["redact_checkpoints"], written["count_tokens"]) == (True, True)
     assert load_contract(written) == loop.to_contract()
     plain = AgentLoop.from_contract(contract(), handlers={"lookup": lookup}, client=ScriptedClient([]))
-    assert (plain.config.redact_checkpoints, plain.config.count_tokens) == (False, False)
+    assert (plain.config.spec.redact_checkpoints, plain.config.spec.count_tokens) == (False, False)
     assert not {"redact_checkpoints", "count_tokens"} & set(plain.to_contract().to_dict())
 
 

@@ -129,7 +129,7 @@ class DurableLoop:
             config,
             client=StepClient(config.client),
             tools=ToolRegistry(
-                durable_tool(tool, config.budget.tool_timeout_s) for tool in config.tools.values()
+                durable_tool(tool, config.spec.budget.tool_timeout_s) for tool in config.tools.values()
             ),
         )
 
@@ -256,7 +256,7 @@ class DurableLoop:
         task_id = DBOS.workflow_id
         assert task_id is not None  # a workflow's body
         config = self._config
-        token = CURRENT.set(RunSteps(1 + config.budget.max_tool_retries))
+        token = CURRENT.set(RunSteps(1 + config.spec.budget.max_tool_retries))
         try:
             state = new_state(
                 request.get("goal"),
