@@ -46,6 +46,7 @@ if typing.TYPE_CHECKING:
     from .errors import RunError as RunError
     from .errors import RunFailed as RunFailed
     from .errors import ScriptExhausted as ScriptExhausted
+    from .errors import SetupError as SetupError
     from .errors import TaskBusy as TaskBusy
     from .errors import TaskExists as TaskExists
     from .errors import TaskNotFound as TaskNotFound

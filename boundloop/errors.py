@@ -2,9 +2,10 @@
 
 ```
 LoopError
-├── ConfigurationError (ValueError)    misuse, raised at construction, never mid-run
+├── ConfigurationError (ValueError)    misuse, raised at construction (SetupError: at a model call)
 │   ├── ContractError                  a loop contract breaks its schema or the loop's rules
-│   └── InvalidTaskId                  a task id is empty, too long, or holds a control character
+│   ├── InvalidTaskId                  a task id is empty, too long, or holds a control character
+│   └── SetupError                     a model call found the setup wrong: no API key, a refused key, no model
 ├── FixtureError (ValueError)          an eval fixture is invalid (every problem, field named)
 ├── GraphvizMissing (RuntimeError)     a diagram format needs graphviz and it is not installed
 ├── ScriptExhausted                    ScriptedClient asked for more responses than scripted
@@ -55,6 +56,17 @@ class ContractError(ConfigurationError):
     def __init__(self, source: str, problems: Sequence[object]) -> None:
         self.problems = list(problems)
         super().__init__(f"{source}: " + "; ".join(str(problem) for problem in self.problems))
+
+
+class SetupError(ConfigurationError):
+    """A model call failed because the loop is set up wrong: no API key, a key the API
+    refuses, a model that does not exist. The one exception of its family raised mid-run
+    (by `run()` or `resume()`, at the call that found it): the run is recorded `failed`
+    first, and `result` is its `LoopResult`."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.result: LoopResult | None = None
 
 
 class InvalidTaskId(ConfigurationError):

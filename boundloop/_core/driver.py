@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import anyio
 
 from .._recorded import redact_strings
-from ..errors import ScriptExhausted, UnhandledStop
+from ..errors import ScriptExhausted, SetupError, UnhandledStop
 from ..events import LimitHit, Resumed, RunStarted, Stop, Transition
 from ..metrics.instruments import EXEMPLAR_MIN_S
 from ..otel import global_tracing
@@ -136,12 +136,13 @@ def _for_store(ctx: RunContext) -> LoopState:
 
 
 def _leaves_run(exc: BaseException, ctx: RunContext) -> bool:
-    """The exceptions `run()` lets out: `UnhandledStop`, a tool's with `on_tool_error="raise"`,
-    `ScriptExhausted` (a test script ran out), and every `BaseException` that is not an
-    `Exception` (cancellation, `KeyboardInterrupt`, `SystemExit`)."""
+    """The exceptions `run()` lets out: `UnhandledStop`, `SetupError` (no API key, no such
+    model), a tool's with `on_tool_error="raise"`, `ScriptExhausted` (a test script ran out),
+    and every `BaseException` that is not an `Exception` (cancellation, `KeyboardInterrupt`,
+    `SystemExit`)."""
     return (
         not isinstance(exc, Exception)
-        or isinstance(exc, UnhandledStop | ScriptExhausted)
+        or isinstance(exc, UnhandledStop | ScriptExhausted | SetupError)
         or exc is ctx.tool_raised
     )
 
@@ -181,7 +182,7 @@ async def _run(
     except BaseException as exc:
         ctx.error("exception", exc)
         abort(ctx, StopReason.FAILED, f"{type(exc).__name__}: {exc}")
-        if isinstance(exc, UnhandledStop):
+        if isinstance(exc, UnhandledStop | SetupError):
             exc.result = loop_result(ctx)
         if _leaves_run(exc, ctx):
             raise

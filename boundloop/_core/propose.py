@@ -20,6 +20,7 @@ from .blocks import assistant_message
 from .boundary import problem
 from .budget import call_spent, ceiling_spent, final_answer_note, output_allowance, spent, stop_at
 from .context import RunContext
+from .setup import setup_error
 from .validation import canonical
 
 
@@ -100,15 +101,19 @@ async def _call_model(ctx: RunContext, request: dict[str, Any]) -> Message | Non
     """Call the model; a failure or an unusable response is recorded and stops the run (None)."""
     try:
         response: object = await ctx.config.client.messages.create(**request)
+    except (anthropic.AuthenticationError, anthropic.NotFoundError, TypeError) as exc:
+        wrong = setup_error(exc, ctx.config.client, ctx.config.spec.model)
+        if wrong is None:
+            _unusable(ctx, exc)
+            return None
+        raise wrong from exc  # the driver records it, ends the run failed and lets it out
     except anthropic.APIError as exc:
-        ctx.error("model_api", exc)
-        _failed(ctx, f"model API error: {type(exc).__name__}: {exc}")
+        _unusable(ctx, exc)
         return None
     except ScriptExhausted:
         raise  # a test harness running out of script: the developer's error, raised as itself
     except Exception as exc:  # the boundary: whatever else the client raises ends the run as failed
-        ctx.error("model_response", exc)
-        _failed(ctx, f"the model call failed: {type(exc).__name__}")
+        _unusable(ctx, exc)
         return None
     fault = problem(response)
     if fault is not None:
@@ -116,6 +121,15 @@ async def _call_model(ctx: RunContext, request: dict[str, Any]) -> Message | Non
         _failed(ctx, f"the model's response is not usable: {fault}")
         return None
     return cast(Message, response)  # pyright: ignore[reportUnnecessaryCast]  # mypy keeps `object`
+
+
+def _unusable(ctx: RunContext, exc: Exception) -> None:
+    if isinstance(exc, anthropic.APIError):
+        ctx.error("model_api", exc)
+        _failed(ctx, f"model API error: {type(exc).__name__}: {exc}")
+    else:
+        ctx.error("model_response", exc)
+        _failed(ctx, f"the model call failed: {type(exc).__name__}")
 
 
 def _failed(ctx: RunContext, detail: str) -> None:

@@ -36,8 +36,8 @@ DEMO_EXIT_CODES: Final = _RUN_CODES.format(
 
 RUN_EXIT_CODES: Final = _RUN_CODES.format(
     setup="bad arguments, a SPEC that leads to no\n"
-    "       AgentLoop (its module or factory fails), an unwritable --trace, a\n"
-    "       --metrics-port in use"
+    "       AgentLoop (its module or factory fails), no API key, a model that\n"
+    "       does not exist, an unwritable --trace, a --metrics-port in use"
 )
 """The exit codes of `boundloop run`."""
 
