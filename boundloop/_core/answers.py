@@ -2,7 +2,7 @@
 
 Every `tool_use` gets exactly one `tool_result`, also when the run stops before it ran, so
 the transcript stays valid. Recording an answer updates the run's facts: observations, the
-repeat history, the breaker's count, errors; and the event its observers (the metrics too) read.
+repeat history, the breaker's count, errors; and its `tool_result` event (the metrics read it).
 """
 
 from __future__ import annotations

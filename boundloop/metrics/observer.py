@@ -1,7 +1,7 @@
 """The metrics of one run, recorded from its events: an observer of the run's event stream.
 
-The driver makes one `RunMetrics` per run and calls it first with every event, before the OTel
-spans and your `on_event` hooks: a hook that raises on the `Stop` event cannot leave
+Each run with metrics has one `RunMetrics`, called first with every event, before the OTel spans
+and your `on_event` hooks: a hook that raises on the `Stop` event cannot leave
 `runs_active` up, since the run was counted as finished before the hook saw it. It records from
 the events' typed fields alone:
 
