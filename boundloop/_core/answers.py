@@ -2,7 +2,7 @@
 
 Every `tool_use` gets exactly one `tool_result`, also when the run stops before it ran, so
 the transcript stays valid. Recording an answer updates the run's facts: observations, the
-repeat history, the breaker's count, errors; and the trace and the metrics.
+repeat history, the breaker's count, errors; and its `tool_result` event (the metrics read it).
 """
 
 from __future__ import annotations
@@ -77,7 +77,6 @@ def _unanswered(ctx: RunContext, invoked: bool, call: ToolCall, outcome: Outcome
 
 def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
     state = ctx.state
-    metrics = ctx.config.metrics
     redactor = ctx.config.redactor
     for result, key, (name, call_id) in zip(results, turn.keys, ctx.recorded(turn), strict=True):
         call = result.call
@@ -110,7 +109,3 @@ def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
             input=Deferred(call.input, redactor),
             content=Deferred(result.content, redactor),
         )
-        if metrics is not None:
-            metrics.tool_call(
-                call.name, outcome, result.duration_s if result.attempts else None, state.trace_id
-            )

@@ -2,8 +2,8 @@
 
 The driver drives a `RunContext`, the engine's guards read its state, and the work of every
 state is given it. It holds no decision of its own: facts go into `LoopState`. Besides the
-events it keeps only the clock, the run's metric observers and one transient cache (the
-validated arguments of the current turn's calls), which a continued run rebuilds from the state.
+events it keeps only the clock and one transient cache (the validated arguments of the current
+turn's calls), which a continued run rebuilds from the state.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sniffio
 
 from .._recorded import Deferred
 from ..events import BaseEvent, CallDecision, Error, Event
+from ..metrics.observer import RunMetrics
 from ..records import ErrorRecord, ToolCall, Turn
 from ..redaction import recorded_call_id
 from ..tools import Tool
@@ -66,12 +67,10 @@ class RunContext:
         "config",
         "counted_input",
         "deadline",
-        "edges",
         "elapsed_before",
         "entered",
         "epoch",
         "events",
-        "exemplar",
         "on_asyncio",
         "plan",
         "plan_records",
@@ -93,9 +92,12 @@ class RunContext:
         self.config = config
         self.state = state
         self.events: list[Event] = []
-        self._hooks = tuple(hook for hook in (observer, config.on_event, on_event) if hook is not None)
-        """Called with every event as it is recorded: the run's `observer` (its spans, set
-        only when the run is traced, and never raising), the loop's hook, then the run's."""
+        metrics = None if config.metrics is None else RunMetrics(config.metrics, state.trace_id).observe
+        hooks = (metrics, observer, config.on_event, on_event)
+        self._hooks: tuple[EventHook, ...] = tuple(hook for hook in hooks if hook is not None)
+        """Called with every event as it is recorded: the run's metrics (first: a hook raising on
+        the `Stop` event cannot leave `runs_active` up), the run's `observer` (its spans, set only
+        when the run is traced), neither ever raising; then the loop's hook, then the run's."""
         self.tool_span = tool_span
         """Set only when the run is traced: each tool function runs in `tool_span(call)`, so a span
         the tool function starts is a child of the call's `execute_tool` span. None: nothing per call."""
@@ -122,12 +124,6 @@ class RunContext:
         """When the run entered its current state (`time.perf_counter()`): the transition's duration."""
         self.cancel_requested = False
         """The run's cancel event was set: a cancelled scope means `cancelled`, not `timeout`."""
-        metrics = config.metrics
-        # Resolved once: the run stays in this thread, the thread its edges' cells belong to.
-        self.edges = None if metrics is None else metrics.edges()
-        """Each edge's metric observer, by (source, dest); None: no metrics."""
-        self.exemplar = None if metrics is None else metrics.exemplar_id(state.trace_id)
-        """The trace id slow transitions carry as an exemplar; None: none."""
         self.on_asyncio = _on_asyncio()
         """Whether the run is on asyncio (not trio), where a batch runs in native tasks."""
 

@@ -8,22 +8,20 @@ never awaits, so anyio cancellation and timeouts propagate untouched.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Final
 
 import anyio
 
-from .._recorded import redact_strings
 from ..errors import ScriptExhausted, SetupError, UnhandledStop
 from ..events import LimitHit, Resumed, RunStarted, Stop, Transition
-from ..metrics.instruments import EXEMPLAR_MIN_S
 from ..otel import global_tracing
 from ..records import Exceeded, StopReason
 from ..state import LoopResult, LoopState
 from ..statemachine.table import Phase, Trigger
 from .answers import answer_open_calls, finish
+from .checkpointing import CheckpointWriter
 from .context import RunContext, ToolSpan
 from .dispatch import act
 from .observe import observe
@@ -32,9 +30,6 @@ from .validation import validate
 
 if TYPE_CHECKING:
     from .config import EventHook, LoopConfig
-
-CHECKPOINT_TIMEOUT_S: Final = 10.0
-"""How long the shielded final checkpoint may take."""
 
 WORK: Final[Mapping[Phase, Callable[[RunContext], Awaitable[Trigger]]]] = {
     Phase.ASSEMBLE: assemble,
@@ -112,27 +107,8 @@ async def _execute(
     ctx = RunContext(config, state, on_event=on_event, observer=observer, tool_span=tool_span)
     if config.price is None:  # not tracked from the start, also when no model call succeeds
         state.usage.cost_usd = None
-    if config.metrics is not None:
-        config.metrics.run_started()
     await _run(ctx, cancel, failure, resumed)
     return loop_result(ctx)
-
-
-def _for_store(ctx: RunContext) -> LoopState:
-    """The state as it is checkpointed: with `redact_checkpoints`, every string redacted."""
-    state = ctx.state
-    state.elapsed_s = ctx.elapsed_s
-    if not ctx.config.spec.redact_checkpoints:
-        return state
-    plain = json.loads(state.to_json())
-    # Keys too, inside tool inputs and metadata; the state's own field names must read back.
-    redacted = cast(dict[str, Any], redact_strings(plain, ctx.redact, all_keys=False))
-    # The repeat history's keys are digests: nothing to redact, and a resumed run compares
-    # the digests of its calls with them, so no pattern or hook of yours may change them.
-    redacted["succeeded"] = plain["succeeded"]
-    if plain["turn"] is not None:
-        redacted["turn"]["keys"] = plain["turn"]["keys"]
-    return LoopState.from_json(json.dumps(redacted))
 
 
 def _leaves_run(exc: BaseException, ctx: RunContext) -> bool:
@@ -154,6 +130,8 @@ async def _run(
     resumed: Mapping[str, object] | None = None,
 ) -> None:
     timeout = ctx.config.spec.budget.timeout_s
+    store = ctx.config.store
+    checkpoints = None if store is None else CheckpointWriter(ctx, store)
     if timeout is not None:
         ctx.deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_before)
     try:  # the first event is inside: a failing on_event hook fails the run, recorded
@@ -161,15 +139,15 @@ async def _run(
         if failure is not None:
             raise failure
         if ctx.deadline is None and cancel is None:  # nothing can stop it early: no scope to build
-            await _save_start(ctx)
-            await drive(ctx)
+            await _save_start(checkpoints)
+            await drive(ctx, checkpoints)
             return
         with anyio.CancelScope(deadline=ctx.deadline or float("inf")) as scope:
-            await _save_start(ctx)
+            await _save_start(checkpoints)
             if cancel is None:
-                await drive(ctx)
+                await drive(ctx, checkpoints)
             else:
-                await _drive_cancellable(ctx, cancel, scope)
+                await _drive_cancellable(ctx, checkpoints, cancel, scope)
         if scope.cancelled_caught and ctx.state.phase is not Phase.STOPPED:
             if ctx.cancel_requested:
                 abort(ctx, StopReason.CANCELLED, "the cancel event was set")
@@ -189,7 +167,8 @@ async def _run(
         # Anything else — your callbacks, the store, a bug — ends the run as failed, recorded.
     finally:
         _record_stop(ctx)
-        await _last_checkpoint(ctx)
+        if checkpoints is not None:
+            await checkpoints.last()
 
 
 def _first_event(ctx: RunContext, resumed: Mapping[str, object] | None) -> None:
@@ -199,13 +178,14 @@ def _first_event(ctx: RunContext, resumed: Mapping[str, object] | None) -> None:
         ctx.event(RunStarted, trace_id=ctx.state.trace_id, model=ctx.config.spec.model)
 
 
-async def _save_start(ctx: RunContext) -> None:
-    store = ctx.config.store
-    if store is not None:  # the run exists from its start (or a resume's intents)
-        await store.save(_for_store(ctx))
+async def _save_start(checkpoints: CheckpointWriter | None) -> None:
+    if checkpoints is not None:  # the run exists from its start (or a resume's intents)
+        await checkpoints.start()
 
 
-async def _drive_cancellable(ctx: RunContext, cancel: anyio.Event, scope: anyio.CancelScope) -> None:
+async def _drive_cancellable(
+    ctx: RunContext, checkpoints: CheckpointWriter | None, cancel: anyio.Event, scope: anyio.CancelScope
+) -> None:
     async def watch() -> None:
         await cancel.wait()
         ctx.cancel_requested = True
@@ -214,7 +194,7 @@ async def _drive_cancellable(ctx: RunContext, cancel: anyio.Event, scope: anyio.
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(watch)
-            await drive(ctx)
+            await drive(ctx, checkpoints)
             group.cancel_scope.cancel()
     except BaseExceptionGroup as group_error:
         # One failure in the host task: surface it as itself, not as a group.
@@ -223,25 +203,18 @@ async def _drive_cancellable(ctx: RunContext, cancel: anyio.Event, scope: anyio.
         raise
 
 
-async def drive(ctx: RunContext) -> None:
-    """Await each state's work and fire its trigger until the run is stopped."""
+async def drive(ctx: RunContext, checkpoints: CheckpointWriter | None) -> None:
+    """Await each state's work and fire its trigger until the run is stopped; the checkpoint
+    writer, when the run has a store, sees each transition and saves where it must."""
     state = ctx.state
-    store = ctx.config.store
     while state.phase is not Phase.STOPPED:
-        trigger = await WORK[state.phase](ctx)
-        dest = fire(ctx, trigger)
-        if store is not None and (
-            dest is Phase.ACT
-            or dest is Phase.OBSERVE
-            or (dest is Phase.ASSEMBLE and trigger is Trigger.VALIDATED)
-        ):
-            # Before a batch (its calls and idempotency keys, as intents), after it (its
-            # results, recorded as observations), and after a step without tools.
-            await store.save(_for_store(ctx))
+        transition = fire(ctx, await WORK[state.phase](ctx))
+        if checkpoints is not None:
+            await checkpoints.observe(transition)
 
 
-def fire(ctx: RunContext, trigger: Trigger) -> Phase:
-    """Fire a trigger; trace and measure the transition it took."""
+def fire(ctx: RunContext, trigger: Trigger) -> Transition:
+    """Fire a trigger: record the transition it took (its observers measure it)."""
     state = ctx.state
     source = state.phase
     dest, guard = ctx.config.machine.edge(ctx, source, trigger)
@@ -250,23 +223,19 @@ def fire(ctx: RunContext, trigger: Trigger) -> Phase:
     duration = now - ctx.entered
     ctx.entered = now
     # One clock read per transition: `at` is derived from it.
-    ctx.emit(
-        Transition(
-            seq=ctx.next_seq(),
-            task_id=state.task_id,
-            at=ctx.epoch + now,
-            step=state.step,
-            source=str(source),  # plain strings in the event, as they read back from JSON
-            dest=str(dest),
-            trigger=str(trigger),
-            guard=guard,
-            duration_s=duration,
-        )
+    transition = Transition(
+        seq=ctx.next_seq(),
+        task_id=state.task_id,
+        at=ctx.epoch + now,
+        step=state.step,
+        source=str(source),  # plain strings in the event, as they read back from JSON
+        dest=str(dest),
+        trigger=str(trigger),
+        guard=guard,
+        duration_s=duration,
     )
-    edges = ctx.edges
-    if edges is not None:  # counts the edge and observes the time in `source`
-        edges[(source, dest)].observe(duration, ctx.exemplar if duration >= EXEMPLAR_MIN_S else None)
-    return dest
+    ctx.emit(transition)
+    return transition
 
 
 def abort(ctx: RunContext, reason: StopReason, detail: str) -> None:
@@ -288,30 +257,11 @@ def abort(ctx: RunContext, reason: StopReason, detail: str) -> None:
     fire(ctx, Trigger.HALT)
 
 
-async def _last_checkpoint(ctx: RunContext) -> None:
-    """Save the final state, shielded from the caller's cancellation.
-
-    A failing store never replaces the run's outcome, an exception or a cancellation on
-    its way out: its error is recorded in the state and the trace as a `checkpoint` error.
-    """
-    store = ctx.config.store
-    if store is None:
-        return
-    try:
-        with anyio.move_on_after(CHECKPOINT_TIMEOUT_S, shield=True):
-            await store.save(_for_store(ctx))
-    except Exception as exc:  # never replaces the run's outcome: recorded instead
-        ctx.error("checkpoint", exc)
-
-
 def _record_stop(ctx: RunContext) -> None:
     state = ctx.state
     reason = state.stop_reason or StopReason.FAILED
     state.stop_reason = reason
     duration = ctx.elapsed_s
-    metrics = ctx.config.metrics
-    if metrics is not None:  # first: a failing on_event hook must not leave runs_active up
-        metrics.run_finished(reason, time.perf_counter() - ctx.started, state.trace_id)
     exceeded = state.exceeded
     usage = state.usage
     ctx.event(

@@ -141,7 +141,7 @@ def _failed(ctx: RunContext, detail: str) -> None:
 
 
 def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: bool) -> None:
-    """Record a response: transcript (exactly as received), turn, usage, cost, trace, metrics."""
+    """Record a response: transcript (exactly as received), turn, usage, cost, and its event."""
     state = ctx.state
     config = ctx.config
     state.responses.append(response)
@@ -189,10 +189,3 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         final_answer=final,
         response=ctx.deferred(response),
     )
-    if config.metrics is not None:
-        config.metrics.model_request(
-            response.stop_reason,
-            duration_s,
-            state.trace_id,
-            (usage.input_tokens, usage.output_tokens, cache_read, cache_creation),
-        )

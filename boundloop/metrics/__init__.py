@@ -1,7 +1,7 @@
 """Prometheus metrics for boundloop: instruments and exposition.
 
-`LoopMetrics` holds every instrument (docs/metrics.md); `serve()` and `asgi_app()` expose
-them. See docs/metrics.md.
+`LoopMetrics` holds every instrument (docs/metrics.md), `RunMetrics` records a run's events
+into them; `serve()` and `asgi_app()` expose them. See docs/metrics.md.
 """
 
 from __future__ import annotations
@@ -16,12 +16,14 @@ from .exposition import serve as serve
 from .instruments import BoundMetrics as BoundMetrics
 from .instruments import LoopMetrics as LoopMetrics
 from .instruments import multiprocess_mode as multiprocess_mode
+from .observer import RunMetrics as RunMetrics
 
 __all__ = [
     "BoundMetrics",
     "LoopMetrics",
     "MetricsApp",
     "MetricsServer",
+    "RunMetrics",
     "asgi_app",
     "exposed_registry",
     "multiprocess_mode",
