@@ -21,7 +21,7 @@ import boundloop
 import boundloop.errors
 from boundloop import LoopResult, LoopState, StopReason, Usage
 from boundloop.events import BaseEvent
-from boundloop.state import ErrorRecord, Exceeded, Observation, PendingApproval
+from boundloop.records import ErrorRecord, Exceeded, Observation, PendingApproval
 from boundloop.testing import parse_message
 from tests.helpers import assert_valid_transcript, text, tool_use
 
