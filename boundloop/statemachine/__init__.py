@@ -54,7 +54,9 @@ if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unkn
 
             from ..events import read_events
 
-            message = "boundloop.statemachine.read_trace is deprecated: import read_events from boundloop.events"
+            message = (
+                "boundloop.statemachine.read_trace is deprecated: import read_events from boundloop.events"
+            )
             warnings.warn(message, DeprecationWarning, stacklevel=2)
             return read_events
         if name in _DIAGRAM:
