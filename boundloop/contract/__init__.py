@@ -1,7 +1,7 @@
 """Loop contracts: a loop declared in JSON, checked, compiled; and a lint for hand-written loops.
 
 A contract (`loop-contract.schema.json`) names the model, the system prompt, the tools, the
-stop_reason -> handler map, the budget, the policy (inline or a `loop-policy.json` file) and
+stop_reason -> signal handler map, the budget, the policy (inline or a `loop-policy.json` file) and
 the metrics. `check_contract` applies the schemas and the loop's rules;
 `AgentLoop.from_contract` builds the loop; `AgentLoop.to_contract` writes one back.
 """
