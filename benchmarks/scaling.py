@@ -36,8 +36,8 @@ import anyio.to_thread
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from boundloop import AgentLoop, Budget, SQLiteStore, ToolContext, tool
-from boundloop.checkpoint import CheckpointStore, PostgresStore
+from boundloop import AgentLoop, Budget, CheckpointStore, SQLiteStore, ToolContext, tool
+from boundloop.checkpoint import PostgresStore
 from boundloop.errors import NotResumable, TaskBusy
 from boundloop.testing import Request, ScriptedClient, ScriptItem
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import typing
 
 from ._lazy import lazy_getattr as _lazy_getattr
+from ._lazy import moved_getattr as _moved_getattr
 from ._lazy import public_names as _public_names
 
 if typing.TYPE_CHECKING:
@@ -61,7 +62,9 @@ if typing.TYPE_CHECKING:
     from .prices import Price as Price
     from .prices import UnpricedModelWarning as UnpricedModelWarning
     from .records import CallResult as CallResult
+    from .records import StopReason as StopReason
     from .records import ToolCall as ToolCall
+    from .records import Usage as Usage
     from .settings import LoopSpec as LoopSpec
     from .signals import Route as Route
     from .signals import SignalContext as SignalContext
@@ -69,14 +72,11 @@ if typing.TYPE_CHECKING:
     from .state import Budget as Budget
     from .state import LoopResult as LoopResult
     from .state import LoopState as LoopState
-    from .state import StopReason as StopReason
-    from .state import Usage as Usage
     from .testing import ScriptedClient as ScriptedClient
     from .tools import RetryableToolError as RetryableToolError
     from .tools import Tool as Tool
     from .tools import ToolContext as ToolContext
     from .tools import tool as tool
-    from .trace import TraceEvent as TraceEvent
 
 __version__ = "0.1.0"
 
@@ -86,7 +86,12 @@ _SOURCES: typing.Final[dict[str, str]] = _public_names(__file__)
 __all__ = sorted(_SOURCES)  # pyright: ignore[reportUnsupportedDunderAll]
 
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
-    __getattr__ = _lazy_getattr(__name__, globals(), _SOURCES)
+    # `TraceEvent` (the `Event` union's old name) is kept one release, with a DeprecationWarning.
+    __getattr__ = _moved_getattr(
+        __name__,
+        {"TraceEvent": ("boundloop.events:Event", "boundloop")},
+        _lazy_getattr(__name__, globals(), _SOURCES),
+    )
 
     def __dir__() -> list[str]:
         return sorted({*globals(), *__all__})

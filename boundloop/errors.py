@@ -9,7 +9,7 @@ LoopError
 ├── FixtureError (ValueError)          an eval fixture is invalid (every problem, field named)
 ├── GraphvizMissing (RuntimeError)     a diagram format needs graphviz and it is not installed
 ├── ScriptExhausted                    ScriptedClient asked for more responses than scripted
-├── UnhandledStop                      the API sent a stop_reason no handler is declared for
+├── UnhandledStop                      the API sent a stop_reason no signal handler is declared for
 ├── TaskExists                         run(task_id=...) names a task already in the store
 ├── TaskBusy                           run() or resume() of a task another holder runs right now
 ├── TaskNotFound (KeyError)            resume() or replay names a task the store does not hold
@@ -115,7 +115,7 @@ class ScriptExhausted(LoopError):
 
 
 class UnhandledStop(LoopError):
-    """Raised from `run()` when the API returns a stop_reason with no declared handler."""
+    """Raised from `run()` when the API returns a stop_reason with no declared signal handler."""
 
     def __init__(self, stop_reason: str | None) -> None:
         self.stop_reason = stop_reason

@@ -20,23 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, cast, final
 
-from . import errors
+from . import errors, records
 from ._finite import NonFinite as NonFinite
 from ._finite import first_non_finite, strict_loads
+from ._lazy import moved_getattr
 from ._recorded import json_default
 from ._transcript_json import Messages, Responses
-from .records import CallResult as CallResult
-from .records import ErrorRecord as ErrorRecord
-from .records import Escalation as Escalation
-from .records import Exceeded as Exceeded
-from .records import Limit as Limit
-from .records import Observation as Observation
-from .records import PendingApproval as PendingApproval
-from .records import Provenance as Provenance
-from .records import StopReason as StopReason
-from .records import ToolCall as ToolCall
-from .records import Turn as Turn
-from .records import Usage as Usage
 from .records import call_digest, empty_dict, empty_list
 from .statemachine.table import INITIAL, Phase
 
@@ -126,7 +115,7 @@ class LoopState:
     schema_version: int = SCHEMA_VERSION
     metadata: dict[str, Any] = dataclasses.field(default_factory=empty_dict)
     """The caller's own JSON values, kept with the run."""
-    provenance: Provenance | None = None
+    provenance: records.Provenance | None = None
     """What the run was made with: the model and hashes of the system prompt, tools and policy."""
     phase: Phase = INITIAL
     """The state of the machine the run is in (maintained by the driver)."""
@@ -136,25 +125,25 @@ class LoopState:
     """Tool executions made (retry attempts included)."""
     elapsed_s: float = 0.0
     """Wall-clock seconds spent in earlier sessions of this run (before a resume)."""
-    usage: Usage = dataclasses.field(default_factory=Usage)
+    usage: records.Usage = dataclasses.field(default_factory=records.Usage)
     messages: Messages = dataclasses.field(default_factory=empty_list)
     """The transcript, as Messages API params in plain JSON; assistant turns exactly as received."""
     opening: int = 1
     """How many messages the run started from (the goal, or the caller's history)."""
     responses: Responses = dataclasses.field(default_factory=empty_list)
     """Every model response as received, for replay."""
-    turn: Turn | None = None
+    turn: records.Turn | None = None
     """The latest response's tool calls and their answers (decided in validate, filled in act)."""
-    observations: list[Observation] = dataclasses.field(default_factory=empty_list)
+    observations: list[records.Observation] = dataclasses.field(default_factory=empty_list)
     """One record per answered tool_use, in order."""
     succeeded: dict[str, int] = dataclasses.field(default_factory=empty_dict)
     """Repeat history: a call's digest (of its tool and canonical input) -> the index of its
     successful observation. A digest, not the input: a checkpoint keeps no copy of it."""
-    errors: list[ErrorRecord] = dataclasses.field(default_factory=empty_list)
+    errors: list[records.ErrorRecord] = dataclasses.field(default_factory=empty_list)
     """Model API failures, invalid actions and tool errors, in order."""
-    pending_approvals: list[PendingApproval] = dataclasses.field(default_factory=empty_list)
+    pending_approvals: list[records.PendingApproval] = dataclasses.field(default_factory=empty_list)
     """Tool calls waiting for a human decision (`needs_human`); `resume(approvals=...)` decides."""
-    escalation: Escalation | None = None
+    escalation: records.Escalation | None = None
     """The model asked for a human (`Policy.escalation_tool`); `resume(reply=...)` answers."""
     consecutive_tool_errors: int = 0
     """Failing tool results in a row: the circuit breaker's count."""
@@ -164,11 +153,11 @@ class LoopState:
     """max_tokens continuations and evidence nudges used."""
     earlier_text: str = ""
     """Text of the current assistant turn before a pause_turn / max_tokens continuation."""
-    exceeded: Exceeded | None = None
+    exceeded: records.Exceeded | None = None
     """The limit found spent (a budget, or the breaker's counts): why the run stops or concludes."""
     final_call_due: bool = False
     """`on_exhausted="final_answer"`: one last model call without tools is still to be made."""
-    stop_reason: StopReason | None = None
+    stop_reason: records.StopReason | None = None
     stop_detail: str | None = None
     """Why, in one line: the limit hit, the blocked tool, the API error."""
     answer: str | None = None
@@ -262,7 +251,7 @@ def _adapter() -> pydantic.TypeAdapter[LoopState]:
 class LoopResult:
     """The outcome of `AgentLoop.run`: a typed stop reason, the answer, the state and the events."""
 
-    stop_reason: StopReason
+    stop_reason: records.StopReason
     answer: str | None
     state: LoopState
     events: Sequence[Event]
@@ -284,14 +273,14 @@ class LoopResult:
         return self.state.messages
 
     @property
-    def usage(self) -> Usage:
+    def usage(self) -> records.Usage:
         """Tokens and cost of the run."""
         return self.state.usage
 
     @property
     def ok(self) -> bool:
         """True when the run completed."""
-        return self.stop_reason is StopReason.COMPLETED
+        return self.stop_reason is records.StopReason.COMPLETED
 
     def unwrap(self) -> str:
         """Return the answer of a completed run.
@@ -304,9 +293,9 @@ class LoopResult:
             RunFailed, Refused, NeedsHuman, RunCancelled, PolicyBlocked, EvidenceMissing,
                 Truncated, ContextExceeded: the run stopped for that reason.
         """
-        if self.stop_reason is StopReason.COMPLETED:
+        if self.stop_reason is records.StopReason.COMPLETED:
             return self.answer or ""
-        limit = Limit.stopping(self.stop_reason)
+        limit = records.Limit.stopping(self.stop_reason)
         if limit is not None:
             raise errors.BudgetExceeded(self, limit.field)
         raise errors.error_for(self)
@@ -319,6 +308,13 @@ class LoopResult:
 
     def write_trace(self, path: str | Path) -> None:
         """Deprecated name of `write_events`."""
+        import warnings
+
+        warnings.warn(
+            "LoopResult.write_trace is deprecated: call LoopResult.write_events",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         self.write_events(path)
 
     def to_dict(self) -> dict[str, Any]:
@@ -336,3 +332,28 @@ class LoopResult:
     def to_json(self, *, indent: int | None = None) -> str:
         """The result as a JSON string."""
         return json.dumps(self.to_dict(), default=json_default, indent=indent)
+
+
+_MOVED: Final = {
+    **{
+        name: ("boundloop.records", "boundloop") for name in ("CallResult", "StopReason", "ToolCall", "Usage")
+    },
+    **{
+        name: ("boundloop.records", "boundloop.records")
+        for name in (
+            "ErrorRecord",
+            "Escalation",
+            "Exceeded",
+            "Limit",
+            "Observation",
+            "PendingApproval",
+            "Provenance",
+            "Turn",
+        )
+    },
+}
+"""The records this module re-exported until they got one home each (docs/api.md): kept one
+release, with a `DeprecationWarning`."""
+
+if not TYPE_CHECKING:  # type checkers see no deprecated name
+    __getattr__ = moved_getattr(__name__, _MOVED)

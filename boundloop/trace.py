@@ -2,10 +2,12 @@
 
 `TraceEvent` is the `Event` union (one typed model per kind); `read_trace` and `write_trace` are
 `read_events` and `write_events`, which read and write JSON lines with a `schema_version` and
-still read this release's earlier trace files.
+still read this release's earlier trace files. Importing this module warns (`DeprecationWarning`).
 """
 
 from __future__ import annotations
+
+import warnings
 
 from ._recorded import Deferred as Deferred
 from ._recorded import is_sdk_object as is_sdk_object
@@ -35,3 +37,10 @@ __all__ = [
     "redact_strings",
     "write_trace",
 ]
+
+warnings.warn(
+    "boundloop.trace is deprecated: import Event, read_events and write_events from boundloop.events "
+    "(TraceEvent is Event, read_trace is read_events, write_trace is write_events)",
+    DeprecationWarning,
+    stacklevel=2,
+)

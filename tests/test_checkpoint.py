@@ -9,8 +9,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from boundloop import LoopState, MemoryStore, SQLiteStore, StopReason, tool
-from boundloop.checkpoint import CheckpointStore
+from boundloop import CheckpointStore, LoopState, MemoryStore, SQLiteStore, StopReason, tool
 from boundloop.checkpoint.conformance import CHECKS, Check, RawWriter, sample_state
 from boundloop.checkpoint.sqlite import SCHEMA_VERSION
 from boundloop.errors import CheckpointCorrupt

@@ -21,6 +21,7 @@ from boundloop import (
     AgentLoop,
     Budget,
     CheckpointCorrupt,
+    CheckpointStore,
     LoopState,
     MemoryStore,
     Policy,
@@ -30,7 +31,6 @@ from boundloop import (
     ToolContext,
     tool,
 )
-from boundloop.checkpoint import CheckpointStore
 from boundloop.cli import main
 from tests.helpers import text, tool_use
 from tests.test_checkpoint import make_store

@@ -17,8 +17,19 @@ import anyio
 import httpx
 import pytest
 
-from boundloop import AgentLoop, Budget, LoopState, ScriptedClient, StopReason, prices, tool
-from boundloop.checkpoint import CheckpointStore, SQLiteStore, Status, StoredRun
+from boundloop import (
+    AgentLoop,
+    Budget,
+    CheckpointStore,
+    LoopState,
+    ScriptedClient,
+    SQLiteStore,
+    StopReason,
+    StoredRun,
+    prices,
+    tool,
+)
+from boundloop.checkpoint import Status
 from boundloop.cli import main
 from boundloop.cli.demo import ALLOWED, ANSWER, GOAL, SCRIPT
 from boundloop.events import Stop, ToolResult, read_events

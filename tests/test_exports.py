@@ -21,7 +21,7 @@ import boundloop
 import boundloop.errors
 from boundloop import LoopResult, LoopState, StopReason, Usage
 from boundloop.events import BaseEvent
-from boundloop.state import ErrorRecord, Exceeded, Observation, PendingApproval
+from boundloop.records import ErrorRecord, Exceeded, Observation, PendingApproval
 from boundloop.testing import parse_message
 from tests.helpers import assert_valid_transcript, text, tool_use
 
@@ -40,6 +40,7 @@ DEPRECATED_ALIASES: dict[str, tuple[str, tuple[str, ...]]] = {
         ("DEFAULT_HANDLERS", "Route", "SignalContext", "SignalHandler", "Verdict", "stop"),
     ),
     "boundloop.handlers.registry": ("boundloop._core", ("ToolRegistry",)),
+    "boundloop.trace": ("boundloop.events", ("Deferred", "json_default", "redact_strings")),
 }
 
 _ALIAS_PROBE = """
@@ -70,6 +71,85 @@ def test_a_deprecated_module_warns_and_gives_the_same_objects(alias: str) -> Non
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+MOVED_NAMES: dict[str, list[tuple[str, str, str]]] = {
+    "boundloop.state": [
+        *((name, "boundloop", name) for name in ("CallResult", "StopReason", "ToolCall", "Usage")),
+        *(
+            (name, "boundloop.records", name)
+            for name in (
+                "ErrorRecord",
+                "Escalation",
+                "Exceeded",
+                "Limit",
+                "Observation",
+                "PendingApproval",
+                "Provenance",
+                "Turn",
+            )
+        ),
+    ],
+    "boundloop.checkpoint": [
+        (name, "boundloop", name) for name in ("CheckpointStore", "MemoryStore", "SQLiteStore", "StoredRun")
+    ],
+    "boundloop.metrics": [("LoopMetrics", "boundloop", "LoopMetrics")],
+    "boundloop.contract": [("ContractError", "boundloop", "ContractError")],
+    "boundloop.evals": [("FixtureError", "boundloop", "FixtureError")],
+    "boundloop": [("TraceEvent", "boundloop", "Event")],
+    "boundloop.statemachine": [("read_trace", "boundloop.events", "read_events")],
+}
+"""Old place -> (name, its home (docs/api.md), its name there) of each name moved to one home."""
+
+_MOVED_PROBE = """
+import importlib, json, sys, warnings
+old, moved = sys.argv[1], json.loads(sys.argv[2])
+module = importlib.import_module(old)
+for name, home, new_name in moved:
+    namespace = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # once per line, as a user sees it (a package is asked twice)
+        exec(f"from {old} import {name} as value", namespace)
+    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert len(deprecations) == 1, (name, [str(w.message) for w in caught])
+    message = str(deprecations[0].message)
+    assert message.startswith(f"{old}.{name} is deprecated: "), message
+    assert message.endswith(f"import {new_name} from {home}"), message
+    assert deprecations[0].filename == "<string>", deprecations[0].filename  # the importing line
+    assert namespace["value"] is getattr(importlib.import_module(home), new_name), name
+    assert name not in getattr(module, "__all__", ()), name
+with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    assert not hasattr(module, "NoSuchName")
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("old", sorted(MOVED_NAMES))
+def test_a_moved_name_warns_at_its_old_place_and_is_the_same_object(old: str) -> None:
+    """Each name moved to its one home still imports from its old place, one release, with a
+    DeprecationWarning naming the home and pointing at the importing line; it is the very
+    object of the home, and out of the old place's `__all__`. In a fresh interpreter."""
+    done = subprocess.run(
+        [sys.executable, "-c", _MOVED_PROBE, old, json.dumps(MOVED_NAMES[old])],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_write_trace_warns_and_writes_what_write_events_writes(tmp_path: Path) -> None:
+    """`LoopResult.write_trace` (deprecated) warns naming `write_events`, and writes the same file."""
+    result = result_for(StopReason.COMPLETED, answer="yes")
+    result.write_events(tmp_path / "events.jsonl")
+    with pytest.warns(
+        DeprecationWarning, match=r"LoopResult.write_trace is deprecated: call LoopResult.write_events"
+    ):
+        result.write_trace(tmp_path / "trace.jsonl")
+    assert (tmp_path / "trace.jsonl").read_bytes() == (tmp_path / "events.jsonl").read_bytes()
 
 
 # -- __all__ -----------------------------------------------------------------------------
@@ -200,7 +280,7 @@ def test_the_design_documents_imports_work() -> None:
     metrics = importlib.import_module("boundloop.metrics")
     assert callable(metrics.serve)
     assert callable(metrics.asgi_app)
-    assert metrics.LoopMetrics is LoopMetrics
+    assert LoopMetrics.__module__ == "boundloop.metrics.instruments"
 
 
 async def test_the_design_documents_example_runs() -> None:

@@ -41,6 +41,7 @@ from prometheus_client import CollectorRegistry
 from boundloop import (
     AgentLoop,
     Budget,
+    Event,
     LoopMetrics,
     LoopResult,
     LoopState,
@@ -51,7 +52,6 @@ from boundloop import (
     StoredRun,
     Tool,
     ToolContext,
-    TraceEvent,
     UnhandledStop,
     tool,
 )
@@ -346,7 +346,7 @@ class RunOutcome:
     """None when the run was cancelled from outside (the cancellation was re-raised)."""
     unhandled: UnhandledStop | None
     cancelled_outside: bool
-    events: list[TraceEvent]
+    events: list[Event]
     """Every trace event, as the run's `on_event` hook saw it."""
     stored: LoopState | None
     """The last checkpoint of the task."""
@@ -627,7 +627,7 @@ class FaultCampaign(RuleBasedStateMachine):
 
     async def run_once(self, task_id: str, cancel_mode: CancelMode, deadline: float) -> RunOutcome:
         assert self.loop is not None
-        events: list[TraceEvent] = []
+        events: list[Event] = []
         cancel = anyio.Event() if cancel_mode == "event" else None
         result: LoopResult | None = None
         unhandled: UnhandledStop | None = None

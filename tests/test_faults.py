@@ -27,7 +27,7 @@ from boundloop import (
     tool,
 )
 from boundloop.events import Event, Stop, Validation
-from boundloop.state import PendingApproval
+from boundloop.records import PendingApproval
 from tests.helpers import ScriptedTransport, assert_valid_transcript, blocks, text, tool_use
 
 JSON = dict[str, Any]

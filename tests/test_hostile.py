@@ -470,7 +470,7 @@ async def test_a_secret_in_a_key_of_a_tool_input_reaches_no_trace_checkpoint_or_
     first = await AgentLoop(ScriptedClient(script), **settings).run("goal", task_id="k")
     assert first.stop_reason is StopReason.NEEDS_HUMAN
     trace_file = tmp_path / "trace.jsonl"
-    await anyio.to_thread.run_sync(first.write_trace, trace_file)
+    await anyio.to_thread.run_sync(first.write_events, trace_file)
     written = await anyio.to_thread.run_sync(trace_file.read_text)
     stored = await store.load("k")
     assert stored is not None

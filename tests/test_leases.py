@@ -23,6 +23,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from boundloop import (
     AgentLoop,
     Budget,
+    CheckpointStore,
     MemoryStore,
     ScriptedClient,
     SQLiteStore,
@@ -30,7 +31,7 @@ from boundloop import (
     ToolContext,
     tool,
 )
-from boundloop.checkpoint import CheckpointStore, LeasingStore
+from boundloop.checkpoint import LeasingStore
 from boundloop.checkpoint.conformance import LEASE_CHECKS, LeaseCheck
 from boundloop.errors import NotResumable, TaskBusy, TaskExists
 from tests.helpers import scripted_loop, text, tool_use

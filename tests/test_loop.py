@@ -21,7 +21,7 @@ from boundloop import (
     tool,
 )
 from boundloop.events import Stop
-from boundloop.state import Exceeded
+from boundloop.records import Exceeded
 from tests.helpers import ScriptedTransport, assert_valid_transcript, blocks, text, tool_use
 
 JSON = dict[str, Any]
@@ -403,7 +403,7 @@ async def test_trace_is_written_as_json_lines(tmp_path: Any) -> None:
     client = ScriptedClient([tool_use(("lookup", {"key": "a"})), text("done")])
     result = await make_loop(client).run("goal")
     target = tmp_path / "run.jsonl"
-    await anyio.to_thread.run_sync(result.write_trace, target)
+    await anyio.to_thread.run_sync(result.write_events, target)
     rows = [json.loads(line) for line in target.read_text().splitlines()]
     assert len(rows) == len(result.events)
     assert {"transition", "proposal", "validation", "tool_started", "tool_result", "stop"} <= {

@@ -386,7 +386,7 @@ def test_importing_boundloop_checkpoint_does_not_import_psycopg() -> None:
     import boundloop.checkpoint
 
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        boundloop.checkpoint.Nope  # noqa: B018
+        boundloop.checkpoint.Nope  # type: ignore[attr-defined]  # noqa: B018
 
 
 def test_without_psycopg_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,7 +30,7 @@ async def test_replay_reproduces_every_trajectory(script: list[JSON], options: J
     assert from_state.result is not None
     assert from_state.result.stop_reason is result.stop_reason
     path = tmp_path / "run.jsonl"
-    await anyio.to_thread.run_sync(result.write_trace, path)
+    await anyio.to_thread.run_sync(result.write_events, path)
     from_trace = await replay(path)
     assert from_trace.identical, from_trace.describe()
     assert len(from_trace.expected) > len(from_state.expected)  # transitions and decisions too
@@ -49,7 +49,7 @@ async def test_a_policy_change_shows_the_first_divergence(tmp_path: Path) -> Non
     ]
     result = await make_loop(ScriptedClient(script)).run("goal")
     path = tmp_path / "run.jsonl"
-    await anyio.to_thread.run_sync(result.write_trace, path)
+    await anyio.to_thread.run_sync(result.write_events, path)
     stricter = make_loop(ScriptedClient([]), policy=Policy(forbidden={"lookup"}))
     report = await replay(path, stricter)
     assert not report.identical

@@ -12,6 +12,7 @@ from boundloop import (
     ApprovalMissing,
     Budget,
     CheckpointCorrupt,
+    CheckpointStore,
     ConfigurationError,
     MemoryStore,
     NotResumable,
@@ -24,7 +25,6 @@ from boundloop import (
     ToolContext,
     tool,
 )
-from boundloop.checkpoint import CheckpointStore
 from boundloop.events import Resumed, Stop
 from tests.helpers import assert_valid_transcript, blocks, text, tool_use
 

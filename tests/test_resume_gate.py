@@ -19,6 +19,7 @@ import pytest
 from boundloop import (
     AgentLoop,
     Budget,
+    CheckpointStore,
     LoopState,
     MemoryStore,
     Policy,
@@ -30,7 +31,6 @@ from boundloop import (
     ToolContext,
     tool,
 )
-from boundloop.checkpoint import CheckpointStore
 from boundloop.events import Resumed, Validation
 from boundloop.statemachine import Phase
 from tests.helpers import assert_valid_transcript, blocks, text, tool_use

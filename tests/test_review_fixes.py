@@ -23,7 +23,7 @@ from boundloop import (
     Verdict,
     tool,
 )
-from boundloop.state import Exceeded
+from boundloop.records import Exceeded
 from boundloop.testing import parse_message
 from boundloop.transcript import transcript_errors
 from tests.helpers import assert_valid_transcript, blocks, text, tool_use

@@ -19,6 +19,7 @@ from boundloop import (
     ApprovalMissing,
     Budget,
     CheckpointCorrupt,
+    CheckpointStore,
     MemoryStore,
     Policy,
     ScriptedClient,
@@ -26,7 +27,6 @@ from boundloop import (
     ToolContext,
     tool,
 )
-from boundloop.checkpoint import CheckpointStore
 from boundloop.events import Validation
 from tests.helpers import text, tool_use
 

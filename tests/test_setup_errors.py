@@ -12,8 +12,7 @@ import anthropic
 import httpx2
 import pytest
 
-from boundloop import AgentLoop, Budget, ConfigurationError, Price, SetupError, StopReason
-from boundloop.checkpoint import MemoryStore
+from boundloop import AgentLoop, Budget, ConfigurationError, MemoryStore, Price, SetupError, StopReason
 from boundloop.cli import main
 from tests.fake_api import MODEL, ApiError, Body, FakeAPI, message, text_block
 

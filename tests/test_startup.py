@@ -105,7 +105,7 @@ def test_the_records_and_the_state_load_no_sdk() -> None:
     assert loaded(f"import {modules}") & (SDK | {"pydantic"}) == set()
 
 
-TOOLS_MODULE_NAMES = "tool, Tool, Budget, Policy, LoopState, TraceEvent, MemoryStore, SQLiteStore"
+TOOLS_MODULE_NAMES = "tool, Tool, Budget, Policy, LoopState, Event, MemoryStore, SQLiteStore"
 """What a user's tools module or a store script imports from the package."""
 
 DRIVE_A_LOOP = {"AgentLoop", "Divergence", "ReplayReport", "replay"}

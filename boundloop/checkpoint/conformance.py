@@ -30,8 +30,8 @@ from typing import Final, TypeAlias, TypeVar
 import anyio
 
 from ..errors import CheckpointCorrupt, InvalidTaskId, TaskBusy
-from ..records import Escalation, PendingApproval, ToolCall, Turn
-from ..state import LoopState, StopReason
+from ..records import Escalation, PendingApproval, StopReason, ToolCall, Turn
+from ..state import LoopState
 from ..statemachine.table import Phase
 from .store import CheckpointStore, LeasingStore
 

@@ -23,7 +23,8 @@ import anyio
 import anyio.to_thread
 
 from ..errors import CheckpointCorrupt, InvalidTaskId, TaskBusy
-from ..state import LoopState, NonFinite, StopReason
+from ..records import StopReason
+from ..state import LoopState, NonFinite
 from ..statemachine.table import Phase
 from ._integrity import check_state
 

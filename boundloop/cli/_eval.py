@@ -10,7 +10,8 @@ from pathlib import Path
 import anyio
 
 from .. import CheckpointStore, LoopState
-from ..evals import Case, EvalReport, FixtureError, export_case, load_cases, render_html, run_cases
+from ..errors import FixtureError
+from ..evals import Case, EvalReport, export_case, load_cases, render_html, run_cases
 from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, EXIT_USAGE, CommandError
 from ._json import dumps
 from ._store import closing, load_state, open_store

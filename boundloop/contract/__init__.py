@@ -1,12 +1,14 @@
 """Loop contracts: a loop declared in JSON, checked, compiled; and a lint for hand-written loops.
 
 A contract (`loop-contract.schema.json`) names the model, the system prompt, the tools, the
-stop_reason -> handler map, the budget, the policy (inline or a `loop-policy.json` file) and
+stop_reason -> signal handler map, the budget, the policy (inline or a `loop-policy.json` file) and
 the metrics. `check_contract` applies the schemas and the loop's rules;
 `AgentLoop.from_contract` builds the loop; `AgentLoop.to_contract` writes one back.
 """
 
-from ..errors import ContractError
+import typing
+
+from .._lazy import moved_getattr
 from ._check import BUILTIN_HANDLERS, CONTRACT_SCHEMA, HANDLER_NAME, POLICY_SCHEMA, UNHANDLED, Problem
 from ._compile import compile_module
 from ._contract import Contract, ContractTool, check_contract, load_contract
@@ -19,7 +21,6 @@ __all__ = [
     "BUILTIN_HANDLERS",
     "CONTRACT_SCHEMA",
     "Contract",
-    "ContractError",
     "ContractTool",
     "Finding",
     "HANDLER_NAME",
@@ -35,3 +36,7 @@ __all__ = [
     "lint_source",
     "load_contract",
 ]
+
+if not typing.TYPE_CHECKING:  # type checkers see no deprecated name
+    # `ContractError` was re-exported here until it got one home (docs/api.md): kept one release.
+    __getattr__ = moved_getattr(__name__, {"ContractError": ("boundloop.errors", "boundloop")})

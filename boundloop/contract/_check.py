@@ -1,7 +1,7 @@
 """The rules a loop contract must keep: the schemas first, then the loop's own rules.
 
 Each problem names its rule and the field, so a reviewer reads `unhandled-signal: signals:
-refusal has no handler` instead of a stack trace. The rules are data (`RULES`): the compile
+refusal has no signal handler` instead of a stack trace. The rules are data (`RULES`): the compile
 report lists them as the checks a contract passed.
 """
 
@@ -27,7 +27,7 @@ from ..tools import TOOL_NAME
 from ..transcript import transcript_errors
 
 UNHANDLED: Final = "unhandled_stop"
-"""The handler name that says: this stop_reason ends the run with `UnhandledStop`."""
+"""The signal handler name that says: this stop_reason ends the run with `UnhandledStop`."""
 BUILTIN_HANDLERS: Final[Mapping[str, str]] = {
     handler.__name__: (handler.__doc__ or "").strip().splitlines()[0] for handler in DEFAULT_HANDLERS.values()
 }
@@ -261,7 +261,7 @@ def _schema_fault(schema: dict[str, Any], *, needs_object: bool) -> str | None:
 _OWN_HANDLER: Final[Mapping[str, str]] = {
     reason: handler.__name__ for reason, handler in DEFAULT_HANDLERS.items()
 }
-"""Each API stop_reason's own built-in handler: the only built-in that may answer it."""
+"""Each API stop_reason's own built-in signal handler: the only built-in that may answer it."""
 
 
 def _signal_problems(signals: Mapping[str, str], custom: list[str]) -> Iterator[Problem]:
@@ -270,7 +270,8 @@ def _signal_problems(signals: Mapping[str, str], custom: list[str]) -> Iterator[
             yield Problem(
                 rule="unknown-handler",
                 where=f"custom_handlers/{index}",
-                message=f"{name!r} is a built-in handler's name: a reviewer would read it as the built-in",
+                message=f"{name!r} is a built-in signal handler's name: a reviewer would read it as the "
+                "built-in",
             )
         elif _PROSE.search(name):
             yield Problem(rule="control-by-prose", where=f"custom_handlers/{index}", message=_PROSE_FIX)
@@ -280,7 +281,7 @@ def _signal_problems(signals: Mapping[str, str], custom: list[str]) -> Iterator[
         yield Problem(
             rule="unhandled-signal",
             where="signals",
-            message=f"the API's stop_reason {stop_reason!r} has no handler: name one, or "
+            message=f"the API's stop_reason {stop_reason!r} has no signal handler: name one, or "
             f"{UNHANDLED!r} to make the run raise UnhandledStop",
         )
 
@@ -300,7 +301,7 @@ def _route_problems(stop_reason: str, handler: str, custom: list[str]) -> Iterat
         yield Problem(
             rule="signal-handler",
             where=where,
-            message=f"{stop_reason!r} is not a stop_reason the API defines: only a custom handler "
+            message=f"{stop_reason!r} is not a stop_reason the API defines: only a custom signal handler "
             f"or {UNHANDLED!r} may answer it",
         )
     elif handler != _OWN_HANDLER[stop_reason]:
@@ -308,7 +309,7 @@ def _route_problems(stop_reason: str, handler: str, custom: list[str]) -> Iterat
             rule="signal-handler",
             where=where,
             message=f"{handler} answers {', '.join(r for r, h in _OWN_HANDLER.items() if h == handler)}, "
-            f"not {stop_reason}: use {_OWN_HANDLER[stop_reason]}, a custom handler or {UNHANDLED!r}",
+            f"not {stop_reason}: use {_OWN_HANDLER[stop_reason]}, a custom signal handler or {UNHANDLED!r}",
         )
 
 

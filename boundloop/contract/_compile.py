@@ -34,7 +34,7 @@ _TAKEN: Final = frozenset([*_OWN_NAMES.split(), *dir(builtins), *keyword.kwlist]
 
 
 def compile_module(contract: Contract, *, source: str) -> str:
-    """The Python module that builds the contract's loop, with a stub for every handler to fill in.
+    """The Python module that builds the contract's loop, with a stub for every tool function to fill in.
 
     Args:
         contract: a checked contract (`load_contract`).

@@ -59,7 +59,7 @@ def contract_schema() -> dict[str, Any]:
         "$id": "https://boundloop.dev/schemas/loop-contract.json",
         "title": "boundloop loop contract",
         "description": "A loop declared as data: model, system prompt, tools, the stop_reason -> "
-        "handler map, budget, policy and metrics. See docs/contracts.md.",
+        "signal handler map, budget, policy and metrics. See docs/contracts.md.",
         "type": "object",
         "additionalProperties": False,
         "required": _CONTRACT_REQUIRED,

@@ -70,7 +70,7 @@ TOOL_CALLS_TOTAL: Final = Family(
 )
 TOOL_DURATION: Final = Family(
     "tool_duration_seconds",
-    "Tool handler latency (all attempts).",
+    "Tool function latency (all attempts).",
     "histogram",
     ("loop", "tool"),
     TOOL_BUCKETS,

@@ -326,14 +326,14 @@ class BoundMetrics:
     def tool_call(
         self, name: str, outcome: str, duration_s: float | None, trace_id: str | None = None
     ) -> None:
-        """Count one answered tool_use; observe its latency when the handler ran.
+        """Count one answered tool_use; observe its latency when the tool function ran.
 
         Args:
             name: the tool name the model asked for; unregistered names count as `_unknown`.
             outcome: how the call was answered (`Outcome`); other values count as `_unknown`.
-            duration_s: the handler's seconds over all attempts, or None when it never ran.
+            duration_s: the tool function's seconds over all attempts, or None when it never ran.
             trace_id: the run's trace id, attached as an exemplar when given and the
-                handler took at least `EXEMPLAR_MIN_S`.
+                tool function took at least `EXEMPLAR_MIN_S`.
         """
         try:
             children: _Children = self._local.children

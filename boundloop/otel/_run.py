@@ -7,8 +7,8 @@ is the current span while the run goes on: the anthropic SDK's own span of a mod
 any span a tool makes, are its children. A model call's span is the SDK's when the client
 traces to the same provider (`chat_spans` is False); otherwise boundloop makes it, from the
 `proposal` event (start = its time minus the call's duration). A tool call's span is the current
-span while its handler runs, so a parallel batch's spans overlap and a span a handler starts is
-a child of its call's (`_tools.ToolSpans`). Telemetry never fails a run: a failure here is
+span while its tool function runs, so a parallel batch's spans overlap and a span a tool function
+starts is a child of its call's (`_tools.ToolSpans`). Telemetry never fails a run: a failure here is
 logged and dropped.
 """
 

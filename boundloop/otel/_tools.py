@@ -1,10 +1,10 @@
-"""A traced run's `execute_tool` spans: the current span while a handler runs, finished from the trace.
+"""A traced run's `execute_tool` spans: the current span while a tool function runs, finished from the trace.
 
-A call whose handler runs gets its span when the handler first starts (`current`, the run
-context's `tool_span` hook, entered around each attempt), so a span the handler starts is its
-child; the span's time is the handler's, from its first attempt's start to its last attempt's
+A call whose tool function runs gets its span when the tool function first starts (`current`, the run
+context's `tool_span` hook, entered around each attempt), so a span the tool function starts is its
+child; the span's time is the tool function's, from its first attempt's start to its last attempt's
 end. The call's `tool_result` event (`finish`) adds the outcome, the attempts and, on opt-in,
-the content, and ends it. A call that never ran its handler (denied, repeated, invalid,
+the content, and ends it. A call that never ran its tool function (denied, repeated, invalid,
 cancelled before it started, or answered by a copy of an identical call) gets its span from
 that event alone. Telemetry never fails a run: a failure here is logged and dropped.
 """
@@ -45,13 +45,13 @@ def epoch_ns(seconds: float) -> int:
 @final
 @dataclasses.dataclass(slots=True)
 class _Running:
-    """The span of a call whose handler has started, until its `tool_result` event."""
+    """The span of a call whose tool function has started, until its `tool_result` event."""
 
     span: Span
     context: otel_context.Context
     """The run's context with this span current: what each attempt attaches."""
     end: int | None = None
-    """When the handler's last attempt so far returned (epoch ns)."""
+    """When the tool function's last attempt so far returned (epoch ns)."""
 
 
 @final
@@ -68,7 +68,7 @@ class ToolSpans:
         self.batch_at: float | None = None
         """When the current batch started (its `tool_call` event)."""
         self.running: dict[str, _Running] = {}
-        """The spans of calls whose handler started, by tool_use id as the trace records it."""
+        """The spans of calls whose tool function started, by tool_use id as the trace records it."""
 
     def _attributes(self, name: str, call_id: str, step: int) -> dict[str, AttributeValue]:
         attributes: dict[str, AttributeValue] = {
@@ -94,7 +94,7 @@ class ToolSpans:
 
     @contextlib.contextmanager
     def current(self, call: ToolCall) -> Generator[None]:
-        """The call's span as the current span while one attempt of its handler runs."""
+        """The call's span as the current span while one attempt of its tool function runs."""
         running: _Running | None = None
         token: Token[otel_context.Context] | None = None
         try:
@@ -104,7 +104,7 @@ class ToolSpans:
                 span = self._start(call.name, self._attributes(call.name, key, call.step), None)
                 running = self.running[key] = _Running(span, trace.set_span_in_context(span, self.parent))
             token = otel_context.attach(running.context)
-        except Exception:  # telemetry never fails a run: the handler runs under the run span
+        except Exception:  # telemetry never fails a run: the tool function runs under the run span
             log.debug("could not start the span of a tool call", exc_info=True)
         try:
             yield
@@ -129,7 +129,7 @@ class ToolSpans:
             attributes["gen_ai.tool.call.arguments"] = _content.as_json(event.input, redact)
             attributes["gen_ai.tool.call.result"] = _content.as_json(event.content, redact)
         running = self.running.pop(call_id, None)
-        if running is not None:  # its handler ran under this span
+        if running is not None:  # its tool function ran under this span
             span = running.span
             span.set_attributes(attributes)
             end = running.end
@@ -137,7 +137,7 @@ class ToolSpans:
             if attempts and self.batch_at is not None:  # it ran: from its batch's start, for its duration
                 start = self.batch_at
                 finished = start + event.duration_s
-            else:  # answered without running its handler
+            else:  # answered without running its tool function
                 start = finished = event.at
             span = self._start(
                 name, self._attributes(name, call_id, event.step) | attributes, epoch_ns(start)

@@ -17,7 +17,6 @@ from .table import TransitionRow as TransitionRow
 from .table import Trigger as Trigger
 
 if typing.TYPE_CHECKING:
-    from ..events import read_events as read_trace
     from .diagram import FORMATS as FORMATS
     from .diagram import TracePath as TracePath
     from .diagram import render as render
@@ -35,7 +34,6 @@ __all__ = [
     "TracePath",
     "TransitionRow",
     "Trigger",
-    "read_trace",
     "render",
     "render_dot",
     "render_image",
@@ -51,9 +49,15 @@ _DIAGRAM: typing.Final = frozenset(
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
 
     def __getattr__(name: str) -> object:
-        if name == "read_trace":  # `boundloop.events.read_events` (the events load pydantic)
+        if name == "read_trace":  # deprecated (one release): `boundloop.events.read_events`
+            import warnings
+
             from ..events import read_events
 
+            message = (
+                "boundloop.statemachine.read_trace is deprecated: import read_events from boundloop.events"
+            )
+            warnings.warn(message, DeprecationWarning, stacklevel=2)
             return read_events
         if name in _DIAGRAM:
             from . import diagram

@@ -16,9 +16,9 @@ from typing import Any, cast
 
 import pytest
 
-from boundloop import AgentLoop, ScriptedClient, UnhandledStop
+from boundloop import AgentLoop, ContractError, ScriptedClient, UnhandledStop
 from boundloop.cli import demo
-from boundloop.contract import RULES, Contract, ContractError, compile_module, compile_report, load_contract
+from boundloop.contract import RULES, Contract, compile_module, compile_report, load_contract
 from boundloop.statemachine.diagram import render_mermaid
 
 ROOT = Path(__file__).resolve().parents[2]

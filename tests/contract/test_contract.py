@@ -10,17 +10,19 @@ from typing import Any
 import pytest
 from anthropic.types import Message
 
-from boundloop import AgentLoop, Budget, ConfigurationError, Policy, ScriptedClient, StopReason, Tool, tool
-from boundloop.cli import demo
-from boundloop.contract import (
-    RULES,
-    Contract,
+from boundloop import (
+    AgentLoop,
+    Budget,
+    ConfigurationError,
     ContractError,
-    check_contract,
-    compile_module,
-    compile_report,
-    load_contract,
+    Policy,
+    ScriptedClient,
+    StopReason,
+    Tool,
+    tool,
 )
+from boundloop.cli import demo
+from boundloop.contract import RULES, Contract, check_contract, compile_module, compile_report, load_contract
 from boundloop.errors import UnhandledStop
 from boundloop.signals import Route, SignalContext, SignalHandler, stop
 from tests.helpers import text, tool_use

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from boundloop import AgentLoop, ScriptedClient
+from boundloop import AgentLoop, ContractError, ScriptedClient
 from boundloop.cli import main
-from boundloop.contract import ContractError, check_contract, load_contract
+from boundloop.contract import check_contract, load_contract
 from tests.contract.test_contract import contract, lookup
 
 SECRET = "the secret outside the contract's folder"

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from boundloop._core.validation import canonical
-from boundloop.state import LoopState, Turn
+from boundloop.records import Turn
+from boundloop.state import LoopState
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(),

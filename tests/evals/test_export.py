@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from boundloop import AgentLoop, Budget, Policy, ScriptedClient, StopReason, tool
+from boundloop import AgentLoop, Budget, Policy, ScriptedClient, StopReason, ToolCall, tool
 from boundloop.evals import CaseResult, build_loop, export_case, parse_case, run_case
 from boundloop.evals._mocks import Mocks
-from boundloop.state import LoopState, ToolCall
+from boundloop.state import LoopState
 from tests.helpers import text, tool_use
 
 JSON = dict[str, Any]

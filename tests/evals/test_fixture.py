@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from boundloop import StopReason
-from boundloop.evals import FixtureError, api_name, load_cases, parse_case, schema, schema_problems
+from boundloop import FixtureError, StopReason
+from boundloop.evals import api_name, load_cases, parse_case, schema, schema_problems
 from boundloop.events import EVENT_KINDS, RENAMED_KINDS
 
 JSON = dict[str, Any]

@@ -21,12 +21,12 @@ from boundloop import (
     Budget,
     ConfigurationError,
     LoopMetrics,
+    MemoryStore,
     ScriptedClient,
     StopReason,
     ToolContext,
     tool,
 )
-from boundloop.checkpoint import MemoryStore
 from boundloop.events import Stop
 from boundloop.metrics import render
 from tests.helpers import ScriptedTransport, text, tool_use

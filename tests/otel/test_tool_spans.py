@@ -15,11 +15,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from boundloop import (
     AgentLoop,
     Budget,
+    Event,
     RetryableToolError,
     ScriptedClient,
     StopReason,
     Tool,
-    TraceEvent,
     tool,
 )
 from boundloop.testing import ScriptItem
@@ -241,7 +241,7 @@ async def test_a_call_whose_result_is_never_recorded_ends_with_the_run(
         """Look an order up in the database."""
         return f"{order_id}: delivered"
 
-    def hook(event: TraceEvent) -> None:
+    def hook(event: Event) -> None:
         if event.kind == "tool_result":
             raise RuntimeError("the dashboard is down")
 

@@ -16,8 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from transitions import Machine
 
+from boundloop import StopReason, ToolCall
 from boundloop._core.engine import InvalidTransition, StateMachine
-from boundloop.state import Budget, Exceeded, Limit, LoopState, StopReason, ToolCall, Turn
+from boundloop.records import Exceeded, Limit, Turn
+from boundloop.state import Budget, LoopState
 from boundloop.statemachine.guards import GUARDS
 from boundloop.statemachine.table import FINAL, INITIAL, STATES, TRANSITIONS, Phase, Trigger
 

@@ -15,7 +15,8 @@ from ..._core import LoopConfig, ToolRegistry, new_state
 from ..._core import drive as execute
 from ...errors import TaskExists
 from ...events import from_dict
-from ...state import LoopResult, LoopState, StopReason
+from ...records import StopReason
+from ...state import LoopResult, LoopState
 from ._failures import StepFailure, WorkflowInterrupted
 from ._steps import CURRENT, RunSteps, StepClient, durable_tool, stored
 
