@@ -265,3 +265,18 @@ def test_a_contract_with_invalid_settings_is_refused_naming_the_rule() -> None:
     document["settings"] = {"thinking": THINKING, "tool_choice": {"type": "any"}}
     with pytest.raises(ConfigurationError, match="forces tool use"):
         AgentLoop.from_contract(document, handlers={"lookup": lookup.handler}, client=ScriptedClient([]))
+
+
+def test_a_count_request_keeps_the_settings_the_count_endpoint_takes() -> None:
+    from boundloop._core.request import for_count
+
+    request = {
+        "model": MODEL,
+        "max_tokens": 10,
+        "messages": [],
+        "thinking": THINKING,
+        "stop_sequences": ["x"],
+    }
+    request |= {"metadata": {"user_id": "u"}, "extra_body": {"temperature": 0.1}, "betas": ["b"]}
+    assert set(for_count(request, beta=False)) == {"model", "messages", "thinking"}
+    assert set(for_count(request, beta=True)) == {"model", "messages", "thinking", "betas"}
