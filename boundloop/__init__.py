@@ -66,6 +66,7 @@ if typing.TYPE_CHECKING:
     from .records import ToolCall as ToolCall
     from .records import Usage as Usage
     from .settings import LoopSpec as LoopSpec
+    from .settings import ModelSettings as ModelSettings
     from .signals import Route as Route
     from .signals import SignalContext as SignalContext
     from .signals import Verdict as Verdict

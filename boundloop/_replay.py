@@ -129,6 +129,8 @@ class _Recording:
     trajectory: list[str]
     detailed: bool
     """The trajectory holds transitions and decisions (from a trace), not only tool outcomes."""
+    model_settings: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
+    """The run's model settings (a state records them; a trace, only their hash)."""
 
 
 async def replay(
@@ -159,6 +161,8 @@ async def replay(
         goal="(replay)",
         started_at=0.0,
         provenance=config.provenance,
+        # The loop's settings when one is given (a change is in the report), else the run's.
+        model_settings=config.spec.settings.data() if loop is not None else recording.model_settings,
         messages=list(recording.opening),
         opening=len(recording.opening),
     )
@@ -251,6 +255,7 @@ def _from_state(state: LoopState) -> _Recording:
         provenance=state.provenance,
         trajectory=_trajectory([], state, detailed=False),
         detailed=False,
+        model_settings=dict(state.model_settings),
     )
 
 
@@ -387,6 +392,7 @@ def _changes(recorded: Provenance | None, replaying: Provenance) -> list[str]:
         ("system_sha256", "system prompt"),
         ("tools_sha256", "tool manifest"),
         ("policy_sha256", "policy"),
+        ("settings_sha256", "model settings"),
     ):
         if getattr(recorded, field) != getattr(replaying, field):
             changes.append(f"the {what} differs from the recording's")

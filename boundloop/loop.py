@@ -21,6 +21,7 @@ from .metrics.instruments import BoundMetrics, LoopMetrics
 from .model import Model
 from .policy import Approver, Policy, SuccessCheck
 from .prices import Price
+from .settings import ModelSettings
 from .signals import SignalHandler
 from .state import Budget, LoopResult, LoopState
 from .tools import Handler, Tool
@@ -73,10 +74,13 @@ class AgentLoop:
             tool inputs and results), redacted like the trace; default: none.
         checkpoint_key: a secret (bytes, or str as UTF-8): checkpoints are signed with
             HMAC-SHA256 and a row whose signature is missing or wrong is `CheckpointCorrupt`.
+        settings: the Messages API request settings of every model call (`ModelSettings`:
+            thinking, stop_sequences, tool_choice, metadata, betas, ...; docs/claude-api.md).
 
     Raises:
         ConfigurationError: no budget, a bad tool, a duplicate tool name, a policy naming a
-            tool that is not registered, a cost budget for a model without a price.
+            tool that is not registered, a cost budget for a model without a price, settings
+            the API documents as invalid together (the rule named).
     """
 
     def __init__(
@@ -104,6 +108,7 @@ class AgentLoop:
         tracer_provider: TracerProvider | Default | None = DEFAULT,
         trace_content: bool = False,
         checkpoint_key: bytes | str | None = None,
+        settings: ModelSettings | None = None,
     ) -> None:
         self._config: LoopConfig = _core.build_config(
             client,
@@ -128,6 +133,7 @@ class AgentLoop:
             tracer_provider=tracer_provider,
             trace_content=trace_content,
             checkpoint_key=checkpoint_key,
+            settings=settings,
         )
 
     @property
@@ -217,11 +223,7 @@ class AgentLoop:
                 `async (ToolCall) -> bool | str`; only `True` approves.
             success: `Policy.success`, the extra completion check (code, not contract data).
             metrics: as for `AgentLoop`; a contract with metrics disabled turns them off.
-            prices: as for `AgentLoop`.
-            store: as for `AgentLoop`.
-            on_event: as for `AgentLoop`.
-            tracer_provider: as for `AgentLoop`.
-            trace_content: as for `AgentLoop`.
+            prices, store, on_event, tracer_provider, trace_content: as for `AgentLoop`.
             checkpoint_key: as for `AgentLoop` (a secret: never contract data).
 
         Raises:
@@ -279,6 +281,7 @@ class AgentLoop:
         messages: Sequence[MessageParam] | None = None,
         cancel: anyio.Event | None = None,
         on_event: EventHook | None = None,
+        settings: ModelSettings | None = None,
     ) -> LoopResult:
         """Run the loop on `goal` until it stops, and return the typed outcome.
 
@@ -298,13 +301,16 @@ class AgentLoop:
             cancel: setting this event stops the run cooperatively with `cancelled`.
             on_event: called with every `Event` of this run as it is recorded, after the
                 loop's own `on_event`.
+            settings: this run's model settings: each field given (None too) replaces the
+                loop's; the run records the result, and a resumed run sends it again.
 
         Returns:
             The result: stop reason, answer, state, trace and transcript.
 
         Raises:
             ConfigurationError: no goal and no messages, an invalid history, metadata that is
-                not JSON, an empty trace id; `InvalidTaskId`, a bad `task_id`.
+                not JSON, an empty trace id, settings breaking a rule of the API;
+                `InvalidTaskId`, a bad `task_id`.
             TaskExists: the store already holds `task_id`.
             TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
             UnhandledStop: the API returned a stop_reason with no signal handler (`.result` holds
@@ -316,13 +322,15 @@ class AgentLoop:
                 run starts too: then nothing is saved).
             ScriptExhausted: a `ScriptedClient` ran out of responses.
         """
+        model_settings, provenance = _core.run_settings(self._config, settings)
         state = _core.new_state(
             goal,
             task_id=task_id,
             trace_id=trace_id,
             metadata=metadata,
             messages=messages,
-            provenance=self._config.provenance,
+            provenance=provenance,
+            model_settings=model_settings,
         )
         return await _core.start(
             self._config,
@@ -344,25 +352,21 @@ class AgentLoop:
     ) -> LoopResult:
         """Continue a stored run from its last checkpoint, with the same task and trace id.
 
-        A run interrupted mid-run (a crash) goes on where it was saved: calls with a recorded
-        result are never run again; calls saved as intents without one run again under the
-        same idempotency key. A run waiting for a human goes on with the decisions given.
-        Budget counters carry over: a resumed run never spends more than the original budget.
+        A crashed run goes on where it was saved: calls with a recorded result never run
+        again; intents without one run again under the same idempotency key. A run waiting for
+        a human goes on with the decisions given. Budget counters carry over.
 
-        Nothing from the checkpoint is taken on trust: each call about to run (an approved
-        one, an intent without a result) is validated again against this loop's tools,
-        policy, approvals and budget, as a fresh run's would be. A human's approval lifts the
-        approval requirement only: a forbidden tool stops the run with `policy_blocked`, an
-        unknown one is answered as unknown, a spent budget stops the run before it runs, and
-        an intent that needs approval without a recorded human approval asks
-        `Policy.approve` again, or stops with `needs_human` for it.
+        Nothing from the checkpoint is taken on trust: each call about to run (approved, or an
+        intent without a result) is validated again against this loop's tools, policy,
+        approvals and budget. A human's approval lifts the approval requirement only: a
+        forbidden tool stops the run with `policy_blocked`, an unknown one is answered as
+        unknown, a spent budget stops the run, and an intent needing approval without a
+        recorded one asks `Policy.approve` again, or stops with `needs_human`.
 
-        With a store that leases (`LeasingStore`: `SQLiteStore`, `PostgresStore`, `MemoryStore`),
-        the resumed run holds its task's lease from before the state is loaded until it stops:
-        of two workers resuming one task at once, one runs it and the other gets `TaskBusy`.
-        When a worker dies, its leases go with it (for `PostgresStore`, with its database
-        session; for `SQLiteStore`, with its lock files' descriptors), so another worker can
-        resume the runs it left behind.
+        With a store that leases (`LeasingStore`), the resumed run holds its task's lease from
+        before the state is loaded until it stops: of two workers resuming one task, one runs it,
+        the other gets `TaskBusy`; a dead worker's leases go with it (docs/scaling.md). The run
+        sends the model settings it recorded (`LoopState.model_settings`), checked again.
 
         Args:
             task_id: the stored run.
@@ -390,9 +394,7 @@ class AgentLoop:
             self._config, task_id, approvals=approvals, reply=reply, cancel=cancel, on_event=on_event
         )
 
-    async def _continue(
-        self, state: LoopState, *, cancel: anyio.Event | None = None, on_event: EventHook | None = None
-    ) -> LoopResult:
+    async def _continue(self, state: LoopState, *, cancel: anyio.Event | None = None) -> LoopResult:
         """Continue a run from a state read back from a checkpoint, in the phase it was saved
         (a state saved in `act` is validated again first)."""
-        return await _core.drive(self._config, state, cancel=cancel, on_event=on_event)
+        return await _core.drive(self._config, state, cancel=cancel)

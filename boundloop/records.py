@@ -314,6 +314,8 @@ class Provenance:
     """The policy's decisions as data (hooks by qualified name)."""
     budget: dict[str, Any] = dataclasses.field(default_factory=empty_dict)
     """The `Budget` fields."""
+    settings_sha256: str | None = None
+    """The hash of the run's `ModelSettings` as canonical JSON; None: the run has none."""
 
 
 @final

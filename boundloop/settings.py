@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, final, get
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._model_settings import ModelSettings as ModelSettings
+from ._model_settings import check_settings
 from .errors import ConfigurationError
 from .policy import Policy
 from .state import Budget
@@ -244,6 +246,18 @@ class LoopSpec(BaseModel):
         description="With a token or cost budget, count each request's input with the API's "
         "messages.count_tokens before the call (one more request per model call).",
     )
+    settings: ModelSettings = Field(
+        default_factory=ModelSettings,
+        description="Request settings of the Messages API sent with every model call "
+        "(thinking, stop_sequences, tool_choice, ...): docs/claude-api.md.",
+    )
+
+    @pydantic.model_validator(mode="after")
+    def _settings_rules(self) -> LoopSpec:
+        check_settings(
+            self.settings.data(), max_tokens=self.max_tokens, tools=[tool.name for tool in self.tools]
+        )
+        return self
 
     @classmethod
     def of(cls, **settings: Any) -> LoopSpec:
@@ -277,6 +291,7 @@ class LoopSpec(BaseModel):
             "history": [dict(message) for message in contract.history],
             "redact_checkpoints": contract.redact_checkpoints,
             "count_tokens": contract.count_tokens,
+            "settings": dict(contract.settings),
         }
         if contract.max_tokens is not None:
             settings["max_tokens"] = contract.max_tokens
@@ -304,6 +319,7 @@ class LoopSpec(BaseModel):
             history=tuple(typing.cast(Any, message.model_dump()) for message in self.history),
             redact_checkpoints=self.redact_checkpoints,
             count_tokens=self.count_tokens,
+            settings=self.settings.data(),
         )
 
 

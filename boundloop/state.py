@@ -117,6 +117,9 @@ class LoopState:
     """The caller's own JSON values, kept with the run."""
     provenance: records.Provenance | None = None
     """What the run was made with: the model and hashes of the system prompt, tools and policy."""
+    model_settings: dict[str, Any] = dataclasses.field(default_factory=empty_dict)
+    """The run's request settings (`ModelSettings` as JSON: the loop's, merged with
+    `run(settings=...)`); a resumed run sends these, whatever the resuming loop has."""
     phase: Phase = INITIAL
     """The state of the machine the run is in (maintained by the driver)."""
     step: int = 0

@@ -72,7 +72,8 @@ def parse_message(raw: Mapping[str, object] | Message, *, model: str = "scripted
 class ScriptedClient:
     """A deterministic stand-in for `AsyncAnthropic`: serves scripted responses in order.
 
-    Every request is recorded in `requests` (keyword dicts, in order). Dict responses are
+    Every request is recorded in `requests` (keyword dicts, in order; `messages.create` and
+    `beta.messages.create` serve the same script). Dict responses are
     validated into real `anthropic.types.Message` objects up front, so a bad script fails at
     construction, not mid-run. The ids a response dict leaves out are numbered per client, in
     the order served: `msg_scripted_1`, ... for responses, `toolu_scripted_1`, ... for
@@ -96,6 +97,9 @@ class ScriptedClient:
         self._tool_ids = itertools.count(1)
         self.requests: list[dict[str, Any]] = []
         self.messages = _ScriptedMessages(self._create)
+        self.beta = _ScriptedBeta(self.messages)
+        """`beta.messages.create`, where settings only the beta API takes send a request: the
+        same script, the same `requests` (with its `betas`, if any)."""
 
     @property
     def remaining(self) -> int:
@@ -162,3 +166,9 @@ class _ScriptedMessages:
     @property
     def create(self) -> Callable[..., Awaitable[Message]]:
         return self._create
+
+
+@final
+class _ScriptedBeta:
+    def __init__(self, messages: _ScriptedMessages) -> None:
+        self.messages = messages

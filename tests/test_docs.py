@@ -99,3 +99,19 @@ def test_the_security_doc_is_linked_from_the_readme_and_the_architecture() -> No
     """Users find what boundloop guarantees from the README and the map of the code."""
     assert "docs/security.md" in (ROOT / "README.md").read_text(encoding="utf-8")
     assert "(security.md)" in (DOCS / "architecture.md").read_text(encoding="utf-8")
+
+
+CLAUDE_API = (DOCS / "claude-api.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks(CLAUDE_API))))
+def test_the_claude_api_guide_runs(index: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each python block of docs/claude-api.md runs as a script and prints what its comments say."""
+    source = python_blocks(CLAUDE_API)[index]
+    script = tmp_path / f"claude_api_{index}.py"
+    script.write_text(source, encoding="utf-8")
+    runpy.run_path(str(script), run_name="__main__")
+    printed = capsys.readouterr().out.splitlines()
+    promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
+    assert promised
+    assert printed == promised

@@ -40,6 +40,8 @@ def test_readme_python_block_runs(index: int, tmp_path: Path, capsys: pytest.Cap
             anyio.run(namespace["test_eval"], case)
     elif "resume(" in source:
         assert "completed Refunded O-104." in capsys.readouterr().out
+    elif "ModelSettings(" in source:  # the model settings block: the loop sends them
+        assert namespace["loop"].config.spec.settings.data()["stop_sequences"] == ["</answer>"]
     elif "loop.run" in source:
         assert "evidence is sufficient" in capsys.readouterr().out
     else:  # the FastAPI block: the app serves /metrics

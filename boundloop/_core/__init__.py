@@ -15,6 +15,7 @@ from .config import RedactHook as RedactHook
 from .config import ToolErrors as ToolErrors
 from .config import build_config as build_config
 from .config import escalation_tool as escalation_tool
+from .config import run_settings as run_settings
 from .contracts import contract_of as contract_of
 from .contracts import declared_tool as declared_tool
 from .contracts import loop_settings as loop_settings
@@ -44,5 +45,6 @@ __all__ = [
     "new_state",
     "prepare",
     "resume_stored",
+    "run_settings",
     "start",
 ]

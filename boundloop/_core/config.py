@@ -11,8 +11,9 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Final, cast, final
+from typing import TYPE_CHECKING, Any, Final, cast, final
 
+from .._model_settings import BETA_ONLY, check_settings, merged, settings_sha256
 from ..checkpoint.signed import checkpoint_key as checkpoint_key_of
 from ..checkpoint.signed import signed
 from ..checkpoint.store import CheckpointStore
@@ -25,7 +26,7 @@ from ..policy import Policy
 from ..prices import Price, resolve_price, warn_unpriced
 from ..records import Observation, Provenance
 from ..redaction import Redactor
-from ..settings import LoopSpec, ToolSpec
+from ..settings import LoopSpec, ModelSettings, ToolSpec
 from ..settings import ToolErrors as ToolErrors
 from ..signals import DEFAULT_HANDLERS, SignalHandler
 from ..state import Budget
@@ -117,6 +118,7 @@ def build_config(
     tracer_provider: TracerProvider | Default | None = None,
     trace_content: bool = False,
     checkpoint_key: bytes | str | None = None,
+    settings: ModelSettings | None = None,
 ) -> LoopConfig:
     """Validate the settings once (`LoopSpec.of`), check the wiring, build the configuration.
 
@@ -155,7 +157,9 @@ def build_config(
         max_tool_output_chars=max_tool_output_chars,
         redact_checkpoints=redact_checkpoints,
         count_tokens=count_tokens,
+        settings=ModelSettings() if settings is None else settings,
     )
+    check_client(client, spec.settings.data())
     _require(
         isinstance(cast(object, metrics), Default | LoopMetrics | None),
         f"metrics must be a LoopMetrics or None, got {type(metrics).__name__}",
@@ -255,7 +259,43 @@ def provenance(spec: LoopSpec) -> Provenance:
         # What a failing tool does decides stops too: recorded with the policy (not in its hash).
         policy={**json.loads(spec.policy.fingerprint()), "on_tool_error": spec.on_tool_error},
         budget=dataclasses.asdict(spec.budget),
+        settings_sha256=settings_sha256(spec.settings.data()),
     )
+
+
+def run_settings(config: LoopConfig, override: ModelSettings | None) -> tuple[dict[str, Any], Provenance]:
+    """A run's settings as JSON (the loop's, the fields `override` was given in their place)
+    and the run's provenance, which hashes them.
+
+    Raises:
+        ConfigurationError: `override` is not a `ModelSettings`, or the merged settings break a
+            rule of the API or need a beta client the loop does not have.
+    """
+    if override is None:
+        return config.spec.settings.data(), config.provenance
+    _require(
+        isinstance(cast(object, override), ModelSettings),
+        f"settings must be a ModelSettings, got {type(override).__name__}",
+    )
+    data = merged(config.spec.settings, override).data()
+    check_settings(data, max_tokens=config.spec.max_tokens, tools=config.tools)
+    check_client(config.client, data)
+    return data, dataclasses.replace(config.provenance, settings_sha256=settings_sha256(data))
+
+
+def check_client(client: Model, settings: Mapping[str, object]) -> None:
+    """A client that can send `settings`: the beta ones need `client.beta.messages.create`.
+
+    Raises:
+        ConfigurationError: it cannot.
+    """
+    beta = sorted(BETA_ONLY & set(settings))
+    if beta:
+        create = getattr(getattr(getattr(client, "beta", None), "messages", None), "create", None)
+        _require(
+            callable(create),
+            f"settings {beta} go through client.beta.messages.create, which {client!r} does not have",
+        )
 
 
 _MANIFEST: Final = {"name", "description", "input_schema", "requires_approval"}

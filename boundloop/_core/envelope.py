@@ -6,7 +6,7 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .._recorded import is_sdk_object
 from ..checkpoint.store import check_task_id
@@ -27,6 +27,7 @@ def new_state(
     metadata: Mapping[str, object] | None,
     messages: Sequence[MessageParam] | None,
     provenance: Provenance,
+    model_settings: Mapping[str, Any] | None = None,
 ) -> LoopState:
     """The state a run starts from.
 
@@ -57,6 +58,7 @@ def new_state(
         started_at=time.time(),
         metadata=_metadata(metadata),
         provenance=provenance,
+        model_settings=dict(model_settings or {}),
         messages=history,
         opening=len(history),
     )

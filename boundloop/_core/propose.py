@@ -20,6 +20,7 @@ from .blocks import assistant_message
 from .boundary import problem
 from .budget import call_spent, ceiling_spent, final_answer_note, output_allowance, spent, stop_at
 from .context import RunContext
+from .request import as_message, fit_thinking, for_count, messages_of, settings_params, uses_beta
 from .setup import setup_error
 from .validation import canonical
 
@@ -56,17 +57,21 @@ async def _count_input(ctx: RunContext) -> None:
     if not config.spec.count_tokens or (budget.max_total_tokens is None and budget.max_cost_usd is None):
         return
     request = build_request(ctx, tools_allowed=not ctx.state.final_call_due)
-    request.pop("max_tokens")
+    beta = uses_beta(ctx.state.model_settings)
     try:
         # Checked at construction: the client has messages.count_tokens.
-        counter = cast(TokenCounter, config.client.messages)
-        ctx.counted_input = (await counter.count_tokens(**request)).input_tokens
+        counter = cast(TokenCounter, messages_of(config.client, beta=beta))
+        ctx.counted_input = (await counter.count_tokens(**for_count(request, beta=beta))).input_tokens
     except anthropic.APIError as exc:  # the estimate stands in: a count is a refinement, not a need
         ctx.error("count_tokens", exc)
 
 
 def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, Any]:
-    """The Messages API request for the transcript so far."""
+    """The Messages API request for the transcript so far, with the run's model settings.
+
+    The final answer at a spent budget (`tools_allowed=False`) is asked with
+    `tool_choice={"type": "none"}`, whatever the settings' `tool_choice`.
+    """
     config = ctx.config
     request: dict[str, Any] = {
         "model": config.spec.model,
@@ -75,6 +80,9 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
     }
     if config.spec.system is not None:
         request["system"] = config.spec.system
+    if ctx.state.model_settings:
+        request.update(settings_params(ctx.state.model_settings))
+        fit_thinking(request)
     if config.tools:
         request["tools"] = config.tools.params
         if not tools_allowed:
@@ -99,8 +107,9 @@ async def propose(ctx: RunContext) -> Trigger:
 
 async def _call_model(ctx: RunContext, request: dict[str, Any]) -> Message | None:
     """Call the model; a failure or an unusable response is recorded and stops the run (None)."""
+    messages = messages_of(ctx.config.client, beta=uses_beta(ctx.state.model_settings))
     try:
-        response: object = await ctx.config.client.messages.create(**request)
+        response: object = as_message(await messages.create(**request))
     except (anthropic.AuthenticationError, anthropic.NotFoundError, TypeError) as exc:
         wrong = setup_error(exc, ctx.config.client, ctx.config.spec.model)
         if wrong is None:

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from .._model_settings import ModelSettings, check_settings
 from ..checkpoint.store import check_task_id, is_stored, lease_of
-from ..errors import ConfigurationError, TaskBusy, TaskExists, TaskNotFound
+from ..errors import CheckpointCorrupt, ConfigurationError, TaskBusy, TaskExists, TaskNotFound
 from ..state import LoopResult, LoopState
+from .config import check_client
 from .driver import execute
 from .resume import Decision, prepare
 
@@ -79,5 +81,22 @@ async def resume(
         state = await store.load(task_id)
         if state is None:
             raise TaskNotFound(task_id)
+        check_resumed_settings(config, state)
         resumed = prepare(state, approvals, reply)
         return await execute(config, state, cancel=cancel, on_event=on_event, resumed=resumed)
+
+
+def check_resumed_settings(config: LoopConfig, state: LoopState) -> None:
+    """The settings a stored run sends again: valid, and sendable by this loop.
+
+    Raises:
+        CheckpointCorrupt: they are not valid `ModelSettings`.
+        ConfigurationError: they break a rule with this loop's `max_tokens` and tools, or need
+            a beta client it does not have.
+    """
+    try:
+        ModelSettings.model_validate(state.model_settings)
+    except ValueError as exc:
+        raise CheckpointCorrupt(state.task_id, str(exc).splitlines()[0], field="model_settings") from None
+    check_settings(state.model_settings, max_tokens=config.spec.max_tokens, tools=config.tools)
+    check_client(config.client, state.model_settings)

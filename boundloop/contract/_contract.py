@@ -50,6 +50,8 @@ class Contract:
     history: tuple[MessageParam, ...] = ()
     redact_checkpoints: bool = False
     count_tokens: bool = False
+    settings: Mapping[str, Any] = dataclasses.field(default_factory=dict[str, Any])
+    """The Messages API request settings (`ModelSettings`) as JSON."""
 
     def to_dict(self) -> dict[str, Any]:
         """The contract as JSON, self-contained: the policy and the system prompt inline."""
@@ -82,6 +84,8 @@ class Contract:
         for field in ("redact_checkpoints", "count_tokens"):
             if getattr(self, field):
                 document[field] = True
+        if self.settings:
+            document["settings"] = dict(self.settings)
         return document
 
 
@@ -256,4 +260,5 @@ def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | N
         history=tuple(cast(list[MessageParam], raw.get("history", []))),
         redact_checkpoints=raw.get("redact_checkpoints", False),
         count_tokens=raw.get("count_tokens", False),
+        settings=dict(raw.get("settings", {})),
     )

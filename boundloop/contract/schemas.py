@@ -26,7 +26,7 @@ def contract_schema() -> dict[str, Any]:
     models = generated["$defs"]
     properties: dict[str, Any] = generated["properties"]
     for model in models.values():
-        del model["description"]  # a model's docstring is for Python readers
+        model.pop("description", None)  # a model's docstring is for Python readers
     tool = models["ToolSpec"]
     tool["properties"]["name"] = {"$ref": "#/$defs/tool_name"}
     properties["tools"]["items"] = {"$ref": "#/$defs/tool"}
@@ -64,7 +64,17 @@ def contract_schema() -> dict[str, Any]:
         "additionalProperties": False,
         "required": _CONTRACT_REQUIRED,
         "properties": {"$schema": {"type": "string"}, **properties},
-        "$defs": {"tool_name": TOOL_NAME_SCHEMA, "tool": tool, "policy": policy},
+        "$defs": {
+            "tool_name": TOOL_NAME_SCHEMA,
+            "tool": tool,
+            "policy": policy,
+            # `settings` (`ModelSettings`) and the SDK param types it is made of.
+            **{
+                name: _sorted_enums(model)
+                for name, model in models.items()
+                if name not in ("ToolSpec", "HistoryMessage")
+            },
+        },
     }
 
 
@@ -83,6 +93,18 @@ def policy_schema() -> dict[str, Any]:
         "additionalProperties": False,
         "properties": {"$schema": {"type": "string"}, **fields["properties"], "on_tool_error": on_tool_error},
         "$defs": {"tool_name": TOOL_NAME_SCHEMA},
+    }
+
+
+def _sorted_enums(node: object) -> Any:
+    """The SDK's literal types in a stable order (pydantic's order of some varies per process)."""
+    if isinstance(node, list):
+        return [_sorted_enums(item) for item in node]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if not isinstance(node, dict):
+        return node
+    items = typing.cast(dict[str, Any], node)
+    return {
+        key: sorted(value, key=str) if key == "enum" else _sorted_enums(value) for key, value in items.items()
     }
 
 
