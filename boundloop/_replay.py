@@ -387,6 +387,7 @@ def _changes(recorded: Provenance | None, replaying: Provenance) -> list[str]:
         ("system_sha256", "system prompt"),
         ("tools_sha256", "tool manifest"),
         ("policy_sha256", "policy"),
+        ("output_sha256", "output schema"),
     ):
         if getattr(recorded, field) != getattr(replaying, field):
             changes.append(f"the {what} differs from the recording's")

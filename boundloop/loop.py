@@ -7,7 +7,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Generic, final
 
 import anyio
 from anthropic.types import MessageParam
@@ -22,7 +22,7 @@ from .model import Model
 from .policy import Approver, Policy, SuccessCheck
 from .prices import Price
 from .signals import SignalHandler
-from .state import Budget, LoopResult, LoopState
+from .state import Budget, LoopResult, LoopState, OutputT
 from .tools import Handler, Tool
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 @final
-class AgentLoop:
+class AgentLoop(Generic[OutputT]):
     """A bounded agent loop: the model proposes, the loop validates, acts and decides.
 
     Args:
@@ -73,6 +73,8 @@ class AgentLoop:
             tool inputs and results), redacted like the trace; default: none.
         checkpoint_key: a secret (bytes, or str as UTF-8): checkpoints are signed with
             HMAC-SHA256 and a row whose signature is missing or wrong is `CheckpointCorrupt`.
+        output_type: structured output: a pydantic model class, a TypedDict or a JSON schema
+            dict; `run()` returns `LoopResult[output_type]` (docs/claude-api.md).
 
     Raises:
         ConfigurationError: no budget, a bad tool, a duplicate tool name, a policy naming a
@@ -104,6 +106,7 @@ class AgentLoop:
         tracer_provider: TracerProvider | Default | None = DEFAULT,
         trace_content: bool = False,
         checkpoint_key: bytes | str | None = None,
+        output_type: type[OutputT] | Mapping[str, Any] | None = None,
     ) -> None:
         self._config: LoopConfig = _core.build_config(
             client,
@@ -128,6 +131,7 @@ class AgentLoop:
             tracer_provider=tracer_provider,
             trace_content=trace_content,
             checkpoint_key=checkpoint_key,
+            output_type=output_type,
         )
 
     @property
@@ -199,7 +203,7 @@ class AgentLoop:
         tracer_provider: TracerProvider | Default | None = DEFAULT,
         trace_content: bool = False,
         checkpoint_key: bytes | str | None = None,
-    ) -> AgentLoop:
+    ) -> AgentLoop[Any]:
         """Build the loop a contract declares (see docs/contracts.md).
 
         A path is read here, with its policy and system prompt files: inside async code,
@@ -217,12 +221,10 @@ class AgentLoop:
                 `async (ToolCall) -> bool | str`; only `True` approves.
             success: `Policy.success`, the extra completion check (code, not contract data).
             metrics: as for `AgentLoop`; a contract with metrics disabled turns them off.
-            prices: as for `AgentLoop`.
-            store: as for `AgentLoop`.
-            on_event: as for `AgentLoop`.
-            tracer_provider: as for `AgentLoop`.
-            trace_content: as for `AgentLoop`.
+            prices, store, on_event, tracer_provider, trace_content: as for `AgentLoop`.
             checkpoint_key: as for `AgentLoop` (a secret: never contract data).
+
+        A contract's `output_schema` comes back as a JSON schema `output_type` (its JSON value).
 
         Raises:
             ContractError: the contract breaks its schema or the loop's rules (every problem
@@ -260,7 +262,7 @@ class AgentLoop:
         """
         return _core.contract_of(self._config)
 
-    def with_store(self, store: CheckpointStore | None) -> AgentLoop:
+    def with_store(self, store: CheckpointStore | None) -> AgentLoop[OutputT]:
         """The same loop, checkpointing to `store` (e.g. the CLI's `--store PATH`; signed with its key)."""
         twin = copy.copy(self)
         twin._config = dataclasses.replace(self._config, store=signed(store, self._config.checkpoint_key))
@@ -279,7 +281,7 @@ class AgentLoop:
         messages: Sequence[MessageParam] | None = None,
         cancel: anyio.Event | None = None,
         on_event: EventHook | None = None,
-    ) -> LoopResult:
+    ) -> LoopResult[OutputT]:
         """Run the loop on `goal` until it stops, and return the typed outcome.
 
         Args:
@@ -341,7 +343,7 @@ class AgentLoop:
         reply: str | None = None,
         cancel: anyio.Event | None = None,
         on_event: EventHook | None = None,
-    ) -> LoopResult:
+    ) -> LoopResult[OutputT]:
         """Continue a stored run from its last checkpoint, with the same task and trace id.
 
         A run interrupted mid-run (a crash) goes on where it was saved: calls with a recorded
@@ -392,7 +394,7 @@ class AgentLoop:
 
     async def _continue(
         self, state: LoopState, *, cancel: anyio.Event | None = None, on_event: EventHook | None = None
-    ) -> LoopResult:
+    ) -> LoopResult[OutputT]:
         """Continue a run from a state read back from a checkpoint, in the phase it was saved
         (a state saved in `act` is validated again first)."""
         return await _core.drive(self._config, state, cancel=cancel, on_event=on_event)

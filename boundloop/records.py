@@ -33,6 +33,7 @@ class StopReason(enum.StrEnum):
     TRUNCATED = "truncated"
     CONTEXT_EXCEEDED = "context_exceeded"
     TOOL_FAILURE = "tool_failure"
+    INVALID_OUTPUT = "invalid_output"
 
 
 def call_digest(call: str) -> str:
@@ -314,6 +315,8 @@ class Provenance:
     """The policy's decisions as data (hooks by qualified name)."""
     budget: dict[str, Any] = dataclasses.field(default_factory=empty_dict)
     """The `Budget` fields."""
+    output_sha256: str | None = None
+    """The hash of the structured output's JSON schema (`LoopSpec.output_schema`); None: none."""
 
 
 @final

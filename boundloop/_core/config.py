@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Final, cast, final
 
+from .._output import OutputCheck, OutputType
 from ..checkpoint.signed import checkpoint_key as checkpoint_key_of
 from ..checkpoint.signed import signed
 from ..checkpoint.store import CheckpointStore
@@ -91,6 +92,9 @@ class LoopConfig:
     """Spans carry message content (redacted): the model's text, tool inputs and results."""
     checkpoint_key: bytes | None = dataclasses.field(default=None, repr=False)
     """Checkpoints are signed with it and verified on load (`store` is then a `SignedStore`)."""
+    output: OutputCheck | None = None
+    """Structured output: the check of the final answer against `output_type` (its schema is
+    `spec.output_schema`)."""
 
 
 def build_config(
@@ -117,6 +121,7 @@ def build_config(
     tracer_provider: TracerProvider | Default | None = None,
     trace_content: bool = False,
     checkpoint_key: bytes | str | None = None,
+    output_type: OutputType | None = None,
 ) -> LoopConfig:
     """Validate the settings once (`LoopSpec.of`), check the wiring, build the configuration.
 
@@ -139,6 +144,7 @@ def build_config(
     )
     _require(not isinstance(cast(object, tools), Tool), "tools takes a list of tools: tools=[my_tool]")
     registry = ToolRegistry(tools)
+    output = None if output_type is None else OutputCheck(output_type)
     escalation = None if policy is None else policy.escalation_tool
     if escalation is not None and escalation not in registry:
         registry = ToolRegistry([*registry.values(), escalation_tool(escalation)])
@@ -155,6 +161,7 @@ def build_config(
         max_tool_output_chars=max_tool_output_chars,
         redact_checkpoints=redact_checkpoints,
         count_tokens=count_tokens,
+        output_schema=None if output is None else output.schema,
     )
     _require(
         isinstance(cast(object, metrics), Default | LoopMetrics | None),
@@ -208,6 +215,7 @@ def build_config(
         traces_global=isinstance(tracer_provider, Default),
         trace_content=trace_content,
         checkpoint_key=key,
+        output=output,
     )
     if price is None:  # last: a loop that fails to build does not warn
         warn_unpriced(model)
@@ -255,6 +263,9 @@ def provenance(spec: LoopSpec) -> Provenance:
         # What a failing tool does decides stops too: recorded with the policy (not in its hash).
         policy={**json.loads(spec.policy.fingerprint()), "on_tool_error": spec.on_tool_error},
         budget=dataclasses.asdict(spec.budget),
+        output_sha256=None
+        if spec.output_schema is None
+        else _sha256(json.dumps(spec.output_schema, sort_keys=True)),
     )
 
 

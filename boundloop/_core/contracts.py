@@ -55,6 +55,8 @@ def loop_settings(
         "redact_checkpoints": spec.redact_checkpoints,
         "count_tokens": spec.count_tokens,
     }
+    if spec.output_schema is not None:
+        settings["output_type"] = spec.output_schema
     if not spec.metrics:
         settings["metrics"] = None
     return settings

@@ -27,6 +27,7 @@ from .answers import answer_open_calls, finish
 from .context import RunContext, ToolSpan
 from .dispatch import act
 from .observe import observe
+from .output import output_of
 from .propose import assemble, propose
 from .validation import validate
 
@@ -55,7 +56,7 @@ async def execute(
     resumed: Mapping[str, object] | None = None,
     adopt_trace_id: bool = False,
     failure: Exception | None = None,
-) -> LoopResult:
+) -> LoopResult[Any]:
     """Drive a run from the phase its state is in to `stopped`, and return its result.
 
     A new run starts in `assemble`; a state read back from a checkpoint continues where
@@ -105,7 +106,7 @@ async def _execute(
     observer: EventHook | None,
     tool_span: ToolSpan | None = None,
     failure: Exception | None = None,
-) -> LoopResult:
+) -> LoopResult[Any]:
     if state.phase is Phase.ACT:  # a checkpoint's calls are decided again before any runs
         state.phase = Phase.VALIDATE
     state.phase = config.machine.check(state.phase)
@@ -335,7 +336,7 @@ def _record_stop(ctx: RunContext) -> None:
     )
 
 
-def loop_result(ctx: RunContext) -> LoopResult:
+def loop_result(ctx: RunContext) -> LoopResult[Any]:
     """The run's result (partial until stopped)."""
     state = ctx.state
     return LoopResult(
@@ -343,4 +344,5 @@ def loop_result(ctx: RunContext) -> LoopResult:
         answer=state.answer,
         state=state,
         events=ctx.events,
+        output=output_of(ctx.config.output, state.answer),
     )

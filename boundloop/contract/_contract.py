@@ -50,6 +50,8 @@ class Contract:
     history: tuple[MessageParam, ...] = ()
     redact_checkpoints: bool = False
     count_tokens: bool = False
+    output_schema: Mapping[str, Any] | None = None
+    """Structured output: the JSON schema of the final answer."""
 
     def to_dict(self) -> dict[str, Any]:
         """The contract as JSON, self-contained: the policy and the system prompt inline."""
@@ -82,6 +84,8 @@ class Contract:
         for field in ("redact_checkpoints", "count_tokens"):
             if getattr(self, field):
                 document[field] = True
+        if self.output_schema is not None:
+            document["output_schema"] = dict(self.output_schema)
         return document
 
 
@@ -256,4 +260,5 @@ def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | N
         history=tuple(cast(list[MessageParam], raw.get("history", []))),
         redact_checkpoints=raw.get("redact_checkpoints", False),
         count_tokens=raw.get("count_tokens", False),
+        output_schema=raw.get("output_schema"),
     )
