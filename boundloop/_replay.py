@@ -393,6 +393,7 @@ def _changes(recorded: Provenance | None, replaying: Provenance) -> list[str]:
         ("tools_sha256", "tool manifest"),
         ("policy_sha256", "policy"),
         ("settings_sha256", "model settings"),
+        ("output_sha256", "output schema"),
     ):
         if getattr(recorded, field) != getattr(replaying, field):
             changes.append(f"the {what} differs from the recording's")

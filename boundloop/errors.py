@@ -35,7 +35,7 @@ Developer misuse (`ConfigurationError`) and run outcomes (`RunError`) are separa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .state import LoopResult
@@ -119,7 +119,7 @@ class UnhandledStop(LoopError):
 
     def __init__(self, stop_reason: str | None) -> None:
         self.stop_reason = stop_reason
-        self.result: LoopResult | None = None
+        self.result: LoopResult[Any] | None = None
         """The partial result, with the run recorded as failed."""
         super().__init__(
             f"no handler for stop_reason {stop_reason!r}; pass signal_handlers={{...}} to route it"
@@ -199,7 +199,7 @@ class CheckpointCorrupt(LoopError, ValueError):
 class RunError(LoopError):
     """Base of the outcomes `LoopResult.unwrap()` raises; `.result` is the partial result."""
 
-    def __init__(self, result: LoopResult) -> None:
+    def __init__(self, result: LoopResult[Any]) -> None:
         self.result = result
         detail = result.state.stop_detail
         super().__init__(f"run stopped: {result.stop_reason}" + (f" ({detail})" if detail else ""))
@@ -209,7 +209,7 @@ class BudgetExceeded(RunError):
     """A budget was spent: `.limit` names it (its `Budget` field), `.value` is the configured number,
     `.used` the use. `limit` names the field when the state records no `exceeded`."""
 
-    def __init__(self, result: LoopResult, limit: str | None = None) -> None:
+    def __init__(self, result: LoopResult[Any], limit: str | None = None) -> None:
         exceeded = result.state.exceeded
         self.limit: str = (limit or str(result.stop_reason)) if exceeded is None else exceeded.limit
         self.value: float | None = None if exceeded is None else exceeded.value
@@ -253,6 +253,10 @@ class ContextExceeded(RunError):
     """The model's context window was exceeded."""
 
 
+class InvalidOutput(RunError):
+    """The final answer was blank, or did not match `output_type`, after one corrective turn."""
+
+
 _BY_REASON: dict[str, type[RunError]] = {
     "failed": RunFailed,
     "refused": Refused,
@@ -263,11 +267,12 @@ _BY_REASON: dict[str, type[RunError]] = {
     "truncated": Truncated,
     "context_exceeded": ContextExceeded,
     "tool_failure": ToolFailed,
+    "invalid_output": InvalidOutput,
 }
 """The exception of each stop reason but a budget's (`LoopResult.unwrap` raises `BudgetExceeded`
 for those, with the `Limit` behind it)."""
 
 
-def error_for(result: LoopResult) -> RunError:
+def error_for(result: LoopResult[Any]) -> RunError:
     """The typed exception for a result that did not complete, at no budget."""
     return _BY_REASON[result.stop_reason](result)

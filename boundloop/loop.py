@@ -7,7 +7,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, final
+from typing import TYPE_CHECKING, Any, Generic, final
 
 import anyio
 from anthropic.types import MessageParam
@@ -23,7 +23,7 @@ from .policy import Approver, Policy, SuccessCheck
 from .prices import Price
 from .settings import ModelSettings
 from .signals import SignalHandler
-from .state import Budget, LoopResult, LoopState
+from .state import Budget, LoopResult, LoopState, OutputT
 from .tools import Handler, Tool
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 
 @final
-class AgentLoop:
+class AgentLoop(Generic[OutputT]):
     """A bounded agent loop: the model proposes, the loop validates, acts and decides.
 
     Args:
@@ -76,6 +76,8 @@ class AgentLoop:
             HMAC-SHA256 and a row whose signature is missing or wrong is `CheckpointCorrupt`.
         settings: the Messages API request settings of every model call (`ModelSettings`:
             thinking, stop_sequences, tool_choice, metadata, betas, ...; docs/claude-api.md).
+        output_type: structured output: a pydantic model class, a TypedDict or a JSON schema
+            dict; `run()` returns `LoopResult[output_type]` (docs/claude-api.md).
 
     Raises:
         ConfigurationError: no budget, a bad tool, a duplicate tool name, a policy naming a
@@ -109,6 +111,7 @@ class AgentLoop:
         trace_content: bool = False,
         checkpoint_key: bytes | str | None = None,
         settings: ModelSettings | None = None,
+        output_type: type[OutputT] | Mapping[str, Any] | None = None,
     ) -> None:
         self._config: LoopConfig = _core.build_config(
             client,
@@ -134,6 +137,7 @@ class AgentLoop:
             trace_content=trace_content,
             checkpoint_key=checkpoint_key,
             settings=settings,
+            output_type=output_type,
         )
 
     @property
@@ -205,7 +209,7 @@ class AgentLoop:
         tracer_provider: TracerProvider | Default | None = DEFAULT,
         trace_content: bool = False,
         checkpoint_key: bytes | str | None = None,
-    ) -> AgentLoop:
+    ) -> AgentLoop[Any]:
         """Build the loop a contract declares (see docs/contracts.md).
 
         A path is read here, with its policy and system prompt files: inside async code,
@@ -225,6 +229,8 @@ class AgentLoop:
             metrics: as for `AgentLoop`; a contract with metrics disabled turns them off.
             prices, store, on_event, tracer_provider, trace_content: as for `AgentLoop`.
             checkpoint_key: as for `AgentLoop` (a secret: never contract data).
+
+        A contract's `output_schema` comes back as a JSON schema `output_type` (its JSON value).
 
         Raises:
             ContractError: the contract breaks its schema or the loop's rules (every problem
@@ -262,7 +268,7 @@ class AgentLoop:
         """
         return _core.contract_of(self._config)
 
-    def with_store(self, store: CheckpointStore | None) -> AgentLoop:
+    def with_store(self, store: CheckpointStore | None) -> AgentLoop[OutputT]:
         """The same loop, checkpointing to `store` (e.g. the CLI's `--store PATH`; signed with its key)."""
         twin = copy.copy(self)
         twin._config = dataclasses.replace(self._config, store=signed(store, self._config.checkpoint_key))
@@ -282,17 +288,14 @@ class AgentLoop:
         cancel: anyio.Event | None = None,
         on_event: EventHook | None = None,
         settings: ModelSettings | None = None,
-    ) -> LoopResult:
+    ) -> LoopResult[OutputT]:
         """Run the loop on `goal` until it stops, and return the typed outcome.
 
         Args:
             goal: the task, sent as the last user message.
-            task_id: the run's id (default: 128 random bits as 32 hex digits); part of every
-                idempotency key. With a store, a task id already stored is refused: use `resume`
-                to continue it. With a store that leases (`LeasingStore`: `SQLiteStore`,
-                `PostgresStore`, `MemoryStore`), the run holds its task's lease from before that
-                check until it stops, so a worker recovering interrupted runs never resumes it
-                meanwhile.
+            task_id: the run's id (default: 32 random hex digits); part of every idempotency
+                key. A task id already stored is refused (`resume` continues it); with a leasing
+                store the run holds its task's lease from before that check until it stops.
             trace_id: an incoming trace id to carry (default: a new one; in a traced run, the
                 OpenTelemetry trace id: of the caller's current span, else of the run's span).
             metadata: your own JSON values, kept in the state and in the trace's stop event.
@@ -313,13 +316,11 @@ class AgentLoop:
                 `InvalidTaskId`, a bad `task_id`.
             TaskExists: the store already holds `task_id`.
             TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
-            UnhandledStop: the API returned a stop_reason with no signal handler (`.result` holds
-                the partial result).
+            UnhandledStop, SetupError: a stop_reason with no signal handler; no API key or no
+                such model (`.result` holds the partial result).
             Exception: a tool's exception, with `on_tool_error="raise"` (the run is recorded
-                as failed first). Any other exception — your callbacks (`Policy.approve`,
-                `Policy.success`, `on_event`, a signal handler), the store — ends the run as
-                `failed`, recorded in `state.errors`, and is not raised (a store failing as the
-                run starts too: then nothing is saved).
+                as failed first). Any other exception (your callbacks, the store) ends the run
+                `failed`, recorded in `state.errors`, and is not raised.
             ScriptExhausted: a `ScriptedClient` ran out of responses.
         """
         model_settings, provenance = _core.run_settings(self._config, settings)
@@ -349,7 +350,7 @@ class AgentLoop:
         reply: str | None = None,
         cancel: anyio.Event | None = None,
         on_event: EventHook | None = None,
-    ) -> LoopResult:
+    ) -> LoopResult[OutputT]:
         """Continue a stored run from its last checkpoint, with the same task and trace id.
 
         A crashed run goes on where it was saved: calls with a recorded result never run
@@ -363,10 +364,8 @@ class AgentLoop:
         unknown, a spent budget stops the run, and an intent needing approval without a
         recorded one asks `Policy.approve` again, or stops with `needs_human`.
 
-        With a store that leases (`LeasingStore`), the resumed run holds its task's lease from
-        before the state is loaded until it stops: of two workers resuming one task, one runs it,
-        the other gets `TaskBusy`; a dead worker's leases go with it (docs/scaling.md). The run
-        sends the model settings it recorded (`LoopState.model_settings`), checked again.
+        With a leasing store, of two workers resuming one task one runs it, the other gets
+        `TaskBusy` (docs/scaling.md). The run sends the model settings it recorded, checked again.
 
         Args:
             task_id: the stored run.
@@ -394,7 +393,7 @@ class AgentLoop:
             self._config, task_id, approvals=approvals, reply=reply, cancel=cancel, on_event=on_event
         )
 
-    async def _continue(self, state: LoopState, *, cancel: anyio.Event | None = None) -> LoopResult:
+    async def _continue(self, state: LoopState, *, cancel: anyio.Event | None = None) -> LoopResult[OutputT]:
         """Continue a run from a state read back from a checkpoint, in the phase it was saved
         (a state saved in `act` is validated again first)."""
         return await _core.drive(self._config, state, cancel=cancel)

@@ -33,6 +33,7 @@ class StopReason(enum.StrEnum):
     TRUNCATED = "truncated"
     CONTEXT_EXCEEDED = "context_exceeded"
     TOOL_FAILURE = "tool_failure"
+    INVALID_OUTPUT = "invalid_output"
 
 
 def call_digest(call: str) -> str:
@@ -316,6 +317,8 @@ class Provenance:
     """The `Budget` fields."""
     settings_sha256: str | None = None
     """The hash of the run's `ModelSettings` as canonical JSON; None: the run has none."""
+    output_sha256: str | None = None
+    """The hash of the structured output's JSON schema (`LoopSpec.output_schema`); None: none."""
 
 
 @final

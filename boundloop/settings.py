@@ -151,6 +151,15 @@ def _count(field: str) -> pydantic.BeforeValidator:
     return pydantic.BeforeValidator(check)
 
 
+def _output_schema(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A JSON schema the loop can validate answers with and the API's structured outputs take."""
+    if value is not None:
+        from ._output import OutputCheck
+
+        OutputCheck(value)  # raises ConfigurationError naming what is wrong
+    return value
+
+
 def _tool_errors(value: object) -> object:
     if value not in get_args(ToolErrors):
         raise ConfigurationError(f"on_tool_error must be 'report', 'raise' or 'stop', got {value!r}")
@@ -259,6 +268,12 @@ class LoopSpec(BaseModel):
         )
         return self
 
+    output_schema: Annotated[dict[str, Any] | None, pydantic.AfterValidator(_output_schema)] = Field(
+        default=None,
+        description="Structured output: the JSON schema the final answer must match "
+        "(sent as output_config.format; an answer that does not match stops invalid_output).",
+    )
+
     @classmethod
     def of(cls, **settings: Any) -> LoopSpec:
         """Validate settings once.
@@ -292,6 +307,7 @@ class LoopSpec(BaseModel):
             "redact_checkpoints": contract.redact_checkpoints,
             "count_tokens": contract.count_tokens,
             "settings": dict(contract.settings),
+            "output_schema": None if contract.output_schema is None else dict(contract.output_schema),
         }
         if contract.max_tokens is not None:
             settings["max_tokens"] = contract.max_tokens
@@ -320,6 +336,7 @@ class LoopSpec(BaseModel):
             redact_checkpoints=self.redact_checkpoints,
             count_tokens=self.count_tokens,
             settings=self.settings.data(),
+            output_schema=self.output_schema,
         )
 
 

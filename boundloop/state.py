@@ -18,7 +18,9 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, cast, final
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, cast, final
+
+from typing_extensions import TypeVar
 
 from . import errors, records
 from ._finite import NonFinite as NonFinite
@@ -154,6 +156,9 @@ class LoopState:
     """Calls answered from the repeat history."""
     continuations: int = 0
     """max_tokens continuations and evidence nudges used."""
+    corrections: int = 0
+    """Corrective turns sent for a blank final answer or one that does not match the output
+    type (at most one: the next such answer stops the run with `invalid_output`)."""
     earlier_text: str = ""
     """Text of the current assistant turn before a pause_turn / max_tokens continuation."""
     exceeded: records.Exceeded | None = None
@@ -249,16 +254,27 @@ def _adapter() -> pydantic.TypeAdapter[LoopState]:
     return pydantic.TypeAdapter(LoopState)
 
 
+OutputT = TypeVar("OutputT", default=str)
+"""The type of `LoopResult.output`: `AgentLoop(output_type=...)`'s type; `str` without one."""
+
+
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class LoopResult:
-    """The outcome of `AgentLoop.run`: a typed stop reason, the answer, the state and the events."""
+class LoopResult(Generic[OutputT]):
+    """The outcome of `AgentLoop.run`: a typed stop reason, the answer, the state and the events.
+
+    `LoopResult[T]`: with `AgentLoop(output_type=T)`, `output` is the answer validated as a `T`.
+    """
 
     stop_reason: records.StopReason
     answer: str | None
     state: LoopState
     events: Sequence[Event]
     """What happened in this session, in order (`boundloop.events`)."""
+    output: OutputT | None = None
+    """The answer validated against the loop's `output_type` (a pydantic model instance, a
+    TypedDict's dict, a JSON schema's JSON value); without one, the answer's text. None when
+    the answer is blank or does not validate (a `completed` run always has one)."""
 
     @property
     def trace(self) -> Sequence[Event]:
@@ -327,6 +343,7 @@ class LoopResult:
         return {
             "stop_reason": str(self.stop_reason),
             "answer": self.answer,
+            "output": _json_output(self.output),
             "usage": self.usage.to_dict(),
             "state": self.state.to_dict(),
             "events": [to_dict(event) for event in self.events],
@@ -360,3 +377,9 @@ release, with a `DeprecationWarning`."""
 
 if not TYPE_CHECKING:  # type checkers see no deprecated name
     __getattr__ = moved_getattr(__name__, _MOVED)
+
+
+def _json_output(output: object) -> object:
+    """`LoopResult.output` as JSON: a pydantic model as its JSON object."""
+    dump = getattr(output, "model_dump", None)
+    return dump(mode="json") if callable(dump) else output

@@ -340,6 +340,7 @@ def test_stop_reason_values_are_exactly_the_designs_list() -> None:
         "truncated",
         "context_exceeded",
         "tool_failure",
+        "invalid_output",
     ]
     assert StopReason("needs_human") is StopReason.NEEDS_HUMAN
     assert str(StopReason.POLICY_BLOCKED) == "policy_blocked"
@@ -473,6 +474,7 @@ UNWRAP_ERRORS: dict[StopReason, type[boundloop.RunError]] = {
     StopReason.TOKEN_BUDGET: boundloop.BudgetExceeded,
     StopReason.COST_BUDGET: boundloop.BudgetExceeded,
     StopReason.TOOL_FAILURE: boundloop.ToolFailed,
+    StopReason.INVALID_OUTPUT: boundloop.InvalidOutput,
 }
 
 

@@ -19,12 +19,12 @@ from boundloop import (
     ModelSettings,
     Policy,
     ScriptedClient,
+    StopReason,
     tool,
 )
 from boundloop._model_settings import EXCLUDED, LOOP_OWN
 from boundloop.contract import Contract
 from boundloop.settings import LoopSpec
-from boundloop.state import StopReason
 from tests.fake_api import MODEL, Body, FakeAPI, message, text_block, tool_use_block
 
 THINKING: Any = {"type": "enabled", "budget_tokens": 2048}

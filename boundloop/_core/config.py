@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
 from .._model_settings import BETA_ONLY, check_settings, merged, settings_sha256
+from .._output import OutputCheck, OutputType
 from ..checkpoint.signed import checkpoint_key as checkpoint_key_of
 from ..checkpoint.signed import signed
 from ..checkpoint.store import CheckpointStore
@@ -92,6 +93,9 @@ class LoopConfig:
     """Spans carry message content (redacted): the model's text, tool inputs and results."""
     checkpoint_key: bytes | None = dataclasses.field(default=None, repr=False)
     """Checkpoints are signed with it and verified on load (`store` is then a `SignedStore`)."""
+    output: OutputCheck | None = None
+    """Structured output: the check of the final answer against `output_type` (its schema is
+    `spec.output_schema`)."""
 
 
 def build_config(
@@ -119,6 +123,7 @@ def build_config(
     trace_content: bool = False,
     checkpoint_key: bytes | str | None = None,
     settings: ModelSettings | None = None,
+    output_type: OutputType | None = None,
 ) -> LoopConfig:
     """Validate the settings once (`LoopSpec.of`), check the wiring, build the configuration.
 
@@ -141,6 +146,7 @@ def build_config(
     )
     _require(not isinstance(cast(object, tools), Tool), "tools takes a list of tools: tools=[my_tool]")
     registry = ToolRegistry(tools)
+    output = None if output_type is None else OutputCheck(output_type)
     escalation = None if policy is None else policy.escalation_tool
     if escalation is not None and escalation not in registry:
         registry = ToolRegistry([*registry.values(), escalation_tool(escalation)])
@@ -158,6 +164,7 @@ def build_config(
         redact_checkpoints=redact_checkpoints,
         count_tokens=count_tokens,
         settings=ModelSettings() if settings is None else settings,
+        output_schema=None if output is None else output.schema,
     )
     check_client(client, spec.settings.data())
     _require(
@@ -212,6 +219,7 @@ def build_config(
         traces_global=isinstance(tracer_provider, Default),
         trace_content=trace_content,
         checkpoint_key=key,
+        output=output,
     )
     if price is None:  # last: a loop that fails to build does not warn
         warn_unpriced(model)
@@ -260,6 +268,9 @@ def provenance(spec: LoopSpec) -> Provenance:
         policy={**json.loads(spec.policy.fingerprint()), "on_tool_error": spec.on_tool_error},
         budget=dataclasses.asdict(spec.budget),
         settings_sha256=settings_sha256(spec.settings.data()),
+        output_sha256=None
+        if spec.output_schema is None
+        else _sha256(json.dumps(spec.output_schema, sort_keys=True)),
     )
 
 

@@ -56,6 +56,8 @@ def loop_settings(
         "count_tokens": spec.count_tokens,
         "settings": spec.settings,
     }
+    if spec.output_schema is not None:
+        settings["output_type"] = spec.output_schema
     if not spec.metrics:
         settings["metrics"] = None
     return settings

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
@@ -25,6 +25,7 @@ from .checkpointing import CheckpointWriter
 from .context import RunContext, ToolSpan
 from .dispatch import act
 from .observe import observe
+from .output import output_of
 from .propose import assemble, propose
 from .validation import validate
 
@@ -50,7 +51,7 @@ async def execute(
     resumed: Mapping[str, object] | None = None,
     adopt_trace_id: bool = False,
     failure: Exception | None = None,
-) -> LoopResult:
+) -> LoopResult[Any]:
     """Drive a run from the phase its state is in to `stopped`, and return its result.
 
     A new run starts in `assemble`; a state read back from a checkpoint continues where
@@ -100,7 +101,7 @@ async def _execute(
     observer: EventHook | None,
     tool_span: ToolSpan | None = None,
     failure: Exception | None = None,
-) -> LoopResult:
+) -> LoopResult[Any]:
     if state.phase is Phase.ACT:  # a checkpoint's calls are decided again before any runs
         state.phase = Phase.VALIDATE
     state.phase = config.machine.check(state.phase)
@@ -286,7 +287,7 @@ def _record_stop(ctx: RunContext) -> None:
     )
 
 
-def loop_result(ctx: RunContext) -> LoopResult:
+def loop_result(ctx: RunContext) -> LoopResult[Any]:
     """The run's result (partial until stopped)."""
     state = ctx.state
     return LoopResult(
@@ -294,4 +295,5 @@ def loop_result(ctx: RunContext) -> LoopResult:
         answer=state.answer,
         state=state,
         events=ctx.events,
+        output=output_of(ctx.config.output, state.answer),
     )

@@ -8,6 +8,7 @@ from typing import Any, cast
 import anthropic
 from anthropic.types import Message, ToolUseBlock
 
+from .._output import add_output_format
 from ..errors import ScriptExhausted
 from ..events import Proposal
 from ..model import TokenCounter
@@ -87,6 +88,7 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
         request["tools"] = config.tools.params
         if not tools_allowed:
             request["tool_choice"] = {"type": "none"}
+    add_output_format(request, config.output)  # merged into the settings' output_config, if any
     return request
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -32,7 +32,7 @@ async def start(
     cancel: anyio.Event | None,
     on_event: EventHook | None,
     adopt_trace_id: bool,
-) -> LoopResult:
+) -> LoopResult[Any]:
     """Run a new state under its task's lease; a `task_id` given and already stored is refused.
 
     A store failing before the run starts (its lease, the existence check) ends the run
@@ -67,7 +67,7 @@ async def resume(
     reply: str | None,
     cancel: anyio.Event | None,
     on_event: EventHook | None,
-) -> LoopResult:
+) -> LoopResult[Any]:
     """Load a stored run under its task's lease, apply the decisions and drive it on.
 
     Raises:

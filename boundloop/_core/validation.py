@@ -42,6 +42,7 @@ from ..transcript import append_user
 from .answers import answer_open_calls, finish
 from .budget import ceiling_spent, stop_at
 from .context import YIELD_EVERY, Planned, RunContext
+from .output import checked_final
 from .results import refused
 
 _CANONICAL_JSON: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
@@ -88,7 +89,7 @@ async def validate(ctx: RunContext) -> Trigger:
         handler = ctx.config.signal_handlers.get(str(response.stop_reason))
         if handler is None:
             raise UnhandledStop(response.stop_reason)
-        route = handler(response, context)
+        route = checked_final(ctx, handler(response, context), response, context)  # a FINAL's answer
     decisions: list[CallDecision] = []
     exceeded: Exceeded | None = None
     if route.verdict is Verdict.TOOL_CALLS:

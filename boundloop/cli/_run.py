@@ -7,6 +7,7 @@ import importlib
 import inspect
 import sys
 from pathlib import Path
+from typing import Any
 
 from .. import AgentLoop, ConfigurationError
 from ._errors import CommandError
@@ -67,7 +68,7 @@ def load_target(spec: str, app_dir: str) -> object:
     return target
 
 
-async def make_loop(spec: str, target: object) -> AgentLoop:
+async def make_loop(spec: str, target: object) -> AgentLoop[Any]:
     """The AgentLoop `target` is, or the one it returns when called (and awaited, if async).
 
     Args:
@@ -92,4 +93,4 @@ async def make_loop(spec: str, target: object) -> AgentLoop:
             raise CommandError(f"{spec}: the factory raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(made, AgentLoop):
         raise CommandError(f"{spec} must be an AgentLoop or return one, got {type(made).__name__}")
-    return made
+    return made  # pyright: ignore[reportUnknownVariableType]  # an AgentLoop of any output type

@@ -52,6 +52,8 @@ class Contract:
     count_tokens: bool = False
     settings: Mapping[str, Any] = dataclasses.field(default_factory=dict[str, Any])
     """The Messages API request settings (`ModelSettings`) as JSON."""
+    output_schema: Mapping[str, Any] | None = None
+    """Structured output: the JSON schema of the final answer."""
 
     def to_dict(self) -> dict[str, Any]:
         """The contract as JSON, self-contained: the policy and the system prompt inline."""
@@ -86,6 +88,8 @@ class Contract:
                 document[field] = True
         if self.settings:
             document["settings"] = dict(self.settings)
+        if self.output_schema is not None:
+            document["output_schema"] = dict(self.output_schema)
         return document
 
 
@@ -261,4 +265,5 @@ def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | N
         redact_checkpoints=raw.get("redact_checkpoints", False),
         count_tokens=raw.get("count_tokens", False),
         settings=dict(raw.get("settings", {})),
+        output_schema=raw.get("output_schema"),
     )

@@ -42,10 +42,9 @@ _MUST_STOP: Final = _stop_row(Phase.VALIDATE, "must_stop")
 # Tokens, cost and time: `_budget.spent`/`call_spent` in assemble, `spent` in observe, and
 # `_validation._batch_stop` (no batch runs past a ceiling) through `stop_at` in validate.
 _CEILINGS: Final = frozenset({_ASSEMBLE_SPENT, _OBSERVE_SPENT, _MUST_STOP})
-# With `on_exhausted="final_answer"` the step or tool-call budget's reason is decided first;
-# the final-answer call that follows ends in validate [must_stop], or halts in assemble or
-# propose when it fails (`_propose._failed` keeps the reason) or is interrupted
-# (`_driver.abort` keeps a reason already decided).
+# With `on_exhausted="final_answer"` the step or tool-call budget's reason is decided first; the
+# final-answer call that follows ends in validate [must_stop], or halts in assemble or propose when it fails
+# (`_propose._failed` keeps the reason) or is interrupted (`_driver.abort` keeps a reason already decided).
 _FINAL_CALL: Final = frozenset({_MUST_STOP, _stop_row(Phase.ASSEMBLE), _stop_row(Phase.PROPOSE)})
 
 STOP_EDGES: Final[Mapping[StopReason, frozenset[int]]] = MappingProxyType(
@@ -63,6 +62,7 @@ STOP_EDGES: Final[Mapping[StopReason, frozenset[int]]] = MappingProxyType(
         StopReason.CANCELLED: _HALTS,
         StopReason.POLICY_BLOCKED: frozenset({_MUST_STOP}),  # _validation._batch_stop: forbidden
         StopReason.EVIDENCE_MISSING: frozenset({_MUST_STOP}),  # stops.on_end_turn
+        StopReason.INVALID_OUTPUT: frozenset({_MUST_STOP}),  # _core.output.checked_final
         # `_budget.spent` in assemble and in observe; then the final-answer call, if due.
         StopReason.MAX_STEPS: _FINAL_CALL | {_ASSEMBLE_SPENT, _OBSERVE_SPENT},
         # `_validation._batch_stop`: the batch exceeds what is left; a final answer due past a
