@@ -37,7 +37,9 @@ class AgentLoop:
         client: anything with `async messages.create(**request) -> Message`:
             `anthropic.AsyncAnthropic` or `ScriptedClient`.
         model: the model name sent with every request.
-        tools: the tools the model may call (`@tool` functions or `Tool` objects).
+        tools: the tools the model may call (`@tool` functions or `Tool` objects), and server
+            tools, as the SDK's definitions (`{"type": "web_search_20250305", "name":
+            "web_search"}`): the API runs those (docs/claude-api.md, "Server tools").
         budget: the run's hard limits; required.
         policy: what may run, what needs approval, what counts as done.
         system: the system prompt.
@@ -84,7 +86,7 @@ class AgentLoop:
         client: Model,
         *,
         model: str,
-        tools: Iterable[Tool] = (),
+        tools: Iterable[Tool | Mapping[str, Any]] = (),
         budget: Budget | None = None,
         policy: Policy | None = None,
         system: str | None = None,

@@ -50,6 +50,8 @@ class Contract:
     history: tuple[MessageParam, ...] = ()
     redact_checkpoints: bool = False
     count_tokens: bool = False
+    server_tools: tuple[Mapping[str, Any], ...] = ()
+    """Server tool definitions (the API runs them), sent after `tools`."""
 
     def to_dict(self) -> dict[str, Any]:
         """The contract as JSON, self-contained: the policy and the system prompt inline."""
@@ -69,6 +71,8 @@ class Contract:
             }
             for tool in self.tools
         ]
+        if self.server_tools:
+            document["server_tools"] = [dict(definition) for definition in self.server_tools]
         document["signals"] = dict(self.signals)
         if self.custom_handlers:
             document["custom_handlers"] = list(self.custom_handlers)
@@ -256,4 +260,5 @@ def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | N
         history=tuple(cast(list[MessageParam], raw.get("history", []))),
         redact_checkpoints=raw.get("redact_checkpoints", False),
         count_tokens=raw.get("count_tokens", False),
+        server_tools=tuple(dict(definition) for definition in raw.get("server_tools", ())),
     )
