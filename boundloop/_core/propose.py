@@ -75,7 +75,7 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
     }
     if config.spec.system is not None:
         request["system"] = config.spec.system
-    if config.tools:
+    if config.tools.params:  # the loop's tools and the server tools
         request["tools"] = config.tools.params
         if not tools_allowed:
             request["tool_choice"] = {"type": "none"}
