@@ -21,6 +21,8 @@ from ._lazy import moved_getattr as _moved_getattr
 from ._lazy import public_names as _public_names
 
 if typing.TYPE_CHECKING:
+    from ._model_settings import ModelSettings as ModelSettings
+    from ._price import Price as Price
     from ._replay import Divergence as Divergence
     from ._replay import ReplayReport as ReplayReport
     from ._replay import replay as replay
@@ -60,14 +62,12 @@ if typing.TYPE_CHECKING:
     from .metrics.instruments import LoopMetrics as LoopMetrics
     from .model import Model as Model
     from .policy import Policy as Policy
-    from .prices import Price as Price
     from .prices import UnpricedModelWarning as UnpricedModelWarning
     from .records import CallResult as CallResult
     from .records import StopReason as StopReason
     from .records import ToolCall as ToolCall
     from .records import Usage as Usage
     from .settings import LoopSpec as LoopSpec
-    from .settings import ModelSettings as ModelSettings
     from .signals import Route as Route
     from .signals import SignalContext as SignalContext
     from .signals import Verdict as Verdict

@@ -101,14 +101,13 @@ class ModelRequest(BaseEvent):
 
     kind: Literal["model_request"] = "model_request"
     model: str
-    messages: int
-    """Messages in the request."""
+    messages: int  # in the request
     max_tokens: int
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)
 class Proposal(BaseEvent):
-    """The model's response."""
+    """The model's response (`server_tool_uses`: its server tool uses by kind, `web_search`, ...)."""
 
     kind: Literal["proposal"] = "proposal"
     stop_reason: str | None
@@ -120,6 +119,7 @@ class Proposal(BaseEvent):
     output_tokens: int
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    server_tool_uses: dict[str, int] = dataclasses.field(default_factory=dict[str, int])
     final_answer: bool = False
     """The final-answer call made at a spent budget."""
     response: Recorded | None = None

@@ -14,14 +14,14 @@ from anthropic.types import MessageParam
 
 from . import _core
 from ._core import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, ToolRegistry
+from ._model_settings import ModelSettings
+from ._price import Price
 from .checkpoint.signed import signed
 from .checkpoint.store import CheckpointStore
 from .contract import Contract, load_contract
 from .metrics.instruments import BoundMetrics, LoopMetrics
 from .model import Model
 from .policy import Approver, Policy, SuccessCheck
-from .prices import Price
-from .settings import ModelSettings
 from .signals import SignalHandler
 from .state import Budget, LoopResult, LoopState, OutputT
 from .tools import Handler, Tool
@@ -38,7 +38,9 @@ class AgentLoop(Generic[OutputT]):
         client: anything with `async messages.create(**request) -> Message`:
             `anthropic.AsyncAnthropic` or `ScriptedClient`.
         model: the model name sent with every request.
-        tools: the tools the model may call (`@tool` functions or `Tool` objects).
+        tools: the tools the model may call (`@tool` functions or `Tool` objects), and server
+            tools, as the SDK's definitions (`{"type": "web_search_20250305", "name":
+            "web_search"}`): the API runs those (docs/claude-api.md, "Server tools").
         budget: the run's hard limits; required.
         policy: what may run, what needs approval, what counts as done.
         system: the system prompt.
@@ -90,7 +92,7 @@ class AgentLoop(Generic[OutputT]):
         client: Model,
         *,
         model: str,
-        tools: Iterable[Tool] = (),
+        tools: Iterable[Tool | Mapping[str, Any]] = (),
         budget: Budget | None = None,
         policy: Policy | None = None,
         system: str | None = None,
@@ -299,8 +301,7 @@ class AgentLoop(Generic[OutputT]):
             trace_id: an incoming trace id to carry (default: a new one; in a traced run, the
                 OpenTelemetry trace id: of the caller's current span, else of the run's span).
             metadata: your own JSON values, kept in the state and in the trace's stop event.
-            messages: a message history to start from, instead of (or before) `goal`; it must
-                be a valid transcript ending with a user message when there is no goal.
+            messages: a history to start from, before `goal` (without a goal: ending in a user turn).
             cancel: setting this event stops the run cooperatively with `cancelled`.
             on_event: called with every `Event` of this run as it is recorded, after the
                 loop's own `on_event`.
@@ -308,7 +309,7 @@ class AgentLoop(Generic[OutputT]):
                 loop's; the run records the result, and a resumed run sends it again.
 
         Returns:
-            The result: stop reason, answer, state, trace and transcript.
+            The result: stop reason, answer, output, state and events.
 
         Raises:
             ConfigurationError: no goal and no messages, an invalid history, metadata that is

@@ -5,6 +5,10 @@ maintained price database PydanticAI and Logfire use. It ships its data inside t
 lookup never touches the network; the data is read on the first lookup (about 20 ms, once per
 process), not at import. The caller's `prices={model: Price(...)}` entries win over it. A model
 with no price in either warns once (`UnpricedModelWarning`) and its cost is not tracked.
+
+genai-prices gives each model its token rates (long-context tiers included), its web search
+rate, and its fast-mode (`speed: "fast"`) and batch rates where it lists them; what a `Price`
+does with a response's `usage` is in its own module's docstring (`boundloop._price`).
 """
 
 from __future__ import annotations
@@ -16,19 +20,19 @@ import warnings
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Final, cast, final
+from typing import TYPE_CHECKING, Final, final
 
 # At import, not at the first lookup: genai-prices' own import reads its package metadata, a
 # blocking file read that must not happen on the event loop when a loop is built in async code.
 from genai_prices.data_snapshot import get_snapshot
 from genai_prices.types import TieredPrices
 
+from ._price import Price
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from anthropic.types import Usage as ApiUsage
     from genai_prices.data_snapshot import DataSnapshot
-    from genai_prices.types import ModelPrice
+    from genai_prices.types import ModelInfo, ModelPrice
 
 _DATED: Final = re.compile(r"\d{8}")
 """The date suffix of a model snapshot id."""
@@ -44,79 +48,6 @@ class UnpricedModelWarning(UserWarning):
     price with `AgentLoop(prices={model: Price(...)})`, or silence it with
     `warnings.filterwarnings("ignore", category=UnpricedModelWarning)`.
     """
-
-
-@final
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Price:
-    """US dollars per million tokens of each kind."""
-
-    input_per_mtok: float
-    output_per_mtok: float
-    cache_read_per_mtok: float | None = None
-    """Default: a tenth of the input price."""
-    cache_write_per_mtok: float | None = None
-    """Default: 1.25 x the input price (5-minute cache writes)."""
-    cache_write_1h_per_mtok: float | None = None
-    """Default: 2 x the input price (1-hour cache writes, from `usage.cache_creation`)."""
-    tiers: tuple[tuple[int, Price], ...] = ()
-    """Long-context prices, `((threshold, Price(...)), ...)` by ascending threshold: a request
-    whose input tokens (uncached, cache reads and cache writes together) exceed a threshold is
-    priced, all of its tokens, at the price of the highest threshold it exceeds."""
-
-    def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if field.name == "tiers" or (value is None and field.name.startswith("cache_")):
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-                raise ConfigurationError(f"Price.{field.name} must be a number >= 0, got {value!r}")
-        tiers = cast(object, self.tiers)
-        if not isinstance(tiers, tuple):
-            raise ConfigurationError(f"Price.tiers must be a tuple of (threshold, Price), got {tiers!r}")
-        previous = -1
-        for tier in cast(tuple[object, ...], tiers):
-            pair = cast(tuple[object, ...], tier) if isinstance(tier, tuple) else ()
-            threshold, price = pair if len(pair) == 2 else (None, None)
-            if (
-                not isinstance(threshold, int)
-                or isinstance(threshold, bool)
-                or threshold <= previous
-                or not isinstance(price, Price)
-                or price.tiers
-            ):
-                raise ConfigurationError(
-                    "Price.tiers must be (threshold, Price) pairs by ascending int threshold, "
-                    f"the tier prices without tiers of their own; got {tier!r}"
-                )
-            previous = threshold
-
-    def at(self, input_tokens: int) -> Price:
-        """The flat price of a request with `input_tokens` of input (cache reads and writes included)."""
-        price = self
-        for threshold, tier in self.tiers:
-            if input_tokens > threshold:
-                price = tier
-        return price
-
-    def cost(self, usage: ApiUsage) -> float:
-        """The cost in USD of one response's usage."""
-        cache_read = usage.cache_read_input_tokens or 0
-        cache_write = usage.cache_creation_input_tokens or 0
-        price = self.at(usage.input_tokens + cache_read + cache_write) if self.tiers else self
-        split = usage.cache_creation
-        write_1h = 0 if split is None else min(split.ephemeral_1h_input_tokens, cache_write)
-        base = price.input_per_mtok
-        read_rate = price.cache_read_per_mtok
-        write_rate = price.cache_write_per_mtok
-        write_1h_rate = price.cache_write_1h_per_mtok
-        return (
-            usage.input_tokens * base
-            + usage.output_tokens * price.output_per_mtok
-            + cache_read * (base * 0.1 if read_rate is None else read_rate)
-            + (cache_write - write_1h) * (base * 1.25 if write_rate is None else write_rate)
-            + write_1h * (base * 2 if write_1h_rate is None else write_1h_rate)
-        ) / 1_000_000
 
 
 # -- the default prices: genai-prices ---------------------------------------------------
@@ -140,7 +71,7 @@ class _Catalogue:
         for provider in snapshot.providers:
             if provider.id == PROVIDER:
                 for model in provider.models:
-                    price = from_genai_prices(model.get_prices(now))
+                    price = _priced(model, now)
                     if price is not None:
                         self.by_id[model.id] = price
         self.matches: dict[str, str | None] = {}
@@ -172,6 +103,27 @@ def _current() -> _Catalogue:
     return _catalogue
 
 
+_CONTEXTS: Final = {"fast": {"speed": "fast"}, "batch": {"processing": "batch"}}
+"""`Price` field -> the genai-prices price context of its rates."""
+
+
+def _priced(model: ModelInfo, now: datetime) -> Price | None:
+    """A genai-prices model's `Price` today, with its fast and batch prices where it has them."""
+    price = from_genai_prices(model.get_prices(now))
+    if price is None:
+        return None
+    variants = {
+        field
+        for field, context in _CONTEXTS.items()
+        if context in (v.when for v in model.price_variants or ())
+    }
+
+    def variant(field: str) -> Price | None:
+        return from_genai_prices(model.get_prices(now, _CONTEXTS[field])) if field in variants else None
+
+    return dataclasses.replace(price, fast=variant("fast"), batch=variant("batch"))
+
+
 _RATES: Final = {
     "input_per_mtok": "input_mtok",
     "output_per_mtok": "output_mtok",
@@ -183,8 +135,8 @@ _RATES: Final = {
 
 
 def from_genai_prices(model_price: ModelPrice) -> Price | None:
-    """A genai-prices `ModelPrice` as a `Price`, its long-context tiers included; None without
-    an input or an output price. Prices per request or per web search are left out."""
+    """A genai-prices `ModelPrice` as a `Price`, its long-context tiers and its web search rate
+    included; None without an input or an output price. Prices per request are left out."""
     rates: dict[str, Decimal | TieredPrices | None] = {
         field: getattr(model_price, key, None) for field, key in _RATES.items()
     }
@@ -215,12 +167,15 @@ def from_genai_prices(model_price: ModelPrice) -> Price | None:
         write = base if write is None else write
         read = rates["cache_read_per_mtok"]
         write_1h = rates["cache_write_1h_per_mtok"]
+        searches = getattr(model_price, "web_searches_kcount", None)
         return Price(
             input_per_mtok=base,
             output_per_mtok=rates["output_per_mtok"] or 0.0,
             cache_read_per_mtok=base if read is None else read,
             cache_write_per_mtok=write,
             cache_write_1h_per_mtok=write if write_1h is None else write_1h,
+            # The published rate ($10 per 1,000) where genai-prices lists none: a cost errs high.
+            web_search_per_1k=float(searches) if isinstance(searches, Decimal) else 10.0,
             tiers=tiers,
         )
 

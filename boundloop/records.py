@@ -70,6 +70,13 @@ class Limit(enum.StrEnum):
     # field, stop, counter, final_answer, breaker
     MAX_STEPS = ("max_steps", StopReason.MAX_STEPS, "step", True, False)
     MAX_TOOL_CALLS = ("max_tool_calls", StopReason.MAX_TOOL_CALLS, "tool_calls", True, False)
+    MAX_SERVER_TOOL_USES = (
+        "max_server_tool_uses",
+        StopReason.MAX_TOOL_CALLS,
+        "usage.total_server_tool_uses",
+        True,
+        False,
+    )
     TIMEOUT_S = ("timeout_s", StopReason.TIMEOUT, "clock", False, False)
     MAX_TOTAL_TOKENS = ("max_total_tokens", StopReason.TOKEN_BUDGET, "usage.total_tokens", False, False)
     MAX_COST_USD = ("max_cost_usd", StopReason.COST_BUDGET, "usage.cost_usd", False, False)
@@ -294,8 +301,8 @@ class Exceeded:
     """A limit found spent: the `Budget` field, its configured value and what was used."""
 
     limit: str
-    """`max_steps`, `max_tool_calls`, `timeout_s`, `max_total_tokens`, `max_cost_usd`,
-    `max_consecutive_tool_errors` or `max_repeated_calls`."""
+    """`max_steps`, `max_tool_calls`, `max_server_tool_uses`, `timeout_s`, `max_total_tokens`,
+    `max_cost_usd`, `max_consecutive_tool_errors` or `max_repeated_calls`."""
     value: float
     used: float
 
@@ -332,6 +339,13 @@ class Usage:
     cache_creation_input_tokens: int = 0
     cost_usd: float | None = 0.0
     """None: not tracked, the model has no price (`boundloop.prices.UnpricedModelWarning`)."""
+    server_tool_uses: dict[str, int] = dataclasses.field(default_factory=empty_dict)
+    """Server tool uses by kind (`web_search`, `web_fetch`, ...), from `usage.server_tool_use`."""
+
+    @property
+    def total_server_tool_uses(self) -> int:
+        """Server tool uses of every kind: what `Budget.max_server_tool_uses` limits."""
+        return sum(self.server_tool_uses.values())
 
     @property
     def total_tokens(self) -> int:

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, final, get
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._model_settings import ModelSettings as ModelSettings
-from ._model_settings import check_settings
+from ._model_settings import ModelSettings, check_settings
+from ._server_tools import server_tool
 from .errors import ConfigurationError
 from .policy import Policy
 from .state import Budget
@@ -160,6 +160,12 @@ def _output_schema(value: dict[str, Any] | None) -> dict[str, Any] | None:
     return value
 
 
+def _server_tool(value: object) -> object:
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"a server tool is a definition (a dict), got {value!r}")
+    return server_tool(typing.cast(Mapping[str, object], value))
+
+
 def _tool_errors(value: object) -> object:
     if value not in get_args(ToolErrors):
         raise ConfigurationError(f"on_tool_error must be 'report', 'raise' or 'stop', got {value!r}")
@@ -178,6 +184,24 @@ PolicySpec = Annotated[
     pydantic.PlainSerializer(policy_data),
     pydantic.WithJsonSchema(field_schema(Policy)),
 ]
+
+
+ServerToolSpec = Annotated[
+    dict[str, Any],
+    pydantic.BeforeValidator(_server_tool),
+    pydantic.WithJsonSchema(
+        {
+            "type": "object",
+            "required": ["type", "name"],
+            "properties": {
+                "type": {"type": "string", "minLength": 1},
+                "name": {"type": "string", "minLength": 1},
+            },
+        }
+    ),
+]
+"""A server tool definition of the SDK (`{"type": "web_search_20250305", "name": "web_search"}`),
+checked against the installed SDK's server tool types."""
 
 
 @final
@@ -221,6 +245,11 @@ class LoopSpec(BaseModel):
     )
     max_tokens: Annotated[int, _count("max_tokens")] = Field(default=4096, ge=1)
     tools: tuple[ToolSpec, ...] = ()
+    server_tools: tuple[ServerToolSpec, ...] = Field(
+        default=(),
+        description="Server tool definitions of the Messages API (web search, web fetch, code "
+        "execution, tool search), sent after the tools: the API runs them.",
+    )
     signals: dict[Annotated[str, Field(pattern="^[a-z][a-z0-9_]*$")], _HANDLER] = Field(
         default_factory=dict[str, str],
         description="API stop_reason -> handler name "
@@ -297,6 +326,7 @@ class LoopSpec(BaseModel):
             "model": contract.model,
             "system": contract.system,
             "tools": [dataclasses.asdict(tool) for tool in contract.tools],
+            "server_tools": [dict(definition) for definition in contract.server_tools],
             "signals": dict(contract.signals),
             "custom_handlers": contract.custom_handlers,
             "budget": dict(contract.budget),
@@ -326,6 +356,7 @@ class LoopSpec(BaseModel):
             system=self.system,
             max_tokens=self.max_tokens,
             tools=tuple(ContractTool(**tool.model_dump()) for tool in self.tools),
+            server_tools=tuple(dict(definition) for definition in self.server_tools),
             signals=dict(self.signals),
             custom_handlers=self.custom_handlers,
             budget=budget_data(self.budget),

@@ -55,6 +55,11 @@ class Budget:
     """Model calls allowed in the run (pause_turn and continuations count)."""
     max_tool_calls: int | None = dataclasses.field(default=None, metadata=ZERO)
     """Tool executions allowed in the run; each retry attempt counts."""
+    max_server_tool_uses: int | None = None
+    """Server tool uses (web searches, web fetches, ...: `usage.server_tool_use`) allowed in the
+    run. The API runs them inside a response, so the run stops (`max_tool_calls`) before the next
+    model call once they reach it; one response can go past it (the definition's `max_uses` caps
+    that)."""
     timeout_s: float | None = None
     """Wall clock for the whole run, enforced with an anyio cancel scope."""
     max_total_tokens: int | None = None

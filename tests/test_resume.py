@@ -128,7 +128,9 @@ async def test_the_models_escalation_stops_the_run_and_a_human_reply_resumes_it(
     assert first.state.stop_detail == "the model asked for a human: Is a late delivery refundable?"
     assert first.state.escalation is not None
     assert first.state.escalation.reason == "Is a late delivery refundable?"
-    assert "request_human" in [t["name"] for t in make_loop([], store, ledger, policy=policy).tools.params]
+    assert "request_human" in [
+        dict(t).get("name") for t in make_loop([], store, ledger, policy=policy).tools.params
+    ]
     assert_valid_transcript(first.messages)
 
     later = make_loop([text("Yes: refund it.")], store, ledger, policy=policy)

@@ -49,6 +49,17 @@ def _usage_problem(usage: object) -> str | None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             return f"usage.{field} is {value!r}, not a count"
+    server = getattr(usage, "server_tool_use", None)
+    if server is not None:
+        counts: dict[str, object] = {
+            **getattr(server, "__dict__", {}),
+            **(getattr(server, "model_extra", None) or {}),
+        }
+        for field, value in counts.items():
+            if field.endswith("_requests") and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
+                return f"usage.server_tool_use.{field} is {value!r}, not a count"
     return None
 
 

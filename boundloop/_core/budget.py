@@ -18,11 +18,14 @@ from .context import RunContext
 
 
 def spent(ctx: RunContext) -> Exceeded | None:
-    """The first spent budget of steps, tokens, cost and time, or None."""
+    """The first spent budget of steps, server tool uses, tokens, cost and time, or None."""
     state = ctx.state
     budget = ctx.config.spec.budget
     if state.step >= budget.max_steps:
         return Exceeded(limit="max_steps", value=budget.max_steps, used=state.step)
+    uses = state.usage.total_server_tool_uses
+    if budget.max_server_tool_uses is not None and uses >= budget.max_server_tool_uses:
+        return Exceeded(limit="max_server_tool_uses", value=budget.max_server_tool_uses, used=uses)
     return ceiling_spent(ctx)
 
 

@@ -13,8 +13,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
-from .._model_settings import BETA_ONLY, check_settings, merged, settings_sha256
+from .._model_settings import BETA_ONLY, ModelSettings, check_settings, merged, settings_sha256
 from .._output import OutputCheck, OutputType
+from .._price import Price
 from ..checkpoint.signed import checkpoint_key as checkpoint_key_of
 from ..checkpoint.signed import signed
 from ..checkpoint.store import CheckpointStore
@@ -24,10 +25,10 @@ from ..metrics.instruments import BoundMetrics, LoopMetrics
 from ..model import Model
 from ..otel import Tracing, is_provider, tracing_for
 from ..policy import Policy
-from ..prices import Price, resolve_price, warn_unpriced
+from ..prices import resolve_price, warn_unpriced
 from ..records import Observation, Provenance
 from ..redaction import Redactor
-from ..settings import LoopSpec, ModelSettings, ToolSpec
+from ..settings import LoopSpec, ToolSpec
 from ..settings import ToolErrors as ToolErrors
 from ..signals import DEFAULT_HANDLERS, SignalHandler
 from ..state import Budget
@@ -102,7 +103,7 @@ def build_config(
     client: Model,
     *,
     model: str,
-    tools: Iterable[Tool],
+    tools: Iterable[Tool | Mapping[str, object]],
     budget: Budget | None,
     policy: Policy | None,
     system: str | None,
@@ -149,13 +150,14 @@ def build_config(
     output = None if output_type is None else OutputCheck(output_type)
     escalation = None if policy is None else policy.escalation_tool
     if escalation is not None and escalation not in registry:
-        registry = ToolRegistry([*registry.values(), escalation_tool(escalation)])
+        registry = ToolRegistry([*registry.values(), escalation_tool(escalation), *registry.server])
     spec = LoopSpec.of(
         name=name,
         model=model,
         system=system,
         max_tokens=max_tokens,
         tools=[tool_spec(tool) for tool in registry.values()],
+        server_tools=registry.server,
         budget=budget,
         policy=policy,
         on_tool_error=on_tool_error,
@@ -256,7 +258,8 @@ def provenance(spec: LoopSpec) -> Provenance:
     model and the approval gate see it (name, description, input_schema, requires_approval)
     and the policy's decisions (`Policy.fingerprint`, its hooks by qualified name).
     """
-    manifest = [tool.model_dump(include=_MANIFEST) for tool in spec.tools]
+    manifest: list[dict[str, Any]] = [tool.model_dump(include=_MANIFEST) for tool in spec.tools]
+    manifest.extend(spec.server_tools)  # after the loop's tools: a manifest without any is as before
     manifest = json.loads(json.dumps(manifest, default=str))
     return Provenance(
         model=spec.model,
@@ -336,13 +339,29 @@ def _require(ok: bool, message: str) -> None:
 
 
 def _check_policy(policy: Policy, tools: ToolRegistry) -> None:
+    server = {str(definition["name"]) for definition in tools.server}
     for field in ("allowed", "requires_approval", "required_evidence"):
-        names: frozenset[str] | None = getattr(policy, field)
-        unknown = sorted((names or frozenset()) - set(tools))
+        names: frozenset[str] = getattr(policy, field) or frozenset()
+        if field != "allowed" and names & server:
+            raise ConfigurationError(
+                f"Policy.{field} names server tools {sorted(names & server)}: the API runs their "
+                "calls, so no approval or evidence can apply to them"
+            )
+        unknown = sorted(names - set(tools) - server)
         if unknown:
             raise ConfigurationError(
                 f"Policy.{field} names tools with no handler: {unknown}; register them in tools=[...]"
             )
+    # The API runs a server tool's calls: the policy decides whether it is offered at all.
+    refused = server & policy.forbidden
+    if policy.allowed is not None:
+        refused |= server - policy.allowed
+    if refused:
+        raise ConfigurationError(
+            f"server tools {sorted(refused)} are forbidden by the policy (Policy.forbidden, or left "
+            "out of Policy.allowed): the API runs their calls, the policy cannot deny one; remove "
+            "them from tools=[...]"
+        )
 
 
 def _handlers(overrides: Mapping[str, SignalHandler | None] | None) -> dict[str, SignalHandler]:

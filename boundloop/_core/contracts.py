@@ -43,7 +43,10 @@ def loop_settings(
     spec = LoopSpec.from_contract(contract)
     settings: dict[str, Any] = {
         "model": spec.model,
-        "tools": [declared_tool(tool, handlers[tool.name]) for tool in spec.tools],
+        "tools": [
+            *(declared_tool(tool, handlers[tool.name]) for tool in spec.tools),
+            *spec.server_tools,
+        ],
         "budget": spec.budget,
         "policy": dataclasses.replace(spec.policy, approve=approve, success=success),
         "system": spec.system,

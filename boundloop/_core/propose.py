@@ -9,6 +9,7 @@ import anthropic
 from anthropic.types import Message, ToolUseBlock
 
 from .._output import add_output_format
+from .._server_tools import server_tool_uses
 from ..errors import ScriptExhausted
 from ..events import Proposal
 from ..model import TokenCounter
@@ -84,7 +85,7 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
     if ctx.state.model_settings:
         request.update(settings_params(ctx.state.model_settings))
         fit_thinking(request)
-    if config.tools:
+    if config.tools.params:  # the loop's tools and the server tools
         request["tools"] = config.tools.params
         if not tools_allowed:
             request["tool_choice"] = {"type": "none"}
@@ -181,6 +182,9 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     totals.output_tokens += usage.output_tokens
     totals.cache_read_input_tokens += cache_read
     totals.cache_creation_input_tokens += cache_creation
+    server_uses = server_tool_uses(usage)
+    for kind, count in server_uses.items():
+        totals.server_tool_uses[kind] = totals.server_tool_uses.get(kind, 0) + count
     if config.price is not None:
         totals.cost_usd = (totals.cost_usd or 0.0) + config.price.cost(usage)
     else:
@@ -197,6 +201,7 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         output_tokens=usage.output_tokens,
         cache_read_input_tokens=cache_read,
         cache_creation_input_tokens=cache_creation,
+        server_tool_uses=server_uses,
         final_answer=final,
         response=ctx.deferred(response),
     )

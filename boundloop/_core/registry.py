@@ -1,15 +1,17 @@
-"""The tool registry: the closed set of tools a loop may run, checked at construction."""
+"""The tool registry: the closed set of tools a loop may run, checked at construction, and the
+server tools it offers (the API runs those: `boundloop._server_tools`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Final, cast, final
+from typing import TYPE_CHECKING, Any, Final, cast, final
 
+from .._server_tools import server_tool
 from ..errors import ConfigurationError
 from ..tools import Tool
 
 if TYPE_CHECKING:
-    from anthropic.types import ToolParam
+    from anthropic.types import ToolUnionParam
 
 UNKNOWN_TOOL: Final = "_unknown"
 """Metric label for a tool name the model invented: labels never come from the model."""
@@ -17,28 +19,42 @@ UNKNOWN_TOOL: Final = "_unknown"
 
 @final
 class ToolRegistry(Mapping[str, Tool]):
-    """Tools by name, with the `tools` request parameter built once."""
+    """The loop's tools by name (server tools are not among them: `server`), with the `tools`
+    request parameter built once: the loop's tools, then the server tools, in the order given."""
 
-    __slots__ = ("_params", "_tools")
+    __slots__ = ("_params", "_tools", "server")
 
-    def __init__(self, tools: Iterable[Tool]) -> None:
+    def __init__(self, tools: Iterable[Tool | Mapping[str, object]]) -> None:
         """Register the tools.
 
         Raises:
-            ConfigurationError: an entry is not a `Tool`, or two tools share a name.
+            ConfigurationError: an entry is neither a `Tool` nor a server tool definition of the
+                installed SDK, or two tools share a name.
         """
         if not isinstance(cast(object, tools), Iterable):
             raise ConfigurationError(f"tools takes a list of tools, got {type(tools).__name__}")
         self._tools: dict[str, Tool] = {}
+        server: dict[str, dict[str, Any]] = {}
         for entry in tools:
-            if not isinstance(cast(object, entry), Tool):
+            if isinstance(entry, Mapping):
+                definition = server_tool(entry)
+                name = str(definition["name"])
+            elif not isinstance(cast(object, entry), Tool):
                 raise ConfigurationError(
                     f"{entry!r} is not a Tool: decorate the function with @tool or build Tool(...)"
                 )
-            if entry.name in self._tools:
-                raise ConfigurationError(f"two tools are named {entry.name!r}")
-            self._tools[entry.name] = entry
-        self._params: list[ToolParam] = [entry.to_param() for entry in self._tools.values()]
+            else:
+                definition, name = None, entry.name
+            if name in self._tools or name in server:
+                raise ConfigurationError(f"two tools are named {name!r}")
+            if definition is None:
+                self._tools[name] = cast(Tool, entry)
+            else:
+                server[name] = definition
+        self.server: tuple[dict[str, Any], ...] = tuple(server.values())
+        """The server tool definitions, as given."""
+        self._params: list[ToolUnionParam] = [entry.to_param() for entry in self._tools.values()]
+        self._params.extend(cast("ToolUnionParam", definition) for definition in self.server)
 
     def __getitem__(self, name: str) -> Tool:
         return self._tools[name]
@@ -50,7 +66,7 @@ class ToolRegistry(Mapping[str, Tool]):
         return len(self._tools)
 
     @property
-    def params(self) -> list[ToolParam]:
+    def params(self) -> list[ToolUnionParam]:
         """The `tools` parameter of a Messages API request."""
         return self._params
 

@@ -54,6 +54,8 @@ class Contract:
     """The Messages API request settings (`ModelSettings`) as JSON."""
     output_schema: Mapping[str, Any] | None = None
     """Structured output: the JSON schema of the final answer."""
+    server_tools: tuple[Mapping[str, Any], ...] = ()
+    """Server tool definitions (the API runs them), sent after `tools`."""
 
     def to_dict(self) -> dict[str, Any]:
         """The contract as JSON, self-contained: the policy and the system prompt inline."""
@@ -73,6 +75,8 @@ class Contract:
             }
             for tool in self.tools
         ]
+        if self.server_tools:
+            document["server_tools"] = [dict(definition) for definition in self.server_tools]
         document["signals"] = dict(self.signals)
         if self.custom_handlers:
             document["custom_handlers"] = list(self.custom_handlers)
@@ -266,4 +270,5 @@ def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | N
         count_tokens=raw.get("count_tokens", False),
         settings=dict(raw.get("settings", {})),
         output_schema=raw.get("output_schema"),
+        server_tools=tuple(dict(definition) for definition in raw.get("server_tools", ())),
     )

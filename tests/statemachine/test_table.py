@@ -220,6 +220,7 @@ def test_each_limit_carries_its_field_stop_reason_and_final_answer() -> None:
     assert {limit.field: (limit.stop, limit.final_answer, limit.breaker) for limit in Limit} == {
         "max_steps": (StopReason.MAX_STEPS, True, False),
         "max_tool_calls": (StopReason.MAX_TOOL_CALLS, True, False),
+        "max_server_tool_uses": (StopReason.MAX_TOOL_CALLS, True, False),
         "timeout_s": (StopReason.TIMEOUT, False, False),
         "max_total_tokens": (StopReason.TOKEN_BUDGET, False, False),
         "max_cost_usd": (StopReason.COST_BUDGET, False, False),

@@ -130,7 +130,13 @@ class DurableLoop:
             config,
             client=StepClient(config.client),
             tools=ToolRegistry(
-                durable_tool(tool, config.spec.budget.tool_timeout_s) for tool in config.tools.values()
+                [
+                    *(
+                        durable_tool(tool, config.spec.budget.tool_timeout_s)
+                        for tool in config.tools.values()
+                    ),
+                    *config.tools.server,
+                ]
             ),
         )
 
