@@ -99,8 +99,13 @@ async def propose(ctx: RunContext) -> Trigger:
 
 async def _call_model(ctx: RunContext, request: dict[str, Any]) -> Message | None:
     """Call the model; a failure or an unusable response is recorded and stops the run (None)."""
+    model_span = ctx.model_span
     try:
-        response: object = await ctx.config.client.messages.create(**request)
+        if model_span is None:  # an untraced run
+            response: object = await ctx.config.client.messages.create(**request)
+        else:
+            with model_span(request):  # the call's chat span is the current span (the SDK's is its child)
+                response = await ctx.config.client.messages.create(**request)
     except (anthropic.AuthenticationError, anthropic.NotFoundError, TypeError) as exc:
         wrong = setup_error(exc, ctx.config.client, ctx.config.spec.model)
         if wrong is None:
