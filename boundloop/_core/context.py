@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final
 
@@ -35,7 +35,11 @@ deadline and a cancellation cut into a batch of any size within a few millisecon
 
 ToolSpan: TypeAlias = Callable[[ToolCall], AbstractContextManager[object]]
 """`tool_span(call)`: a context the call's tool function runs in (each attempt), which makes the call's
-`execute_tool` span the current span; the traced run's hook (`otel._run.RunSpans.tool_call`)."""
+`execute_tool` span the current span; the traced run's hook (`otel._tools.ToolSpans.current`)."""
+
+ModelSpan: TypeAlias = Callable[[Mapping[str, Any]], AbstractContextManager[object]]
+"""`model_span(request)`: a context the model call runs in, which makes its `chat` span the current
+span (the anthropic SDK's own span is its child); the traced run's hook (`otel._chat.ChatSpans.current`)."""
 
 
 def _on_asyncio() -> bool:
@@ -71,6 +75,7 @@ class RunContext:
         "entered",
         "epoch",
         "events",
+        "model_span",
         "on_asyncio",
         "plan",
         "plan_records",
@@ -88,6 +93,7 @@ class RunContext:
         on_event: EventHook | None = None,
         observer: EventHook | None = None,
         tool_span: ToolSpan | None = None,
+        model_span: ModelSpan | None = None,
     ) -> None:
         self.config = config
         self.state = state
@@ -101,6 +107,8 @@ class RunContext:
         self.tool_span = tool_span
         """Set only when the run is traced: each tool function runs in `tool_span(call)`, so a span
         the tool function starts is a child of the call's `execute_tool` span. None: nothing per call."""
+        self.model_span = model_span
+        """Set only when the run is traced: each model call runs in `model_span(request)`."""
         self.started = time.perf_counter()
         self.epoch = time.time() - self.started
         """Add `time.perf_counter()` to get epoch seconds: the events' `at`, one clock read per event."""

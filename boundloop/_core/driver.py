@@ -22,7 +22,7 @@ from ..state import LoopResult, LoopState
 from ..statemachine.table import Phase, Trigger
 from .answers import answer_open_calls, finish
 from .checkpointing import CheckpointWriter
-from .context import RunContext, ToolSpan
+from .context import ModelSpan, RunContext, ToolSpan
 from .dispatch import act
 from .observe import observe
 from .output import output_of
@@ -83,7 +83,15 @@ async def execute(
     try:
         with spans.current():
             result = await _execute(
-                config, state, cancel, on_event, resumed, spans.observe, spans.tools.current, failure
+                config,
+                state,
+                cancel,
+                on_event,
+                resumed,
+                spans.observe,
+                spans.tools.current,
+                failure,
+                spans.chat.current,
             )
     except BaseException as exc:
         spans.end(exc)
@@ -101,11 +109,14 @@ async def _execute(
     observer: EventHook | None,
     tool_span: ToolSpan | None = None,
     failure: Exception | None = None,
+    model_span: ModelSpan | None = None,
 ) -> LoopResult[Any]:
     if state.phase is Phase.ACT:  # a checkpoint's calls are decided again before any runs
         state.phase = Phase.VALIDATE
     state.phase = config.machine.check(state.phase)
-    ctx = RunContext(config, state, on_event=on_event, observer=observer, tool_span=tool_span)
+    ctx = RunContext(
+        config, state, on_event=on_event, observer=observer, tool_span=tool_span, model_span=model_span
+    )
     if config.price is None:  # not tracked from the start, also when no model call succeeds
         state.usage.cost_usd = None
     await _run(ctx, cancel, failure, resumed)

@@ -111,8 +111,13 @@ async def propose(ctx: RunContext) -> Trigger:
 async def _call_model(ctx: RunContext, request: dict[str, Any]) -> Message | None:
     """Call the model; a failure or an unusable response is recorded and stops the run (None)."""
     messages = messages_of(ctx.config.client, beta=uses_beta(ctx.state.model_settings))
+    model_span = ctx.model_span
     try:
-        response: object = as_message(await messages.create(**request))
+        if model_span is None:  # an untraced run
+            response: object = as_message(await messages.create(**request))
+        else:
+            with model_span(request):  # the call's chat span is the current span (the SDK's is its child)
+                response = as_message(await messages.create(**request))
     except (anthropic.AuthenticationError, anthropic.NotFoundError, TypeError) as exc:
         wrong = setup_error(exc, ctx.config.client, ctx.config.spec.model)
         if wrong is None:

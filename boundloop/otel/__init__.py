@@ -9,13 +9,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._request import request_attributes, server_attributes
 from ._setup import SCOPE, TracedLoop, Tracing, global_tracing, is_provider, tracing_for
 
 if TYPE_CHECKING:
     from ..state import LoopState
     from ._run import RunSpans
 
-__all__ = ["SCOPE", "TracedLoop", "Tracing", "global_tracing", "is_provider", "start_run", "tracing_for"]
+__all__ = [
+    "SCOPE",
+    "TracedLoop",
+    "Tracing",
+    "global_tracing",
+    "is_provider",
+    "request_attributes",
+    "server_attributes",
+    "start_run",
+    "tracing_for",
+]
 
 
 def start_run(

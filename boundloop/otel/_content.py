@@ -3,7 +3,11 @@
 Only a run that opted in (`AgentLoop(trace_content=True)`) puts content on its spans. Every
 string goes through the loop's redactor first, as in the JSON-lines trace. The conventions'
 parts: `text`, `tool_call` (id, name, arguments), `tool_call_response` (id, response),
-`reasoning` for thinking, and the block's own type for anything else (no data).
+`server_tool_call` (a `server_tool_use` or `mcp_tool_use` block: id, name, and the call as
+`server_tool_call`) and `server_tool_call_response` (a server tool's result block, e.g.
+`web_search_tool_result`: id, and the result as `server_tool_call_response`), `reasoning` for
+thinking, and the block's own type for anything else (no data). Output messages carry no
+`finish_reason` (deprecated by the conventions): it is the span's `gen_ai.response.finish_reasons`.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ from typing import Any, cast
 from .._recorded import Deferred, json_default, redact_strings
 
 Redact = Callable[[str], str]
+
+_SERVER_CALLS = frozenset({"server_tool_use", "mcp_tool_use"})
+"""Blocks of a tool call the API runs itself (its result is a `*_tool_result` block)."""
 
 
 def as_json(value: object, redact: Redact) -> str:
@@ -29,11 +36,9 @@ def messages(history: Sequence[Mapping[str, Any]], redact: Redact) -> str:
     return json.dumps(redact_strings(chat, redact), default=json_default, ensure_ascii=False)
 
 
-def output(blocks: object, finish_reason: str | None, redact: Redact) -> str:
+def output(blocks: object, redact: Redact) -> str:
     """A response's content as the conventions' output messages: one assistant message."""
     message: dict[str, object] = {"role": "assistant", "parts": parts(blocks)}
-    if finish_reason is not None:
-        message["finish_reason"] = finish_reason
     return json.dumps(redact_strings([message], redact), default=json_default, ensure_ascii=False)
 
 
@@ -65,7 +70,7 @@ def _part(block: Mapping[str, Any]) -> dict[str, object]:
     kind = block.get("type")
     if kind == "text":
         return {"type": "text", "content": block.get("text", "")}
-    if kind in ("tool_use", "server_tool_use"):
+    if kind == "tool_use":
         return {
             "type": "tool_call",
             "id": block.get("id"),
@@ -75,6 +80,21 @@ def _part(block: Mapping[str, Any]) -> dict[str, object]:
     if kind == "tool_result":
         response = block.get("content", "")
         return {"type": "tool_call_response", "id": block.get("tool_use_id"), "response": response}
+    if kind in _SERVER_CALLS:  # run by the API, not by the loop
+        call = {key: value for key, value in block.items() if key not in ("id", "name", "type")}
+        return {
+            "type": "server_tool_call",
+            "id": block.get("id"),
+            "name": block.get("name"),
+            "server_tool_call": {"type": block.get("name"), **call},
+        }
+    if isinstance(kind, str) and kind.endswith("_tool_result") and "tool_use_id" in block:
+        result = {key: value for key, value in block.items() if key not in ("tool_use_id", "type")}
+        return {
+            "type": "server_tool_call_response",
+            "id": block.get("tool_use_id"),
+            "server_tool_call_response": {"type": kind, **result},
+        }
     if kind == "thinking":
         return {"type": "reasoning", "content": block.get("thinking", "")}
     return {"type": str(kind)}  # images, documents, redacted thinking, ...: the kind, not the data

@@ -3,13 +3,12 @@ model call, an `execute_tool` span per tool call, and a `transition` event per e
 
 The driver makes a `RunSpans` only for a run that is traced, and `RunContext.emit` hands it
 every trace event first (`observe`), so an untraced run does no work per event. The run span
-is the current span while the run goes on: the anthropic SDK's own span of a model call, and
-any span a tool makes, are its children. A model call's span is the SDK's when the client
-traces to the same provider (`chat_spans` is False); otherwise boundloop makes it, from the
-`proposal` event (start = its time minus the call's duration). A tool call's span is the current
-span while its tool function runs, so a parallel batch's spans overlap and a span a tool function
-starts is a child of its call's (`_tools.ToolSpans`). Telemetry never fails a run: a failure here is
-logged and dropped.
+is the current span while the run goes on. A model call's `chat` span is always boundloop's and
+the current span while the call runs, so the anthropic SDK's own span of the call (when the SDK
+traces) is its child (`_chat.ChatSpans`). A tool call's span is the current span while its tool
+function runs, so a parallel batch's spans overlap and a span a tool function starts is a child
+of its call's (`_tools.ToolSpans`). Telemetry never fails a run: a failure here is logged and
+dropped.
 """
 
 from __future__ import annotations
@@ -19,8 +18,8 @@ import dataclasses
 import logging
 import os
 import re
-from collections.abc import Generator, Mapping
-from typing import TYPE_CHECKING, Final, cast, final
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Final, final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -30,6 +29,7 @@ from opentelemetry.util.types import AttributeValue
 from ..events import Error, Event, Proposal, Resumed, ToolResult, ToolStarted, Transition
 from ..records import StopReason, Usage
 from . import _content
+from ._chat import PROVIDER, ChatSpans, reasoning_tokens
 from ._setup import TracedLoop, Tracing
 from ._tools import ToolSpans, epoch_ns
 
@@ -38,28 +38,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("boundloop.otel")
 
-PROVIDER: Final = "anthropic"
-"""`gen_ai.provider.name`: the conventions' name for the Anthropic API."""
-
 _W3C_TRACE_ID: Final = re.compile(r"[0-9a-f]{32}")
 _MODEL_ERRORS: Final = frozenset({"model_api", "model_response"})
-
-
-def sdk_traces(client: object, provider: object) -> bool:
-    """Whether the anthropic SDK client makes its own span of each model call on `provider`.
-
-    An SDK client (2.x) traces unless its `open_telemetry` option (or ANTHROPIC_OPEN_TELEMETRY=false)
-    turns its traces off, to its own `tracer_provider` or else to the global provider.
-    """
-    options: object = getattr(client, "open_telemetry", None)
-    if not isinstance(options, Mapping):
-        return False  # ScriptedClient, or any client that is not the SDK's
-    resolved = cast(Mapping[str, object], options)
-    traces = resolved.get("traces")
-    if not isinstance(traces, Mapping) or not cast(Mapping[str, object], traces).get("enabled"):
-        return False
-    own = resolved.get("tracer_provider")
-    return (own if own is not None else trace.get_tracer_provider()) is provider
 
 
 def _parent(state: LoopState, adopt_trace_id: bool) -> otel_context.Context | None:
@@ -95,13 +75,14 @@ class RunSpans:
     """The spans of one traced run (one session of it: a resume is a run span of its own)."""
 
     __slots__ = (
-        "chat_spans",
+        "chat",
         "config",
         "content",
         "errors_before",
+        "finish_reason",
         "parent",
         "path",
-        "propose_at",
+        "reasoning",
         "span",
         "state",
         "tools",
@@ -116,7 +97,6 @@ class RunSpans:
         self.state = state
         self.tracer = tracing.tracer
         self.content = config.trace_content
-        self.chat_spans = not sdk_traces(config.client, tracing.provider)
         self.span: Span = self.tracer.start_span(
             f"invoke_agent {config.spec.name}",
             context=_parent(state, adopt_trace_id),
@@ -136,7 +116,12 @@ class RunSpans:
         self.span.set_attribute("boundloop.trace_id", state.trace_id)
         self.parent = trace.set_span_in_context(self.span)
         self.path: list[str] = []
-        self.propose_at: float | None = None
+        self.finish_reason: str | None = None
+        """The stop reason of this session's last response."""
+        self.reasoning: int | None = None
+        """This session's thinking tokens, when a response's usage reported them."""
+        self.chat = ChatSpans(config, state, self.tracer, self.parent)
+        """The `chat` spans; `chat.current` is the run context's `model_span` hook."""
         self.tools = ToolSpans(config, self.tracer, self.parent)
         """The `execute_tool` spans; `tools.current` is the run context's `tool_span` hook."""
         self.usage_before = dataclasses.replace(state.usage)
@@ -182,58 +167,14 @@ class RunSpans:
             attributes["boundloop.guard"] = guard
         self.span.add_event("transition", attributes, timestamp=epoch_ns(event.at))
         if dest == "propose":
-            self.propose_at = event.at
-
-    def _chat(self, start: float, step: int, attributes: dict[str, AttributeValue]) -> Span:
-        """A chat span, its attributes all given at its start (one pass of the SDK's checks)."""
-        model = self.config.spec.model
-        return self.tracer.start_span(
-            f"chat {model}",
-            context=self.parent,
-            kind=SpanKind.CLIENT,
-            attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": PROVIDER,
-                "gen_ai.request.model": model,
-                "gen_ai.conversation.id": self.state.task_id,
-                "boundloop.step": step,
-                **attributes,
-            },
-            start_time=epoch_ns(start),
-        )
+            self.chat.propose_at = event.at
 
     def _proposal(self, event: Proposal) -> None:
-        if not self.chat_spans:
-            return  # the SDK's span of this call is the chat span, a child of the run span
-        state = self.state
-        response = state.responses[-1]  # recorded before its event
-        usage = response.usage
-        cache_read = usage.cache_read_input_tokens or 0
-        cache_creation = usage.cache_creation_input_tokens or 0
-        attributes: dict[str, AttributeValue] = {
-            "gen_ai.response.id": response.id,
-            "gen_ai.response.model": response.model,
-            # The conventions count every input token; Anthropic's input_tokens excludes the cache.
-            "gen_ai.usage.input_tokens": usage.input_tokens + cache_read + cache_creation,
-            "gen_ai.usage.output_tokens": usage.output_tokens,
-            "gen_ai.usage.cache_read.input_tokens": cache_read,
-            "gen_ai.usage.cache_creation.input_tokens": cache_creation,
-        }
-        stop_reason = event.stop_reason
-        if stop_reason is not None:
-            attributes["gen_ai.response.finish_reasons"] = [stop_reason]
-        if event.final_answer:
-            attributes["boundloop.final_answer"] = True
-        if self.content:
-            redact = self.config.redactor
-            attributes["gen_ai.input.messages"] = _content.messages(state.messages[:-1], redact)
-            attributes["gen_ai.output.messages"] = _content.output(response.content, stop_reason, redact)
-            if self.config.spec.system is not None:
-                attributes["gen_ai.system_instructions"] = _content.system_instructions(
-                    self.config.spec.system, redact
-                )
-        span = self._chat(event.at - event.duration_s, event.step, attributes)
-        span.end(end_time=epoch_ns(event.at))
+        self.finish_reason = event.stop_reason
+        thinking = reasoning_tokens(self.state.responses[-1])
+        if thinking is not None:
+            self.reasoning = (self.reasoning or 0) + thinking
+        self.chat.finish(event)
 
     def _error(self, event: Error) -> None:
         at = epoch_ns(event.at)
@@ -243,21 +184,14 @@ class RunSpans:
             "boundloop.error.kind": event.error_kind,
         }
         self.span.add_event("exception", exception, timestamp=at)
-        if event.error_kind not in _MODEL_ERRORS or not self.chat_spans:
-            return
-        # The model call failed or its response was unusable: no proposal event will come.
-        status_code = event.status_code
-        error_type = str(status_code) if status_code is not None else event.type
-        start = self.propose_at if self.propose_at is not None else event.at
-        span = self._chat(start, event.step, {"error.type": error_type})
-        span.add_event("exception", exception, timestamp=at)
-        span.set_status(Status(StatusCode.ERROR))
-        span.end(end_time=at)
+        if event.error_kind in _MODEL_ERRORS:  # the call failed or its response was unusable
+            self.chat.fail(event, exception)
 
     def end(self, exc: BaseException | None) -> None:
         """Close the run span: outcome, usage of this session, path, and an error status for a
         run that failed or an exception that leaves `run()` (not for a cancellation)."""
         try:
+            self.chat.end()
             self.tools.end()
             self._finish(exc)
         except Exception:  # telemetry never fails a run
@@ -282,6 +216,10 @@ class RunSpans:
             "gen_ai.usage.cache_read.input_tokens": usage.cache_read_input_tokens,
             "gen_ai.usage.cache_creation.input_tokens": usage.cache_creation_input_tokens,
         }
+        if self.finish_reason is not None:
+            attributes["gen_ai.response.finish_reasons"] = [self.finish_reason]
+        if self.reasoning is not None:
+            attributes["gen_ai.usage.reasoning.output_tokens"] = self.reasoning
         if usage.cost_usd is not None:  # None: the model has no price, the cost is not tracked
             attributes["boundloop.cost_usd"] = usage.cost_usd
         if self.content:
@@ -312,8 +250,7 @@ class RunSpans:
             "gen_ai.input.messages": _content.messages(state.messages[: state.opening], redact),
         }
         if state.answer is not None:
-            last = state.responses[-1].stop_reason if state.responses else None
-            content["gen_ai.output.messages"] = _content.output(state.answer, last, redact)
+            content["gen_ai.output.messages"] = _content.output(state.answer, redact)
         if self.config.spec.system is not None:
             content["gen_ai.system_instructions"] = _content.system_instructions(
                 self.config.spec.system, redact
