@@ -36,6 +36,7 @@ if typing.TYPE_CHECKING:
     from .errors import EvidenceMissing as EvidenceMissing
     from .errors import FixtureError as FixtureError
     from .errors import GraphvizMissing as GraphvizMissing
+    from .errors import InvalidRequest as InvalidRequest
     from .errors import InvalidTaskId as InvalidTaskId
     from .errors import LoopError as LoopError
     from .errors import NeedsHuman as NeedsHuman

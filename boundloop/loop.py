@@ -66,6 +66,9 @@ class AgentLoop:
         count_tokens: with a token or cost budget, count each request's input with the API's
             `messages.count_tokens` before the call, instead of estimating it from the previous
             call (one more request per model call; `anthropic.AsyncAnthropic` only).
+        fallback_model: a refused request (`stop_reason: "refusal"`) is retried once on this
+            model, with the refusal's `fallback_credit_token` when the API gives one, before
+            the run stops `refused` (docs/claude-api.md, "Stop reasons").
         store: where the state is checkpointed (`MemoryStore`, `SQLiteStore`, `PostgresStore`).
         tracer_provider: the OpenTelemetry `TracerProvider` runs are traced to (docs/otel.md);
             default: the global provider, when one is set; None: no spans.
@@ -101,6 +104,7 @@ class AgentLoop:
         redact_patterns: Iterable[str | re.Pattern[str]] = (),
         redact_checkpoints: bool = False,
         count_tokens: bool = False,
+        fallback_model: str | None = None,
         tracer_provider: TracerProvider | Default | None = DEFAULT,
         trace_content: bool = False,
         checkpoint_key: bytes | str | None = None,
@@ -125,6 +129,7 @@ class AgentLoop:
             redact_patterns=redact_patterns,
             redact_checkpoints=redact_checkpoints,
             count_tokens=count_tokens,
+            fallback_model=fallback_model,
             tracer_provider=tracer_provider,
             trace_content=trace_content,
             checkpoint_key=checkpoint_key,

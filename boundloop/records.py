@@ -314,6 +314,8 @@ class Provenance:
     """The policy's decisions as data (hooks by qualified name)."""
     budget: dict[str, Any] = dataclasses.field(default_factory=empty_dict)
     """The `Budget` fields."""
+    fallback_model: str | None = None
+    """The model a refused request is retried on once (`AgentLoop(fallback_model=...)`)."""
 
 
 @final

@@ -245,6 +245,12 @@ class LoopSpec(BaseModel):
         "messages.count_tokens before the call (one more request per model call).",
     )
 
+    fallback_model: Annotated[str, pydantic.BeforeValidator(_model_name)] | None = Field(
+        default=None,
+        description="A refused request (stop_reason refusal) is retried once on this model, with "
+        "the refusal's fallback_credit_token when the API gives one, before the run stops refused.",
+    )
+
     @classmethod
     def of(cls, **settings: Any) -> LoopSpec:
         """Validate settings once.
@@ -277,6 +283,7 @@ class LoopSpec(BaseModel):
             "history": [dict(message) for message in contract.history],
             "redact_checkpoints": contract.redact_checkpoints,
             "count_tokens": contract.count_tokens,
+            "fallback_model": contract.fallback_model,
         }
         if contract.max_tokens is not None:
             settings["max_tokens"] = contract.max_tokens
@@ -304,6 +311,7 @@ class LoopSpec(BaseModel):
             history=tuple(typing.cast(Any, message.model_dump()) for message in self.history),
             redact_checkpoints=self.redact_checkpoints,
             count_tokens=self.count_tokens,
+            fallback_model=self.fallback_model,
         )
 
 

@@ -114,6 +114,7 @@ def build_config(
     redact_patterns: Iterable[str | re.Pattern[str]] = (),
     redact_checkpoints: bool = False,
     count_tokens: bool = False,
+    fallback_model: str | None = None,
     tracer_provider: TracerProvider | Default | None = None,
     trace_content: bool = False,
     checkpoint_key: bytes | str | None = None,
@@ -155,6 +156,7 @@ def build_config(
         max_tool_output_chars=max_tool_output_chars,
         redact_checkpoints=redact_checkpoints,
         count_tokens=count_tokens,
+        fallback_model=fallback_model,
     )
     _require(
         isinstance(cast(object, metrics), Default | LoopMetrics | None),
@@ -255,6 +257,7 @@ def provenance(spec: LoopSpec) -> Provenance:
         # What a failing tool does decides stops too: recorded with the policy (not in its hash).
         policy={**json.loads(spec.policy.fingerprint()), "on_tool_error": spec.on_tool_error},
         budget=dataclasses.asdict(spec.budget),
+        fallback_model=spec.fallback_model,
     )
 
 

@@ -25,6 +25,7 @@ from ..tools import Tool
 
 if TYPE_CHECKING:
     from ..state import LoopState
+    from .refusals import Retry
     from .config import EventHook, LoopConfig
 
 
@@ -72,9 +73,12 @@ class RunContext:
         "epoch",
         "events",
         "exemplar",
+        "fallback",
         "on_asyncio",
         "plan",
         "plan_records",
+        "received",
+        "retried",
         "started",
         "state",
         "tool_raised",
@@ -109,6 +113,12 @@ class RunContext:
         self.tool_raised: BaseException | None = None
         """A tool function's exception with `on_tool_error="raise"`: the one that leaves `run()`."""
         self.counted_input: int | None = None
+        self.received: object = None
+        """The transcript's assistant message made from the last response (`_core/invariant.py`)."""
+        self.fallback: Retry | None = None
+        """The refused request is to be retried on the fallback model (`_core/refusals.py`)."""
+        self.retried = False
+        """The last response answered the retry on the fallback model."""
         """The next request's input tokens, as `messages.count_tokens` counted them."""
         self.plan: list[Planned] | None = None
         """The calls of the current turn that validation let through in this session; `act`

@@ -6,9 +6,9 @@ import time
 from typing import Any, cast
 
 import anthropic
-from anthropic.types import Message, ToolUseBlock
+from anthropic.types import Message, MessageParam, ToolUseBlock
 
-from ..errors import ScriptExhausted
+from ..errors import InvalidRequest, ScriptExhausted
 from ..events import Proposal
 from ..model import TokenCounter
 from ..records import StopReason, ToolCall, Turn
@@ -20,6 +20,8 @@ from .blocks import assistant_message
 from .boundary import problem
 from .budget import call_spent, ceiling_spent, final_answer_note, output_allowance, spent, stop_at
 from .context import RunContext
+from .invariant import check_request, unfinished_server_call
+from .refusals import fallback
 from .validation import canonical
 
 
@@ -37,6 +39,7 @@ async def assemble(ctx: RunContext) -> Trigger:
     if state.exceeded is not None and not state.final_call_due:
         return Trigger.ASSEMBLED  # no call: nothing to count or clamp
     if state.final_call_due and state.exceeded is not None:
+        drop_unfinished_server_turns(state.messages)
         append_user(state.messages, [{"type": "text", "text": final_answer_note(state.exceeded)}])
     await _count_input(ctx)
     worst = call_spent(ctx)
@@ -54,7 +57,10 @@ async def _count_input(ctx: RunContext) -> None:
     budget = config.spec.budget
     if not config.spec.count_tokens or (budget.max_total_tokens is None and budget.max_cost_usd is None):
         return
-    request = build_request(ctx, tools_allowed=not ctx.state.final_call_due)
+    try:
+        request = build_request(ctx, tools_allowed=not ctx.state.final_call_due)
+    except InvalidRequest:
+        return  # never sent: the model call that follows stops the run for it
     request.pop("max_tokens")
     try:
         # Checked at construction: the client has messages.count_tokens.
@@ -78,6 +84,12 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
         request["tools"] = config.tools.params
         if not tools_allowed:
             request["tool_choice"] = {"type": "none"}
+    fallback(ctx, request)
+    last = ctx.state.responses[-1] if ctx.state.responses else None
+    container = None if last is None else last.container
+    if container is not None:  # code execution's pending calls continue in the same container
+        request["container"] = container.id
+    check_request(request, last, ctx.received)
     return request
 
 
@@ -85,8 +97,17 @@ async def propose(ctx: RunContext) -> Trigger:
     """Call the model; record its response as the run's current turn."""
     state = ctx.state
     final = state.final_call_due
+    try:
+        request = build_request(ctx, tools_allowed=not final)
+    except InvalidRequest as exc:  # a bug of the loop: the API would answer 400, so never sent
+        ctx.error("invalid_request", exc)
+        _failed(ctx, str(exc))
+        state.final_call_due = False
+        return Trigger.HALT
     started = time.perf_counter()
-    response = await _call_model(ctx, build_request(ctx, tools_allowed=not final))
+    response = await _call_model(ctx, request)
+    ctx.retried = ctx.fallback is not None  # the retry on the fallback model is made: once
+    ctx.fallback = None
     if response is None:
         state.final_call_due = False
         return Trigger.HALT
@@ -132,7 +153,8 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     config = ctx.config
     state.responses.append(response)
     # Exactly the JSON received (thinking signatures, server tool blocks), dumped once.
-    state.messages.append(assistant_message(response.content))
+    ctx.received = assistant_message(response.content)
+    state.messages.append(ctx.received)
     calls = [
         ToolCall.of(block.id, block.name, block.input, state.step)
         for block in response.content
@@ -182,3 +204,17 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
             state.trace_id,
             (usage.input_tokens, usage.output_tokens, cache_read, cache_creation),
         )
+
+
+def drop_unfinished_server_turns(messages: list[MessageParam]) -> None:
+    """Drop trailing assistant turns that end in a server call without its result.
+
+    The API runs a paused server call only on a continuation: a user turn after it is a 400.
+    Before the final-answer note the unfinished turn is dropped whole (a turn is sent as
+    received or not at all); the answer is asked from the transcript before it.
+    """
+    while messages and messages[-1]["role"] == "assistant":
+        content = messages[-1]["content"]
+        if isinstance(content, str) or not unfinished_server_call(list(content)):
+            return
+        messages.pop()

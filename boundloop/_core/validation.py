@@ -42,6 +42,7 @@ from ..transcript import append_user
 from .answers import answer_open_calls, finish
 from .budget import ceiling_spent, stop_at
 from .context import YIELD_EVERY, Planned, RunContext
+from .refusals import retry_on_fallback
 from .results import refused
 
 _CANONICAL_JSON: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
@@ -89,6 +90,9 @@ async def validate(ctx: RunContext) -> Trigger:
         if handler is None:
             raise UnhandledStop(response.stop_reason)
         route = handler(response, context)
+        if route.stop_reason is StopReason.REFUSED and retry_on_fallback(ctx, response):
+            detail = f"{route.detail}; " if route.detail else ""
+            route = Route(verdict=Verdict.RESUME, detail=f"{detail}retried on {ctx.config.spec.fallback_model}")
     decisions: list[CallDecision] = []
     exceeded: Exceeded | None = None
     if route.verdict is Verdict.TOOL_CALLS:
@@ -106,8 +110,9 @@ async def validate(ctx: RunContext) -> Trigger:
         if route.continuation:
             state.continuations += 1
         # A paused or cut-off turn goes on in the next response: keep its text for the answer.
-        resumed = response.stop_reason in ("pause_turn", "max_tokens")
-        state.earlier_text = context.answer(response) if resumed else ""
+        resumed = response.stop_reason in ("pause_turn", "max_tokens", "compaction")
+        if ctx.fallback is None:  # a refusal retried: the turn before it still leads the answer
+            state.earlier_text = context.answer(response) if resumed else ""
         # Client tool_use blocks do not come with a resumable turn; if one does, answer it so
         # the transcript stays valid (the model continues after the answers).
         answer_open_calls(ctx, "denied", f"not run: the response stopped with {response.stop_reason}")
@@ -118,6 +123,8 @@ async def validate(ctx: RunContext) -> Trigger:
         finish(ctx, StopReason.COMPLETED, None)
     elif route.verdict is Verdict.STOP:
         assert route.stop_reason is not None  # Route.__post_init__ guarantees it
+        if route.stop_reason is StopReason.CONTEXT_EXCEEDED:  # the answer so far, not a complete one
+            state.answer = context.answer(response) or None
         if exceeded is not None:
             stop_at(ctx, exceeded, route.detail)
         else:

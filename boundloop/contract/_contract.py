@@ -50,6 +50,7 @@ class Contract:
     history: tuple[MessageParam, ...] = ()
     redact_checkpoints: bool = False
     count_tokens: bool = False
+    fallback_model: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The contract as JSON, self-contained: the policy and the system prompt inline."""
@@ -82,6 +83,8 @@ class Contract:
         for field in ("redact_checkpoints", "count_tokens"):
             if getattr(self, field):
                 document[field] = True
+        if self.fallback_model is not None:
+            document["fallback_model"] = self.fallback_model
         return document
 
 
@@ -256,4 +259,5 @@ def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | N
         history=tuple(cast(list[MessageParam], raw.get("history", []))),
         redact_checkpoints=raw.get("redact_checkpoints", False),
         count_tokens=raw.get("count_tokens", False),
+        fallback_model=raw.get("fallback_model"),
     )

@@ -1,0 +1,124 @@
+"""The rules every request the loop builds keeps, checked where the request is built.
+
+The Messages API rejects a request whose transcript is not one it could have produced. The
+loop only appends to the transcript, so each rule is a fact about what it appends:
+
+- each assistant turn is sent back as received: the response's blocks, in order, each of
+  its type and with every field the API sent (a block type the SDK does not model included);
+- no user turn follows an assistant turn whose last block is a `server_tool_use` (or
+  `mcp_tool_use`) without its result: the API runs that call only on a continuation;
+- a user turn after an assistant turn with client `tool_use` blocks opens with their
+  `tool_result` blocks, one per call, ids matching, before anything else;
+- the last response's `container` is sent as `container` with the next request.
+
+A broken rule is a bug: `check_request` raises `InvalidRequest` and the request is not sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, cast
+
+from anthropic.types import Message
+
+from ..errors import InvalidRequest
+
+SERVER_CALLS: Final = frozenset({"server_tool_use", "mcp_tool_use"})
+"""Blocks of a call the API runs itself; its result block comes in the same assistant turn."""
+
+
+def unfinished_server_call(content: Sequence[object]) -> bool:
+    """The turn ends in a server call without its result: only a continuation may follow it."""
+    if not content:
+        return False
+    last = content[-1]
+    kind = _field(last, "type")
+    if kind not in SERVER_CALLS:
+        return False
+    call_id = _field(last, "id")
+    return not any(_field(block, "tool_use_id") == call_id for block in content)
+
+
+def check_request(request: Mapping[str, Any], last: Message | None, received: object) -> None:
+    """Check a request before it is sent.
+
+    Args:
+        request: the keyword arguments of `messages.create`.
+        last: the last response, whose `container` the request must carry.
+        received: the transcript's message made from `last` (its assistant turn), checked
+            block by block against the response when the request holds it.
+
+    Raises:
+        InvalidRequest: the first rule the request breaks.
+    """
+    problem = request_problem(request, last, received)
+    if problem is not None:
+        raise InvalidRequest(problem)
+
+
+def request_problem(request: Mapping[str, Any], last: Message | None, received: object) -> str | None:
+    """The first rule `request` breaks, or None."""
+    container = None if last is None else getattr(last, "container", None)
+    container_id = getattr(container, "id", None)
+    if isinstance(container_id, str) and request.get("container") != container_id:
+        return f"the last response's container {container_id!r} is not sent with the next request"
+    messages = cast("list[Mapping[str, Any]]", request.get("messages") or [])
+    for index, message in enumerate(messages):
+        content = message.get("content")
+        if message.get("role") == "assistant":
+            if message is received and last is not None:
+                problem = _as_received(cast("list[object]", content), last)
+                if problem is not None:
+                    return f"messages[{index}]: {problem}"
+            continue
+        if index == 0 or messages[index - 1].get("role") != "assistant":
+            continue
+        problem = _answers(messages[index - 1].get("content"), content)
+        if problem is not None:
+            return f"messages[{index}]: {problem}"
+    return None
+
+
+def _answers(previous: object, content: object) -> str | None:
+    """What is wrong with a user turn after an assistant turn, or None."""
+    blocks = cast("list[object]", previous) if isinstance(previous, list) else []
+    if unfinished_server_call(blocks):
+        return (
+            f"a user turn follows the unfinished {_field(blocks[-1], 'type')} "
+            f"{_field(blocks[-1], 'id')!r}: only its continuation may"
+        )
+    calls = [_field(block, "id") for block in blocks if _field(block, "type") == "tool_use"]
+    answers = cast("list[object]", content) if isinstance(content, list) else []
+    head = [_field(block, "tool_use_id") for block in answers[: len(calls)]]
+    kinds = [_field(block, "type") for block in answers[: len(calls)]]
+    if calls and (kinds != ["tool_result"] * len(calls) or sorted(map(str, head)) != sorted(map(str, calls))):
+        return f"the tool_use blocks {calls} are not answered first, once each (found {head})"
+    extra = [block for block in answers[len(calls) :] if _field(block, "type") == "tool_result"]
+    if extra:
+        return f"a tool_result for no tool_use of the turn before: {_field(extra[0], 'tool_use_id')!r}"
+    return None
+
+
+def _as_received(content: list[object], response: Message) -> str | None:
+    """Each block of the turn is the response's: its type, and every field the API sent."""
+    blocks = response.content
+    if len(content) != len(blocks):
+        return f"the assistant turn holds {len(content)} blocks, the response {len(blocks)}"
+    for position, (sent, got) in enumerate(zip(content, blocks, strict=True)):
+        kind = getattr(got, "type", None)
+        if _field(sent, "type") != kind:
+            return f"block {position} is sent as {_field(sent, 'type')!r}, received as {kind!r}"
+        if not isinstance(sent, Mapping):
+            continue
+        fields = cast(Mapping[str, object], sent)
+        extra = got.__pydantic_extra__ or {}
+        missing = [name for name in (*got.model_fields_set, *extra) if name not in fields]
+        if missing:
+            return f"block {position} ({kind}) is sent without the fields {sorted(missing)}"
+    return None
+
+
+def _field(block: object, name: str) -> object:
+    if isinstance(block, Mapping):
+        return cast(Mapping[str, object], block).get(name)
+    return getattr(block, name, None)
