@@ -39,6 +39,12 @@ def unfinished_server_call(content: Sequence[object]) -> bool:
     return not any(_field(block, "tool_use_id") == call_id for block in content)
 
 
+def container_id(response: Message | None) -> str | None:
+    """The id of the response's `container` (code execution's sandbox), when it has one."""
+    found = _field(_field(response, "container"), "id")
+    return found if isinstance(found, str) and found else None
+
+
 def check_request(request: Mapping[str, Any], last: Message | None, received: object) -> None:
     """Check a request before it is sent.
 
@@ -58,10 +64,9 @@ def check_request(request: Mapping[str, Any], last: Message | None, received: ob
 
 def request_problem(request: Mapping[str, Any], last: Message | None, received: object) -> str | None:
     """The first rule `request` breaks, or None."""
-    container = None if last is None else getattr(last, "container", None)
-    container_id = getattr(container, "id", None)
-    if isinstance(container_id, str) and request.get("container") != container_id:
-        return f"the last response's container {container_id!r} is not sent with the next request"
+    container = container_id(last)
+    if container is not None and request.get("container") != container:
+        return f"the last response's container {container!r} is not sent with the next request"
     messages = cast("list[Mapping[str, Any]]", request.get("messages") or [])
     for index, message in enumerate(messages):
         content = message.get("content")
@@ -104,18 +109,26 @@ def _as_received(content: list[object], response: Message) -> str | None:
     blocks = response.content
     if len(content) != len(blocks):
         return f"the assistant turn holds {len(content)} blocks, the response {len(blocks)}"
-    for position, (sent, got) in enumerate(zip(content, blocks, strict=True)):
-        kind = getattr(got, "type", None)
+    for position, (sent, got) in enumerate(zip(content, cast("list[object]", blocks), strict=True)):
+        kind = _field(got, "type")
         if _field(sent, "type") != kind:
             return f"block {position} is sent as {_field(sent, 'type')!r}, received as {kind!r}"
         if not isinstance(sent, Mapping):
             continue
         fields = cast(Mapping[str, object], sent)
-        extra = got.__pydantic_extra__ or {}
-        missing = [name for name in (*got.model_fields_set, *extra) if name not in fields]
+        missing = [name for name in _received_fields(got) if name not in fields]
         if missing:
             return f"block {position} ({kind}) is sent without the fields {sorted(missing)}"
     return None
+
+
+def _received_fields(block: object) -> list[str]:
+    """The fields the API sent in a block (a dict's keys; a model's set and extra fields)."""
+    if isinstance(block, Mapping):
+        return list(cast(Mapping[str, object], block))
+    fields = list(getattr(block, "model_fields_set", ()))
+    extra = cast("dict[str, object] | None", getattr(block, "__pydantic_extra__", None))
+    return fields + list(extra or ())
 
 
 def _field(block: object, name: str) -> object:

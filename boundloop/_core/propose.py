@@ -20,7 +20,7 @@ from .blocks import assistant_message
 from .boundary import problem
 from .budget import call_spent, ceiling_spent, final_answer_note, output_allowance, spent, stop_at
 from .context import RunContext
-from .invariant import check_request, unfinished_server_call
+from .invariant import check_request, container_id, unfinished_server_call
 from .refusals import fallback
 from .validation import canonical
 
@@ -86,9 +86,9 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
             request["tool_choice"] = {"type": "none"}
     fallback(ctx, request)
     last = ctx.state.responses[-1] if ctx.state.responses else None
-    container = None if last is None else last.container
+    container = container_id(last)
     if container is not None:  # code execution's pending calls continue in the same container
-        request["container"] = container.id
+        request["container"] = container
     check_request(request, last, ctx.received)
     return request
 

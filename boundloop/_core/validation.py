@@ -92,7 +92,9 @@ async def validate(ctx: RunContext) -> Trigger:
         route = handler(response, context)
         if route.stop_reason is StopReason.REFUSED and retry_on_fallback(ctx, response):
             detail = f"{route.detail}; " if route.detail else ""
-            route = Route(verdict=Verdict.RESUME, detail=f"{detail}retried on {ctx.config.spec.fallback_model}")
+            route = Route(
+                verdict=Verdict.RESUME, detail=f"{detail}retried on {ctx.config.spec.fallback_model}"
+            )
     decisions: list[CallDecision] = []
     exceeded: Exceeded | None = None
     if route.verdict is Verdict.TOOL_CALLS:
