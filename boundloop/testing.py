@@ -95,7 +95,8 @@ def _block(index: int, block: object) -> dict[str, Any]:
 
     if not isinstance(block, Mapping):
         raise ConfigurationError(
-            f"scripted response is not a valid Message: content[{index}] is not a block object: {_short(block)}"
+            f"scripted response is not a valid Message: content[{index}] is not a block object: "
+            f"{_short(block)}"
         )
     data = dict(cast(Mapping[str, Any], block))
     kind = data.get("type")
@@ -110,7 +111,8 @@ def _block(index: int, block: object) -> dict[str, Any]:
     if model is None:
         known = ", ".join(sorted(models))
         raise ConfigurationError(
-            f"scripted response is not a valid Message: content[{index}] has type {kind!r}, which the SDK does not know: {known}"
+            f"scripted response is not a valid Message: content[{index}] has type {kind!r}, "
+            f"which the SDK does not know: {known}"
         )
     try:
         model.model_validate(data)

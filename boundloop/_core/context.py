@@ -25,8 +25,8 @@ from ..tools import Tool
 
 if TYPE_CHECKING:
     from ..state import LoopState
-    from .refusals import Retry
     from .config import EventHook, LoopConfig
+    from .refusals import Retry
 
 
 YIELD_EVERY: Final = 500

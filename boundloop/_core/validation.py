@@ -89,12 +89,7 @@ async def validate(ctx: RunContext) -> Trigger:
         handler = ctx.config.signal_handlers.get(str(response.stop_reason))
         if handler is None:
             raise UnhandledStop(response.stop_reason)
-        route = handler(response, context)
-        if route.stop_reason is StopReason.REFUSED and retry_on_fallback(ctx, response):
-            detail = f"{route.detail}; " if route.detail else ""
-            route = Route(
-                verdict=Verdict.RESUME, detail=f"{detail}retried on {ctx.config.spec.fallback_model}"
-            )
+        route = _after_stop(ctx, handler(response, context), context)
     decisions: list[CallDecision] = []
     exceeded: Exceeded | None = None
     if route.verdict is Verdict.TOOL_CALLS:
@@ -113,8 +108,9 @@ async def validate(ctx: RunContext) -> Trigger:
             state.continuations += 1
         # A paused or cut-off turn goes on in the next response: keep its text for the answer.
         resumed = response.stop_reason in ("pause_turn", "max_tokens", "compaction")
-        if ctx.fallback is None:  # a refusal retried: the turn before it still leads the answer
-            state.earlier_text = context.answer(response) if resumed else ""
+        # A refusal retried: the turn before it (a pause) still leads the answer.
+        retrying = ctx.fallback is not None
+        state.earlier_text = state.earlier_text if retrying else context.answer(response) if resumed else ""
         # Client tool_use blocks do not come with a resumable turn; if one does, answer it so
         # the transcript stays valid (the model continues after the answers).
         answer_open_calls(ctx, "denied", f"not run: the response stopped with {response.stop_reason}")
@@ -125,13 +121,23 @@ async def validate(ctx: RunContext) -> Trigger:
         finish(ctx, StopReason.COMPLETED, None)
     elif route.verdict is Verdict.STOP:
         assert route.stop_reason is not None  # Route.__post_init__ guarantees it
-        if route.stop_reason is StopReason.CONTEXT_EXCEEDED:  # the answer so far, not a complete one
-            state.answer = context.answer(response) or None
         if exceeded is not None:
             stop_at(ctx, exceeded, route.detail)
         else:
             finish(ctx, route.stop_reason, route.detail)
     return Trigger.VALIDATED
+
+
+def _after_stop(ctx: RunContext, route: Route, context: SignalContext) -> Route:
+    """A refusal is retried once on the fallback model; a full context window keeps the
+    answer so far (not a complete one: the stop reason says so)."""
+    response = ctx.state.responses[-1]
+    if route.stop_reason is StopReason.REFUSED and retry_on_fallback(ctx, response):
+        detail = f"{route.detail}; " if route.detail else ""
+        return Route(verdict=Verdict.RESUME, detail=f"{detail}retried on {ctx.config.spec.fallback_model}")
+    if route.stop_reason is StopReason.CONTEXT_EXCEEDED:
+        ctx.state.answer = context.answer(response) or None
+    return route
 
 
 async def _plan(
