@@ -66,9 +66,7 @@ class AgentLoop:
         count_tokens: with a token or cost budget, count each request's input with the API's
             `messages.count_tokens` before the call, instead of estimating it from the previous
             call (one more request per model call; `anthropic.AsyncAnthropic` only).
-        fallback_model: a refused request (`stop_reason: "refusal"`) is retried once on this
-            model, with the refusal's `fallback_credit_token` when the API gives one, before
-            the run stops `refused` (docs/claude-api.md, "Stop reasons").
+        fallback_model: a refused request is retried once on this model (docs/claude-api.md).
         store: where the state is checkpointed (`MemoryStore`, `SQLiteStore`, `PostgresStore`).
         tracer_provider: the OpenTelemetry `TracerProvider` runs are traced to (docs/otel.md);
             default: the global provider, when one is set; None: no spans.
@@ -398,6 +396,5 @@ class AgentLoop:
     async def _continue(
         self, state: LoopState, *, cancel: anyio.Event | None = None, on_event: EventHook | None = None
     ) -> LoopResult:
-        """Continue a run from a state read back from a checkpoint, in the phase it was saved
-        (a state saved in `act` is validated again first)."""
+        """Continue a run from a checkpointed state, in its phase (`act` is validated again first)."""
         return await _core.drive(self._config, state, cancel=cancel, on_event=on_event)

@@ -26,7 +26,6 @@ from ..tools import Tool
 if TYPE_CHECKING:
     from ..state import LoopState
     from .config import EventHook, LoopConfig
-    from .refusals import Retry
 
 
 YIELD_EVERY: Final = 500
@@ -53,6 +52,16 @@ class Planned:
     index: int
     tool: Tool
     arguments: dict[str, Any]
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True)
+class Retry:
+    """The next request goes to `model`, with the refusal's credit token when it gave one
+    (`_core/refusals.py`)."""
+
+    model: str
+    credit_token: str | None
 
 
 @final

@@ -54,6 +54,7 @@ def loop_settings(
         "max_tool_output_chars": spec.max_tool_output_chars,
         "redact_checkpoints": spec.redact_checkpoints,
         "count_tokens": spec.count_tokens,
+        "fallback_model": spec.fallback_model,
     }
     if not spec.metrics:
         settings["metrics"] = None

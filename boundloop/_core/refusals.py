@@ -9,21 +9,13 @@ model, it bills the retry's cache writes of the warm prefix at the cache-read ra
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, final
+from typing import Any
 
 from anthropic.types import Message
 
-from .context import RunContext
-
-
-@final
-@dataclasses.dataclass(frozen=True, slots=True)
-class Retry:
-    """The next request goes to `model`, with the refusal's credit token when it gave one."""
-
-    model: str
-    credit_token: str | None
+from ..records import StopReason
+from ..signals import Route, SignalContext, Verdict
+from .context import Retry, RunContext
 
 
 def credit_token(response: Message) -> str | None:
@@ -59,3 +51,24 @@ def fallback(ctx: RunContext, request: dict[str, Any]) -> None:
         extra: dict[str, Any] = dict(request.get("extra_body") or {})
         extra["fallback_credit_token"] = retry.credit_token
         request["extra_body"] = extra
+
+
+def after_stop(ctx: RunContext, route: Route, context: SignalContext) -> Route:
+    """A refusal is retried once on the fallback model; a full context window keeps the
+    answer so far (not a complete one: the stop reason says so)."""
+    response = ctx.state.responses[-1]
+    if route.stop_reason is StopReason.REFUSED and retry_on_fallback(ctx, response):
+        detail = f"{route.detail}; " if route.detail else ""
+        return Route(verdict=Verdict.RESUME, detail=f"{detail}retried on {ctx.config.spec.fallback_model}")
+    if route.stop_reason is StopReason.CONTEXT_EXCEEDED:
+        ctx.state.answer = context.answer(response) or None
+    return route
+
+
+def earlier_text(ctx: RunContext, response: Message, context: SignalContext) -> str:
+    """The text of the turn so far, before a resumed response: a paused, cut-off or compacted
+    turn goes on in the next response; a refusal retried keeps the turn before it."""
+    if ctx.fallback is not None:
+        return ctx.state.earlier_text
+    resumed = response.stop_reason in ("pause_turn", "max_tokens", "compaction")
+    return context.answer(response) if resumed else ""

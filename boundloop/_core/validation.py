@@ -42,7 +42,7 @@ from ..transcript import append_user
 from .answers import answer_open_calls, finish
 from .budget import ceiling_spent, stop_at
 from .context import YIELD_EVERY, Planned, RunContext
-from .refusals import retry_on_fallback
+from .refusals import after_stop, earlier_text
 from .results import refused
 
 _CANONICAL_JSON: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
@@ -89,7 +89,7 @@ async def validate(ctx: RunContext) -> Trigger:
         handler = ctx.config.signal_handlers.get(str(response.stop_reason))
         if handler is None:
             raise UnhandledStop(response.stop_reason)
-        route = _after_stop(ctx, handler(response, context), context)
+        route = after_stop(ctx, handler(response, context), context)
     decisions: list[CallDecision] = []
     exceeded: Exceeded | None = None
     if route.verdict is Verdict.TOOL_CALLS:
@@ -106,11 +106,7 @@ async def validate(ctx: RunContext) -> Trigger:
     if route.verdict is Verdict.RESUME:
         if route.continuation:
             state.continuations += 1
-        # A paused or cut-off turn goes on in the next response: keep its text for the answer.
-        resumed = response.stop_reason in ("pause_turn", "max_tokens", "compaction")
-        # A refusal retried: the turn before it (a pause) still leads the answer.
-        retrying = ctx.fallback is not None
-        state.earlier_text = state.earlier_text if retrying else context.answer(response) if resumed else ""
+        state.earlier_text = earlier_text(ctx, response, context)
         # Client tool_use blocks do not come with a resumable turn; if one does, answer it so
         # the transcript stays valid (the model continues after the answers).
         answer_open_calls(ctx, "denied", f"not run: the response stopped with {response.stop_reason}")
@@ -126,18 +122,6 @@ async def validate(ctx: RunContext) -> Trigger:
         else:
             finish(ctx, route.stop_reason, route.detail)
     return Trigger.VALIDATED
-
-
-def _after_stop(ctx: RunContext, route: Route, context: SignalContext) -> Route:
-    """A refusal is retried once on the fallback model; a full context window keeps the
-    answer so far (not a complete one: the stop reason says so)."""
-    response = ctx.state.responses[-1]
-    if route.stop_reason is StopReason.REFUSED and retry_on_fallback(ctx, response):
-        detail = f"{route.detail}; " if route.detail else ""
-        return Route(verdict=Verdict.RESUME, detail=f"{detail}retried on {ctx.config.spec.fallback_model}")
-    if route.stop_reason is StopReason.CONTEXT_EXCEEDED:
-        ctx.state.answer = context.answer(response) or None
-    return route
 
 
 async def _plan(
