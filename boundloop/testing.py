@@ -162,6 +162,9 @@ class ScriptedClient:
                 unnamed = _unnamed_tool_uses(item)
                 if unnamed:
                     self._unnamed[len(self._script)] = unnamed
+            if not isinstance(item, BaseException) and not callable(
+                item
+            ):  # a function is checked when served
                 item = parse_message(item, model=model)
             self._script.append(item)
         self._model = model

@@ -8,7 +8,7 @@ responses it was given (JSON bodies, in order: request `k + 1` followed response
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 JSON = dict[str, Any]
 SERVER_CALLS = ("server_tool_use", "mcp_tool_use")
@@ -21,8 +21,8 @@ def violations(requests: Sequence[Mapping[str, Any]], responses: Sequence[Mappin
     for k, request in enumerate(requests):
         found += [f"request {k}: {problem}" for problem in _request(request, contents)]
         if k >= 1 and k - 1 < len(responses):
-            container = responses[k - 1].get("container")
-            expected = container.get("id") if isinstance(container, Mapping) else None
+            container: object = responses[k - 1].get("container")
+            expected = cast(JSON, container).get("id") if isinstance(container, dict) else None
             if expected is not None and request.get("container") != expected:
                 found.append(f"request {k}: container {request.get('container')!r}, expected {expected!r}")
     return found

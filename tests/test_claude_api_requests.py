@@ -179,10 +179,12 @@ def test_each_rule_names_what_it_finds() -> None:
     )
     lost = {"role": "assistant", "content": [{"type": "text", "text": None}]}
     found = request_problem({"messages": [{"role": "user", "content": "q"}, lost]}, mcp, lost)
-    assert found is not None and "sent as 'text', received as 'mcp_tool_use'" in found
+    assert found is not None
+    assert "sent as 'text', received as 'mcp_tool_use'" in found
     partial = {"role": "assistant", "content": [{"type": "mcp_tool_use", "id": "m1"}]}
     found = request_problem({"messages": [{"role": "user", "content": "q"}, partial]}, mcp, partial)
-    assert found is not None and "without the fields ['input', 'name', 'server_name']" in found
+    assert found is not None
+    assert "without the fields ['input', 'name', 'server_name']" in found
 
 
 # -- every stop reason has a handler ---------------------------------------------------------------
