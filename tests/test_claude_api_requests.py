@@ -232,9 +232,10 @@ async def test_a_refusal_is_retried_once_on_the_fallback_model_with_the_credit_t
         response("refusal", text(""), stop_details=REFUSAL_DETAILS),
         response("end_turn", text("Here it is.")),
     ]
-    result, client = await run(script, fallback_model="claude-opus-4-5")
+    result, client = await run(script, fallback_model="claude-opus-4-5", budget=Budget(max_steps=1))
     assert result.stop_reason is StopReason.COMPLETED
     assert result.answer == "Here it is."
+    assert result.state.step == 1  # the retry is the same step again
     first, retry = client.requests
     assert retry["model"] == "claude-opus-4-5"
     assert retry["extra_body"] == {"fallback_credit_token": "fct_0123"}

@@ -33,7 +33,8 @@ async def assemble(ctx: RunContext) -> Trigger:
     """
     state = ctx.state
     if state.exceeded is None:
-        exceeded = spent(ctx)  # steps, and the ceilings as they stand
+        # Steps, and the ceilings as they stand; a refusal's retry is the same step again.
+        exceeded = spent(ctx) if ctx.fallback is None else ceiling_spent(ctx)
         if exceeded is not None:
             stop_at(ctx, exceeded)
     if state.exceeded is not None and not state.final_call_due:
@@ -111,7 +112,8 @@ async def propose(ctx: RunContext) -> Trigger:
     if response is None:
         state.final_call_due = False
         return Trigger.HALT
-    if not final:  # the final answer at a spent budget is not a step: max_steps stays a ceiling
+    # The final answer at a spent budget is not a step (max_steps stays a ceiling), nor a retry.
+    if not final and not ctx.retried:
         state.step += 1
     _accept(ctx, response, time.perf_counter() - started, final=final)
     return Trigger.PROPOSED
