@@ -15,8 +15,17 @@ import pytest
 from anthropic.types import StopReason as SDKStopReason
 from anthropic.types.beta import BetaStopReason
 
-from boundloop import AgentLoop, Budget, ConfigurationError, Policy, ScriptedClient, StopReason, tool
-from boundloop._core.invariant import request_problem
+from boundloop import (
+    AgentLoop,
+    Budget,
+    ConfigurationError,
+    InvalidRequest,
+    Policy,
+    ScriptedClient,
+    StopReason,
+    tool,
+)
+from boundloop._core.invariant import RequestChecker, request_problem
 from boundloop.signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS, Route, SignalContext, Verdict
 from boundloop.testing import parse_message
 from tests.api_rules import violations
@@ -313,3 +322,22 @@ def test_the_stop_reason_table_has_a_row_per_stop_reason() -> None:
     api = set(typing.get_args(SDKStopReason)) | set(typing.get_args(BetaStopReason))
     for stop_reason in api:
         assert f"`{stop_reason}`" in table
+
+
+def test_the_checker_checks_each_request_from_where_the_previous_one_changed() -> None:
+    """A run's checker starts after what the previous request held as is: a replaced last
+    user turn and a dropped tail are checked again."""
+    call: JSON = {"type": "tool_use", "id": "t1", "name": "x", "input": {}}
+    assistant: JSON = {"role": "assistant", "content": [call]}
+    answered: JSON = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+    }
+    goal: JSON = {"role": "user", "content": "q"}
+    checker = RequestChecker()
+    checker.check({"messages": [goal, assistant, answered]}, None, None)
+    late: JSON = {"role": "user", "content": [text("first"), *answered["content"]]}
+    with pytest.raises(InvalidRequest, match="not answered first"):
+        checker.check({"messages": [goal, assistant, late]}, None, None)
+    with pytest.raises(InvalidRequest, match="not answered first"):
+        checker.check({"messages": [goal, assistant, {"role": "user", "content": []}]}, None, None)

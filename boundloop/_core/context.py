@@ -22,6 +22,7 @@ from ..events import BaseEvent, CallDecision, Error, Event
 from ..records import ErrorRecord, ToolCall, Turn
 from ..redaction import recorded_call_id
 from ..tools import Tool
+from .invariant import RequestChecker
 
 if TYPE_CHECKING:
     from ..state import LoopState
@@ -87,6 +88,7 @@ class RunContext:
         "plan",
         "plan_records",
         "received",
+        "request_checker",
         "retried",
         "started",
         "state",
@@ -122,6 +124,7 @@ class RunContext:
         self.tool_raised: BaseException | None = None
         """A tool function's exception with `on_tool_error="raise"`: the one that leaves `run()`."""
         self.counted_input: int | None = None
+        self.request_checker = RequestChecker()
         self.received: object = None
         """The transcript's assistant message made from the last response (`_core/invariant.py`)."""
         self.fallback: Retry | None = None

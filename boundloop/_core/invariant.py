@@ -12,12 +12,15 @@ loop only appends to the transcript, so each rule is a fact about what it append
 - the last response's `container` is sent as `container` with the next request.
 
 A broken rule is a bug: `check_request` raises `InvalidRequest` and the request is not sent.
+The transcript only grows (its last user turn replaced by a longer one, a trailing turn
+dropped), so a `RequestChecker` checks each request from where the previous one it checked
+ended: a run's checks cost what its transcript holds, once, not once per request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, cast
+from typing import Any, Final, cast, final
 
 from anthropic.types import Message
 
@@ -45,8 +48,34 @@ def container_id(response: Message | None) -> str | None:
     return found if isinstance(found, str) and found else None
 
 
-def check_request(request: Mapping[str, Any], last: Message | None, received: object) -> None:
-    """Check a request before it is sent.
+@final
+class RequestChecker:
+    """`check_request` for a run's requests in turn, each from where the one before ended."""
+
+    __slots__ = ("_count", "_tail")
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._tail: object = None
+
+    def check(self, request: Mapping[str, Any], last: Message | None, received: object) -> None:
+        """`check_request`, from the first message the previous request did not hold as is.
+
+        Raises:
+            InvalidRequest: the first rule the request breaks.
+        """
+        messages = cast("list[object]", request.get("messages") or [])
+        count = self._count
+        same = 0 < count <= len(messages) and messages[count - 1] is self._tail
+        check_request(request, last, received, start=count - 1 if same else 0)
+        self._count = len(messages)
+        self._tail = messages[-1] if messages else None
+
+
+def check_request(
+    request: Mapping[str, Any], last: Message | None, received: object, *, start: int = 0
+) -> None:
+    """Check a request before it is sent (its messages from `start`, each with the one before).
 
     Args:
         request: the keyword arguments of `messages.create`.
@@ -57,18 +86,21 @@ def check_request(request: Mapping[str, Any], last: Message | None, received: ob
     Raises:
         InvalidRequest: the first rule the request breaks.
     """
-    problem = request_problem(request, last, received)
+    problem = request_problem(request, last, received, start=start)
     if problem is not None:
         raise InvalidRequest(problem)
 
 
-def request_problem(request: Mapping[str, Any], last: Message | None, received: object) -> str | None:
-    """The first rule `request` breaks, or None."""
+def request_problem(
+    request: Mapping[str, Any], last: Message | None, received: object, *, start: int = 0
+) -> str | None:
+    """The first rule `request` breaks (in its messages from `start`), or None."""
     container = container_id(last)
     if container is not None and request.get("container") != container:
         return f"the last response's container {container!r} is not sent with the next request"
     messages = cast("list[Mapping[str, Any]]", request.get("messages") or [])
-    for index, message in enumerate(messages):
+    for index in range(max(start, 0), len(messages)):
+        message = messages[index]
         content = message.get("content")
         if message.get("role") == "assistant":
             if message is received and last is not None:

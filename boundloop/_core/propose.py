@@ -20,7 +20,7 @@ from .blocks import assistant_message
 from .boundary import problem
 from .budget import call_spent, ceiling_spent, final_answer_note, output_allowance, spent, stop_at
 from .context import RunContext
-from .invariant import check_request, container_id, unfinished_server_call
+from .invariant import container_id, unfinished_server_call
 from .refusals import fallback
 from .validation import canonical
 
@@ -90,7 +90,7 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
     container = container_id(last)
     if container is not None:  # code execution's pending calls continue in the same container
         request["container"] = container
-    check_request(request, last, ctx.received)
+    ctx.request_checker.check(request, last, ctx.received)
     return request
 
 
