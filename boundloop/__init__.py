@@ -40,6 +40,7 @@ if typing.TYPE_CHECKING:
     from .errors import FixtureError as FixtureError
     from .errors import GraphvizMissing as GraphvizMissing
     from .errors import InvalidOutput as InvalidOutput
+    from .errors import InvalidRequest as InvalidRequest
     from .errors import InvalidTaskId as InvalidTaskId
     from .errors import LoopError as LoopError
     from .errors import NeedsHuman as NeedsHuman

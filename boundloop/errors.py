@@ -276,3 +276,15 @@ for those, with the `Limit` behind it)."""
 def error_for(result: LoopResult[Any]) -> RunError:
     """The typed exception for a result that did not complete, at no budget."""
     return _BY_REASON[result.stop_reason](result)
+
+
+class InvalidRequest(LoopError):
+    """A request the loop built breaks a rule of the Messages API (`_core/invariant.py`).
+
+    A boundloop bug, never the model's or the user's: the request is not sent and the run
+    stops `failed` with `problem` in its detail.
+    """
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(f"boundloop built a request the API would reject (not sent): {problem}")

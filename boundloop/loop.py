@@ -69,6 +69,7 @@ class AgentLoop(Generic[OutputT]):
         count_tokens: with a token or cost budget, count each request's input with the API's
             `messages.count_tokens` before the call, instead of estimating it from the previous
             call (one more request per model call; `anthropic.AsyncAnthropic` only).
+        fallback_model: a refused request is retried once on this model (docs/claude-api.md).
         store: where the state is checkpointed (`MemoryStore`, `SQLiteStore`, `PostgresStore`).
         tracer_provider: the OpenTelemetry `TracerProvider` runs are traced to (docs/otel.md);
             default: the global provider, when one is set; None: no spans.
@@ -109,6 +110,7 @@ class AgentLoop(Generic[OutputT]):
         redact_patterns: Iterable[str | re.Pattern[str]] = (),
         redact_checkpoints: bool = False,
         count_tokens: bool = False,
+        fallback_model: str | None = None,
         tracer_provider: TracerProvider | Default | None = DEFAULT,
         trace_content: bool = False,
         checkpoint_key: bytes | str | None = None,
@@ -135,6 +137,7 @@ class AgentLoop(Generic[OutputT]):
             redact_patterns=redact_patterns,
             redact_checkpoints=redact_checkpoints,
             count_tokens=count_tokens,
+            fallback_model=fallback_model,
             tracer_provider=tracer_provider,
             trace_content=trace_content,
             checkpoint_key=checkpoint_key,
@@ -214,8 +217,7 @@ class AgentLoop(Generic[OutputT]):
     ) -> AgentLoop[Any]:
         """Build the loop a contract declares (see docs/contracts.md).
 
-        A path is read here, with its policy and system prompt files: inside async code,
-        `load_contract` in a worker thread and pass the `Contract`.
+        A path is read here (in async code, `load_contract` in a thread and pass the `Contract`).
 
         Args:
             contract: a contract file, the contract as a JSON object, or a loaded `Contract`.
@@ -228,9 +230,8 @@ class AgentLoop(Generic[OutputT]):
             approve: `Policy.approve`, the in-process approver (code, not contract data):
                 `async (ToolCall) -> bool | str`; only `True` approves.
             success: `Policy.success`, the extra completion check (code, not contract data).
-            metrics: as for `AgentLoop`; a contract with metrics disabled turns them off.
-            prices, store, on_event, tracer_provider, trace_content: as for `AgentLoop`.
-            checkpoint_key: as for `AgentLoop` (a secret: never contract data).
+            metrics, prices, store, on_event, tracer_provider, trace_content, checkpoint_key: as
+                for `AgentLoop` (a contract with metrics disabled turns them off).
 
         A contract's `output_schema` comes back as a JSON schema `output_type` (its JSON value).
 
@@ -395,6 +396,5 @@ class AgentLoop(Generic[OutputT]):
         )
 
     async def _continue(self, state: LoopState, *, cancel: anyio.Event | None = None) -> LoopResult[OutputT]:
-        """Continue a run from a state read back from a checkpoint, in the phase it was saved
-        (a state saved in `act` is validated again first)."""
+        """Continue a run from a checkpointed state, in its phase (`act` is validated again first)."""
         return await _core.drive(self._config, state, cancel=cancel)

@@ -303,6 +303,12 @@ class LoopSpec(BaseModel):
         "(sent as output_config.format; an answer that does not match stops invalid_output).",
     )
 
+    fallback_model: Annotated[str, pydantic.BeforeValidator(_model_name)] | None = Field(
+        default=None,
+        description="A refused request (stop_reason refusal) is retried once on this model, with "
+        "the refusal's fallback_credit_token when the API gives one, before the run stops refused.",
+    )
+
     @classmethod
     def of(cls, **settings: Any) -> LoopSpec:
         """Validate settings once.
@@ -338,6 +344,7 @@ class LoopSpec(BaseModel):
             "count_tokens": contract.count_tokens,
             "settings": dict(contract.settings),
             "output_schema": None if contract.output_schema is None else dict(contract.output_schema),
+            "fallback_model": contract.fallback_model,
         }
         if contract.max_tokens is not None:
             settings["max_tokens"] = contract.max_tokens
@@ -368,6 +375,7 @@ class LoopSpec(BaseModel):
             count_tokens=self.count_tokens,
             settings=self.settings.data(),
             output_schema=self.output_schema,
+            fallback_model=self.fallback_model,
         )
 
 

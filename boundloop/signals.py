@@ -138,26 +138,35 @@ def on_max_tokens(message: Message, ctx: SignalContext) -> Route:
     A continuation asks for the rest in a user turn: ending a request with an assistant
     turn (prefill) is rejected by current models.
     """
-    from anthropic.types import ToolUseBlock  # a response exists: the SDK is loaded
-
-    last = message.content[-1] if message.content else None
-    if isinstance(last, ToolUseBlock):
-        return stop(StopReason.TRUNCATED, f"output cut inside tool_use {last.name!r}: not executed")
+    last = next(reversed(message.content), None)  # where the output was cut
+    kind = getattr(last, "type", None)
+    if kind in ("tool_use", "server_tool_use", "mcp_tool_use"):  # a cut call never runs
+        name = getattr(last, "name", None)
+        return stop(StopReason.TRUNCATED, f"output cut inside {kind} {name!r}: not executed")
     policy = ctx.policy
     if policy.on_max_tokens == "continue" and ctx.state.continuations < policy.max_continuations:
         return Route(verdict=Verdict.RESUME, nudge=CONTINUE_AFTER_MAX_TOKENS, continuation=True)
     return stop(StopReason.TRUNCATED, "the model hit max_tokens")
 
 
+def on_compaction(message: Message, ctx: SignalContext) -> Route:
+    """The API compacted the context: send the turn back as received, the model continues it.
+
+    The compaction block stays in the assistant turn exactly as the API sent it."""
+    return Route(verdict=Verdict.RESUME)
+
+
 def on_refusal(message: Message, ctx: SignalContext) -> Route:
-    """The model refused: record the stop details."""
+    """The model refused: record the stop details (a `fallback_model` is tried once first)."""
     details = message.stop_details
     detail = None if details is None else details.model_dump_json(exclude_none=True)
     return stop(StopReason.REFUSED, detail)
 
 
 def on_context_exceeded(message: Message, ctx: SignalContext) -> Route:
-    """The context window is full: nothing more fits."""
+    """The context window is full: nothing more fits; the text so far is the partial answer.
+
+    It is kept in `state.answer`; the stop reason says it is not complete."""
     return stop(StopReason.CONTEXT_EXCEEDED, "the model's context window was exceeded")
 
 
@@ -168,6 +177,7 @@ KNOWN_STOP_REASONS: Final = frozenset(
         "max_tokens",
         "stop_sequence",
         "pause_turn",
+        "compaction",
         "refusal",
         "model_context_window_exceeded",
     }
@@ -179,6 +189,7 @@ DEFAULT_HANDLERS: Final[Mapping[str, SignalHandler]] = {
     "end_turn": on_end_turn,
     "stop_sequence": on_end_turn,
     "pause_turn": on_pause_turn,
+    "compaction": on_compaction,
     "max_tokens": on_max_tokens,
     "refusal": on_refusal,
     "model_context_window_exceeded": on_context_exceeded,

@@ -6,8 +6,10 @@ For demos, tests and evals: scripted Messages API responses served in order, as 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
+import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard, cast, final
 
@@ -30,20 +32,35 @@ function of the request returning one of the first two, a plain function or an `
 def parse_message(raw: Mapping[str, object] | Message, *, model: str = "scripted") -> Message:
     """Validate a Messages API response dict into an `anthropic.types.Message`.
 
-    The envelope (`id`, `type`, `role`, `model`, `usage`) is filled in when absent, and
-    `tool_use` blocks without an `id` get one (`toolu_scripted_<position in content>`; a
-    `ScriptedClient` numbers them across its script instead), so scripts stay short.
-    `stop_reason` is kept as given, as the SDK does, so a value this SDK does not know reaches
-    the router.
+    Every block is checked against the SDK's model of its type: the `ContentBlock` union
+    (text, thinking, redacted_thinking, tool_use, server_tool_use and the server tools'
+    result blocks, container_upload) or, for a type only the beta API sends (compaction,
+    mcp_tool_use, mcp_tool_result, ...), the beta `BetaContentBlock` union. The message is
+    then built as the SDK builds a response it received, so a beta block reaches the loop
+    exactly as it would from `AsyncAnthropic` (with its fields kept). The envelope (`id`,
+    `type`, `role`, `model`, `usage`) is filled in when absent, and `tool_use` blocks without
+    an `id` get one (`toolu_scripted_<position in content>`; a `ScriptedClient` numbers them
+    across its script instead), so scripts stay short. `stop_reason` is required and kept as
+    given, as the SDK does, so a value this SDK does not know reaches the router.
 
     Raises:
-        ConfigurationError: the dict is not a valid Messages API response.
+        ConfigurationError: the item is not a valid Messages API response: not a dict, no
+            `stop_reason`, a block without `type`, of a type neither union knows, or not
+            valid for its type (a tool_use without name or input, ...).
     """
     import pydantic
+    from anthropic._models import construct_type  # how the SDK builds the responses it receives
     from anthropic.types import Message
 
     if isinstance(raw, Message):
         return raw
+    if not isinstance(cast(object, raw), Mapping):
+        raise ConfigurationError(
+            f"scripted response is not a valid Message: a response dict or a Message, not "
+            f"{type(raw).__name__} {_short(raw)}"
+        )
+    if "stop_reason" not in raw:
+        raise ConfigurationError(f"scripted response is not a valid Message: no stop_reason in {_short(raw)}")
     body: dict[str, Any] = {
         "id": "msg_scripted",
         "type": "message",
@@ -53,19 +70,76 @@ def parse_message(raw: Mapping[str, object] | Message, *, model: str = "scripted
         "usage": {"input_tokens": 0, "output_tokens": 0},
         **raw,
     }
-    content = [dict(block) for block in body.get("content", [])]  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
-    for index, block in enumerate(content):
-        if block.get("type") == "tool_use":
-            block.setdefault("id", f"toolu_scripted_{index}")
-    body["content"] = content
-    stop_reason = body.pop("stop_reason", None)
-    try:
-        message = Message.model_validate({**body, "stop_reason": None})
+    blocks = body.get("content", [])
+    if not isinstance(blocks, list | tuple):
+        raise ConfigurationError(
+            f"scripted response is not a valid Message: its content is not a list: {_short(blocks)}"
+        )
+    content = [_block(index, block) for index, block in enumerate(cast(Sequence[object], blocks))]
+    stop_reason = body.pop("stop_reason")
+    try:  # the envelope: usage, container, stop_details ...
+        Message.model_validate({**body, "content": [], "stop_reason": None})
     except pydantic.ValidationError as exc:
         raise ConfigurationError(f"scripted response is not a valid Message: {exc}") from exc
+    message = cast(
+        Message, construct_type(type_=Message, value={**body, "content": content, "stop_reason": None})
+    )
     # Unknown stop reasons pass through unvalidated, exactly as the SDK's lenient parser does.
     object.__setattr__(message, "stop_reason", stop_reason)
     return message
+
+
+def _block(index: int, block: object) -> dict[str, Any]:
+    """A content block checked against the SDK's model of its type (beta types included)."""
+    import pydantic
+
+    if not isinstance(block, Mapping):
+        raise ConfigurationError(
+            f"scripted response is not a valid Message: content[{index}] is not a block object: "
+            f"{_short(block)}"
+        )
+    data = dict(cast(Mapping[str, Any], block))
+    kind = data.get("type")
+    if not isinstance(kind, str):
+        raise ConfigurationError(
+            f"scripted response is not a valid Message: content[{index}] has no type: {_short(data)}"
+        )
+    if kind == "tool_use":
+        data.setdefault("id", f"toolu_scripted_{index}")
+    models = _block_models()
+    model = models.get(kind)
+    if model is None:
+        known = ", ".join(sorted(models))
+        raise ConfigurationError(
+            f"scripted response is not a valid Message: content[{index}] has type {kind!r}, "
+            f"which the SDK does not know: {known}"
+        )
+    try:
+        model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise ConfigurationError(
+            f"scripted response is not a valid Message: content[{index}] is not a valid {kind} block: {exc}"
+        ) from exc
+    return data
+
+
+@functools.cache
+def _block_models() -> dict[str, Any]:
+    """Block type -> the SDK's model of it (the plain API's where both have one)."""
+    from anthropic.types import ContentBlock
+    from anthropic.types.beta import BetaContentBlock
+
+    models: dict[str, Any] = {}
+    for union in (BetaContentBlock, ContentBlock):  # the plain API's model wins
+        for model in typing.get_args(typing.get_args(union)[0]):
+            for kind in typing.get_args(model.model_fields["type"].annotation):
+                models[kind] = model
+    return models
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @final
@@ -89,6 +163,9 @@ class ScriptedClient:
                 unnamed = _unnamed_tool_uses(item)
                 if unnamed:
                     self._unnamed[len(self._script)] = unnamed
+            if not isinstance(item, BaseException) and not callable(
+                item
+            ):  # a function is checked when served
                 item = parse_message(item, model=model)
             self._script.append(item)
         self._model = model

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
+import boundloop
+import boundloop.testing
 from boundloop.events import EVENT_KINDS
+from tests.sdk_scripted import SDKScripted
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -114,4 +117,22 @@ def test_the_claude_api_guide_runs(index: int, tmp_path: Path, capsys: pytest.Ca
     printed = capsys.readouterr().out.splitlines()
     promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
     assert promised
+    assert printed == promised
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks(CLAUDE_API))))
+def test_the_claude_api_guide_runs_on_the_sdk(
+    index: int, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same blocks, with `ScriptedClient` replaced by the real `AsyncAnthropic` over a mock
+    transport serving the same script (tests/sdk_scripted.py): each example holds through the SDK,
+    its requests JSON-encoded and its responses parsed as the API's."""
+    monkeypatch.setattr(boundloop, "ScriptedClient", SDKScripted)
+    monkeypatch.setattr(boundloop.testing, "ScriptedClient", SDKScripted)
+    source = python_blocks(CLAUDE_API)[index]
+    script = tmp_path / f"claude_api_sdk_{index}.py"
+    script.write_text(source, encoding="utf-8")
+    runpy.run_path(str(script), run_name="__main__")
+    printed = capsys.readouterr().out.splitlines()
+    promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
     assert printed == promised

@@ -6,9 +6,10 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import pytest
 from anthropic.types import Message, ToolUseBlock
 
-from boundloop import AgentLoop, Budget, ScriptedClient, StopReason, tool
+from boundloop import AgentLoop, Budget, ConfigurationError, ScriptedClient, StopReason, tool
 from boundloop.testing import Request, ScriptItem, parse_message
 from tests.helpers import assert_valid_transcript, text
 
@@ -115,3 +116,128 @@ async def test_an_async_function_returning_a_bad_response_fails_the_run() -> Non
     result = await loop.run("Hi?")
     assert result.stop_reason is StopReason.FAILED
     assert "not a valid Message" in result.state.errors[0].message
+
+
+# -- every block type and stop reason, validated at construction --------------------------------
+
+EVERY_BLOCK: list[JSON] = [
+    {"type": "thinking", "thinking": "Let me see.", "signature": "EqQBCgIYAhIM"},
+    {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"},
+    {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}},
+    {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": [
+            {
+                "type": "web_search_result",
+                "url": "https://example.com",
+                "title": "t",
+                "encrypted_content": "E",
+            }
+        ],
+    },
+    {
+        "type": "server_tool_use",
+        "id": "srvtoolu_2",
+        "name": "web_fetch",
+        "input": {"url": "https://example.com"},
+    },
+    {
+        "type": "web_fetch_tool_result",
+        "tool_use_id": "srvtoolu_2",
+        "content": {"type": "web_fetch_tool_result_error", "error_code": "url_not_accessible"},
+    },
+    {"type": "server_tool_use", "id": "srvtoolu_3", "name": "code_execution", "input": {"code": "print(1)"}},
+    {
+        "type": "code_execution_tool_result",
+        "tool_use_id": "srvtoolu_3",
+        "content": {
+            "type": "code_execution_result",
+            "stdout": "1\n",
+            "stderr": "",
+            "return_code": 0,
+            "content": [],
+        },
+    },
+    {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "lookup", "server_name": "crm", "input": {}},
+    {"type": "mcp_tool_result", "tool_use_id": "mcptoolu_1", "is_error": False, "content": "found"},
+    {"type": "compaction", "content": "Earlier conversation summarized.", "encrypted_content": "Epw"},
+    {"type": "text", "text": "Done."},
+]
+
+
+def test_every_block_type_and_a_container_are_scripted_as_the_sdk_receives_them() -> None:
+    """Thinking, redacted thinking, server tool calls and their results, MCP blocks, compaction
+    and a container: a script holds them, each served exactly as written."""
+    container = {"id": "container_1", "expires_at": "2026-02-25T20:07:37Z"}
+    client = ScriptedClient([{"stop_reason": "end_turn", "content": EVERY_BLOCK, "container": container}])
+    message = client._script[0]  # pyright: ignore[reportPrivateUsage]
+    assert isinstance(message, Message)
+    assert [block.type for block in message.content] == [block["type"] for block in EVERY_BLOCK]
+    assert message.container is not None
+    assert message.container.id == "container_1"
+    assert [
+        dict(block.model_dump(exclude_unset=True), type=block.type) for block in message.content
+    ] == EVERY_BLOCK
+
+
+@pytest.mark.parametrize(
+    "stop_reason",
+    [
+        "end_turn",
+        "tool_use",
+        "max_tokens",
+        "stop_sequence",
+        "pause_turn",
+        "compaction",
+        "refusal",
+        "model_context_window_exceeded",
+    ],
+)
+def test_every_stop_reason_is_scripted(stop_reason: str) -> None:
+    client = ScriptedClient([{"stop_reason": stop_reason, "content": []}])
+    message = client._script[0]  # pyright: ignore[reportPrivateUsage]
+    assert isinstance(message, Message)
+    assert message.stop_reason == stop_reason
+
+
+MALFORMED: list[tuple[object, str]] = [
+    ("All done.", "not str 'All done.'"),
+    ({"content": [{"type": "text", "text": "hi"}]}, "no stop_reason"),
+    ({"stop_reason": "end_turn", "content": "hi"}, "content is not a list"),
+    ({"stop_reason": "end_turn", "content": ["hi"]}, "content[0] is not a block object"),
+    ({"stop_reason": "end_turn", "content": [{"text": "hi"}]}, "content[0] has no type"),
+    (
+        {"stop_reason": "end_turn", "content": [{"type": "txet", "text": "hi"}]},
+        "type 'txet', which the SDK",
+    ),
+    (
+        {"stop_reason": "tool_use", "content": [{"type": "tool_use", "input": {}}]},
+        "content[0] is not a valid tool_use",
+    ),
+    (
+        {"stop_reason": "tool_use", "content": [{"type": "tool_use", "name": "x"}]},
+        "content[0] is not a valid tool_use",
+    ),
+    (
+        {"stop_reason": "end_turn", "content": [{"type": "thinking", "thinking": "x"}]},
+        "not a valid thinking",
+    ),
+    (
+        {"stop_reason": "end_turn", "content": [{"type": "server_tool_use", "id": "s"}]},
+        "not a valid server_tool_use",
+    ),
+    ({"stop_reason": "end_turn", "content": [], "container": {"id": "c"}}, "not a valid Message"),
+    (
+        {"stop_reason": "end_turn", "content": [], "usage": {"input_tokens": "many"}},
+        "not a valid Message",
+    ),
+]
+
+
+@pytest.mark.parametrize(("item", "says"), MALFORMED)
+def test_a_malformed_item_is_a_configuration_error_at_construction(item: object, says: str) -> None:
+    """A bad script fails where it is written, naming the item's fault, not mid-run."""
+    with pytest.raises(ConfigurationError, match="scripted response is not a valid Message") as caught:
+        ScriptedClient([text("fine"), item])  # type: ignore[list-item]
+    assert says in str(caught.value)

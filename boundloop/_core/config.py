@@ -120,6 +120,7 @@ def build_config(
     redact_patterns: Iterable[str | re.Pattern[str]] = (),
     redact_checkpoints: bool = False,
     count_tokens: bool = False,
+    fallback_model: str | None = None,
     tracer_provider: TracerProvider | Default | None = None,
     trace_content: bool = False,
     checkpoint_key: bytes | str | None = None,
@@ -167,6 +168,7 @@ def build_config(
         count_tokens=count_tokens,
         settings=ModelSettings() if settings is None else settings,
         output_schema=None if output is None else output.schema,
+        fallback_model=fallback_model,
     )
     check_client(client, spec.settings.data())
     _require(
@@ -274,6 +276,7 @@ def provenance(spec: LoopSpec) -> Provenance:
         output_sha256=None
         if spec.output_schema is None
         else _sha256(json.dumps(spec.output_schema, sort_keys=True)),
+        fallback_model=spec.fallback_model,
     )
 
 

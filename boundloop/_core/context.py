@@ -23,6 +23,7 @@ from ..metrics.observer import RunMetrics
 from ..records import ErrorRecord, ToolCall, Turn
 from ..redaction import recorded_call_id
 from ..tools import Tool
+from .invariant import RequestChecker
 
 if TYPE_CHECKING:
     from ..state import LoopState
@@ -60,6 +61,16 @@ class Planned:
 
 
 @final
+@dataclasses.dataclass(frozen=True, slots=True)
+class Retry:
+    """The next request goes to `model`, with the refusal's credit token when it gave one
+    (`_core/refusals.py`)."""
+
+    model: str
+    credit_token: str | None
+
+
+@final
 class RunContext:
     """One run's configuration, state, events and clock, handed to each state's work."""
 
@@ -75,10 +86,14 @@ class RunContext:
         "entered",
         "epoch",
         "events",
+        "fallback",
         "model_span",
         "on_asyncio",
         "plan",
         "plan_records",
+        "received",
+        "request_checker",
+        "retried",
         "started",
         "state",
         "tool_raised",
@@ -119,6 +134,13 @@ class RunContext:
         self.tool_raised: BaseException | None = None
         """A tool function's exception with `on_tool_error="raise"`: the one that leaves `run()`."""
         self.counted_input: int | None = None
+        self.request_checker = RequestChecker()
+        self.received: object = None
+        """The transcript's assistant message made from the last response (`_core/invariant.py`)."""
+        self.fallback: Retry | None = None
+        """The refused request is to be retried on the fallback model (`_core/refusals.py`)."""
+        self.retried = False
+        """The last response answered the retry on the fallback model."""
         """The next request's input tokens, as `messages.count_tokens` counted them."""
         self.plan: list[Planned] | None = None
         """The calls of the current turn that validation let through in this session; `act`

@@ -58,6 +58,7 @@ def loop_settings(
         "redact_checkpoints": spec.redact_checkpoints,
         "count_tokens": spec.count_tokens,
         "settings": spec.settings,
+        "fallback_model": spec.fallback_model,
     }
     if spec.output_schema is not None:
         settings["output_type"] = spec.output_schema

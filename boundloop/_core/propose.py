@@ -6,11 +6,11 @@ import time
 from typing import Any, cast
 
 import anthropic
-from anthropic.types import Message, ToolUseBlock
+from anthropic.types import Message, MessageParam, ToolUseBlock
 
 from .._output import add_output_format
 from .._server_tools import server_tool_uses
-from ..errors import ScriptExhausted
+from ..errors import InvalidRequest, ScriptExhausted
 from ..events import Proposal
 from ..model import TokenCounter
 from ..records import StopReason, ToolCall, Turn
@@ -22,6 +22,8 @@ from .blocks import assistant_message
 from .boundary import problem
 from .budget import call_spent, ceiling_spent, final_answer_note, output_allowance, spent, stop_at
 from .context import RunContext
+from .invariant import container_id, unfinished_server_call
+from .refusals import fallback
 from .request import as_message, fit_thinking, for_count, messages_of, settings_params, uses_beta
 from .setup import setup_error
 from .validation import canonical
@@ -35,12 +37,14 @@ async def assemble(ctx: RunContext) -> Trigger:
     """
     state = ctx.state
     if state.exceeded is None:
-        exceeded = spent(ctx)  # steps, and the ceilings as they stand
+        # Steps, and the ceilings as they stand; a refusal's retry is the same step again.
+        exceeded = spent(ctx) if ctx.fallback is None else ceiling_spent(ctx)
         if exceeded is not None:
             stop_at(ctx, exceeded)
     if state.exceeded is not None and not state.final_call_due:
         return Trigger.ASSEMBLED  # no call: nothing to count or clamp
     if state.final_call_due and state.exceeded is not None:
+        drop_unfinished_server_turns(state.messages)
         append_user(state.messages, [{"type": "text", "text": final_answer_note(state.exceeded)}])
     await _count_input(ctx)
     worst = call_spent(ctx)
@@ -58,7 +62,10 @@ async def _count_input(ctx: RunContext) -> None:
     budget = config.spec.budget
     if not config.spec.count_tokens or (budget.max_total_tokens is None and budget.max_cost_usd is None):
         return
-    request = build_request(ctx, tools_allowed=not ctx.state.final_call_due)
+    try:
+        request = build_request(ctx, tools_allowed=not ctx.state.final_call_due)
+    except InvalidRequest:
+        return  # never sent: the model call that follows stops the run for it
     beta = uses_beta(ctx.state.model_settings)
     try:
         # Checked at construction: the client has messages.count_tokens.
@@ -90,6 +97,12 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
         if not tools_allowed:
             request["tool_choice"] = {"type": "none"}
     add_output_format(request, config.output)  # merged into the settings' output_config, if any
+    fallback(ctx, request)
+    last = ctx.state.responses[-1] if ctx.state.responses else None
+    container = container_id(last)
+    if container is not None:  # code execution's pending calls continue in the same container
+        request["container"] = container
+    ctx.request_checker.check(request, last, ctx.received)
     return request
 
 
@@ -97,12 +110,22 @@ async def propose(ctx: RunContext) -> Trigger:
     """Call the model; record its response as the run's current turn."""
     state = ctx.state
     final = state.final_call_due
+    try:
+        request = build_request(ctx, tools_allowed=not final)
+    except InvalidRequest as exc:  # a bug of the loop: the API would answer 400, so never sent
+        ctx.error("invalid_request", exc)
+        _failed(ctx, str(exc))
+        state.final_call_due = False
+        return Trigger.HALT
     started = time.perf_counter()
-    response = await _call_model(ctx, build_request(ctx, tools_allowed=not final))
+    response = await _call_model(ctx, request)
+    ctx.retried = ctx.fallback is not None  # the retry on the fallback model is made: once
+    ctx.fallback = None
     if response is None:
         state.final_call_due = False
         return Trigger.HALT
-    if not final:  # the final answer at a spent budget is not a step: max_steps stays a ceiling
+    # The final answer at a spent budget is not a step (max_steps stays a ceiling), nor a retry.
+    if not final and not ctx.retried:
         state.step += 1
     _accept(ctx, response, time.perf_counter() - started, final=final)
     return Trigger.PROPOSED
@@ -119,7 +142,7 @@ async def _call_model(ctx: RunContext, request: dict[str, Any]) -> Message | Non
             with model_span(request):  # the call's chat span is the current span (the SDK's is its child)
                 response = as_message(await messages.create(**request))
     except (anthropic.AuthenticationError, anthropic.NotFoundError, TypeError) as exc:
-        wrong = setup_error(exc, ctx.config.client, ctx.config.spec.model)
+        wrong = setup_error(exc, ctx.config.client, str(request["model"]))
         if wrong is None:
             _unusable(ctx, exc)
             return None
@@ -163,7 +186,8 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     config = ctx.config
     state.responses.append(response)
     # Exactly the JSON received (thinking signatures, server tool blocks), dumped once.
-    state.messages.append(assistant_message(response.content))
+    ctx.received = assistant_message(response.content)
+    state.messages.append(ctx.received)
     calls = [
         ToolCall.of(block.id, block.name, block.input, state.step)
         for block in response.content
@@ -210,3 +234,17 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         final_answer=final,
         response=ctx.deferred(response),
     )
+
+
+def drop_unfinished_server_turns(messages: list[MessageParam]) -> None:
+    """Drop trailing assistant turns that end in a server call without its result.
+
+    The API runs a paused server call only on a continuation: a user turn after it is a 400.
+    Before the final-answer note the unfinished turn is dropped whole (a turn is sent as
+    received or not at all); the answer is asked from the transcript before it.
+    """
+    while messages and messages[-1]["role"] == "assistant":
+        content = messages[-1]["content"]
+        if isinstance(content, str) or not unfinished_server_call(list(content)):
+            return
+        messages.pop()

@@ -43,6 +43,7 @@ from .answers import answer_open_calls, finish
 from .budget import ceiling_spent, stop_at
 from .context import YIELD_EVERY, Planned, RunContext
 from .output import checked_final
+from .refusals import after_stop, earlier_text
 from .results import refused
 
 _CANONICAL_JSON: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
@@ -89,7 +90,8 @@ async def validate(ctx: RunContext) -> Trigger:
         handler = ctx.config.signal_handlers.get(str(response.stop_reason))
         if handler is None:
             raise UnhandledStop(response.stop_reason)
-        route = checked_final(ctx, handler(response, context), response, context)  # a FINAL's answer
+        route = after_stop(ctx, handler(response, context), context)  # a refusal's retry
+        route = checked_final(ctx, route, response, context)  # a FINAL's answer
     decisions: list[CallDecision] = []
     exceeded: Exceeded | None = None
     if route.verdict is Verdict.TOOL_CALLS:
@@ -106,9 +108,7 @@ async def validate(ctx: RunContext) -> Trigger:
     if route.verdict is Verdict.RESUME:
         if route.continuation:
             state.continuations += 1
-        # A paused or cut-off turn goes on in the next response: keep its text for the answer.
-        resumed = response.stop_reason in ("pause_turn", "max_tokens")
-        state.earlier_text = context.answer(response) if resumed else ""
+        state.earlier_text = earlier_text(ctx, response, context)
         # Client tool_use blocks do not come with a resumable turn; if one does, answer it so
         # the transcript stays valid (the model continues after the answers).
         answer_open_calls(ctx, "denied", f"not run: the response stopped with {response.stop_reason}")

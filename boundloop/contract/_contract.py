@@ -56,6 +56,8 @@ class Contract:
     """Structured output: the JSON schema of the final answer."""
     server_tools: tuple[Mapping[str, Any], ...] = ()
     """Server tool definitions (the API runs them), sent after `tools`."""
+    fallback_model: str | None = None
+    """The model a refused request is retried on once."""
 
     def to_dict(self) -> dict[str, Any]:
         """The contract as JSON, self-contained: the policy and the system prompt inline."""
@@ -90,10 +92,12 @@ class Contract:
         for field in ("redact_checkpoints", "count_tokens"):
             if getattr(self, field):
                 document[field] = True
-        if self.settings:
-            document["settings"] = dict(self.settings)
-        if self.output_schema is not None:
-            document["output_schema"] = dict(self.output_schema)
+        optional = {
+            "settings": dict(self.settings) if self.settings else None,
+            "output_schema": None if self.output_schema is None else dict(self.output_schema),
+            "fallback_model": self.fallback_model,
+        }
+        document.update({key: value for key, value in optional.items() if value is not None})
         return document
 
 
@@ -271,4 +275,5 @@ def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | N
         settings=dict(raw.get("settings", {})),
         output_schema=raw.get("output_schema"),
         server_tools=tuple(dict(definition) for definition in raw.get("server_tools", ())),
+        fallback_model=raw.get("fallback_model"),
     )

@@ -52,6 +52,7 @@ API_STOP_REASONS: Final = frozenset(
         "stop_sequence",
         "tool_use",
         "pause_turn",
+        "compaction",
         "refusal",
         "model_context_window_exceeded",
     }

@@ -87,6 +87,7 @@ def edge_contract() -> dict[str, Any]:
             "end_turn": "judge",
             "stop_sequence": "judge",
             "pause_turn": "on_pause_turn",
+            "compaction": "on_compaction",
             "max_tokens": "on_max_tokens",
             "refusal": "unhandled_stop",
             "model_context_window_exceeded": "build_loop",

@@ -35,6 +35,7 @@ SIGNALS = {
     "end_turn": "on_end_turn",
     "stop_sequence": "on_end_turn",
     "pause_turn": "on_pause_turn",
+    "compaction": "on_compaction",
     "max_tokens": "on_max_tokens",
     "refusal": "on_refusal",
     "model_context_window_exceeded": "on_context_exceeded",

@@ -292,6 +292,7 @@ async def test_a_hostile_model_cannot_create_time_series(
         "stop_sequence",
         "tool_use",
         "pause_turn",
+        "compaction",
         "refusal",
         "model_context_window_exceeded",
         "_unknown",

@@ -1,0 +1,169 @@
+"""The rules every request the loop builds keeps, checked where the request is built.
+
+The Messages API rejects a request whose transcript is not one it could have produced. The
+loop only appends to the transcript, so each rule is a fact about what it appends:
+
+- each assistant turn is sent back as received: the response's blocks, in order, each of
+  its type and with every field the API sent (a block type the SDK does not model included);
+- no user turn follows an assistant turn whose last block is a `server_tool_use` (or
+  `mcp_tool_use`) without its result: the API runs that call only on a continuation;
+- a user turn after an assistant turn with client `tool_use` blocks opens with their
+  `tool_result` blocks, one per call, ids matching, before anything else;
+- the last response's `container` is sent as `container` with the next request.
+
+A broken rule is a bug: `check_request` raises `InvalidRequest` and the request is not sent.
+The transcript only grows (its last user turn replaced by a longer one, a trailing turn
+dropped), so a `RequestChecker` checks each request from where the previous one it checked
+ended: a run's checks cost what its transcript holds, once, not once per request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, cast, final
+
+from anthropic.types import Message
+
+from ..errors import InvalidRequest
+
+SERVER_CALLS: Final = frozenset({"server_tool_use", "mcp_tool_use"})
+"""Blocks of a call the API runs itself; its result block comes in the same assistant turn."""
+
+
+def unfinished_server_call(content: Sequence[object]) -> bool:
+    """The turn ends in a server call without its result: only a continuation may follow it."""
+    if not content:
+        return False
+    last = content[-1]
+    kind = _field(last, "type")
+    if kind not in SERVER_CALLS:
+        return False
+    call_id = _field(last, "id")
+    return not any(_field(block, "tool_use_id") == call_id for block in content)
+
+
+def container_id(response: Message | None) -> str | None:
+    """The id of the response's `container` (code execution's sandbox), when it has one."""
+    found = _field(_field(response, "container"), "id")
+    return found if isinstance(found, str) and found else None
+
+
+@final
+class RequestChecker:
+    """`check_request` for a run's requests in turn, each from where the one before ended."""
+
+    __slots__ = ("_count", "_tail")
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._tail: object = None
+
+    def check(self, request: Mapping[str, Any], last: Message | None, received: object) -> None:
+        """`check_request`, from the first message the previous request did not hold as is.
+
+        Raises:
+            InvalidRequest: the first rule the request breaks.
+        """
+        messages = cast("list[object]", request.get("messages") or [])
+        count = self._count
+        same = 0 < count <= len(messages) and messages[count - 1] is self._tail
+        check_request(request, last, received, start=count - 1 if same else 0)
+        self._count = len(messages)
+        self._tail = messages[-1] if messages else None
+
+
+def check_request(
+    request: Mapping[str, Any], last: Message | None, received: object, *, start: int = 0
+) -> None:
+    """Check a request before it is sent (its messages from `start`, each with the one before).
+
+    Args:
+        request: the keyword arguments of `messages.create`.
+        last: the last response, whose `container` the request must carry.
+        received: the transcript's message made from `last` (its assistant turn), checked
+            block by block against the response when the request holds it.
+
+    Raises:
+        InvalidRequest: the first rule the request breaks.
+    """
+    problem = request_problem(request, last, received, start=start)
+    if problem is not None:
+        raise InvalidRequest(problem)
+
+
+def request_problem(
+    request: Mapping[str, Any], last: Message | None, received: object, *, start: int = 0
+) -> str | None:
+    """The first rule `request` breaks (in its messages from `start`), or None."""
+    container = container_id(last)
+    if container is not None and request.get("container") != container:
+        return f"the last response's container {container!r} is not sent with the next request"
+    messages = cast("list[Mapping[str, Any]]", request.get("messages") or [])
+    for index in range(max(start, 0), len(messages)):
+        message = messages[index]
+        content = message.get("content")
+        if message.get("role") == "assistant":
+            if message is received and last is not None:
+                problem = _as_received(cast("list[object]", content), last)
+                if problem is not None:
+                    return f"messages[{index}]: {problem}"
+            continue
+        if index == 0 or messages[index - 1].get("role") != "assistant":
+            continue
+        problem = _answers(messages[index - 1].get("content"), content)
+        if problem is not None:
+            return f"messages[{index}]: {problem}"
+    return None
+
+
+def _answers(previous: object, content: object) -> str | None:
+    """What is wrong with a user turn after an assistant turn, or None."""
+    blocks = cast("list[object]", previous) if isinstance(previous, list) else []
+    if unfinished_server_call(blocks):
+        return (
+            f"a user turn follows the unfinished {_field(blocks[-1], 'type')} "
+            f"{_field(blocks[-1], 'id')!r}: only its continuation may"
+        )
+    calls = [_field(block, "id") for block in blocks if _field(block, "type") == "tool_use"]
+    answers = cast("list[object]", content) if isinstance(content, list) else []
+    head = [_field(block, "tool_use_id") for block in answers[: len(calls)]]
+    kinds = [_field(block, "type") for block in answers[: len(calls)]]
+    if calls and (kinds != ["tool_result"] * len(calls) or sorted(map(str, head)) != sorted(map(str, calls))):
+        return f"the tool_use blocks {calls} are not answered first, once each (found {head})"
+    extra = [block for block in answers[len(calls) :] if _field(block, "type") == "tool_result"]
+    if extra:
+        return f"a tool_result for no tool_use of the turn before: {_field(extra[0], 'tool_use_id')!r}"
+    return None
+
+
+def _as_received(content: list[object], response: Message) -> str | None:
+    """Each block of the turn is the response's: its type, and every field the API sent."""
+    blocks = response.content
+    if len(content) != len(blocks):
+        return f"the assistant turn holds {len(content)} blocks, the response {len(blocks)}"
+    for position, (sent, got) in enumerate(zip(content, cast("list[object]", blocks), strict=True)):
+        kind = _field(got, "type")
+        if _field(sent, "type") != kind:
+            return f"block {position} is sent as {_field(sent, 'type')!r}, received as {kind!r}"
+        if not isinstance(sent, Mapping):
+            continue
+        fields = cast(Mapping[str, object], sent)
+        missing = [name for name in _received_fields(got) if name not in fields]
+        if missing:
+            return f"block {position} ({kind}) is sent without the fields {sorted(missing)}"
+    return None
+
+
+def _received_fields(block: object) -> list[str]:
+    """The fields the API sent in a block (a dict's keys; a model's set and extra fields)."""
+    if isinstance(block, Mapping):
+        return list(cast(Mapping[str, object], block))
+    fields = list(getattr(block, "model_fields_set", ()))
+    extra = cast("dict[str, object] | None", getattr(block, "__pydantic_extra__", None))
+    return fields + list(extra or ())
+
+
+def _field(block: object, name: str) -> object:
+    if isinstance(block, Mapping):
+        return cast(Mapping[str, object], block).get(name)
+    return getattr(block, name, None)

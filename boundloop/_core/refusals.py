@@ -1,0 +1,74 @@
+"""A refusal retried once on `fallback_model`, with the refusal's fallback credit token.
+
+The API may answer a refusal with `stop_details.fallback_credit_token` (modelled by the SDK's
+beta `BetaRefusalStopDetails`; the plain `RefusalStopDetails` of this SDK keeps it as an extra
+field): sent as `fallback_credit_token` with the retry of the same request body on the fallback
+model, it bills the retry's cache writes of the warm prefix at the cache-read rate. The plain
+`messages.create` of this SDK has no such parameter, so it goes in `extra_body`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anthropic.types import Message
+
+from ..records import StopReason
+from ..signals import Route, SignalContext, Verdict
+from .context import Retry, RunContext
+
+
+def credit_token(response: Message) -> str | None:
+    """The refusal's `fallback_credit_token`, when the API gave one."""
+    token = getattr(response.stop_details, "fallback_credit_token", None)
+    return token if isinstance(token, str) and token else None
+
+
+def retry_on_fallback(ctx: RunContext, response: Message) -> bool:
+    """Set up the retry of a refused request on the fallback model; False when not to retry.
+
+    Retried once per refusal: the fallback's own refusal stops the run. The refused turn
+    leaves the transcript, so the retry's request body is the refused one's.
+    """
+    model = ctx.config.spec.fallback_model
+    turn = ctx.state.turn
+    if model is None or ctx.retried or model == ctx.config.spec.model or (turn is not None and turn.calls):
+        return False  # a refused turn with client calls is answered and stops: it is not resent
+    messages = ctx.state.messages
+    if messages and messages[-1]["role"] == "assistant" and messages[-1] is ctx.received:
+        messages.pop()
+    ctx.fallback = Retry(model=model, credit_token=credit_token(response))
+    return True
+
+
+def fallback(ctx: RunContext, request: dict[str, Any]) -> None:
+    """The retry's request: the fallback model, and the credit token in the body."""
+    retry = ctx.fallback
+    if retry is None:
+        return
+    request["model"] = retry.model
+    if retry.credit_token is not None:
+        extra: dict[str, Any] = dict(request.get("extra_body") or {})
+        extra["fallback_credit_token"] = retry.credit_token
+        request["extra_body"] = extra
+
+
+def after_stop(ctx: RunContext, route: Route, context: SignalContext) -> Route:
+    """A refusal is retried once on the fallback model; a full context window keeps the
+    answer so far (not a complete one: the stop reason says so)."""
+    response = ctx.state.responses[-1]
+    if route.stop_reason is StopReason.REFUSED and retry_on_fallback(ctx, response):
+        detail = f"{route.detail}; " if route.detail else ""
+        return Route(verdict=Verdict.RESUME, detail=f"{detail}retried on {ctx.config.spec.fallback_model}")
+    if route.stop_reason is StopReason.CONTEXT_EXCEEDED:
+        ctx.state.answer = context.answer(response) or None
+    return route
+
+
+def earlier_text(ctx: RunContext, response: Message, context: SignalContext) -> str:
+    """The text of the turn so far, before a resumed response: a paused, cut-off or compacted
+    turn goes on in the next response; a refusal retried keeps the turn before it."""
+    if ctx.fallback is not None:
+        return ctx.state.earlier_text
+    resumed = response.stop_reason in ("pause_turn", "max_tokens", "compaction")
+    return context.answer(response) if resumed else ""
