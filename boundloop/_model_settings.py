@@ -51,7 +51,7 @@ EXCLUDED: Final[Mapping[str, str]] = {
     "loop when it retries a refusal on `fallback_model`",
     "diagnostics": "per request: names the previous response's id",
     "timeout": "the HTTP client's setting, not the model's: AsyncAnthropic(timeout=...) or "
-    "client.with_options(timeout=...); the run's own clock is Budget.max_seconds",
+    "client.with_options(timeout=...); the run's own clock is Budget.timeout_s",
 }
 """Parameters of `messages.create` / `beta.messages.create` that are not settings, and why."""
 
