@@ -5,8 +5,6 @@ Each run's requests are checked by `tests/api_rules.py`, independently of the lo
 
 from __future__ import annotations
 
-import re
-import runpy
 import typing
 from pathlib import Path
 from typing import Any
@@ -295,26 +293,10 @@ async def test_a_full_context_window_keeps_the_partial_answer() -> None:
 # -- docs/claude-api.md ----------------------------------------------------------------------------
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "claude-api.md"
-SECTIONS = ("## Stop reasons", "## Requests the API accepts", "## The scripted model")
 
 
 def _section(heading: str) -> str:
     return DOC.read_text(encoding="utf-8").split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
-
-
-@pytest.mark.parametrize("heading", SECTIONS)
-def test_the_docs_section_runs_and_prints_what_it_says(
-    heading: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Each section's python block runs on the scripted model and prints what its comments say."""
-    (source,) = re.findall(r"```python\n(.*?)```", _section(heading), flags=re.DOTALL)
-    script = tmp_path / "example.py"
-    script.write_text(source, encoding="utf-8")
-    runpy.run_path(str(script), run_name="__main__")
-    printed = capsys.readouterr().out.splitlines()
-    promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
-    assert promised
-    assert printed == promised
 
 
 def test_the_stop_reason_table_has_a_row_per_stop_reason() -> None:

@@ -12,6 +12,7 @@ import pytest
 import boundloop
 import boundloop.testing
 from boundloop.events import EVENT_KINDS
+from tests.docrun import python_blocks, runs_as_promised
 from tests.sdk_scripted import SDKScripted
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,21 +20,10 @@ DOCS = ROOT / "docs"
 TESTING = (DOCS / "testing.md").read_text(encoding="utf-8")
 
 
-def python_blocks(markdown: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", markdown, flags=re.DOTALL)
-
-
 @pytest.mark.parametrize("index", range(len(python_blocks(TESTING))))
 def test_the_testing_guide_runs(index: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Each python block of docs/testing.md runs as a script and prints what its comments say."""
-    source = python_blocks(TESTING)[index]
-    script = tmp_path / f"testing_{index}.py"
-    script.write_text(source, encoding="utf-8")
-    runpy.run_path(str(script), run_name="__main__")
-    printed = capsys.readouterr().out.splitlines()
-    promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
-    assert promised
-    assert printed == promised
+    runs_as_promised(python_blocks(TESTING)[index], tmp_path / f"testing_{index}.py", capsys)
 
 
 def test_the_tracing_guide_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -110,14 +100,7 @@ CLAUDE_API = (DOCS / "claude-api.md").read_text(encoding="utf-8")
 @pytest.mark.parametrize("index", range(len(python_blocks(CLAUDE_API))))
 def test_the_claude_api_guide_runs(index: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Each python block of docs/claude-api.md runs as a script and prints what its comments say."""
-    source = python_blocks(CLAUDE_API)[index]
-    script = tmp_path / f"claude_api_{index}.py"
-    script.write_text(source, encoding="utf-8")
-    runpy.run_path(str(script), run_name="__main__")
-    printed = capsys.readouterr().out.splitlines()
-    promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
-    assert promised
-    assert printed == promised
+    runs_as_promised(python_blocks(CLAUDE_API)[index], tmp_path / f"claude_api_{index}.py", capsys)
 
 
 @pytest.mark.parametrize("index", range(len(python_blocks(CLAUDE_API))))
@@ -129,10 +112,4 @@ def test_the_claude_api_guide_runs_on_the_sdk(
     its requests JSON-encoded and its responses parsed as the API's."""
     monkeypatch.setattr(boundloop, "ScriptedClient", SDKScripted)
     monkeypatch.setattr(boundloop.testing, "ScriptedClient", SDKScripted)
-    source = python_blocks(CLAUDE_API)[index]
-    script = tmp_path / f"claude_api_sdk_{index}.py"
-    script.write_text(source, encoding="utf-8")
-    runpy.run_path(str(script), run_name="__main__")
-    printed = capsys.readouterr().out.splitlines()
-    promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
-    assert printed == promised
+    runs_as_promised(python_blocks(CLAUDE_API)[index], tmp_path / f"claude_api_sdk_{index}.py", capsys)

@@ -3,8 +3,6 @@ counted as client calls; `Budget(max_server_tool_uses=...)` counts `usage.server
 
 from __future__ import annotations
 
-import re
-import runpy
 from pathlib import Path
 from typing import Any
 
@@ -169,18 +167,3 @@ def test_max_server_tool_uses_is_checked() -> None:
 
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "claude-api.md"
-
-
-@pytest.mark.parametrize("section", ["Server tools", "Costs"])
-def test_the_docs_examples_run_and_print_what_they_say(
-    section: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """docs/claude-api.md's example of each section runs and prints what its comments promise."""
-    text = DOCS.read_text(encoding="utf-8").split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
-    (source,) = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
-    script = tmp_path / "example.py"
-    script.write_text(source, encoding="utf-8")
-    runpy.run_path(str(script), run_name="__main__")
-    promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
-    assert promised
-    assert capsys.readouterr().out.splitlines() == promised

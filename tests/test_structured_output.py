@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import runpy
-from pathlib import Path
 from typing import Any, Literal, assert_type, cast
 
 import pytest
@@ -319,18 +317,3 @@ async def test_a_resumed_run_keeps_its_corrective_turn_spent() -> None:
 
 
 # -- the docs -----------------------------------------------------------------------------------
-
-
-def test_the_structured_output_section_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """docs/claude-api.md's "Structured output" python blocks run and print what they say."""
-    guide = (Path(__file__).parent.parent / "docs" / "claude-api.md").read_text(encoding="utf-8")
-    section = guide.split("\n## Structured output\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
-    assert blocks
-    for index, source in enumerate(blocks):
-        script = tmp_path / f"structured_{index}.py"
-        script.write_text(source, encoding="utf-8")
-        runpy.run_path(str(script), run_name="__main__")
-        promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
-        assert promised
-        assert capsys.readouterr().out.splitlines() == promised
