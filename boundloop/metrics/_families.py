@@ -65,6 +65,9 @@ MODEL_REQUEST_DURATION: Final = Family(
 MODEL_TOKENS_TOTAL: Final = Family(
     "model_tokens_total", "Tokens reported by the API.", "counter", ("loop", "kind")
 )
+SERVER_TOOL_USES_TOTAL: Final = Family(
+    "server_tool_uses_total", "Server tool uses the API reported, by kind.", "counter", ("loop", "kind")
+)
 TOOL_CALLS_TOTAL: Final = Family(
     "tool_calls_total", "Tool calls answered, by outcome.", "counter", ("loop", "tool", "outcome")
 )
@@ -84,6 +87,7 @@ FAMILIES: Final = (
     MODEL_REQUESTS_TOTAL,
     MODEL_REQUEST_DURATION,
     MODEL_TOKENS_TOTAL,
+    SERVER_TOOL_USES_TOTAL,
     TOOL_CALLS_TOTAL,
     TOOL_DURATION,
 )

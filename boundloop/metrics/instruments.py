@@ -5,13 +5,14 @@ once: a second `LoopMetrics` on the same registry shares them, so any number of 
 process report side by side, told apart by the `loop` label. The values live in plain Python
 (`_store.LocalStore`, one prometheus_client collector), not in prometheus_client instruments:
 `bind()` resolves the hot path's cells (every edge of the table, every stop reason, every token
-kind) once per loop and thread, so a transition costs a thread-local lookup, a dict lookup and
+and server tool kind) once per loop and thread, so a transition costs a thread-local lookup, a dict lookup and
 a `bisect` into its bucket counts. In multiprocess mode they are prometheus_client's own
 instruments (`_client.ClientInstruments`), whose values reach the shared mmap files.
 
 Label values are bounded: edges come from the transition table, stop reasons from the API's
 documented set and `StopReason`, tool names from the loop's registry, outcomes from
-`Outcome`. Anything else is counted under `_unknown`, so a hostile model cannot create series.
+`Outcome`. Anything else is counted under `_unknown` (a server tool use of a kind the installed
+SDK does not model, under `other`), so a hostile model cannot create series.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Final, final
 
 from prometheus_client import REGISTRY, CollectorRegistry
 
+from .._server_tools import OTHER_KIND, server_tool_kinds
 from ..records import OUTCOMES, StopReason
 from ..statemachine.table import TRANSITIONS
 from ._client import ClientInstruments
@@ -34,6 +36,7 @@ from ._families import (
     MODEL_TOKENS_TOTAL,
     RUN_DURATION,
     RUNS_TOTAL,
+    SERVER_TOOL_USES_TOTAL,
     TOOL_CALLS_TOTAL,
     TOOL_DURATION,
     TRANSITION_DURATION,
@@ -154,6 +157,7 @@ class _Children:
         "model_requests",
         "run_duration",
         "runs",
+        "server_tool_uses",
         "tokens",
         "tool_calls",
         "tool_duration",
@@ -178,6 +182,11 @@ class _Children:
             for reason in (*API_STOP_REASONS, UNKNOWN)
         }
         self.tokens = tuple(backend.counter(MODEL_TOKENS_TOTAL, (loop, kind)) for kind in TOKEN_KINDS)
+        # Every kind the installed SDK's `ServerToolUsage` models, and `other` for the rest.
+        self.server_tool_uses = {
+            kind: backend.counter(SERVER_TOOL_USES_TOTAL, (loop, kind))
+            for kind in (*server_tool_kinds(), OTHER_KIND)
+        }
         self.tool_calls: dict[tuple[str, str], Counting] = {
             (tool, outcome): backend.counter(TOOL_CALLS_TOTAL, (loop, tool, outcome))
             for tool in (*sorted(tools), UNKNOWN)
@@ -323,6 +332,24 @@ class BoundMetrics:
                 counters[2].inc(cache_read)
             if cache_creation:
                 counters[3].inc(cache_creation)
+
+    def server_tool_uses(self, uses: Mapping[str, int]) -> None:
+        """Count one response's server tool uses.
+
+        Args:
+            uses: the counts by kind (`web_search`, `web_fetch`, ...), as `Proposal.server_tool_uses`
+                gives them; a kind the installed SDK does not model is counted as `other`.
+        """
+        try:
+            children: _Children = self._local.children
+        except AttributeError:
+            children = self._children()
+        counters = children.server_tool_uses
+        for kind, count in uses.items():
+            counter = counters.get(kind)
+            if counter is None:
+                counter = counters[OTHER_KIND]
+            counter.inc(count)
 
     def tool_call(
         self, name: str, outcome: str, duration_s: float | None, trace_id: str | None = None

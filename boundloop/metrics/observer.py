@@ -9,7 +9,7 @@ the events' typed fields alone:
 |---|---|
 | the session's first (`RunStarted`, `Resumed`) | `runs_active` up |
 | `Transition` | the edge's count and the time spent in its `source` |
-| `Proposal` | the model request: its `stop_reason`, latency and tokens |
+| `Proposal` | the model request: its `stop_reason`, latency and tokens; its server tool uses by kind |
 | `ToolResult` | the tool call by `outcome`; its latency when the tool function ran |
 | `Stop` | `runs_active` down, the run by `stop_reason` and its wall-clock time |
 """
@@ -76,6 +76,8 @@ class RunMetrics:
                     event.cache_creation_input_tokens,
                 ),
             )
+            if event.server_tool_uses:  # most responses use no server tool
+                self._metrics.server_tool_uses(event.server_tool_uses)
         elif type(event) is Stop:
             assert self._since is not None  # set by the first event
             self._metrics.run_finished(event.stop_reason, event.at - self._since, event.trace_id)

@@ -68,6 +68,49 @@ def refund_loop(metrics: LoopMetrics | None, *, name: str = "refunds") -> AgentL
     )
 
 
+SEARCH: dict[str, Any] = {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}
+"""The API's web search, a server tool."""
+
+
+def searched(*queries: str, then: dict[str, Any], **uses: int) -> dict[str, Any]:
+    """`then` (a response) preceded by a web search per query the API ran, its usage reporting
+    them (`usage.server_tool_use`: `web_search_requests`, and any other `<kind>=count` given)."""
+    blocks: list[dict[str, Any]] = []
+    for n, query in enumerate(queries):
+        call_id = f"srvtoolu_{query.replace(' ', '_')}_{n}"
+        blocks.append(
+            {"type": "server_tool_use", "id": call_id, "name": "web_search", "input": {"query": query}}
+        )
+        blocks.append({"type": "web_search_tool_result", "tool_use_id": call_id, "content": []})
+    counts = {"web_search_requests": len(queries), "web_fetch_requests": 0}
+    counts.update({f"{kind}_requests": count for kind, count in uses.items()})
+    return {
+        **then,
+        "content": [*blocks, *then["content"]],
+        "usage": {**then["usage"], "server_tool_use": counts},
+    }
+
+
+def search_script() -> list[dict[str, Any]]:
+    """Two web searches and a tool call, then one more search and an answer: 3 web searches."""
+    return [
+        searched("refund policy", "O-104 carrier", then=tool_use(("read_order", {"order_id": "O-104"}))),
+        searched("carrier delays", then=text("Refund O-104.")),
+    ]
+
+
+def search_loop(metrics: LoopMetrics | None, *, name: str = "searches") -> AgentLoop:
+    """A loop offering web search, running `search_script` on `ScriptedClient`."""
+    return AgentLoop(
+        ScriptedClient(search_script()),
+        model="claude-sonnet-4-5",
+        tools=[*TOOLS, SEARCH],
+        budget=Budget(max_steps=4),
+        name=name,
+        metrics=metrics,
+    )
+
+
 def edges_taken(result: LoopResult) -> Counter[tuple[str, str]]:
     """How often the run took each (source, dest) edge, from its trace."""
     return Counter(

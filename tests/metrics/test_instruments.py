@@ -28,7 +28,17 @@ from boundloop.metrics import render
 from boundloop.metrics.instruments import EXEMPLAR_MIN_S
 from boundloop.statemachine.table import TRANSITIONS
 from tests.helpers import text, tool_use
-from tests.metrics.scripts import TOOLS, edges_taken, flaky_lookup, read_order, refund_loop, refund_script
+from tests.metrics.scripts import (
+    SEARCH,
+    TOOLS,
+    edges_taken,
+    flaky_lookup,
+    read_order,
+    refund_loop,
+    refund_script,
+    search_loop,
+    searched,
+)
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"
 
@@ -101,6 +111,59 @@ async def test_runs_model_requests_and_tokens_are_counted(
         for kind in ("input", "output", "cache_read", "cache_creation")
     }
     assert tokens == {"input": 30, "output": 15, "cache_read": 7, "cache_creation": 3}
+
+
+async def test_server_tool_uses_are_counted_by_kind(
+    registry: CollectorRegistry, metrics: LoopMetrics
+) -> None:
+    """The web searches the API reported (`usage.server_tool_use`) are counted by kind in a scrape;
+    the other kinds of the installed SDK, and `other`, are there at 0."""
+    result = await search_loop(metrics).run("Should O-104 be refunded?")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.state.usage.server_tool_uses == {"web_search": 3}
+    body, _ = render(registry, accept="")
+    assert 'boundloop_server_tool_uses_total{kind="web_search",loop="searches"} 3.0' in body.decode()
+    counted = {
+        sample.labels["kind"]: sample.value
+        for family in registry.collect()
+        if family.name == "boundloop_server_tool_uses"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    }
+    assert counted == {"web_search": 3, "web_fetch": 0, "other": 0}
+
+
+async def test_a_server_tool_use_the_sdk_does_not_model_counts_as_other(
+    registry: CollectorRegistry, metrics: LoopMetrics
+) -> None:
+    """A `usage.server_tool_use` count of a kind the installed SDK has no field for (the API is
+    newer than the SDK) is counted as `other`: the API cannot create series either."""
+    loop = AgentLoop(
+        ScriptedClient(
+            [
+                searched("q", then=text("Searched and ran code."), code_execution=2, future_tool=1),
+                searched("again", then=text("More."), code_execution=4),
+            ]
+        ),
+        model="claude-sonnet-4-5",
+        tools=[read_order, SEARCH],
+        budget=Budget(max_steps=2),
+        name="newer",
+        metrics=metrics,
+    )
+    first = await loop.run("Go.")
+    assert first.state.usage.server_tool_uses == {"web_search": 1, "code_execution": 2, "future_tool": 1}
+    before = series(registry)
+    await loop.run("Again.")
+    assert series(registry) == before
+    assert value(registry, "boundloop_server_tool_uses_total", loop="newer", kind="web_search") == 2
+    assert value(registry, "boundloop_server_tool_uses_total", loop="newer", kind="other") == 7
+    assert {
+        sample.labels["kind"]
+        for family in registry.collect()
+        if family.name == "boundloop_server_tool_uses"
+        for sample in family.samples
+    } == {"web_search", "web_fetch", "other"}
 
 
 async def test_tool_calls_are_counted_by_tool_and_outcome(
@@ -308,6 +371,7 @@ def test_bound_metrics_bound_every_label(registry: CollectorRegistry, metrics: L
     bound.tool_call("read_order", "not_an_outcome", 0.01)
     bound.tool_call("made_up", "ok", None)
     bound.model_request(None, 0.2, "trace", None)
+    bound.server_tool_uses({"web_search": 1, "made_up": 2})
     assert value(registry, "boundloop_runs_total", loop="direct", stop_reason="_unknown") == 1
     assert (
         value(registry, "boundloop_tool_calls_total", loop="direct", tool="read_order", outcome="_unknown")
@@ -315,6 +379,8 @@ def test_bound_metrics_bound_every_label(registry: CollectorRegistry, metrics: L
     )
     assert value(registry, "boundloop_tool_calls_total", loop="direct", tool="_unknown", outcome="ok") == 1
     assert value(registry, "boundloop_model_requests_total", loop="direct", stop_reason="_unknown") == 1
+    assert value(registry, "boundloop_server_tool_uses_total", loop="direct", kind="web_search") == 1
+    assert value(registry, "boundloop_server_tool_uses_total", loop="direct", kind="other") == 2
     assert bound.tool_label("read_order") == "read_order"
     assert bound.tool_label("made_up") == "_unknown"
 

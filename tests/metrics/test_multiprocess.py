@@ -19,11 +19,14 @@ pytestmark = pytest.mark.asyncio_only  # servers, subprocesses and Prometheus ne
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def run_worker(directory: Path, name: str) -> dict[str, Any]:
-    """One real worker process running a scripted loop; its JSON report."""
+async def run_worker(directory: Path, name: str, script: str = "refund") -> dict[str, Any]:
+    """One real worker process running a scripted loop (`refund` or `search`); its JSON report."""
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory), "PYTHONPATH": str(ROOT)}
     done = await anyio.run_process(
-        [sys.executable, "-m", "tests.metrics.multiprocess_worker", name], env=env, cwd=ROOT, check=False
+        [sys.executable, "-m", "tests.metrics.multiprocess_worker", name, script],
+        env=env,
+        cwd=ROOT,
+        check=False,
     )
     assert done.returncode == 0, done.stderr.decode()
     report: dict[str, Any] = json.loads(done.stdout)
@@ -59,6 +62,28 @@ async def test_two_workers_are_summed_by_one_scrape(tmp_path: Path) -> None:
     assert value("boundloop_tool_calls_total", tool="flaky_lookup", outcome="error") == 2
     assert value("boundloop_tool_calls_total", tool="_unknown", outcome="invalid") == 2
     assert value("boundloop_runs_active") == 0
+
+
+async def test_two_workers_server_tool_uses_are_summed(tmp_path: Path) -> None:
+    """Each worker's web searches reach the mmap files: one scrape counts both workers'."""
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            reports: list[dict[str, Any]] = []
+
+            async def worker() -> None:
+                reports.append(await run_worker(tmp_path, "searchers", "search"))
+
+            group.start_soon(worker)
+            group.start_soon(worker)
+    assert [r["server_tool_uses"] for r in reports] == [{"web_search": 3}, {"web_search": 3}]
+    registry = await anyio.to_thread.run_sync(multiprocess_registry, str(tmp_path))
+
+    def uses(kind: str) -> float | None:
+        return registry.get_sample_value(
+            "boundloop_server_tool_uses_total", {"loop": "searchers", "kind": kind}
+        )
+
+    assert (uses("web_search"), uses("web_fetch"), uses("other")) == (6, 0, 0)
 
 
 async def test_the_asgi_app_serves_the_aggregate(tmp_path: Path) -> None:

@@ -6,10 +6,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from boundloop import LoopMetrics, LoopState, StopReason
-from boundloop.events import Event, Stop
+from boundloop.events import Event, Proposal, Stop
 from boundloop.metrics import RunMetrics
 from boundloop.statemachine.table import Phase
-from tests.metrics.scripts import TOOLS, refund_loop
+from tests.metrics.scripts import TOOLS, refund_loop, search_loop
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -44,6 +44,21 @@ async def test_a_runs_metrics_are_its_events_read_again(
     assert live == samples(again)
     assert live[("boundloop_runs_total", (("loop", "refunds"), ("stop_reason", "completed")))] == 1
     assert live[("boundloop_runs_active", (("loop", "refunds"),))] == 0
+
+
+async def test_server_tool_uses_are_read_from_the_proposal_events(
+    registry: CollectorRegistry, metrics: LoopMetrics
+) -> None:
+    """A run's server tool uses are counted from its `Proposal` events: re-fed, they count the same."""
+    result = await search_loop(metrics).run("Should O-104 be refunded?")
+    reported = [event.server_tool_uses for event in result.events if isinstance(event, Proposal)]
+    assert reported == [{"web_search": 2}, {"web_search": 1}]
+    again = CollectorRegistry()
+    observer = RunMetrics(LoopMetrics(again).bind("searches", [t.name for t in TOOLS]), result.state.trace_id)
+    for event in result.events:
+        observer.observe(event)
+    assert samples(registry) == samples(again)
+    assert value(again, "boundloop_server_tool_uses_total", loop="searches", kind="web_search") == 3
 
 
 async def test_a_hook_raising_on_the_stop_event_leaves_no_run_active(

@@ -42,6 +42,8 @@ def record(bound: BoundMetrics) -> None:
     bound.model_request("tool_use", 0.7, TRACE, (10, 5, 0, 3))
     bound.model_request(None, EXEMPLAR_MIN_S / 2, TRACE, None)
     bound.model_request("not_documented", 1.5, TRACE, (1, 0, 2, 0))
+    bound.server_tool_uses({"web_search": 2, "code_execution": 1})
+    bound.server_tool_uses({"web_fetch": 1})
     bound.tool_call("read_order", "ok", 0.003, TRACE)
     bound.tool_call("read_order", "ok", 1e-4, TRACE)
     bound.tool_call("lookup", "error", None, TRACE)
@@ -225,6 +227,7 @@ def test_threads_lose_no_increment_while_scraped(registry: CollectorRegistry) ->
             bound.transition("act", "observe", 1e-4, TRACE)
             bound.tool_call("read_order", "ok", 0.002, TRACE)
             bound.model_request("tool_use", 0.5, TRACE, (2, 1, 0, 0))
+            bound.server_tool_uses({"web_search": 1})
 
     scraper = threading.Thread(target=scrape)
     scraper.start()
@@ -246,6 +249,7 @@ def test_threads_lose_no_increment_while_scraped(registry: CollectorRegistry) ->
     assert value("boundloop_tool_duration_seconds_count", tool="read_order") == total
     assert value("boundloop_model_requests_total", stop_reason="tool_use") == total
     assert value("boundloop_model_tokens_total", kind="input") == 2 * total
+    assert value("boundloop_server_tool_uses_total", kind="web_search") == total
     assert seen == sorted(seen)  # a counter never went down between scrapes
 
 
@@ -291,6 +295,10 @@ def test_multiprocess_mode_records_on_prometheus_client_instruments(
     bound = metrics.bind("mp", TOOLS)
     bound.transition("act", "observe", 0.01, TRACE)
     bound.tool_call("read_order", "ok", 0.01, TRACE)
+    bound.server_tool_uses({"web_search": 2, "code_execution": 1})
     labels = {"loop": "mp", "source": "act", "dest": "observe"}
     assert registry.get_sample_value("boundloop_transitions_total", labels) == 1
     assert registry.get_sample_value("boundloop_transition_duration_seconds_count", labels) == 1
+    for kind, count in {"web_search": 2, "web_fetch": 0, "other": 1}.items():
+        uses = {"loop": "mp", "kind": kind}
+        assert registry.get_sample_value("boundloop_server_tool_uses_total", uses) == count
