@@ -4,17 +4,22 @@ by the CLI's summary and `--json`; on the real SDK over the caching fake API (te
 from __future__ import annotations
 
 import json
+import re
+import runpy
+from pathlib import Path
 from typing import Any
 
 import pytest
 from anthropic.types import Usage as ApiUsage
 
+import boundloop
 from boundloop import AgentLoop, Budget, LoopState, ModelSettings, Price, ScriptedClient, tool
 from boundloop.cli import main
 from boundloop.prices import resolve_price
 from tests.cache_sim import CachingAPI
 from tests.fake_api import MODEL, Body, message, text_block, tool_use_block
 from tests.helpers import text, tool_use
+from tests.sdk_scripted import SDKScripted
 
 PRICE = Price(
     input_per_mtok=3.0,
@@ -142,3 +147,30 @@ async def test_a_run_over_the_caching_api_saves_what_each_response_billed() -> N
     expected = sum(price.cache_savings(response.usage) for response in result.state.responses)
     assert result.usage.cache_savings_usd == pytest.approx(expected)
     assert (result.usage.cache_savings_usd or 0.0) > 0
+
+
+COST_DOC = Path(__file__).resolve().parents[1] / "docs" / "cost.md"
+
+
+def caching_saved_blocks() -> list[str]:
+    """The python blocks of docs/cost.md's "## What caching saved" section."""
+    text = COST_DOC.read_text(encoding="utf-8").split("## What caching saved", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+
+
+@pytest.mark.parametrize("on_the_sdk", [False, True], ids=["scripted", "sdk"])
+def test_the_cost_guide_savings_example_runs(
+    on_the_sdk: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each block prints what its comments say, on `ScriptedClient` and on the real SDK."""
+    if on_the_sdk:
+        monkeypatch.setattr(boundloop, "ScriptedClient", SDKScripted)
+    blocks = caching_saved_blocks()
+    assert blocks
+    for index, source in enumerate(blocks):
+        script = tmp_path / f"cost_{index}.py"
+        script.write_text(source, encoding="utf-8")
+        runpy.run_path(str(script), run_name="__main__")
+        promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
+        assert promised
+        assert capsys.readouterr().out.splitlines() == promised
