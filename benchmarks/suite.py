@@ -19,6 +19,9 @@ Usage::
    past `timeout_s` when the calls never finish (`benchmarks/batch.py`; `python -m benchmarks.batch`).
 8. a long transcript — 200 turns on the SDK path: a turn's cost at turn 10 and at turn 200, and
    the loop's own part of it (`benchmarks/transcript.py`; `python -m benchmarks.transcript`).
+9. prompt caching — 30 turns x 3 parallel tools over a 20,000-token prefix on the SDK path, billed
+   by a fake API simulating the API's cache rules: the share of cache reads and the cost with
+   caching on vs off (`benchmarks/caching.py`; `python -m benchmarks.caching`).
 
 Prints Markdown tables and the targets; `--write` also writes `benchmarks/RESULTS.md`.
 """
@@ -718,7 +721,24 @@ async def long_transcript(config: Config, report: Report) -> None:
     await transcript.workload(config, report)
 
 
-WORKLOADS: Final = (per_turn, parallel, startup, sdk_path, concurrency, tracing, huge_batch, long_transcript)
+async def prompt_caching(config: Config, report: Report) -> None:
+    """9. Prompt caching: `benchmarks/caching.py`, imported here (it imports this module)."""
+    from benchmarks import caching
+
+    await caching.workload(config, report)
+
+
+WORKLOADS: Final = (
+    per_turn,
+    parallel,
+    startup,
+    sdk_path,
+    concurrency,
+    tracing,
+    huge_batch,
+    long_transcript,
+    prompt_caching,
+)
 
 
 async def measure(config: Config, report: Report) -> None:

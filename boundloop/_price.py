@@ -154,6 +154,24 @@ class Price:
         searches = 0 if server is None else getattr(server, "web_search_requests", 0) or 0
         return tokens * multiplier + searches * billed.web_search_per_1k / 1000
 
+    def cache_savings(self, usage: ApiUsage) -> float:
+        """What caching saved on one response, in USD: its cost with every cache read and write
+        billed as plain input, minus its cost as billed. Negative when the writes' premium
+        exceeds what the reads saved (a write no later request read)."""
+        read = usage.cache_read_input_tokens or 0
+        written = usage.cache_creation_input_tokens or 0
+        if not read and not written:
+            return 0.0
+        uncached = usage.model_copy(
+            update={
+                "input_tokens": usage.input_tokens + read + written,
+                "cache_read_input_tokens": 0,
+                "cache_creation_input_tokens": 0,
+                "cache_creation": None,
+            }
+        )
+        return self.cost(uncached) - self.cost(usage)
+
 
 def _check_tiers(tiers: object) -> None:
     if not isinstance(tiers, tuple):

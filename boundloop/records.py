@@ -341,6 +341,10 @@ class Usage:
     cache_creation_input_tokens: int = 0
     cost_usd: float | None = 0.0
     """None: not tracked, the model has no price (`boundloop.prices.UnpricedModelWarning`)."""
+    cache_savings_usd: float | None = 0.0
+    """What prompt caching saved: the cache reads' discount minus the cache writes' premium over
+    the plain input rate, at the run's prices (`Price.cache_savings`); negative when the writes
+    cost more than the reads saved. None when the model has no price."""
     server_tool_uses: dict[str, int] = dataclasses.field(default_factory=empty_dict)
     """Server tool uses by kind (`web_search`, `web_fetch`, ...), from `usage.server_tool_use`."""
 

@@ -241,6 +241,7 @@ def non_finite(state: LoopState) -> tuple[str, str] | None:
         ("started_at", state.started_at),
         ("elapsed_s", state.elapsed_s),
         ("usage.cost_usd", state.usage.cost_usd),
+        ("usage.cache_savings_usd", state.usage.cache_savings_usd),
     ]
     if state.exceeded is not None:
         floats += [("exceeded.value", state.exceeded.value), ("exceeded.used", state.exceeded.used)]

@@ -118,7 +118,7 @@ async def _execute(
         config, state, on_event=on_event, observer=observer, tool_span=tool_span, model_span=model_span
     )
     if config.price is None:  # not tracked from the start, also when no model call succeeds
-        state.usage.cost_usd = None
+        state.usage.cost_usd = state.usage.cache_savings_usd = None
     await _run(ctx, cancel, failure, resumed)
     return loop_result(ctx)
 

@@ -216,8 +216,9 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         totals.server_tool_uses[kind] = totals.server_tool_uses.get(kind, 0) + count
     if config.price is not None:
         totals.cost_usd = (totals.cost_usd or 0.0) + config.price.cost(usage)
+        totals.cache_savings_usd = (totals.cache_savings_usd or 0.0) + config.price.cache_savings(usage)
     else:
-        totals.cost_usd = None  # no price for the model: its cost is not tracked
+        totals.cost_usd = totals.cache_savings_usd = None  # no price for the model: not tracked
     ctx.event(
         Proposal,
         stop_reason=response.stop_reason

@@ -240,9 +240,18 @@ class RunView:
             calls += f" ({', '.join(why)})"
         table.add_row("tool calls", calls)
         usage = result.usage
-        table.add_row("tokens", f"{usage.input_tokens} in / {usage.output_tokens} out")
-        cost = usage.cost_usd
-        table.add_row("cost", "not tracked (no price for the model)" if cost is None else f"${cost:.4f}")
+        table.add_row(
+            "tokens",
+            f"{usage.input_tokens} in / {usage.output_tokens} out · cache {usage.cache_read_input_tokens} "
+            f"read / {usage.cache_creation_input_tokens} written",
+        )
+        cost, saved = usage.cost_usd, usage.cache_savings_usd
+        table.add_row(
+            "cost",
+            "not tracked (no price for the model)"
+            if cost is None
+            else f"${cost:.4f}" + ("" if saved is None else f" · caching saved ${saved:.4f}"),
+        )
         stops = [event for event in result.events if isinstance(event, Stop)]
         if stops:
             table.add_row("duration", _ms(stops[-1].duration_s))

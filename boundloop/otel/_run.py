@@ -268,4 +268,7 @@ def _spent(now: Usage, before: Usage) -> Usage:
         cache_read_input_tokens=now.cache_read_input_tokens - before.cache_read_input_tokens,
         cache_creation_input_tokens=now.cache_creation_input_tokens - before.cache_creation_input_tokens,
         cost_usd=None if now.cost_usd is None else now.cost_usd - (before.cost_usd or 0.0),
+        cache_savings_usd=None
+        if now.cache_savings_usd is None
+        else now.cache_savings_usd - (before.cache_savings_usd or 0.0),
     )
