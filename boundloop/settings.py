@@ -296,6 +296,9 @@ class LoopSpec(BaseModel):
         check_settings(
             self.settings.data(), max_tokens=self.max_tokens, tools=[tool.name for tool in self.tools]
         )
+        context_settings(
+            self.settings.data(), compaction=self.compaction, context_editing=self.context_editing
+        )
         return self
 
     output_schema: Annotated[dict[str, Any] | None, pydantic.AfterValidator(_output_schema)] = Field(
@@ -309,23 +312,8 @@ class LoopSpec(BaseModel):
         description="A refused request (stop_reason refusal) is retried once on this model, with "
         "the refusal's fallback_credit_token when the API gives one, before the run stops refused.",
     )
-    compaction: Compaction | None = Field(
-        default=None,
-        description="Server-side compaction (the API's compact_20260112 edit): past trigger_tokens "
-        "of input the API summarizes the context (docs/cost.md).",
-    )
-    context_editing: ContextEdits = Field(
-        default=(),
-        description="The API's clearing edits (clear_tool_uses_20250919, clear_thinking_20251015), "
-        "with their trigger and keep settings, one of each type (docs/cost.md).",
-    )
-
-    @pydantic.model_validator(mode="after")
-    def _context_rules(self) -> LoopSpec:
-        context_settings(
-            self.settings.data(), compaction=self.compaction, context_editing=self.context_editing
-        )
-        return self
+    compaction: Compaction | None = Field(default=None, description="Server-side compaction (docs/cost.md).")
+    context_editing: ContextEdits = Field(default=(), description="The API's clearing edits (docs/cost.md).")
 
     @classmethod
     def of(cls, **settings: Any) -> LoopSpec:

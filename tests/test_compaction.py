@@ -5,7 +5,7 @@ block, the retry after a full context window, checkpoints, resume and replay."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -16,7 +16,6 @@ from boundloop import (
     ConfigurationError,
     LoopSpec,
     ModelSettings,
-    NeedsHuman,
     Policy,
     Price,
     SQLiteStore,
@@ -74,6 +73,11 @@ def compacted(*content: JSON, stop_reason: str = "end_turn", compaction_in: int 
     }
 
 
+def sent(agent: AgentLoop) -> list[JSON]:
+    """The requests the loop's `ScriptedClient` received."""
+    return cast(ScriptedClient, agent.client).requests
+
+
 def loop(script: list[JSON], **options: Any) -> AgentLoop:
     settings: JSON = {
         "model": "claude-sonnet-4-6",
@@ -95,7 +99,7 @@ async def test_the_request_carries_the_compact_edit_and_its_beta() -> None:
         settings=ModelSettings(betas=["interleaved-thinking-2025-05-14"]),
     )
     await agent.run("go")
-    request = agent.client.requests[0]  # type: ignore[attr-defined]
+    request = sent(agent)[0]
     assert request["context_management"] == {
         "edits": [
             CLEAR_THINKING,
@@ -162,7 +166,7 @@ async def test_a_compaction_counts_against_the_token_budget() -> None:
     )
     result = await agent.run("go")
     assert result.stop_reason is StopReason.TOKEN_BUDGET
-    assert len(agent.client.requests) == 1  # type: ignore[attr-defined]
+    assert len(sent(agent)) == 1
 
 
 async def test_after_a_compaction_the_request_starts_at_the_block() -> None:
@@ -178,7 +182,7 @@ async def test_after_a_compaction_the_request_starts_at_the_block() -> None:
     agent = loop(script)
     result = await agent.run("go")
     assert result.stop_reason is StopReason.COMPLETED
-    requests = agent.client.requests  # type: ignore[attr-defined]
+    requests = sent(agent)
     last = requests[2]["messages"]
     assert [message["role"] for message in last] == ["user", "assistant", "user"]
     assert last[0]["content"] == "go" or last[0]["content"][0]["text"] == "go"
@@ -201,7 +205,7 @@ async def test_pause_after_compaction_continues_the_turn() -> None:
     agent = loop(script, compaction=Compaction(trigger_tokens=50_000, pause=True))
     result = await agent.run("go")
     assert result.stop_reason is StopReason.COMPLETED
-    requests = agent.client.requests  # type: ignore[attr-defined]
+    requests = sent(agent)
     assert requests[1]["messages"][-1] == {"role": "assistant", "content": [SUMMARY]}
     assert [type(event).__name__ for event in result.events].count("Compacted") == 1
 
@@ -216,7 +220,7 @@ async def test_a_full_context_window_compacts_once_and_retries() -> None:
     agent = loop(script, compaction=Compaction(trigger_tokens=180_000))
     result = await agent.run("go")
     assert result.stop_reason is StopReason.COMPLETED
-    first, retry = agent.client.requests  # type: ignore[attr-defined]
+    first, retry = sent(agent)
     assert retry["messages"] == first["messages"]
     assert first["context_management"]["edits"][-1]["trigger"]["value"] == 180_000
     assert retry["context_management"]["edits"][-1]["trigger"]["value"] == 50_000
@@ -230,7 +234,7 @@ async def test_a_second_full_context_window_in_a_row_stops_context_exceeded() ->
     agent = loop(script)
     result = await agent.run("go")
     assert result.stop_reason is StopReason.CONTEXT_EXCEEDED
-    assert len(agent.client.requests) == 2  # type: ignore[attr-defined]
+    assert len(sent(agent)) == 2
 
 
 async def test_without_compaction_a_full_context_window_stops_at_once() -> None:
@@ -258,7 +262,7 @@ async def test_a_run_compacted_mid_way_checkpoints_resumes_and_replays(tmp_path:
     assert stored.messages[1]["content"][0] == SUMMARY  # type: ignore[index]
     done = await agent.resume("t1", approvals={"toolu_b": True})
     assert done.stop_reason is StopReason.COMPLETED
-    requests = agent.client.requests  # type: ignore[attr-defined]
+    requests = sent(agent)
     assert requests[-1]["messages"][:2] == stored.messages[:2]
     assert violations(requests, script) == []
     report = await replay([*first.events, *second.events, *done.events], agent)
@@ -266,6 +270,3 @@ async def test_a_run_compacted_mid_way_checkpoints_resumes_and_replays(tmp_path:
     final = await store.load("t1")
     assert final is not None
     assert (await replay(final, agent)).identical
-
-
-_ = NeedsHuman
