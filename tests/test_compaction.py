@@ -4,11 +4,14 @@ block, the retry after a full context window, checkpoints, resume and replay."""
 
 from __future__ import annotations
 
+import re
+import runpy
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
+import boundloop.testing
 from boundloop import (
     AgentLoop,
     Budget,
@@ -27,6 +30,7 @@ from boundloop.events import Compacted
 from boundloop.testing import ScriptedClient
 from tests.api_rules import violations
 from tests.helpers import text, tool_use
+from tests.sdk_scripted import SDKScripted
 
 JSON = dict[str, Any]
 SUMMARY = {"type": "compaction", "content": "Earlier turns summarized.", "encrypted_content": "Epw_opaque"}
@@ -270,3 +274,30 @@ async def test_a_run_compacted_mid_way_checkpoints_resumes_and_replays(tmp_path:
     final = await store.load("t1")
     assert final is not None
     assert (await replay(final, agent)).identical
+
+
+COST = Path(__file__).parent.parent / "docs" / "cost.md"
+
+
+def _section_blocks() -> list[str]:
+    text_ = COST.read_text(encoding="utf-8")
+    section = text_.split("## Compaction and context editing", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+
+
+@pytest.mark.parametrize("on_sdk", [False, True])
+def test_the_cost_guide_compaction_example_runs(
+    on_sdk: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/cost.md's compaction example prints what its comments say, on `ScriptedClient` and
+    on the real SDK over a mock transport (tests/sdk_scripted.py)."""
+    if on_sdk:
+        monkeypatch.setattr(boundloop.testing, "ScriptedClient", SDKScripted)
+    (source,) = _section_blocks()
+    script = tmp_path / "cost_compaction.py"
+    script.write_text(source, encoding="utf-8")
+    runpy.run_path(str(script), run_name="__main__")
+    printed = capsys.readouterr().out.splitlines()
+    promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
+    assert promised
+    assert printed == promised
