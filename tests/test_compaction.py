@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-import boundloop.testing
+import boundloop
 from boundloop import (
     AgentLoop,
     Budget,
@@ -292,7 +292,7 @@ def test_the_cost_guide_compaction_example_runs(
     """docs/cost.md's compaction example prints what its comments say, on `ScriptedClient` and
     on the real SDK over a mock transport (tests/sdk_scripted.py)."""
     if on_sdk:
-        monkeypatch.setattr(boundloop.testing, "ScriptedClient", SDKScripted)
+        monkeypatch.setattr(boundloop, "ScriptedClient", SDKScripted)
     (source,) = _section_blocks()
     script = tmp_path / "cost_compaction.py"
     script.write_text(source, encoding="utf-8")
