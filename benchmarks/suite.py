@@ -22,6 +22,8 @@ Usage::
 9. prompt caching — 30 turns x 3 parallel tools over a 20,000-token prefix on the SDK path, billed
    by a fake API simulating the API's cache rules: the share of cache reads and the cost with
    caching on vs off (`benchmarks/caching.py`; `python -m benchmarks.caching`).
+10. compaction — 500 turns with server-side compaction on a model that compacts like the API: the
+    largest request input, broken requests, an identical replay (`python -m benchmarks.compaction`).
 
 Prints Markdown tables and the targets; `--write` also writes `benchmarks/RESULTS.md`.
 """
@@ -728,6 +730,13 @@ async def prompt_caching(config: Config, report: Report) -> None:
     await caching.workload(config, report)
 
 
+async def compaction(config: Config, report: Report) -> None:
+    """10. Compaction: `benchmarks/compaction.py`, imported here (it imports this module)."""
+    from benchmarks import compaction
+
+    await compaction.workload(config, report)
+
+
 WORKLOADS: Final = (
     per_turn,
     parallel,
@@ -738,6 +747,7 @@ WORKLOADS: Final = (
     huge_batch,
     long_transcript,
     prompt_caching,
+    compaction,
 )
 
 

@@ -281,12 +281,12 @@ class ToolInputDelta(BaseEvent):
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)
-class Compaction(BaseEvent):
-    """The transcript was compacted (not emitted yet)."""
+class Compacted(BaseEvent):
+    """The API compacted the context (docs/cost.md): the input before, the summary after."""
 
     kind: Literal["compaction"] = "compaction"
-    messages_before: int
-    messages_after: int
+    tokens_before: int
+    tokens_after: int
 
 
 Event: TypeAlias = Annotated[
@@ -304,7 +304,7 @@ Event: TypeAlias = Annotated[
     | TextDelta
     | ThinkingDelta
     | ToolInputDelta
-    | Compaction,
+    | Compacted,
     Field(discriminator="kind"),
 ]
 """Any event, told apart by its `kind`."""

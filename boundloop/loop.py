@@ -29,6 +29,8 @@ from .tools import Handler, Tool
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from .compaction import Compaction, ContextEdit
+
 
 @final
 class AgentLoop(Generic[OutputT]):
@@ -49,32 +51,27 @@ class AgentLoop(Generic[OutputT]):
         on_tool_error: `"report"` a failing tool function to the model as an `is_error` result,
             `"stop"` the run with `tool_failure` once a tool fails after its retries,
             or `"raise"` its exception from `run()`.
-        max_tool_output_chars: longer tool results are cut with a visible marker; every
-            content block counts (see docs/contracts.md).
+        max_tool_output_chars: longer tool results are cut with a visible marker (docs/contracts.md).
         redact: a hook applied, after the secret patterns, to everything a run records: every
             field of the trace (as written; the keys of objects too), `state.errors` and stop
             details. The transcript, observations and pending approvals are what the model saw
             and are kept verbatim in the state, and in checkpoints unless `redact_checkpoints`.
-        metrics: a `LoopMetrics`; default: shared instruments on the default registry;
-            None: no metrics.
+        metrics: a `LoopMetrics`; default: shared instruments on the default registry; None: none.
         prices: per-model prices merged over the built-in table (for `max_cost_usd`).
-        signal_handlers: overrides of the stop_reason handlers, by API stop_reason; None for
-            a stop_reason makes it raise `UnhandledStop`.
-        on_event: called synchronously with every `Event` (`boundloop.events`) as it is
-            recorded; never blocks.
+        signal_handlers: handlers by API stop_reason; None for one makes it raise `UnhandledStop`.
+        on_event: called synchronously with every `Event` (`boundloop.events`) as it is recorded.
         redact_patterns: regular expressions of your own secrets, added to the defaults
             (Anthropic, OpenAI, AWS, Google, GitHub and Slack keys, bearer tokens).
         redact_checkpoints: save checkpoints with every string redacted (the transcript,
             observations and pending approvals too; a resumed run continues from them).
         count_tokens: with a token or cost budget, count each request's input with the API's
-            `messages.count_tokens` before the call, instead of estimating it from the previous
-            call (one more request per model call; `anthropic.AsyncAnthropic` only).
+            `messages.count_tokens` before the call, not estimating it (`AsyncAnthropic` only).
         fallback_model: a refused request is retried once on this model (docs/claude-api.md).
+        compaction, context_editing: the API's compaction and clearing edits (docs/cost.md).
         store: where the state is checkpointed (`MemoryStore`, `SQLiteStore`, `PostgresStore`).
         tracer_provider: the OpenTelemetry `TracerProvider` runs are traced to (docs/otel.md);
             default: the global provider, when one is set; None: no spans.
-        trace_content: put message content on the spans (the model's text, the transcript,
-            tool inputs and results), redacted like the trace; default: none.
+        trace_content: put message content (text, transcript, tool I/O) on the spans, redacted.
         checkpoint_key: a secret (bytes, or str as UTF-8): checkpoints are signed with
             HMAC-SHA256 and a row whose signature is missing or wrong is `CheckpointCorrupt`.
         settings: the Messages API request settings of every model call (`ModelSettings`:
@@ -116,6 +113,8 @@ class AgentLoop(Generic[OutputT]):
         checkpoint_key: bytes | str | None = None,
         settings: ModelSettings | None = None,
         output_type: type[OutputT] | Mapping[str, Any] | None = None,
+        compaction: Compaction | None = None,
+        context_editing: Sequence[ContextEdit] = (),
     ) -> None:
         self._config: LoopConfig = _core.build_config(
             client,
@@ -143,6 +142,8 @@ class AgentLoop(Generic[OutputT]):
             checkpoint_key=checkpoint_key,
             settings=settings,
             output_type=output_type,
+            compaction=compaction,
+            context_editing=context_editing,
         )
 
     @property
@@ -304,8 +305,7 @@ class AgentLoop(Generic[OutputT]):
             metadata: your own JSON values, kept in the state and in the trace's stop event.
             messages: a history to start from, before `goal` (without a goal: ending in a user turn).
             cancel: setting this event stops the run cooperatively with `cancelled`.
-            on_event: called with every `Event` of this run as it is recorded, after the
-                loop's own `on_event`.
+            on_event: called with every `Event` of this run, after the loop's own `on_event`.
             settings: this run's model settings: each field given (None too) replaces the
                 loop's; the run records the result, and a resumed run sends it again.
 

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._model_settings import ModelSettings, check_settings
 from ._server_tools import server_tool
+from .compaction import Compaction, ContextEdits, context_settings
 from .errors import ConfigurationError
 from .policy import Policy
 from .state import Budget
@@ -295,6 +296,9 @@ class LoopSpec(BaseModel):
         check_settings(
             self.settings.data(), max_tokens=self.max_tokens, tools=[tool.name for tool in self.tools]
         )
+        context_settings(
+            self.settings.data(), compaction=self.compaction, context_editing=self.context_editing
+        )
         return self
 
     output_schema: Annotated[dict[str, Any] | None, pydantic.AfterValidator(_output_schema)] = Field(
@@ -308,6 +312,8 @@ class LoopSpec(BaseModel):
         description="A refused request (stop_reason refusal) is retried once on this model, with "
         "the refusal's fallback_credit_token when the API gives one, before the run stops refused.",
     )
+    compaction: Compaction | None = Field(default=None, description="Server-side compaction (docs/cost.md).")
+    context_editing: ContextEdits = Field(default=(), description="The API's clearing edits (docs/cost.md).")
 
     @classmethod
     def of(cls, **settings: Any) -> LoopSpec:
@@ -345,6 +351,8 @@ class LoopSpec(BaseModel):
             "settings": dict(contract.settings),
             "output_schema": None if contract.output_schema is None else dict(contract.output_schema),
             "fallback_model": contract.fallback_model,
+            "compaction": contract.compaction,
+            "context_editing": contract.context_editing,
         }
         if contract.max_tokens is not None:
             settings["max_tokens"] = contract.max_tokens
@@ -376,6 +384,8 @@ class LoopSpec(BaseModel):
             settings=self.settings.data(),
             output_schema=self.output_schema,
             fallback_model=self.fallback_model,
+            compaction=None if self.compaction is None else self.compaction.model_dump(exclude_defaults=True),
+            context_editing=tuple(dict(edit) for edit in self.context_editing),
         )
 
 

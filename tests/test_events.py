@@ -18,7 +18,7 @@ from boundloop.events import (
     ApprovalRequested,
     BaseEvent,
     CallDecision,
-    Compaction,
+    Compacted,
     Deferred,
     Error,
     LimitHit,
@@ -91,7 +91,7 @@ ONE_OF_EACH: list[BaseEvent] = [
     TextDelta(**COMMON, index=0, text="hi"),
     ThinkingDelta(**COMMON, index=0, thinking="hm"),
     ToolInputDelta(**COMMON, index=1, partial_json='{"ke'),
-    Compaction(**COMMON, messages_before=40, messages_after=3),
+    Compacted(**COMMON, tokens_before=160_000, tokens_after=3_000),
 ]
 
 

@@ -82,9 +82,8 @@ def stop_at(ctx: RunContext, exceeded: Exceeded, detail: str | None = None) -> N
     )
 
 
-def next_input_estimate(ctx: RunContext) -> int:
-    """The input tokens of the next call, at least: the previous call's input and its output,
-    which is now part of the transcript. 0 before the first call."""
+def input_estimate(ctx: RunContext) -> int:
+    """The next request's input: counted, else the previous call's input and output."""
     if ctx.counted_input is not None:
         return ctx.counted_input
     if not ctx.state.responses:
@@ -96,6 +95,16 @@ def next_input_estimate(ctx: RunContext) -> int:
         + (usage.cache_creation_input_tokens or 0)
         + usage.output_tokens
     )
+
+
+def next_input_estimate(ctx: RunContext) -> int:
+    """The input tokens of the next call, at least: the previous call's input and its output,
+    which is now part of the transcript (twice when it will compact). 0 before the first call."""
+    estimate = input_estimate(ctx)
+    compaction = ctx.config.spec.compaction
+    if compaction is not None and (ctx.compact_now or estimate >= compaction.trigger_tokens):
+        estimate *= 2  # the API's compaction reads the context once more before the answer
+    return estimate
 
 
 def output_allowance(ctx: RunContext) -> int:

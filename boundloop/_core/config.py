@@ -10,7 +10,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
 from .._model_settings import BETA_ONLY, ModelSettings, check_settings, merged, settings_sha256
@@ -19,6 +19,7 @@ from .._price import Price
 from ..checkpoint.signed import checkpoint_key as checkpoint_key_of
 from ..checkpoint.signed import signed
 from ..checkpoint.store import CheckpointStore
+from ..compaction import Compaction, ContextEdit, context_settings
 from ..errors import ConfigurationError
 from ..events import Event
 from ..metrics.instruments import BoundMetrics, LoopMetrics
@@ -126,6 +127,8 @@ def build_config(
     checkpoint_key: bytes | str | None = None,
     settings: ModelSettings | None = None,
     output_type: OutputType | None = None,
+    compaction: Compaction | None = None,
+    context_editing: Sequence[ContextEdit] = (),
 ) -> LoopConfig:
     """Validate the settings once (`LoopSpec.of`), check the wiring, build the configuration.
 
@@ -169,8 +172,10 @@ def build_config(
         settings=ModelSettings() if settings is None else settings,
         output_schema=None if output is None else output.schema,
         fallback_model=fallback_model,
+        compaction=compaction,
+        context_editing=context_editing,
     )
-    check_client(client, spec.settings.data())
+    check_client(client, effective_settings(spec, spec.settings.data()))
     _require(
         isinstance(cast(object, metrics), Default | LoopMetrics | None),
         f"metrics must be a LoopMetrics or None, got {type(metrics).__name__}",
@@ -272,7 +277,7 @@ def provenance(spec: LoopSpec) -> Provenance:
         # What a failing tool does decides stops too: recorded with the policy (not in its hash).
         policy={**json.loads(spec.policy.fingerprint()), "on_tool_error": spec.on_tool_error},
         budget=dataclasses.asdict(spec.budget),
-        settings_sha256=settings_sha256(spec.settings.data()),
+        settings_sha256=settings_sha256(effective_settings(spec, spec.settings.data())),
         output_sha256=None
         if spec.output_schema is None
         else _sha256(json.dumps(spec.output_schema, sort_keys=True)),
@@ -288,16 +293,28 @@ def run_settings(config: LoopConfig, override: ModelSettings | None) -> tuple[di
         ConfigurationError: `override` is not a `ModelSettings`, or the merged settings break a
             rule of the API or need a beta client the loop does not have.
     """
+    spec = config.spec
     if override is None:
-        return config.spec.settings.data(), config.provenance
+        return effective_settings(spec, spec.settings.data()), config.provenance
     _require(
         isinstance(cast(object, override), ModelSettings),
         f"settings must be a ModelSettings, got {type(override).__name__}",
     )
-    data = merged(config.spec.settings, override).data()
-    check_settings(data, max_tokens=config.spec.max_tokens, tools=config.tools)
+    data = merged(spec.settings, override).data()
+    check_settings(data, max_tokens=spec.max_tokens, tools=config.tools)
+    data = effective_settings(spec, data)
     check_client(config.client, data)
     return data, dataclasses.replace(config.provenance, settings_sha256=settings_sha256(data))
+
+
+def effective_settings(spec: LoopSpec, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's request settings: `settings` with the spec's compaction and context editing
+    edits (and their betas) merged into `context_management` (`compaction.context_settings`).
+
+    Raises:
+        ConfigurationError: `settings` already hold an edit of the same type.
+    """
+    return context_settings(settings, compaction=spec.compaction, context_editing=spec.context_editing)
 
 
 def check_client(client: Model, settings: Mapping[str, object]) -> None:

@@ -79,6 +79,8 @@ class RunContext:
         "_recorded",
         "_recorded_for",
         "cancel_requested",
+        "compact_now",
+        "compacted_retry",
         "config",
         "counted_input",
         "deadline",
@@ -141,6 +143,10 @@ class RunContext:
         """The refused request is to be retried on the fallback model (`_core/refusals.py`)."""
         self.retried = False
         """The last response answered the retry on the fallback model."""
+        self.compact_now = False
+        """A full context window: the next request compacts first (`_core/compaction.py`)."""
+        self.compacted_retry = False
+        """The last response answered a request that compacted first."""
         """The next request's input tokens, as `messages.count_tokens` counted them."""
         self.plan: list[Planned] | None = None
         """The calls of the current turn that validation let through in this session; `act`

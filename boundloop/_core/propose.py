@@ -20,7 +20,16 @@ from ..transcript import append_user
 from .answers import finish
 from .blocks import assistant_message
 from .boundary import problem
-from .budget import call_spent, ceiling_spent, final_answer_note, output_allowance, spent, stop_at
+from .budget import (
+    call_spent,
+    ceiling_spent,
+    final_answer_note,
+    input_estimate,
+    output_allowance,
+    spent,
+    stop_at,
+)
+from .compaction import after_response, request_settings
 from .context import RunContext
 from .invariant import container_id, unfinished_server_call
 from .refusals import fallback
@@ -90,7 +99,7 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
     if config.spec.system is not None:
         request["system"] = config.spec.system
     if ctx.state.model_settings:
-        request.update(settings_params(ctx.state.model_settings))
+        request.update(settings_params(request_settings(ctx, ctx.state.model_settings)))
         fit_thinking(request)
     if config.tools.params:  # the loop's tools and the server tools
         request["tools"] = config.tools.params
@@ -121,6 +130,7 @@ async def propose(ctx: RunContext) -> Trigger:
     response = await _call_model(ctx, request)
     ctx.retried = ctx.fallback is not None  # the retry on the fallback model is made: once
     ctx.fallback = None
+    ctx.compacted_retry, ctx.compact_now = ctx.compact_now, False  # and the compacting retry
     if response is None:
         state.final_call_due = False
         return Trigger.HALT
@@ -184,6 +194,7 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     """Record a response: transcript (exactly as received), turn, usage, cost, and its event."""
     state = ctx.state
     config = ctx.config
+    before = input_estimate(ctx)  # the request's input, before this response is counted
     state.responses.append(response)
     # Exactly the JSON received (thinking signatures, server tool blocks), dumped once.
     ctx.received = assistant_message(response.content)
@@ -235,6 +246,7 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         final_answer=final,
         response=ctx.deferred(response),
     )
+    after_response(ctx, response, before)  # compaction's billed usage, its event, the transcript
 
 
 def drop_unfinished_server_turns(messages: list[MessageParam]) -> None:

@@ -15,6 +15,7 @@ from anthropic.types import Message
 
 from ..records import StopReason
 from ..signals import Route, SignalContext, Verdict
+from .compaction import retry_compacted
 from .context import Retry, RunContext
 
 
@@ -60,6 +61,9 @@ def after_stop(ctx: RunContext, route: Route, context: SignalContext) -> Route:
     if route.stop_reason is StopReason.REFUSED and retry_on_fallback(ctx, response):
         detail = f"{route.detail}; " if route.detail else ""
         return Route(verdict=Verdict.RESUME, detail=f"{detail}retried on {ctx.config.spec.fallback_model}")
+    retried = retry_compacted(ctx, route)  # with compaction on: once, compacting first
+    if retried is not route:
+        return retried
     if route.stop_reason is StopReason.CONTEXT_EXCEEDED:
         ctx.state.answer = context.answer(response) or None
     return route

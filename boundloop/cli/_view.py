@@ -14,7 +14,7 @@ from .. import AgentLoop, Budget, LoopResult, LoopState, StopReason
 from ..events import (
     ApprovalRequested,
     CallDecision,
-    Compaction,
+    Compacted,
     Error,
     Event,
     ModelRequest,
@@ -106,7 +106,7 @@ class RunView:
                 self._error(event)
             case Resumed():
                 self._resumed(event)
-            case ApprovalRequested() | RunStarted() | ModelRequest() | Compaction():
+            case ApprovalRequested() | RunStarted() | ModelRequest() | Compacted():
                 pass
             case TextDelta() | ThinkingDelta() | ToolInputDelta():
                 pass

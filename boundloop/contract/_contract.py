@@ -58,6 +58,10 @@ class Contract:
     """Server tool definitions (the API runs them), sent after `tools`."""
     fallback_model: str | None = None
     """The model a refused request is retried on once."""
+    compaction: Mapping[str, Any] | None = None
+    """Server-side compaction (`Compaction`) as JSON; None: off."""
+    context_editing: tuple[Mapping[str, Any], ...] = ()
+    """The API's clearing edits."""
 
     def to_dict(self) -> dict[str, Any]:
         """The contract as JSON, self-contained: the policy and the system prompt inline."""
@@ -96,6 +100,8 @@ class Contract:
             "settings": dict(self.settings) if self.settings else None,
             "output_schema": None if self.output_schema is None else dict(self.output_schema),
             "fallback_model": self.fallback_model,
+            "compaction": None if self.compaction is None else dict(self.compaction),
+            "context_editing": [dict(edit) for edit in self.context_editing] or None,
         }
         document.update({key: value for key, value in optional.items() if value is not None})
         return document
@@ -276,4 +282,6 @@ def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | N
         output_schema=raw.get("output_schema"),
         server_tools=tuple(dict(definition) for definition in raw.get("server_tools", ())),
         fallback_model=raw.get("fallback_model"),
+        compaction=raw.get("compaction"),
+        context_editing=tuple(dict(edit) for edit in raw.get("context_editing", ())),
     )

@@ -1,0 +1,119 @@
+"""Server-side compaction in a run (`AgentLoop(compaction=...)`, docs/cost.md).
+
+- A response whose `usage.iterations` holds `compaction` entries billed them on top of its
+  top-level usage (which leaves them out): they are added to the run's usage and cost.
+- A response holding a `compaction` block emits `Compacted` and the transcript keeps what the
+  API reads next: the run's opening messages, then the turn holding the block, as received, and
+  what follows (the API drops every block before the compaction block; the trace keeps all).
+- `model_context_window_exceeded` with compaction on: the turn is dropped and retried once with
+  the compaction trigger at the API's minimum, so the API compacts first; a second one in a row
+  stops the run `context_exceeded`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from anthropic.types import Message, Usage
+
+from ..compaction import MIN_TRIGGER_TOKENS, context_settings
+from ..events import Compacted
+from ..records import StopReason
+from ..signals import Route, Verdict
+from .context import RunContext
+
+
+def compaction_usages(usage: object) -> list[Usage]:
+    """The `compaction` entries of `usage.iterations`, each as the `Usage` it is billed as
+    (at the response's speed, service tier and geography)."""
+    iterations = cast("list[object]", _field(usage, "iterations") or [])
+    found: list[Usage] = []
+    for entry in iterations:
+        if _field(entry, "type") != "compaction":
+            continue
+        found.append(
+            Usage(
+                input_tokens=int(cast(int, _field(entry, "input_tokens") or 0)),
+                output_tokens=int(cast(int, _field(entry, "output_tokens") or 0)),
+                cache_read_input_tokens=int(cast(int, _field(entry, "cache_read_input_tokens") or 0)),
+                cache_creation_input_tokens=int(cast(int, _field(entry, "cache_creation_input_tokens") or 0)),
+                service_tier=cast(Any, _field(usage, "service_tier")),
+                inference_geo=cast(Any, _field(usage, "inference_geo")),
+                speed=cast(Any, _field(usage, "speed")),
+            )
+        )
+    return found
+
+
+def after_response(ctx: RunContext, response: Message, tokens_before: int) -> None:
+    """Count a response's compaction usage; on a `compaction` block, emit `Compacted` and keep
+    the transcript from the block's turn on. `tokens_before`: the request's input as the loop
+    estimated (or counted) it."""
+    state = ctx.state
+    totals = state.usage
+    usages = compaction_usages(response.usage)
+    for usage in usages:
+        totals.input_tokens += usage.input_tokens
+        totals.output_tokens += usage.output_tokens
+        totals.cache_read_input_tokens += usage.cache_read_input_tokens or 0
+        totals.cache_creation_input_tokens += usage.cache_creation_input_tokens or 0
+        if ctx.config.price is not None:
+            totals.cost_usd = (totals.cost_usd or 0.0) + ctx.config.price.cost(usage)
+    blocks = [block for block in response.content if _field(block, "type") == "compaction"]
+    if not blocks:
+        return
+    read = sum(
+        u.input_tokens + (u.cache_read_input_tokens or 0) + (u.cache_creation_input_tokens or 0)
+        for u in usages
+    )
+    summary = cast(str, _field(blocks[-1], "content") or "")
+    ctx.event(
+        Compacted,
+        tokens_before=max(tokens_before, read),
+        tokens_after=sum(u.output_tokens for u in usages) if usages else len(summary) // 4,
+    )
+    messages = state.messages
+    held = next(i for i in range(len(messages) - 1, -1, -1) if messages[i] is ctx.received)
+    if held > state.opening:  # what lies between is dropped by the API: not sent again
+        del messages[state.opening : held]
+
+
+def request_settings(ctx: RunContext, settings: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The settings of the next request: a retry after a full context window compacts at the
+    API's minimum trigger."""
+    spec = ctx.config.spec
+    if not ctx.compact_now or spec.compaction is None:
+        return settings
+    management = cast(Mapping[str, Any], settings.get("context_management") or {})
+    edits = [edit for edit in management.get("edits") or () if edit.get("type") != "compact_20260112"]
+    base = {**settings, "context_management": {**management, "edits": edits}}
+    return context_settings(base, compaction=spec.compaction, trigger_tokens=MIN_TRIGGER_TOKENS)
+
+
+def retry_compacted(ctx: RunContext, route: Route) -> Route:
+    """A full context window with compaction on: retried once, compacting first."""
+    state = ctx.state
+    turn = state.turn
+    if (
+        route.stop_reason is not StopReason.CONTEXT_EXCEEDED
+        or ctx.config.spec.compaction is None
+        or ctx.compacted_retry
+        or (turn is not None and turn.calls)
+    ):
+        return route
+    messages = state.messages
+    if messages and messages[-1]["role"] == "assistant" and messages[-1] is ctx.received:
+        messages.pop()  # the cut-off turn leaves the transcript: the request is sent again
+    ctx.compact_now = True
+    return Route(verdict=Verdict.RESUME, detail="context window full: retried, compacting first")
+
+
+def _field(item: object, name: str) -> object:
+    if isinstance(item, Mapping):
+        return cast(Mapping[str, object], item).get(name)
+    found = getattr(item, name, None)
+    if found is None:
+        extra = cast("dict[str, object] | None", getattr(item, "__pydantic_extra__", None))
+        found = (extra or {}).get(name)
+    return found
