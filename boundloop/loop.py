@@ -13,6 +13,7 @@ import anyio
 from anthropic.types import MessageParam
 
 from . import _core
+from ._cache import CacheMode, CacheSettings
 from ._core import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, ToolRegistry
 from ._model_settings import ModelSettings
 from ._price import Price
@@ -46,9 +47,8 @@ class AgentLoop(Generic[OutputT]):
         system: the system prompt.
         max_tokens: `max_tokens` of every request.
         name: the `loop` label on every metric.
-        on_tool_error: `"report"` a failing tool function to the model as an `is_error` result,
-            `"stop"` the run with `tool_failure` once a tool fails after its retries,
-            or `"raise"` its exception from `run()`.
+        on_tool_error: `"report"` a failing tool to the model as an `is_error` result, `"stop"`
+            the run with `tool_failure` once it fails after its retries, `"raise"` its exception.
         max_tool_output_chars: longer tool results are cut with a visible marker; every
             content block counts (see docs/contracts.md).
         redact: a hook applied, after the secret patterns, to everything a run records: every
@@ -60,15 +60,13 @@ class AgentLoop(Generic[OutputT]):
         prices: per-model prices merged over the built-in table (for `max_cost_usd`).
         signal_handlers: overrides of the stop_reason handlers, by API stop_reason; None for
             a stop_reason makes it raise `UnhandledStop`.
-        on_event: called synchronously with every `Event` (`boundloop.events`) as it is
-            recorded; never blocks.
+        on_event: called synchronously with every `Event` (`boundloop.events`), as recorded.
         redact_patterns: regular expressions of your own secrets, added to the defaults
             (Anthropic, OpenAI, AWS, Google, GitHub and Slack keys, bearer tokens).
         redact_checkpoints: save checkpoints with every string redacted (the transcript,
             observations and pending approvals too; a resumed run continues from them).
-        count_tokens: with a token or cost budget, count each request's input with the API's
-            `messages.count_tokens` before the call, instead of estimating it from the previous
-            call (one more request per model call; `anthropic.AsyncAnthropic` only).
+        count_tokens: with a token or cost budget, count each request's input with
+            `messages.count_tokens` before the call (one more request; `AsyncAnthropic` only).
         fallback_model: a refused request is retried once on this model (docs/claude-api.md).
         store: where the state is checkpointed (`MemoryStore`, `SQLiteStore`, `PostgresStore`).
         tracer_provider: the OpenTelemetry `TracerProvider` runs are traced to (docs/otel.md);
@@ -77,10 +75,10 @@ class AgentLoop(Generic[OutputT]):
             tool inputs and results), redacted like the trace; default: none.
         checkpoint_key: a secret (bytes, or str as UTF-8): checkpoints are signed with
             HMAC-SHA256 and a row whose signature is missing or wrong is `CheckpointCorrupt`.
-        settings: the Messages API request settings of every model call (`ModelSettings`:
-            thinking, stop_sequences, tool_choice, metadata, betas, ...; docs/claude-api.md).
+        settings: the request settings of every model call (`ModelSettings`; docs/claude-api.md).
         output_type: structured output: a pydantic model class, a TypedDict or a JSON schema
             dict; `run()` returns `LoopResult[output_type]` (docs/claude-api.md).
+        cache: `"auto"`: prompt caching breakpoints; `"off"`; `CacheSettings` (docs/cost.md).
 
     Raises:
         ConfigurationError: no budget, a bad tool, a duplicate tool name, a policy naming a
@@ -116,6 +114,7 @@ class AgentLoop(Generic[OutputT]):
         checkpoint_key: bytes | str | None = None,
         settings: ModelSettings | None = None,
         output_type: type[OutputT] | Mapping[str, Any] | None = None,
+        cache: CacheMode | CacheSettings = "auto",
     ) -> None:
         self._config: LoopConfig = _core.build_config(
             client,
@@ -143,6 +142,7 @@ class AgentLoop(Generic[OutputT]):
             checkpoint_key=checkpoint_key,
             settings=settings,
             output_type=output_type,
+            cache=cache,
         )
 
     @property

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, final, get
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._cache import CacheMode, CacheSettings, check_cache
 from ._model_settings import ModelSettings, check_settings
 from ._server_tools import server_tool
 from .errors import ConfigurationError
@@ -290,11 +291,19 @@ class LoopSpec(BaseModel):
         "(thinking, stop_sequences, tool_choice, ...): docs/claude-api.md.",
     )
 
+    cache: CacheMode | CacheSettings = Field(
+        default="auto",
+        description="Prompt caching: 'auto' places cache breakpoints so that each request reads "
+        "the one before from the cache; 'off' sends none; or the settings of 'auto' "
+        "(docs/cost.md).",
+    )
+
     @pydantic.model_validator(mode="after")
     def _settings_rules(self) -> LoopSpec:
         check_settings(
             self.settings.data(), max_tokens=self.max_tokens, tools=[tool.name for tool in self.tools]
         )
+        check_cache(self.cache, self.settings.data())
         return self
 
     output_schema: Annotated[dict[str, Any] | None, pydantic.AfterValidator(_output_schema)] = Field(
@@ -345,6 +354,7 @@ class LoopSpec(BaseModel):
             "settings": dict(contract.settings),
             "output_schema": None if contract.output_schema is None else dict(contract.output_schema),
             "fallback_model": contract.fallback_model,
+            "cache": contract.cache,
         }
         if contract.max_tokens is not None:
             settings["max_tokens"] = contract.max_tokens
@@ -376,6 +386,7 @@ class LoopSpec(BaseModel):
             settings=self.settings.data(),
             output_schema=self.output_schema,
             fallback_model=self.fallback_model,
+            cache=self.cache if isinstance(self.cache, str) else self.cache.model_dump(mode="json"),
         )
 
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
+from .._cache import CacheMode, CacheSettings, cache_sha256, check_cache
 from .._model_settings import BETA_ONLY, ModelSettings, check_settings, merged, settings_sha256
 from .._output import OutputCheck, OutputType
 from .._price import Price
@@ -126,6 +127,7 @@ def build_config(
     checkpoint_key: bytes | str | None = None,
     settings: ModelSettings | None = None,
     output_type: OutputType | None = None,
+    cache: CacheMode | CacheSettings = "auto",
 ) -> LoopConfig:
     """Validate the settings once (`LoopSpec.of`), check the wiring, build the configuration.
 
@@ -169,6 +171,7 @@ def build_config(
         settings=ModelSettings() if settings is None else settings,
         output_schema=None if output is None else output.schema,
         fallback_model=fallback_model,
+        cache=cache,
     )
     check_client(client, spec.settings.data())
     _require(
@@ -277,6 +280,7 @@ def provenance(spec: LoopSpec) -> Provenance:
         if spec.output_schema is None
         else _sha256(json.dumps(spec.output_schema, sort_keys=True)),
         fallback_model=spec.fallback_model,
+        cache_sha256=cache_sha256(spec.cache),
     )
 
 
@@ -296,6 +300,7 @@ def run_settings(config: LoopConfig, override: ModelSettings | None) -> tuple[di
     )
     data = merged(config.spec.settings, override).data()
     check_settings(data, max_tokens=config.spec.max_tokens, tools=config.tools)
+    check_cache(config.spec.cache, data)
     check_client(config.client, data)
     return data, dataclasses.replace(config.provenance, settings_sha256=settings_sha256(data))
 

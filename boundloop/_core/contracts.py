@@ -59,6 +59,7 @@ def loop_settings(
         "count_tokens": spec.count_tokens,
         "settings": spec.settings,
         "fallback_model": spec.fallback_model,
+        "cache": spec.cache,
     }
     if spec.output_schema is not None:
         settings["output_type"] = spec.output_schema

@@ -58,6 +58,8 @@ class Contract:
     """Server tool definitions (the API runs them), sent after `tools`."""
     fallback_model: str | None = None
     """The model a refused request is retried on once."""
+    cache: str | Mapping[str, Any] = "auto"
+    """Prompt caching: "auto", "off", or `CacheSettings` as JSON."""
 
     def to_dict(self) -> dict[str, Any]:
         """The contract as JSON, self-contained: the policy and the system prompt inline."""
@@ -96,6 +98,7 @@ class Contract:
             "settings": dict(self.settings) if self.settings else None,
             "output_schema": None if self.output_schema is None else dict(self.output_schema),
             "fallback_model": self.fallback_model,
+            "cache": None if self.cache == "auto" else self.cache,
         }
         document.update({key: value for key, value in optional.items() if value is not None})
         return document
@@ -276,4 +279,5 @@ def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | N
         output_schema=raw.get("output_schema"),
         server_tools=tuple(dict(definition) for definition in raw.get("server_tools", ())),
         fallback_model=raw.get("fallback_model"),
+        cache=raw.get("cache", "auto"),
     )
