@@ -157,9 +157,12 @@ def _mark_lookback(request: dict[str, Any], control: dict[str, str]) -> None:
                 return
             blocks = cast("list[object]", content)  # pyright: ignore[reportUnnecessaryCast]
             last = blocks[-1]
-            if not isinstance(last, Mapping) or _marked(last):
+            if not isinstance(last, Mapping):
                 return
-            marked = {**cast(Mapping[str, Any], last), "cache_control": control}
+            block = cast(Mapping[str, Any], last)
+            if block.get("cache_control"):
+                return
+            marked = {**block, "cache_control": control}
             copy = list(messages)
             copy[index] = {**message, "content": [*blocks[:-1], marked]}
             request["messages"] = copy

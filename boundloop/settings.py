@@ -290,12 +290,10 @@ class LoopSpec(BaseModel):
         description="Request settings of the Messages API sent with every model call "
         "(thinking, stop_sequences, tool_choice, ...): docs/claude-api.md.",
     )
-
     cache: CacheMode | CacheSettings = Field(
         default="auto",
         description="Prompt caching: 'auto' places cache breakpoints so that each request reads "
-        "the one before from the cache; 'off' sends none; or the settings of 'auto' "
-        "(docs/cost.md).",
+        "the one before from the cache; 'off' sends none; or CacheSettings (docs/cost.md).",
     )
 
     @pydantic.model_validator(mode="after")

@@ -4,11 +4,15 @@ prefix that stays byte for byte the same from one request to the next."""
 from __future__ import annotations
 
 import json
+import re
+import runpy
+from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
 
+import boundloop
 from boundloop import (
     AgentLoop,
     Budget,
@@ -31,6 +35,7 @@ MODEL = "claude-sonnet-4-6"
 SYSTEM = "You are a careful support agent."
 EPHEMERAL: JSON = {"type": "ephemeral"}
 SEARCH: JSON = {"type": "web_search_20250305", "name": "web_search"}
+COST = (Path(__file__).parent.parent / "docs" / "cost.md").read_text(encoding="utf-8")
 
 
 @tool
@@ -385,3 +390,26 @@ def test_cache_is_part_of_the_spec_the_contract_and_the_provenance() -> None:
     assert spec.cache == CacheSettings(ttl="1h")
     with pytest.raises(ConfigurationError, match="cache"):
         LoopSpec.of(model=MODEL, budget=Budget(max_steps=1), cache="sometimes")
+
+
+def prompt_caching_blocks() -> list[str]:
+    section = COST.split("## Prompt caching", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+
+
+@pytest.mark.parametrize("on_sdk", [False, True])
+def test_the_prompt_caching_docs_run(
+    on_sdk: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/cost.md "Prompt caching" runs and prints what it says: on `ScriptedClient`, and on
+    the real SDK over a mock transport (`SDKScripted` in its place)."""
+    if on_sdk:
+        monkeypatch.setattr(boundloop, "ScriptedClient", SDKScripted)
+    (source,) = prompt_caching_blocks()
+    script = tmp_path / "prompt_caching.py"
+    script.write_text(source, encoding="utf-8")
+    runpy.run_path(str(script), run_name="__main__")
+    printed = capsys.readouterr().out.splitlines()
+    promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
+    assert promised
+    assert printed == promised
