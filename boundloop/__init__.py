@@ -21,6 +21,7 @@ from ._lazy import moved_getattr as _moved_getattr
 from ._lazy import public_names as _public_names
 
 if typing.TYPE_CHECKING:
+    from ._cache import CacheSettings as CacheSettings
     from ._model_settings import ModelSettings as ModelSettings
     from ._price import Price as Price
     from ._replay import Divergence as Divergence

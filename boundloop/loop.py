@@ -13,6 +13,7 @@ import anyio
 from anthropic.types import MessageParam
 
 from . import _core
+from ._cache import CacheMode, CacheSettings
 from ._core import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, ToolRegistry
 from ._model_settings import ModelSettings
 from ._price import Price
@@ -48,24 +49,21 @@ class AgentLoop(Generic[OutputT]):
         system: the system prompt.
         max_tokens: `max_tokens` of every request.
         name: the `loop` label on every metric.
-        on_tool_error: `"report"` a failing tool function to the model as an `is_error` result,
-            `"stop"` the run with `tool_failure` once a tool fails after its retries,
-            or `"raise"` its exception from `run()`.
+        on_tool_error: `"report"` a failing tool to the model (`is_error`), `"stop"` the run
+            (`tool_failure`) once it fails after its retries, `"raise"` its exception.
         max_tool_output_chars: longer tool results are cut with a visible marker (docs/contracts.md).
-        redact: a hook applied, after the secret patterns, to everything a run records: every
-            field of the trace (as written; the keys of objects too), `state.errors` and stop
-            details. The transcript, observations and pending approvals are what the model saw
-            and are kept verbatim in the state, and in checkpoints unless `redact_checkpoints`.
+        redact: a hook applied, after the secret patterns, to everything a run records (the
+            events, `state.errors`, stop details); the transcript and observations stay verbatim
+            in the state, and in checkpoints unless `redact_checkpoints` (docs/security.md).
         metrics: a `LoopMetrics`; default: shared instruments on the default registry; None: none.
         prices: per-model prices merged over the built-in table (for `max_cost_usd`).
         signal_handlers: handlers by API stop_reason; None for one makes it raise `UnhandledStop`.
         on_event: called synchronously with every `Event` (`boundloop.events`) as it is recorded.
-        redact_patterns: regular expressions of your own secrets, added to the defaults
-            (Anthropic, OpenAI, AWS, Google, GitHub and Slack keys, bearer tokens).
+        redact_patterns: regular expressions of your own secrets, added to the default ones.
         redact_checkpoints: save checkpoints with every string redacted (the transcript,
             observations and pending approvals too; a resumed run continues from them).
-        count_tokens: with a token or cost budget, count each request's input with the API's
-            `messages.count_tokens` before the call, not estimating it (`AsyncAnthropic` only).
+        count_tokens: with a token or cost budget, count each request's input with
+            `messages.count_tokens` before the call (`AsyncAnthropic` only).
         fallback_model: a refused request is retried once on this model (docs/claude-api.md).
         compaction, context_editing: the API's compaction and clearing edits (docs/cost.md).
         store: where the state is checkpointed (`MemoryStore`, `SQLiteStore`, `PostgresStore`).
@@ -74,10 +72,10 @@ class AgentLoop(Generic[OutputT]):
         trace_content: put message content (text, transcript, tool I/O) on the spans, redacted.
         checkpoint_key: a secret (bytes, or str as UTF-8): checkpoints are signed with
             HMAC-SHA256 and a row whose signature is missing or wrong is `CheckpointCorrupt`.
-        settings: the Messages API request settings of every model call (`ModelSettings`:
-            thinking, stop_sequences, tool_choice, metadata, betas, ...; docs/claude-api.md).
+        settings: the request settings of every model call (`ModelSettings`; docs/claude-api.md).
         output_type: structured output: a pydantic model class, a TypedDict or a JSON schema
             dict; `run()` returns `LoopResult[output_type]` (docs/claude-api.md).
+        cache: `"auto"`: prompt caching breakpoints; `"off"`; `CacheSettings` (docs/cost.md).
 
     Raises:
         ConfigurationError: no budget, a bad tool, a duplicate tool name, a policy naming a
@@ -115,6 +113,7 @@ class AgentLoop(Generic[OutputT]):
         output_type: type[OutputT] | Mapping[str, Any] | None = None,
         compaction: Compaction | None = None,
         context_editing: Sequence[ContextEdit] = (),
+        cache: CacheMode | CacheSettings = "auto",
     ) -> None:
         self._config: LoopConfig = _core.build_config(
             client,
@@ -144,6 +143,7 @@ class AgentLoop(Generic[OutputT]):
             output_type=output_type,
             compaction=compaction,
             context_editing=context_editing,
+            cache=cache,
         )
 
     @property

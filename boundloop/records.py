@@ -328,6 +328,8 @@ class Provenance:
     """The hash of the structured output's JSON schema (`LoopSpec.output_schema`); None: none."""
     fallback_model: str | None = None
     """The model a refused request is retried on once (`AgentLoop(fallback_model=...)`)."""
+    cache_sha256: str | None = None
+    """The hash of the loop's `cache` setting; None: the default, `"auto"`."""
 
 
 @final

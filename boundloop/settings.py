@@ -21,14 +21,15 @@ its own way: `system` is `{"text": ...}` (or `{"file": ...}`), `metrics` is `{"e
 from __future__ import annotations
 
 import dataclasses
-import types
 import typing
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, final, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, final, get_args
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._cache import CacheMode, CacheSettings, check_cache
+from ._field_schema import field_schema
 from ._model_settings import ModelSettings, check_settings
 from ._server_tools import server_tool
 from .compaction import Compaction, ContextEdits, context_settings
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 ToolErrors: TypeAlias = Literal["report", "raise", "stop"]
 """What a failing tool does: report it to the model, raise it from `run()`, or stop the run."""
 
-TOOL_NAME_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1}
 _HANDLER = Annotated[str, Field(pattern="^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)]
 """A signal handler's name: `contract.HANDLER_NAME`."""
 
@@ -51,47 +51,6 @@ def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
     if len(set(names)) != len(names):
         raise ValueError(f"names must be unique, got {list(names)}")
     return names
-
-
-_HOOKS = ("success", "approve")
-"""`Policy`'s fields that are code, not data."""
-
-
-def field_schema(
-    cls: type[Budget] | type[Policy], tool_name: Mapping[str, Any] = TOOL_NAME_SCHEMA
-) -> dict[str, Any]:
-    """The JSON Schema of a settings dataclass, from its fields' types: a count is an integer
-    >= 1, a time or an amount a number > 0 (>= 0 with `metadata={"zero": True}`), a choice an
-    enum, a set of tools an array of unique `tool_name`s. `Policy`'s hooks are left out."""
-    hints = typing.get_type_hints(cls)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    for field in dataclasses.fields(cls):
-        if field.name in _HOOKS:
-            continue
-        if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
-            required.append(field.name)
-        kind = hints[field.name]
-        if isinstance(kind, types.UnionType):  # `X | None`: None is the default, never written
-            kind = next(option for option in get_args(kind) if option is not type(None))
-        zero = bool(field.metadata.get("zero"))
-        if get_origin(kind) is Literal:
-            properties[field.name] = {"enum": list(get_args(kind))}
-        elif kind is int:
-            properties[field.name] = {"type": "integer", "minimum": 0 if zero else 1}
-        elif kind is float:
-            bound = {"minimum": 0} if zero else {"exclusiveMinimum": 0}
-            properties[field.name] = {"type": "number", **bound}
-        elif get_origin(kind) is frozenset:
-            names = {"type": "array", "items": dict(tool_name), "uniqueItems": True}
-            properties[field.name] = names
-        else:  # a tool's name
-            properties[field.name] = dict(tool_name)
-    schema: dict[str, Any] = {"type": "object", "additionalProperties": False}
-    if required:
-        schema["required"] = required
-    schema["properties"] = properties
-    return schema
 
 
 def _budget(value: object) -> Budget:
@@ -290,6 +249,11 @@ class LoopSpec(BaseModel):
         description="Request settings of the Messages API sent with every model call "
         "(thinking, stop_sequences, tool_choice, ...): docs/claude-api.md.",
     )
+    cache: CacheMode | CacheSettings = Field(
+        default="auto",
+        description="Prompt caching: 'auto' places cache breakpoints so that each request reads "
+        "the one before from the cache; 'off' sends none; or CacheSettings (docs/cost.md).",
+    )
 
     @pydantic.model_validator(mode="after")
     def _settings_rules(self) -> LoopSpec:
@@ -299,6 +263,7 @@ class LoopSpec(BaseModel):
         context_settings(
             self.settings.data(), compaction=self.compaction, context_editing=self.context_editing
         )
+        check_cache(self.cache, self.settings.data())
         return self
 
     output_schema: Annotated[dict[str, Any] | None, pydantic.AfterValidator(_output_schema)] = Field(
@@ -353,6 +318,7 @@ class LoopSpec(BaseModel):
             "fallback_model": contract.fallback_model,
             "compaction": contract.compaction,
             "context_editing": contract.context_editing,
+            "cache": contract.cache,
         }
         if contract.max_tokens is not None:
             settings["max_tokens"] = contract.max_tokens
@@ -386,6 +352,7 @@ class LoopSpec(BaseModel):
             fallback_model=self.fallback_model,
             compaction=None if self.compaction is None else self.compaction.model_dump(exclude_defaults=True),
             context_editing=tuple(dict(edit) for edit in self.context_editing),
+            cache=self.cache if isinstance(self.cache, str) else self.cache.model_dump(mode="json"),
         )
 
 

@@ -43,7 +43,7 @@ SCHEMA_VERSION: Final = 1
 
 ZERO: Final = {"zero": True}
 """Field metadata of a `Budget` or `Policy` limit that may be 0 (the others must be > 0); the
-contract schema reads it too (`boundloop.settings.field_schema`)."""
+contract schema reads it too (`boundloop._field_schema.field_schema`)."""
 
 
 @final

@@ -317,7 +317,10 @@ async def test_the_design_documents_example_runs() -> None:
         assert result.trace is result.events  # the deprecated name: the same list
     assert [m["role"] for m in result.messages] == ["user", "assistant", "user", "assistant"]
     assert_valid_transcript(result.messages)
-    assert client.requests[0]["system"] == "You investigate refund requests."
+    system = "You investigate refund requests."  # one text block, with the cache breakpoint
+    assert client.requests[0]["system"] == [
+        {"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}
+    ]
     assert [t["name"] for t in client.requests[0]["tools"]] == ["read_order"]
 
 

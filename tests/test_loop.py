@@ -387,7 +387,9 @@ async def test_the_real_sdk_client_drives_a_full_run() -> None:
     assert result.unwrap() == "sufficient"
     first, second = transport.requests
     assert first["model"] == "claude-sonnet-4-6"
-    assert first["system"] == "You investigate."
+    assert first["system"] == [
+        {"type": "text", "text": "You investigate.", "cache_control": {"type": "ephemeral"}}
+    ]
     assert first["max_tokens"] == 512
     assert {t["name"] for t in first["tools"]} == {"lookup", "lookup_sync", "broken"}
     assert first["messages"] == [{"role": "user", "content": "Decide for O-104."}]

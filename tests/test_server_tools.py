@@ -56,7 +56,10 @@ async def test_server_tools_are_sent_after_the_loops_tools_in_the_order_given() 
     await loop.run("Search.")
     sent = client.requests[0]["tools"]
     assert [entry.get("name") for entry in sent] == ["lookup", "web_fetch", "web_search"]
-    assert sent[1:] == [FETCH, SEARCH]  # the definitions as given: max_uses not rewritten
+    # The definitions as given (max_uses not rewritten); without a system prompt the last one
+    # carries the cache breakpoint (cache="auto"), on the request's copy only.
+    assert sent[1:] == [FETCH, {**SEARCH, "cache_control": {"type": "ephemeral"}}]
+    assert loop.config.tools.params[1:] == [FETCH, SEARCH]
     assert list(loop.tools) == ["lookup"]  # the registry holds the loop's own tools
 
 

@@ -7,19 +7,18 @@ never reach back into the loop, so nothing below `loop.py` imports `loop.py`.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
-from .._model_settings import BETA_ONLY, ModelSettings, check_settings, merged, settings_sha256
+from .._cache import CacheMode, CacheSettings, check_cache
+from .._model_settings import ModelSettings, check_settings, merged, settings_sha256
 from .._output import OutputCheck, OutputType
 from .._price import Price
 from ..checkpoint.signed import checkpoint_key as checkpoint_key_of
 from ..checkpoint.signed import signed
 from ..checkpoint.store import CheckpointStore
-from ..compaction import Compaction, ContextEdit, context_settings
+from ..compaction import Compaction, ContextEdit
 from ..errors import ConfigurationError
 from ..events import Event
 from ..metrics.instruments import BoundMetrics, LoopMetrics
@@ -35,6 +34,7 @@ from ..signals import DEFAULT_HANDLERS, SignalHandler
 from ..state import Budget
 from ..tools import Tool
 from .engine import StateMachine
+from .provenance import check_client, effective_settings, provenance
 from .registry import ToolRegistry
 
 if TYPE_CHECKING:
@@ -129,6 +129,7 @@ def build_config(
     output_type: OutputType | None = None,
     compaction: Compaction | None = None,
     context_editing: Sequence[ContextEdit] = (),
+    cache: CacheMode | CacheSettings = "auto",
 ) -> LoopConfig:
     """Validate the settings once (`LoopSpec.of`), check the wiring, build the configuration.
 
@@ -174,6 +175,7 @@ def build_config(
         fallback_model=fallback_model,
         compaction=compaction,
         context_editing=context_editing,
+        cache=cache,
     )
     check_client(client, effective_settings(spec, spec.settings.data()))
     _require(
@@ -258,33 +260,6 @@ def escalation_tool(name: str) -> Tool:
     )
 
 
-def provenance(spec: LoopSpec) -> Provenance:
-    """The model and hashes of what a run is made with, from its spec: replay compares them.
-
-    Each hash is of canonical JSON (sorted keys): the system prompt, the tool manifest as the
-    model and the approval gate see it (name, description, input_schema, requires_approval)
-    and the policy's decisions (`Policy.fingerprint`, its hooks by qualified name).
-    """
-    manifest: list[dict[str, Any]] = [tool.model_dump(include=_MANIFEST) for tool in spec.tools]
-    manifest.extend(spec.server_tools)  # after the loop's tools: a manifest without any is as before
-    manifest = json.loads(json.dumps(manifest, default=str))
-    return Provenance(
-        model=spec.model,
-        system_sha256=_sha256(spec.system or ""),
-        tools_sha256=_sha256(json.dumps(manifest, sort_keys=True)),
-        policy_sha256=_sha256(spec.policy.fingerprint()),
-        tools=manifest,
-        # What a failing tool does decides stops too: recorded with the policy (not in its hash).
-        policy={**json.loads(spec.policy.fingerprint()), "on_tool_error": spec.on_tool_error},
-        budget=dataclasses.asdict(spec.budget),
-        settings_sha256=settings_sha256(effective_settings(spec, spec.settings.data())),
-        output_sha256=None
-        if spec.output_schema is None
-        else _sha256(json.dumps(spec.output_schema, sort_keys=True)),
-        fallback_model=spec.fallback_model,
-    )
-
-
 def run_settings(config: LoopConfig, override: ModelSettings | None) -> tuple[dict[str, Any], Provenance]:
     """A run's settings as JSON (the loop's, the fields `override` was given in their place)
     and the run's provenance, which hashes them.
@@ -302,38 +277,10 @@ def run_settings(config: LoopConfig, override: ModelSettings | None) -> tuple[di
     )
     data = merged(spec.settings, override).data()
     check_settings(data, max_tokens=spec.max_tokens, tools=config.tools)
+    check_cache(spec.cache, data)
     data = effective_settings(spec, data)
     check_client(config.client, data)
     return data, dataclasses.replace(config.provenance, settings_sha256=settings_sha256(data))
-
-
-def effective_settings(spec: LoopSpec, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's request settings: `settings` with the spec's compaction and context editing
-    edits (and their betas) merged into `context_management` (`compaction.context_settings`).
-
-    Raises:
-        ConfigurationError: `settings` already hold an edit of the same type.
-    """
-    return context_settings(settings, compaction=spec.compaction, context_editing=spec.context_editing)
-
-
-def check_client(client: Model, settings: Mapping[str, object]) -> None:
-    """A client that can send `settings`: the beta ones need `client.beta.messages.create`.
-
-    Raises:
-        ConfigurationError: it cannot.
-    """
-    beta = sorted(BETA_ONLY & set(settings))
-    if beta:
-        create = getattr(getattr(getattr(client, "beta", None), "messages", None), "create", None)
-        _require(
-            callable(create),
-            f"settings {beta} go through client.beta.messages.create, which {client!r} does not have",
-        )
-
-
-_MANIFEST: Final = {"name", "description", "input_schema", "requires_approval"}
-"""A tool's fields its provenance hash covers."""
 
 
 def tool_spec(tool: Tool) -> ToolSpec:
@@ -347,10 +294,6 @@ def tool_spec(tool: Tool) -> ToolSpec:
         requires_approval=tool.requires_approval,
         timeout_s=tool.timeout_s,
     )
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _require(ok: bool, message: str) -> None:

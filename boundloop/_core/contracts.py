@@ -61,6 +61,7 @@ def loop_settings(
         "fallback_model": spec.fallback_model,
         "compaction": spec.compaction,
         "context_editing": spec.context_editing,
+        "cache": spec.cache,
     }
     if spec.output_schema is not None:
         settings["output_type"] = spec.output_schema

@@ -16,8 +16,8 @@ from .._model_settings import ModelSettings, check_settings
 from ..checkpoint.store import check_task_id, is_stored, lease_of
 from ..errors import CheckpointCorrupt, ConfigurationError, TaskBusy, TaskExists, TaskNotFound
 from ..state import LoopResult, LoopState
-from .config import check_client
 from .driver import execute
+from .provenance import check_client
 from .resume import Decision, prepare
 
 if TYPE_CHECKING:

@@ -62,6 +62,8 @@ class Contract:
     """Server-side compaction (`Compaction`) as JSON; None: off."""
     context_editing: tuple[Mapping[str, Any], ...] = ()
     """The API's clearing edits."""
+    cache: str | Mapping[str, Any] = "auto"
+    """Prompt caching: "auto", "off", or `CacheSettings` as JSON."""
 
     def to_dict(self) -> dict[str, Any]:
         """The contract as JSON, self-contained: the policy and the system prompt inline."""
@@ -102,6 +104,7 @@ class Contract:
             "fallback_model": self.fallback_model,
             "compaction": None if self.compaction is None else dict(self.compaction),
             "context_editing": [dict(edit) for edit in self.context_editing] or None,
+            "cache": None if self.cache == "auto" else self.cache,
         }
         document.update({key: value for key, value in optional.items() if value is not None})
         return document
@@ -284,4 +287,5 @@ def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | N
         fallback_model=raw.get("fallback_model"),
         compaction=raw.get("compaction"),
         context_editing=tuple(dict(edit) for edit in raw.get("context_editing", ())),
+        cache=raw.get("cache", "auto"),
     )

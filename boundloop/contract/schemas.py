@@ -11,8 +11,9 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from .._field_schema import TOOL_NAME_SCHEMA, field_schema
 from ..policy import Policy
-from ..settings import TOOL_NAME_SCHEMA, LoopSpec, field_schema
+from ..settings import LoopSpec
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _CONTRACT_REQUIRED = ["name", "model", "tools", "signals", "budget", "policy"]

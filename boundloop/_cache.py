@@ -1,0 +1,171 @@
+"""Prompt caching: `CacheSettings`, and the cache breakpoints the loop adds to each request.
+
+With `cache="auto"` (the default) every request carries the API's automatic caching (the
+top-level `cache_control`, which marks the request's last cacheable block, so the whole
+transcript so far is cached and read back by the next request) and, as a fixed breakpoint, the
+system prompt as one text block with `cache_control` (the last tool definition when there is no
+system prompt): tools and system are what every run of the loop shares. When a turn adds
+`LOOKBACK_BLOCKS` blocks or more, the previous request's last user turn is marked too, on a copy
+(the API looks back at most that many blocks from a breakpoint for an earlier entry). Never more
+than `MAX_BREAKPOINTS` in one request, counting the ones the tools or history carry already.
+The stored transcript is never changed: only the request's copies of what is marked.
+docs/cost.md "Prompt caching" has the rules this follows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any, Final, Literal, cast, final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import ConfigurationError
+
+MAX_BREAKPOINTS: Final = 4
+"""The most `cache_control` breakpoints one request may carry (automatic caching counts one)."""
+LOOKBACK_BLOCKS: Final = 20
+"""How many blocks before a breakpoint the API checks for an earlier cache entry."""
+
+CacheMode = Literal["auto", "off"]
+
+
+@final
+class CacheSettings(BaseModel):
+    """How `cache="auto"` caches, for the settings that are not its defaults.
+
+    `AgentLoop(cache=CacheSettings(ttl="1h"))`: breakpoints written for an hour (written at
+    twice the input price instead of 1.25 times; worth it when turns are more than five
+    minutes apart, e.g. a run that waits for a human). `prefix=False`: no fixed breakpoint on
+    the system prompt (or last tool), only the automatic one on the transcript.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", title="cache_settings")
+
+    ttl: Literal["5m", "1h"] = Field(default="5m", description="How long a cache entry lives.")
+    prefix: bool = Field(
+        default=True,
+        strict=True,
+        description="A fixed breakpoint after the tools and system prompt (what every run of "
+        "the loop shares), besides the automatic one on the transcript.",
+    )
+
+    def control(self) -> dict[str, str]:
+        """The `cache_control` the loop sends: the 5 minute default leaves `ttl` out."""
+        return {"type": "ephemeral"} if self.ttl == "5m" else {"type": "ephemeral", "ttl": self.ttl}
+
+
+def cache_settings(cache: CacheMode | CacheSettings) -> CacheSettings | None:
+    """The settings a loop's `cache` stands for; None: off."""
+    if cache == "off":
+        return None
+    return CacheSettings() if cache == "auto" else cache
+
+
+def check_cache(cache: CacheMode | CacheSettings, settings: Mapping[str, Any]) -> None:
+    """`cache="off"` sends no `cache_control`: settings that send one contradict it.
+
+    Raises:
+        ConfigurationError: they do.
+    """
+    if cache == "off" and settings.get("cache_control"):
+        raise ConfigurationError(
+            'cache="off" sends no cache_control, but the model settings set cache_control: '
+            "leave one of them out"
+        )
+
+
+def cache_sha256(cache: CacheMode | CacheSettings) -> str | None:
+    """The provenance hash of a loop's cache setting; None for the default (`"auto"`, or
+    `CacheSettings()`), so a loop that leaves it keeps the provenance it had before."""
+    settings = cache_settings(cache)
+    if settings == CacheSettings():
+        return None
+    data: object = "off" if settings is None else settings.model_dump(mode="json")
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def add_breakpoints(request: dict[str, Any], settings: CacheSettings | None) -> None:
+    """Add the loop's cache breakpoints to a built request (its `tools`, `system` and messages
+    are replaced by copies where marked; what they were built from is left as it was).
+
+    Nothing is added when caching is off, or when the request carries a top-level
+    `cache_control` already (the run's `ModelSettings(cache_control=...)`: the user's wins).
+    """
+    if settings is None or "cache_control" in request:
+        return
+    control = settings.control()
+    free = MAX_BREAKPOINTS - count_breakpoints(request)
+    if free <= 0:
+        return
+    request["cache_control"] = control  # automatic: the last cacheable block, moving with the transcript
+    free -= 1
+    if free and settings.prefix and _mark_prefix(request, control):
+        free -= 1
+    if free:
+        _mark_lookback(request, control)
+
+
+def count_breakpoints(request: Mapping[str, Any]) -> int:
+    """The `cache_control` breakpoints in a request: top-level, tools, system, message blocks."""
+    count = 1 if request.get("cache_control") else 0
+    for tool in cast("list[Mapping[str, Any]]", request.get("tools") or []):
+        count += 1 if tool.get("cache_control") else 0
+    system = request.get("system")
+    if isinstance(system, list):
+        count += sum(1 for block in cast("list[Mapping[str, Any]]", system) if block.get("cache_control"))
+    for message in cast("list[Mapping[str, Any]]", request.get("messages") or []):
+        content = message.get("content")
+        if isinstance(content, list):
+            count += sum(1 for block in cast("list[object]", content) if _marked(block))
+    return count
+
+
+def _marked(block: object) -> bool:
+    if isinstance(block, Mapping):
+        return bool(cast(Mapping[str, object], block).get("cache_control"))
+    return bool(getattr(block, "cache_control", None))
+
+
+def _mark_prefix(request: dict[str, Any], control: dict[str, str]) -> bool:
+    """The system prompt as one text block with `control`; without one, the last tool. False:
+    nothing to mark (no system prompt and no tools, or the last tool is marked already)."""
+    system = request.get("system")
+    if isinstance(system, str) and system:
+        request["system"] = [{"type": "text", "text": system, "cache_control": control}]
+        return True
+    tools = cast("list[Mapping[str, Any]]", request.get("tools") or [])
+    if system is None and tools and not tools[-1].get("cache_control"):
+        request["tools"] = [*tools[:-1], {**tools[-1], "cache_control": control}]
+        return True
+    return False
+
+
+def _mark_lookback(request: dict[str, Any], control: dict[str, str]) -> None:
+    """When `LOOKBACK_BLOCKS` blocks or more follow the last user turn before the newest
+    assistant turn, mark that turn's last block (on a copy): the previous request ended there,
+    so this request reads its cache entry exactly."""
+    messages = cast("list[Mapping[str, Any]]", request.get("messages") or [])
+    after = 0
+    assistant = False
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        content = message.get("content")
+        if message.get("role") == "user" and assistant:
+            if after < LOOKBACK_BLOCKS or not isinstance(content, list) or not content:
+                return
+            blocks = cast("list[object]", content)  # pyright: ignore[reportUnnecessaryCast]
+            last = blocks[-1]
+            if not isinstance(last, Mapping):
+                return
+            block = cast(Mapping[str, Any], last)
+            if block.get("cache_control"):
+                return
+            marked = {**block, "cache_control": control}
+            copy = list(messages)
+            copy[index] = {**message, "content": [*blocks[:-1], marked]}
+            request["messages"] = copy
+            return
+        assistant = assistant or message.get("role") == "assistant"
+        after += len(cast("list[object]", content)) if isinstance(content, list) else 1

@@ -1,0 +1,415 @@
+"""Prompt caching on by default (issue 24, item 1): the breakpoints `cache="auto"` places, and a
+prefix that stays byte for byte the same from one request to the next."""
+
+from __future__ import annotations
+
+import json
+import re
+import runpy
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+import boundloop
+from boundloop import (
+    AgentLoop,
+    Budget,
+    CacheSettings,
+    ConfigurationError,
+    LoopSpec,
+    MemoryStore,
+    ModelSettings,
+    ScriptedClient,
+    StopReason,
+    tool,
+)
+from boundloop._cache import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, count_breakpoints
+from tests.api_rules import violations
+from tests.helpers import text, tool_use
+from tests.sdk_scripted import SDKScripted
+
+JSON = dict[str, Any]
+MODEL = "claude-sonnet-4-6"
+SYSTEM = "You are a careful support agent."
+EPHEMERAL: JSON = {"type": "ephemeral"}
+SEARCH: JSON = {"type": "web_search_20250305", "name": "web_search"}
+COST = (Path(__file__).parent.parent / "docs" / "cost.md").read_text(encoding="utf-8")
+
+
+@tool
+def zeta(n: int) -> str:
+    """Look up zeta."""
+    return f"zeta {n}"
+
+
+@tool
+def alpha(n: int) -> str:
+    """Look up alpha."""
+    return f"alpha {n}"
+
+
+@tool
+def mid(n: int) -> str:
+    """Look up mid."""
+    return f"mid {n}"
+
+
+TOOLS = [zeta, alpha, mid]  # registered out of alphabetical order: sent in this order, always
+
+
+class RawSDK(SDKScripted):
+    """`SDKScripted` keeping each request's HTTP body as sent, byte for byte."""
+
+    def __init__(self, responses: list[JSON]) -> None:
+        super().__init__(responses)
+        self.bodies: list[bytes] = []
+
+    async def _answer(self, request: httpx2.Request) -> httpx2.Response:
+        self.bodies.append(request.content)
+        return await super()._answer(request)
+
+
+def turn(k: int, *, pause: bool = False) -> JSON:
+    """The k-th response: thinking, text and 3 parallel tool calls (or a paused server call)."""
+    thinking = {"type": "thinking", "thinking": f"Step {k}.", "signature": f"sig{k}"}
+    if pause:
+        return {
+            "stop_reason": "pause_turn",
+            "content": [
+                thinking,
+                {
+                    "type": "server_tool_use",
+                    "id": f"srvtoolu_{k}",
+                    "name": "web_search",
+                    "input": {"query": "q"},
+                },
+                {"type": "web_search_tool_result", "tool_use_id": f"srvtoolu_{k}", "content": []},
+                {"type": "text", "text": "Searching on."},
+            ],
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        }
+    calls = [
+        {"type": "tool_use", "id": f"toolu_{k}_{name}", "name": name, "input": {"n": k}}
+        for name in ("zeta", "alpha", "mid")
+    ]
+    return {
+        "stop_reason": "tool_use",
+        "content": [thinking, {"type": "text", "text": f"Turn {k}."}, *calls],
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+    }
+
+
+def long_script() -> list[JSON]:
+    script = [turn(k, pause=k == 20) for k in range(49)]
+    return [*script, text("All done.")]
+
+
+def long_loop(client: Any, **options: Any) -> AgentLoop:
+    return AgentLoop(
+        client,
+        model=MODEL,
+        system=SYSTEM,
+        tools=[*TOOLS, SEARCH],
+        budget=Budget(max_steps=60, max_tool_calls=200),
+        settings=ModelSettings(thinking={"type": "enabled", "budget_tokens": 1024}),
+        max_tokens=2048,
+        metrics=None,
+        **options,
+    )
+
+
+def raw_field(body: bytes, key: str) -> bytes:
+    """The raw JSON text of a top-level field of a request body, as sent."""
+    source = body.decode()
+    start = source.index(f'"{key}":') + len(f'"{key}":')
+    while source[start] == " ":
+        start += 1
+    _, end = json.JSONDecoder().raw_decode(source, start)
+    return source[start:end].encode()
+
+
+def assert_prefix_stable(bodies: list[bytes]) -> None:
+    """Request n+1 starts with request n: the same tools, system and top-level cache_control,
+    byte for byte, and its messages array starts with request n's messages (all of them, each
+    byte for byte: only new messages follow). Nothing else may differ in the prefix: with
+    automatic caching the moving breakpoint is the top-level `cache_control`, outside it."""
+    for n in range(len(bodies) - 1):
+        before, after = bodies[n], bodies[n + 1]
+        for key in ("tools", "system", "cache_control"):
+            assert raw_field(after, key) == raw_field(before, key), (n, key)
+        previous, current = raw_field(before, "messages"), raw_field(after, "messages")
+        assert current.startswith(previous[:-1] + b","), n  # `[m0, ..., mk` then `, mk+1, ...]`
+
+
+async def test_fifty_turns_keep_a_byte_stable_prefix_on_the_scripted_model() -> None:
+    """50 requests (3 parallel tools a turn, thinking, a pause_turn): each starts with the one
+    before, byte for byte, as `json.dumps` serialises the keyword arguments."""
+    client = ScriptedClient(long_script())
+    result = await long_loop(client).run("Work through it.")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert len(client.requests) == 50
+    bodies = [json.dumps(request, sort_keys=False).encode() for request in client.requests]
+    assert_prefix_stable(bodies)
+    assert [tool["name"] for tool in client.requests[-1]["tools"]] == ["zeta", "alpha", "mid", "web_search"]
+    assert violations(client.requests, long_script()) == []
+
+
+async def test_fifty_turns_keep_a_byte_stable_prefix_in_the_http_bodies() -> None:
+    """The same run through the real SDK: the HTTP bodies it sends keep the prefix byte for
+    byte, and a second run of the same script sends the very same bytes (nothing
+    time-dependent, nothing random)."""
+    first, second = RawSDK(long_script()), RawSDK(long_script())
+    assert (await long_loop(first).run("Work through it.")).stop_reason is StopReason.COMPLETED
+    await long_loop(second).run("Work through it.")
+    assert len(first.bodies) == 50
+    assert_prefix_stable(first.bodies)
+    assert first.bodies == second.bodies
+    assert json.loads(first.bodies[4])["cache_control"] == EPHEMERAL
+
+
+async def test_auto_sends_automatic_caching_and_the_system_prompt_as_a_marked_block() -> None:
+    client = ScriptedClient([tool_use(("alpha", {"n": 1})), text("ok")])
+    loop = AgentLoop(
+        client, model=MODEL, system=SYSTEM, tools=TOOLS, budget=Budget(max_steps=3), metrics=None
+    )
+    result = await loop.run("go")
+    for request in client.requests:
+        assert request["cache_control"] == EPHEMERAL
+        assert request["system"] == [{"type": "text", "text": SYSTEM, "cache_control": EPHEMERAL}]
+        assert all("cache_control" not in tool for tool in request["tools"])  # the system block covers them
+        assert count_breakpoints(request) == 2
+    assert "cache_control" not in json.dumps(result.state.messages)  # the transcript is as sent/received
+    assert loop.config.spec.system == SYSTEM
+
+
+async def test_without_a_system_prompt_the_last_tool_is_marked_on_a_copy() -> None:
+    client = ScriptedClient([text("ok")])
+    loop = AgentLoop(client, model=MODEL, tools=[*TOOLS, SEARCH], budget=Budget(max_steps=1), metrics=None)
+    await loop.run("go")
+    (request,) = client.requests
+    assert "system" not in request
+    assert request["tools"][-1] == {**SEARCH, "cache_control": EPHEMERAL}
+    assert "cache_control" not in loop.config.tools.params[-1]
+
+
+async def test_off_sends_no_cache_control_at_all() -> None:
+    client = ScriptedClient([tool_use(("alpha", {"n": 1})), text("ok")])
+    loop = AgentLoop(
+        client, model=MODEL, system=SYSTEM, tools=TOOLS, budget=Budget(max_steps=3), metrics=None, cache="off"
+    )
+    await loop.run("go")
+    assert all("cache_control" not in json.dumps(request) for request in client.requests)
+    assert client.requests[0]["system"] == SYSTEM
+
+
+async def test_a_one_hour_ttl_is_sent_on_every_breakpoint() -> None:
+    client = ScriptedClient([text("ok")])
+    loop = AgentLoop(
+        client,
+        model=MODEL,
+        system=SYSTEM,
+        budget=Budget(max_steps=1),
+        metrics=None,
+        cache=CacheSettings(ttl="1h"),
+    )
+    await loop.run("go")
+    (request,) = client.requests
+    assert request["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert request["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+
+
+async def test_prefix_false_leaves_the_system_prompt_a_string() -> None:
+    client = ScriptedClient([text("ok")])
+    loop = AgentLoop(
+        client,
+        model=MODEL,
+        system=SYSTEM,
+        budget=Budget(max_steps=1),
+        metrics=None,
+        cache=CacheSettings(prefix=False),
+    )
+    await loop.run("go")
+    assert client.requests[0]["system"] == SYSTEM
+    assert client.requests[0]["cache_control"] == EPHEMERAL
+
+
+async def test_the_users_own_cache_control_wins() -> None:
+    """`ModelSettings(cache_control=...)` is sent as given, and the loop adds nothing."""
+    mine = {"type": "ephemeral", "ttl": "1h"}
+    client = ScriptedClient([text("ok")])
+    loop = AgentLoop(
+        client,
+        model=MODEL,
+        system=SYSTEM,
+        tools=TOOLS,
+        budget=Budget(max_steps=1),
+        metrics=None,
+        settings=ModelSettings(cache_control={"type": "ephemeral", "ttl": "1h"}),
+    )
+    await loop.run("go")
+    (request,) = client.requests
+    assert request["cache_control"] == mine
+    assert request["system"] == SYSTEM
+    assert count_breakpoints(request) == 1
+
+
+def test_off_with_a_cache_control_setting_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match='cache="off"'):
+        AgentLoop(
+            ScriptedClient([]),
+            model=MODEL,
+            budget=Budget(max_steps=1),
+            settings=ModelSettings(cache_control={"type": "ephemeral"}),
+            cache="off",
+        )
+
+
+@pytest.mark.parametrize("marked", [0, 1, 2, 3, 4])
+async def test_never_more_than_four_breakpoints_with_the_users_own(marked: int) -> None:
+    """Breakpoints the tools and the history carry count: the loop adds only what is left."""
+    tools: list[Any] = [{**SEARCH, "cache_control": EPHEMERAL}] if marked >= 1 else [SEARCH]
+    history: list[Any] = [
+        {"role": "user" if k % 2 == 0 else "assistant", "content": [{"type": "text", "text": f"h{k}"}]}
+        for k in range(4)
+    ]
+    for k in range(marked - 1):
+        history[2 * (k % 2)]["content"][0]["cache_control"] = EPHEMERAL
+    if marked == 4:
+        history.append(
+            {"role": "user", "content": [{"type": "text", "text": "x", "cache_control": EPHEMERAL}]}
+        )
+        history.append({"role": "assistant", "content": [{"type": "text", "text": "y"}]})
+    client = ScriptedClient([text("ok")])
+    loop = AgentLoop(
+        client, model=MODEL, system=SYSTEM, tools=tools, budget=Budget(max_steps=1), metrics=None
+    )
+    await loop.run(messages=[*history, {"role": "user", "content": "go"}])
+    (request,) = client.requests
+    assert count_breakpoints(request) == min(MAX_BREAKPOINTS, marked + 2)
+    assert ("cache_control" in request) is (marked < MAX_BREAKPOINTS)
+
+
+async def test_a_turn_past_the_lookback_marks_where_the_previous_request_ended() -> None:
+    """A turn of 12 parallel calls adds more than 20 blocks: the next request also marks the
+    last block of the previous request's last message, on a copy."""
+    wide = tool_use(*[("alpha", {"n": k}, f"toolu_{k}") for k in range(12)])
+    client = ScriptedClient([tool_use(("mid", {"n": 0}, "toolu_m")), wide, text("ok")])
+    loop = AgentLoop(
+        client,
+        model=MODEL,
+        system=SYSTEM,
+        tools=TOOLS,
+        budget=Budget(max_steps=5, max_tool_calls=20),
+        metrics=None,
+    )
+    result = await loop.run("go")
+    second, third = client.requests[1], client.requests[2]
+    assert 12 * 2 >= LOOKBACK_BLOCKS
+    ended = second["messages"][-1]
+    marked = third["messages"][len(second["messages"]) - 1]
+    assert marked["content"][-1] == {**ended["content"][-1], "cache_control": EPHEMERAL}
+    assert count_breakpoints(third) == 3
+    assert count_breakpoints(second) == 2  # one call: no need
+    assert "cache_control" not in json.dumps(result.state.messages)
+
+
+async def test_the_final_answer_call_and_a_refusal_retry_keep_the_breakpoints() -> None:
+    refusal = {"stop_reason": "refusal", "content": [{"type": "text", "text": ""}]}
+    client = ScriptedClient([refusal, tool_use(("alpha", {"n": 1})), text("best effort")])
+    loop = AgentLoop(
+        client,
+        model=MODEL,
+        system=SYSTEM,
+        tools=TOOLS,
+        budget=Budget(max_steps=1, on_exhausted="final_answer"),
+        metrics=None,
+        fallback_model="claude-opus-4-5",
+    )
+    result = await loop.run("go")
+    assert result.answer == "best effort"
+    first, retry, final = client.requests
+    assert retry["model"] == "claude-opus-4-5"
+    assert final["tool_choice"] == {"type": "none"}
+    for request in (first, retry, final):
+        assert request["cache_control"] == EPHEMERAL
+        assert request["system"][0]["cache_control"] == EPHEMERAL
+
+
+async def test_a_resumed_run_sends_the_same_breakpoints() -> None:
+    @tool(requires_approval=True)
+    def refund(order: str) -> str:
+        """Refund an order."""
+        return f"refunded {order}"
+
+    store = MemoryStore()
+
+    def make(script: list[JSON]) -> tuple[AgentLoop, ScriptedClient]:
+        client = ScriptedClient(script)
+        loop = AgentLoop(
+            client,
+            model=MODEL,
+            system=SYSTEM,
+            tools=[refund],
+            budget=Budget(max_steps=4),
+            store=store,
+            metrics=None,
+        )
+        return loop, client
+
+    loop, before = make([tool_use(("refund", {"order": "O-1"}, "toolu_r"))])
+    assert (await loop.run("Refund O-1", task_id="t")).stop_reason is StopReason.NEEDS_HUMAN
+    later, after = make([text("Refunded.")])
+    result = await later.resume("t", approvals={"toolu_r": True})
+    assert result.stop_reason is StopReason.COMPLETED
+    (resumed,) = after.requests
+    (original,) = before.requests
+    for key in ("tools", "system", "cache_control"):
+        assert json.dumps(resumed[key]) == json.dumps(original[key])
+    assert json.dumps(resumed["messages"]).startswith(json.dumps(original["messages"])[:-1])
+
+
+def test_cache_is_part_of_the_spec_the_contract_and_the_provenance() -> None:
+    default = AgentLoop(ScriptedClient([]), model=MODEL, budget=Budget(max_steps=1), metrics=None)
+    assert default.config.spec.cache == "auto"
+    assert default.config.provenance.cache_sha256 is None  # the default: provenance as before
+    assert "cache" not in default.to_contract().to_dict()
+    hour = AgentLoop(
+        ScriptedClient([]),
+        model=MODEL,
+        budget=Budget(max_steps=1),
+        metrics=None,
+        cache=CacheSettings(ttl="1h"),
+    )
+    off = AgentLoop(ScriptedClient([]), model=MODEL, budget=Budget(max_steps=1), metrics=None, cache="off")
+    assert hour.config.provenance.cache_sha256 not in (None, off.config.provenance.cache_sha256)
+    assert hour.to_contract().to_dict()["cache"] == {"ttl": "1h", "prefix": True}
+    assert off.to_contract().to_dict()["cache"] == "off"
+    spec = LoopSpec.from_contract(hour.to_contract())
+    assert spec.cache == CacheSettings(ttl="1h")
+    with pytest.raises(ConfigurationError, match="cache"):
+        LoopSpec.of(model=MODEL, budget=Budget(max_steps=1), cache="sometimes")
+
+
+def prompt_caching_blocks() -> list[str]:
+    section = COST.split("## Prompt caching", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+
+
+@pytest.mark.parametrize("on_sdk", [False, True])
+def test_the_prompt_caching_docs_run(
+    on_sdk: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/cost.md "Prompt caching" runs and prints what it says: on `ScriptedClient`, and on
+    the real SDK over a mock transport (`SDKScripted` in its place)."""
+    if on_sdk:
+        monkeypatch.setattr(boundloop, "ScriptedClient", SDKScripted)
+    (source,) = prompt_caching_blocks()
+    script = tmp_path / "prompt_caching.py"
+    script.write_text(source, encoding="utf-8")
+    runpy.run_path(str(script), run_name="__main__")
+    printed = capsys.readouterr().out.splitlines()
+    promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
+    assert promised
+    assert printed == promised
