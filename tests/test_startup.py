@@ -108,9 +108,18 @@ def test_the_records_and_the_state_load_no_sdk() -> None:
 TOOLS_MODULE_NAMES = "tool, Tool, Budget, Policy, LoopState, Event, MemoryStore, SQLiteStore"
 """What a user's tools module or a store script imports from the package."""
 
-DRIVE_A_LOOP = {"AgentLoop", "Divergence", "ReplayReport", "replay", "LoopSpec", "ModelSettings"}
+DRIVE_A_LOOP = {
+    "AgentLoop",
+    "Divergence",
+    "ReplayReport",
+    "replay",
+    "LoopSpec",
+    "ModelSettings",
+    "Compaction",
+}
 """The public names whose modules call the SDK (`replay` drives a loop), and the spec of a loop,
-whose `ModelSettings` are typed with the SDK's own param types: the only ones that load it."""
+whose `ModelSettings` and `Compaction` edits are typed with the SDK's own param types: the only
+ones that load it."""
 
 
 def test_the_names_of_a_tools_module_load_no_sdk() -> None:
