@@ -34,7 +34,7 @@ from anthropic.types import CacheCreation
 from anthropic.types import Usage as ApiUsage
 
 from benchmarks.suite import Report
-from boundloop import AgentLoop, Budget, ModelSettings, Price, Tool, tool
+from boundloop import AgentLoop, Budget, Price, Tool, tool
 from boundloop.prices import resolve_price
 from tests.cache_sim import CacheSim, CacheUsage, CachingAPI, tokens_of
 from tests.fake_api import Body
@@ -50,16 +50,11 @@ TOOL_NAMES: Final = ("search_orders", "read_policy", "check_ledger")
 TOOL_TOKENS: Final = 1_500
 """About how many tokens each tool definition takes (its description's length)."""
 
-CACHING: Final[dict[str, dict[str, Any]]] = {
-    "on": {"settings": ModelSettings(cache_control={"type": "ephemeral"})},
-    "off": {},
-}
-"""boundloop's caching, by hand: a top-level `cache_control` (the API's automatic caching).
-Once `AgentLoop(cache=...)` lands, this is the one line to change:
-`{"on": {"cache": "auto"}, "off": {"cache": "off"}}`."""
+CACHING: Final[dict[str, dict[str, Any]]] = {"on": {"cache": "auto"}, "off": {"cache": "off"}}
+"""boundloop's default (`cache="auto"`) against `cache="off"`."""
 
-ON: Final = "boundloop: caching on (automatic caching)"
-OFF: Final = "boundloop: caching off"
+ON: Final = 'boundloop: cache="auto" (the default)'
+OFF: Final = 'boundloop: cache="off"'
 RUNNER: Final = "anthropic SDK tool runner: its defaults, thread=False"
 
 
@@ -316,9 +311,9 @@ def intro(runs: dict[str, Run], price: Price) -> str:
         f"{SECONDS_PER_REQUEST:g} s per request. Priced at {MODEL}'s `Price` (input "
         f"${price.input_per_mtok:g}/MTok, cache reads {_rate(price.cache_read_per_mtok, price, 0.1)}, "
         f"5-minute writes {_rate(price.cache_write_per_mtok, price, 1.25)}, output "
-        f"${price.output_per_mtok:g}/MTok). boundloop's caching is set by hand until `AgentLoop(cache=...)` "
-        "lands: a top-level `cache_control` (the API's automatic caching: the breakpoint on the last "
-        "block, moving forward every turn). *caching saved* is `result.usage.cache_savings_usd` (the "
+        f"${price.output_per_mtok:g}/MTok). boundloop runs with its default `cache="auto"` (a top-level "
+        "`cache_control`, the API's automatic caching, its breakpoint on the last block, moving "
+        "forward every turn, and the system prompt marked) and with `cache="off"`. *caching saved* is `result.usage.cache_savings_usd` (the "
         "reads' discount minus the writes' premium). The tool runner is the installed SDK's, as it "
         "sends requests by default but for `thread=False`: by default it keeps the conversation in a "
         'server-held thread (`thread: {"type": "create"}`, then only each turn\'s new messages), whose '
