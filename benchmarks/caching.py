@@ -311,9 +311,10 @@ def intro(runs: dict[str, Run], price: Price) -> str:
         f"{SECONDS_PER_REQUEST:g} s per request. Priced at {MODEL}'s `Price` (input "
         f"${price.input_per_mtok:g}/MTok, cache reads {_rate(price.cache_read_per_mtok, price, 0.1)}, "
         f"5-minute writes {_rate(price.cache_write_per_mtok, price, 1.25)}, output "
-        f"${price.output_per_mtok:g}/MTok). boundloop runs with its default `cache="auto"` (a top-level "
-        "`cache_control`, the API's automatic caching, its breakpoint on the last block, moving "
-        "forward every turn, and the system prompt marked) and with `cache="off"`. *caching saved* is `result.usage.cache_savings_usd` (the "
+        f"${price.output_per_mtok:g}/MTok). boundloop runs with its default `cache='auto'` (a "
+        "top-level `cache_control`, the API's automatic caching, its breakpoint on the last block, "
+        "moving forward every turn, and the system prompt marked) and with `cache='off'`. "
+        "*caching saved* is `result.usage.cache_savings_usd` (the "
         "reads' discount minus the writes' premium). The tool runner is the installed SDK's, as it "
         "sends requests by default but for `thread=False`: by default it keeps the conversation in a "
         'server-held thread (`thread: {"type": "create"}`, then only each turn\'s new messages), whose '
