@@ -7,7 +7,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, final
+from typing import TYPE_CHECKING, Any, Generic, Unpack, final
 
 import anyio
 from anthropic.types import MessageParam
@@ -16,6 +16,7 @@ from . import _core
 from ._core import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, ToolRegistry
 from ._model_settings import ModelSettings
 from ._price import Price
+from ._stream import DEFAULT_BUFFER, ResumeOptions, RunOptions, RunStream, stream_new, stream_resumed
 from .checkpoint.signed import signed
 from .checkpoint.store import CheckpointStore
 from .contract import Contract, load_contract
@@ -35,8 +36,7 @@ class AgentLoop(Generic[OutputT]):
     """A bounded agent loop: the model proposes, the loop validates, acts and decides.
 
     Args:
-        client: anything with `async messages.create(**request) -> Message`:
-            `anthropic.AsyncAnthropic` or `ScriptedClient`.
+        client: `anthropic.AsyncAnthropic` or `ScriptedClient` (`messages.create`, `.stream`).
         model: the model name sent with every request.
         tools: the tools the model may call (`@tool` functions or `Tool` objects), and server
             tools, as the SDK's definitions (`{"type": "web_search_20250305", "name":
@@ -47,21 +47,18 @@ class AgentLoop(Generic[OutputT]):
         max_tokens: `max_tokens` of every request.
         name: the `loop` label on every metric.
         on_tool_error: `"report"` a failing tool function to the model as an `is_error` result,
-            `"stop"` the run with `tool_failure` once a tool fails after its retries,
-            or `"raise"` its exception from `run()`.
+            `"stop"` the run with `tool_failure` once a tool fails after its retries, or `"raise"` it.
         max_tool_output_chars: longer tool results are cut with a visible marker; every
             content block counts (see docs/contracts.md).
         redact: a hook applied, after the secret patterns, to everything a run records: every
             field of the trace (as written; the keys of objects too), `state.errors` and stop
             details. The transcript, observations and pending approvals are what the model saw
             and are kept verbatim in the state, and in checkpoints unless `redact_checkpoints`.
-        metrics: a `LoopMetrics`; default: shared instruments on the default registry;
-            None: no metrics.
+        metrics: a `LoopMetrics`; default: shared instruments on the default registry; None: none.
         prices: per-model prices merged over the built-in table (for `max_cost_usd`).
         signal_handlers: overrides of the stop_reason handlers, by API stop_reason; None for
             a stop_reason makes it raise `UnhandledStop`.
-        on_event: called synchronously with every `Event` (`boundloop.events`) as it is
-            recorded; never blocks.
+        on_event: called synchronously with every `Event` (`boundloop.events`) as it is recorded.
         redact_patterns: regular expressions of your own secrets, added to the defaults
             (Anthropic, OpenAI, AWS, Google, GitHub and Slack keys, bearer tokens).
         redact_checkpoints: save checkpoints with every string redacted (the transcript,
@@ -72,7 +69,7 @@ class AgentLoop(Generic[OutputT]):
         fallback_model: a refused request is retried once on this model (docs/claude-api.md).
         store: where the state is checkpointed (`MemoryStore`, `SQLiteStore`, `PostgresStore`).
         tracer_provider: the OpenTelemetry `TracerProvider` runs are traced to (docs/otel.md);
-            default: the global provider, when one is set; None: no spans.
+            default: the global one, when set; None: no spans.
         trace_content: put message content on the spans (the model's text, the transcript,
             tool inputs and results), redacted like the trace; default: none.
         checkpoint_key: a secret (bytes, or str as UTF-8): checkpoints are signed with
@@ -325,24 +322,25 @@ class AgentLoop(Generic[OutputT]):
                 `failed`, recorded in `state.errors`, and is not raised.
             ScriptExhausted: a `ScriptedClient` ran out of responses.
         """
-        model_settings, provenance = _core.run_settings(self._config, settings)
-        state = _core.new_state(
+        return await _core.start_new(
+            self._config,
             goal,
             task_id=task_id,
             trace_id=trace_id,
             metadata=metadata,
             messages=messages,
-            provenance=provenance,
-            model_settings=model_settings,
-        )
-        return await _core.start(
-            self._config,
-            state,
-            task_id=task_id,
             cancel=cancel,
             on_event=on_event,
-            adopt_trace_id=trace_id is None,
+            settings=settings,
         )
+
+    def stream(
+        self, goal: str | None = None, *, buffer: int = DEFAULT_BUFFER, **options: Unpack[RunOptions]
+    ) -> RunStream[OutputT]:
+        """`run(goal, **options)` as a `RunStream` of its events, the model's deltas included:
+        `async with loop.stream(goal) as run: async for event in run: ...` (docs/streaming.md).
+        At most `buffer` deltas wait for the reader; then the run waits for it."""
+        return stream_new(self._config, goal, options, buffer)
 
     async def resume(
         self,
@@ -359,14 +357,9 @@ class AgentLoop(Generic[OutputT]):
         again; intents without one run again under the same idempotency key. A run waiting for
         a human goes on with the decisions given. Budget counters carry over.
 
-        Nothing from the checkpoint is taken on trust: each call about to run (approved, or an
-        intent without a result) is validated again against this loop's tools, policy,
-        approvals and budget. A human's approval lifts the approval requirement only: a
-        forbidden tool stops the run with `policy_blocked`, an unknown one is answered as
-        unknown, a spent budget stops the run, and an intent needing approval without a
-        recorded one asks `Policy.approve` again, or stops with `needs_human`.
-
-        With a leasing store, of two workers resuming one task one runs it, the other gets
+        Nothing from the checkpoint is taken on trust: each call about to run is validated
+        again against this loop's tools, policy, approvals and budget (docs/security.md). With
+        a leasing store, of two workers resuming one task one runs it, the other gets
         `TaskBusy` (docs/scaling.md). The run sends the model settings it recorded, checked again.
 
         Args:
@@ -394,6 +387,12 @@ class AgentLoop(Generic[OutputT]):
         return await _core.resume_stored(
             self._config, task_id, approvals=approvals, reply=reply, cancel=cancel, on_event=on_event
         )
+
+    def stream_resume(
+        self, task_id: str, *, buffer: int = DEFAULT_BUFFER, **options: Unpack[ResumeOptions]
+    ) -> RunStream[OutputT]:
+        """`resume(task_id, **options)` as a `RunStream`, like `stream` (raising what `resume` raises)."""
+        return stream_resumed(self._config, task_id, options, buffer)
 
     async def _continue(self, state: LoopState, *, cancel: anyio.Event | None = None) -> LoopResult[OutputT]:
         """Continue a run from a checkpointed state, in its phase (`act` is validated again first)."""
