@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import anyio.lowlevel
 
@@ -83,10 +83,21 @@ def _block_events(index: int, block: dict[str, Any]) -> Iterator[dict[str, Any]]
 class RawStream:
     """The raw event stream a stream manager reads (what the SDK's `AsyncStream` is over HTTP)."""
 
-    def __init__(self, events: Iterator[dict[str, Any]], *, beta: bool) -> None:
+    def __init__(self, events: Iterator[dict[str, Any]], *, beta: bool, request: Mapping[str, Any]) -> None:
+        import httpx2
+
         self._events = events
         self._beta = beta
         self.closed = False
+        betas = ",".join(str(beta) for beta in cast(list[object], request.get("betas") or []))
+        self.response = httpx2.Response(
+            200,
+            headers={"content-type": "text/event-stream", "request-id": "req_scripted"},
+            request=httpx2.Request(
+                "POST", "https://api.anthropic.com/v1/messages", headers={"anthropic-beta": betas}
+            ),
+        )
+        """The HTTP response the SDK's stream reads headers from (the request's betas among them)."""
 
     async def __aiter__(self) -> AsyncIterator[object]:
         from anthropic._models import construct_type  # how the SDK builds the events it receives
@@ -111,7 +122,7 @@ def stream_manager(
     """The SDK's stream manager over the scripted response to `request` (served on entering it)."""
 
     async def api_request() -> Any:
-        return RawStream(raw_events(await create(**request)), beta=beta)
+        return RawStream(raw_events(await create(**request)), beta=beta, request=request)
 
     if beta:
         from anthropic.lib.streaming import BetaAsyncMessageStreamManager

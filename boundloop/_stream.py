@@ -180,6 +180,10 @@ class RunStream(Generic[OutputT]):
         assert self._group is not None
         try:
             suppressed = await self._group.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            if exc is not None and all(inner is exc for inner in group.exceptions):
+                return None  # the body's own exception, as itself (not in a group)
+            raise
         finally:
             self._receive.close()
         error, self._error = self._error, None

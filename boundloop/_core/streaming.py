@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+import anthropic
+import httpx2
+
 from ..events import BaseEvent, TextDelta, ThinkingDelta, ToolInputDelta
 
 if TYPE_CHECKING:
@@ -31,22 +34,28 @@ def streamed(ctx: RunContext, messages: Any, watch: Watch) -> Callable[..., Awai
     Raises:
         ValueError: the stream ended without its `message_stop` (a cut stream the SDK did not
             raise for).
+        anthropic.APIConnectionError: the connection broke off mid-stream.
         Exception: whatever the SDK raises, as `messages.create` would.
     """
 
     async def create(**request: Any) -> object:
         stopped = False
         async with messages.stream(**request) as stream:
-            async for event in stream:
-                kind = event.type
-                if kind == "content_block_delta":
-                    known = DELTAS.get(event.delta.type)
-                    if known is not None:
-                        cls, field = known
-                        piece: str = getattr(event.delta, field)
-                        await watch.delta(ctx.delta(cls, index=event.index, **{field: piece}))
-                elif kind == "message_stop":
-                    stopped = True
+            try:
+                async for event in stream:
+                    kind = event.type
+                    if kind == "content_block_delta":
+                        known = DELTAS.get(event.delta.type)
+                        if known is not None:
+                            cls, field = known
+                            piece: str = getattr(event.delta, field)
+                            await watch.delta(ctx.delta(cls, index=event.index, **{field: piece}))
+                    elif kind == "message_stop":
+                        stopped = True
+            except httpx2.TransportError as exc:  # the connection broke mid-stream: an API error
+                raise anthropic.APIConnectionError(
+                    message=f"the stream broke off: {exc}", request=stream.response.request
+                ) from exc
             if not stopped:
                 raise ValueError("the stream ended before its message_stop event")
             return recorded(await stream.get_final_message())
