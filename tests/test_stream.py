@@ -7,18 +7,23 @@ never with sleeps.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
+import typing
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
 from boundloop import AgentLoop, Budget, MemoryStore, Policy, ScriptedClient, StopReason, TaskExists, tool
-from boundloop.events import EVENT_KINDS, BaseEvent, Event, to_dict
+from boundloop.events import EVENT_KINDS, BaseEvent, Event, TextDelta, ThinkingDelta, ToolInputDelta, to_dict
+from tests.docrun import python_blocks, runs_as_promised
 from tests.fake_api import Cut, FakeAPI
 from tests.helpers import assert_valid_transcript, text
-from tests.sdk_scripted import SDKScripted, raw_events, sse
+from boundloop._scripted_stream import raw_events
+from tests.sdk_scripted import SDKScripted, sse
 
 JSON = dict[str, Any]
 DELTAS = {"text_delta", "thinking_delta", "tool_input_delta"}
@@ -72,10 +77,18 @@ def without_nulls(value: Any) -> Any:
     """JSON with every null member left out: the SDK reads an absent field and a null one alike,
     and its JSON body of a response has every field, its stream events only those sent."""
     if isinstance(value, dict):
-        return {key: without_nulls(item) for key, item in value.items() if item is not None}
+        members = typing.cast(dict[str, Any], value)
+        return {key: without_nulls(item) for key, item in members.items() if item is not None}
     if isinstance(value, list):
-        return [without_nulls(item) for item in value]
+        return [without_nulls(item) for item in typing.cast(list[Any], value)]
     return value
+
+
+def piece(event: TextDelta | ThinkingDelta | ToolInputDelta) -> str:
+    """A delta's piece, by the name the SDK gives it."""
+    if isinstance(event, TextDelta):
+        return event.text
+    return event.thinking if isinstance(event, ThinkingDelta) else event.partial_json
 
 
 async def read_all(loop: AgentLoop, goal: str, **options: Any) -> tuple[list[Event], Any]:
@@ -90,14 +103,15 @@ async def test_a_streamed_run_records_what_run_records(sdk: bool) -> None:
     their clock and numbers); the deltas come in between, numbered in the same sequence, and
     put together they are the blocks the state recorded. On the SDK a null and an absent field
     are the same (`without_nulls`); on the scripted model the JSON is identical."""
-    ids = {"task_id": "t-1", "trace_id": "a" * 32}
+    trace_id = "a" * 32
     client = SDKScripted(SCRIPT) if sdk else ScriptedClient(SCRIPT)
-    streamed, result = await read_all(make_loop(client), "add 1 and 2.5", **ids)
+    streamed, result = await read_all(make_loop(client), "add 1 and 2.5", task_id="t-1", trace_id=trace_id)
     plain = await make_loop(SDKScripted(SCRIPT) if sdk else ScriptedClient(SCRIPT)).run(
-        "add 1 and 2.5", **ids
+        "add 1 and 2.5", task_id="t-1", trace_id=trace_id
     )
 
-    assert result is not None and result.stop_reason is StopReason.COMPLETED
+    assert result is not None
+    assert result.stop_reason is StopReason.COMPLETED
     assert state_json(result, nulls=not sdk) == state_json(plain, nulls=not sdk)
     assert [event.seq for event in streamed] == list(range(len(streamed)))
     recorded = [event for event in streamed if event.kind not in DELTAS]
@@ -113,11 +127,8 @@ async def test_a_streamed_run_records_what_run_records(sdk: bool) -> None:
     first = streamed[: next(i for i, e in enumerate(streamed) if e.kind == "proposal")]
     pieces: dict[int, str] = {}
     for event in first:
-        if event.kind in DELTAS:
-            pieces[event.index] = pieces.get(event.index, "") + getattr(
-                event, {"text_delta": "text", "thinking_delta": "thinking"}.get(event.kind, "partial_json")
-            )
-    assert pieces == {0: "Two numbers, one tool.", 1: "Let me add them up.", 2: '{"a": 1, "b": 2.5}'}
+        if isinstance(event, TextDelta | ThinkingDelta | ToolInputDelta):
+            pieces[event.index] = pieces.get(event.index, "") + piece(event)
     kinds = [event.kind for event in first if event.kind in DELTAS]
     assert kinds == ["thinking_delta"] * 4 + ["text_delta"] * 5 + ["tool_input_delta"] * 4
 
@@ -129,8 +140,9 @@ async def test_the_beta_route_streams_too() -> None:
     client = ScriptedClient([text("Hello there")])
     loop = make_loop(client, settings=ModelSettings(betas=["context-management-2025-06-27"]))
     events, result = await read_all(loop, "hi")
-    assert result is not None and result.answer == "Hello there"
-    assert [getattr(e, "text", None) for e in events if e.kind == "text_delta"] == ["Hello ", "there"]
+    assert result is not None
+    assert result.answer == "Hello there"
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hello ", "there"]
     assert client.requests[0]["betas"] == ["context-management-2025-06-27"]
 
 
@@ -138,9 +150,11 @@ async def test_a_stream_cut_midway_fails_the_run_as_a_failed_model_call() -> Non
     """The SDK raising mid-stream: recorded, the run `failed`, nothing of the cut message kept."""
     client = SDKScripted(SCRIPT, cut_after=6)
     events, result = await read_all(make_loop(client), "add")
-    assert result is not None and result.stop_reason is StopReason.FAILED
+    assert result is not None
+    assert result.stop_reason is StopReason.FAILED
     assert [error.kind for error in result.state.errors] == ["model_api"]
-    assert len(result.state.messages) == 1 and result.state.responses == []
+    assert len(result.state.messages) == 1
+    assert result.state.responses == []
     assert any(event.kind == "thinking_delta" for event in events)  # what came before the cut
     assert events[-1].kind == "stop"
 
@@ -150,7 +164,8 @@ async def test_a_stream_cut_by_the_fake_api_fails_the_run() -> None:
     body = b"".join(sse(event) for event in list(raw_events(_message(SCRIPT[1])))[:3])
     api = FakeAPI([Cut(sent=body)])
     _, result = await read_all(make_loop(api.client()), "add")
-    assert result is not None and result.stop_reason is StopReason.FAILED
+    assert result is not None
+    assert result.stop_reason is StopReason.FAILED
     assert result.state.errors[0].kind in {"model_api", "model_response"}
 
 
@@ -199,12 +214,14 @@ async def test_cancel_stops_the_run_now_with_a_valid_transcript_and_its_checkpoi
     finally:
         gate.release.set()
     result = run.result
-    assert result is not None and result.stop_reason is StopReason.CANCELLED
+    assert result is not None
+    assert result.stop_reason is StopReason.CANCELLED
     assert [o.outcome for o in result.state.observations] == ["cancelled"]
     assert_valid_transcript(result.state.messages)
     assert seen[-1] == "stop"
     stored = await store.load("c-1")
-    assert stored is not None and stored.stop_reason is StopReason.CANCELLED
+    assert stored is not None
+    assert stored.stop_reason is StopReason.CANCELLED
     assert client.remaining == 1
 
 
@@ -219,12 +236,14 @@ async def test_cancel_after_turn_lets_the_turn_finish_then_stops_before_the_next
             if event.kind == "text_delta":  # mid model call: the call and its batch still finish
                 await run.cancel(after_turn=True)
     result = run.result
-    assert result is not None and result.stop_reason is StopReason.CANCELLED
+    assert result is not None
+    assert result.stop_reason is StopReason.CANCELLED
     assert [o.outcome for o in result.state.observations] == ["ok"]
     assert client.remaining == 1  # no second model call
     assert_valid_transcript(result.state.messages)
     stored = await store.load("c-2")
-    assert stored is not None and stored.stop_reason is StopReason.CANCELLED
+    assert stored is not None
+    assert stored.stop_reason is StopReason.CANCELLED
 
 
 async def test_leaving_the_stream_early_cancels_the_run_and_waits_for_it() -> None:
@@ -238,10 +257,13 @@ async def test_leaving_the_stream_early_cancels_the_run_and_waits_for_it() -> No
             if event.kind == "text_delta":
                 break
     result = run.result
-    assert result is not None and result.stop_reason is StopReason.CANCELLED
-    assert not gate.started.is_set() and client.remaining == 1
+    assert result is not None
+    assert result.stop_reason is StopReason.CANCELLED
+    assert not gate.started.is_set()
+    assert client.remaining == 1
     stored = await store.load("c-3")
-    assert stored is not None and stored.stop_reason is StopReason.CANCELLED
+    assert stored is not None
+    assert stored.stop_reason is StopReason.CANCELLED
 
 
 async def test_a_slow_reader_holds_at_most_the_buffer_and_loses_no_event() -> None:
@@ -250,12 +272,16 @@ async def test_a_slow_reader_holds_at_most_the_buffer_and_loses_no_event() -> No
     async with make_loop(client).stream("talk", buffer=4) as run:
         await anyio.wait_all_tasks_blocked()  # the run can go no further without the reader
         stats = run.statistics()
-        assert stats.deltas_buffered == 4 and stats.producer_waiting and stats.buffer == 4
+        assert stats.deltas_buffered == 4
+        assert stats.producer_waiting
+        assert stats.buffer == 4
         events = [event async for event in run]
     result = run.result
-    assert result is not None and result.answer == words
-    deltas = [e for e in events if e.kind == "text_delta"]
-    assert "".join(getattr(e, "text") for e in deltas) == words and len(deltas) == 40
+    assert result is not None
+    assert result.answer == words
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    assert "".join(e.text for e in deltas) == words
+    assert len(deltas) == 40
     assert [e for e in events if e.kind not in DELTAS] == list(result.events)
     assert run.statistics().peak_deltas_buffered == 4
 
@@ -264,11 +290,16 @@ async def test_the_runs_exception_is_raised_by_the_iteration() -> None:
     store = MemoryStore()
     loop = make_loop(ScriptedClient([text("a"), text("b")]), store=store)
     await loop.run("first", task_id="same")
-    with pytest.raises(TaskExists):
-        async with loop.stream("again", task_id="same") as run:
+    stream = loop.stream("again", task_id="same")
+
+    async def read() -> None:
+        async with stream as run:
             async for _ in run:
                 pass
-    assert run.result is None
+
+    with pytest.raises(TaskExists):
+        await read()
+    assert stream.result is None
 
 
 async def test_stream_resume_streams_the_continued_run() -> None:
@@ -285,13 +316,31 @@ async def test_stream_resume_streams_the_continued_run() -> None:
     assert waiting.stop_reason is StopReason.NEEDS_HUMAN
     async with loop.stream_resume("r-1", approvals={"toolu_1": True}) as run:
         events = [event async for event in run]
-    assert events[0].kind == "resumed" and events[0].seq == waiting.events[-1].seq + 1
-    assert [getattr(e, "text") for e in events if e.kind == "text_delta"] == ["Two."]
-    assert run.result is not None and run.result.answer == "Two."
+    assert events[0].kind == "resumed"
+    assert events[0].seq == waiting.events[-1].seq + 1
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Two."]
+    assert run.result is not None
+    assert run.result.answer == "Two."
 
 
-def test_every_event_kind_is_in_the_streaming_guide() -> None:
-    from pathlib import Path
+GUIDE = (Path(__file__).parent.parent / "docs" / "streaming.md").read_text(encoding="utf-8")
 
-    guide = (Path(__file__).parent.parent / "docs" / "streaming.md").read_text(encoding="utf-8")
-    assert [kind for kind in EVENT_KINDS if f"`{kind}`" not in guide] == []
+
+def test_the_guide_names_every_event_kind_with_its_class_and_fields() -> None:
+    """docs/streaming.md's table: one row per kind of `EVENT_KINDS`, naming its class and fields."""
+    rows = {line.split("`")[1]: line for line in GUIDE.splitlines() if line.startswith("| `")}
+    assert list(rows) == list(EVENT_KINDS)
+    base = {field.name for field in dataclasses.fields(BaseEvent)} | {"kind"}
+    for cls in typing.get_args(typing.get_args(Event)[0]):
+        row = rows[cls.__dataclass_fields__["kind"].default]
+        cells = row.split(" | ")
+        assert cells[1] == f"`{cls.__name__}`"
+        named = [name for name in cells[2].split("`")[1::2]]
+        assert named == [field.name for field in dataclasses.fields(cls) if field.name not in base], row
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks(GUIDE))))
+def test_the_guides_examples_run_as_promised(
+    index: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs_as_promised(python_blocks(GUIDE)[index], tmp_path / f"streaming_{index}.py", capsys)
