@@ -18,11 +18,11 @@ import anyio
 import pytest
 
 from boundloop import AgentLoop, Budget, MemoryStore, Policy, ScriptedClient, StopReason, TaskExists, tool
+from boundloop._scripted_stream import raw_events
 from boundloop.events import EVENT_KINDS, BaseEvent, Event, TextDelta, ThinkingDelta, ToolInputDelta, to_dict
 from tests.docrun import python_blocks, runs_as_promised
 from tests.fake_api import Cut, FakeAPI
 from tests.helpers import assert_valid_transcript, text
-from boundloop._scripted_stream import raw_events
 from tests.sdk_scripted import SDKScripted, sse
 
 JSON = dict[str, Any]
@@ -80,7 +80,8 @@ def without_nulls(value: Any) -> Any:
         members = typing.cast(dict[str, Any], value)
         return {key: without_nulls(item) for key, item in members.items() if item is not None}
     if isinstance(value, list):
-        return [without_nulls(item) for item in typing.cast(list[Any], value)]
+        items: list[Any] = value
+        return [without_nulls(item) for item in items]
     return value
 
 
