@@ -19,6 +19,8 @@ Usage::
    past `timeout_s` when the calls never finish (`benchmarks/batch.py`; `python -m benchmarks.batch`).
 8. a long transcript — 200 turns on the SDK path: a turn's cost at turn 10 and at turn 200, and
    the loop's own part of it (`benchmarks/transcript.py`; `python -m benchmarks.transcript`).
+9. streaming — `loop.stream()` against `run()` on the scripted model: CPU per turn, and a delta's
+   latency to the consumer (`benchmarks/streaming.py`; `python -m benchmarks.streaming`).
 
 Prints Markdown tables and the targets; `--write` also writes `benchmarks/RESULTS.md`.
 """
@@ -718,7 +720,24 @@ async def long_transcript(config: Config, report: Report) -> None:
     await transcript.workload(config, report)
 
 
-WORKLOADS: Final = (per_turn, parallel, startup, sdk_path, concurrency, tracing, huge_batch, long_transcript)
+async def streaming(config: Config, report: Report) -> None:
+    """9. Streaming: `benchmarks/streaming.py`, imported here (it imports this module)."""
+    from benchmarks import streaming
+
+    await streaming.workload(config, report)
+
+
+WORKLOADS: Final = (
+    per_turn,
+    parallel,
+    startup,
+    sdk_path,
+    concurrency,
+    tracing,
+    huge_batch,
+    long_transcript,
+    streaming,
+)
 
 
 async def measure(config: Config, report: Report) -> None:

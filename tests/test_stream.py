@@ -80,8 +80,7 @@ def without_nulls(value: Any) -> Any:
         members = typing.cast(dict[str, Any], value)
         return {key: without_nulls(item) for key, item in members.items() if item is not None}
     if isinstance(value, list):
-        items: list[Any] = value
-        return [without_nulls(item) for item in items]
+        return [without_nulls(item) for item in typing.cast(list[Any], value)]  # type: ignore[redundant-cast]
     return value
 
 
