@@ -24,6 +24,8 @@ Usage::
    caching on vs off (`benchmarks/caching.py`; `python -m benchmarks.caching`).
 10. compaction — 500 turns with server-side compaction on a model that compacts like the API: the
     largest request input, broken requests, an identical replay (`python -m benchmarks.compaction`).
+11. streaming — `loop.stream()` against `run()` on the scripted model: CPU per turn, and a delta's
+    latency to the consumer (`benchmarks/streaming.py`; `python -m benchmarks.streaming`).
 
 Prints Markdown tables and the targets; `--write` also writes `benchmarks/RESULTS.md`.
 """
@@ -737,6 +739,13 @@ async def compaction(config: Config, report: Report) -> None:
     await compaction.workload(config, report)
 
 
+async def streaming(config: Config, report: Report) -> None:
+    """11. Streaming: `benchmarks/streaming.py`, imported here (it imports this module)."""
+    from benchmarks import streaming
+
+    await streaming.workload(config, report)
+
+
 WORKLOADS: Final = (
     per_turn,
     parallel,
@@ -748,6 +757,7 @@ WORKLOADS: Final = (
     long_transcript,
     prompt_caching,
     compaction,
+    streaming,
 )
 
 

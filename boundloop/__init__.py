@@ -27,6 +27,8 @@ if typing.TYPE_CHECKING:
     from ._replay import Divergence as Divergence
     from ._replay import ReplayReport as ReplayReport
     from ._replay import replay as replay
+    from ._stream import RunStream as RunStream
+    from ._stream import StreamStatistics as StreamStatistics
     from .checkpoint.sqlite import SQLiteStore as SQLiteStore
     from .checkpoint.store import CheckpointStore as CheckpointStore
     from .checkpoint.store import MemoryStore as MemoryStore

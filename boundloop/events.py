@@ -255,7 +255,7 @@ class Error(BaseEvent):
 
 @dataclasses.dataclass(slots=True, kw_only=True)
 class TextDelta(BaseEvent):
-    """A piece of streamed text (not emitted yet)."""
+    """A piece of the model's text as it streams (`AgentLoop.stream`; `index`: its content block)."""
 
     kind: Literal["text_delta"] = "text_delta"
     index: int
@@ -264,7 +264,7 @@ class TextDelta(BaseEvent):
 
 @dataclasses.dataclass(slots=True, kw_only=True)
 class ThinkingDelta(BaseEvent):
-    """A piece of streamed thinking (not emitted yet)."""
+    """A piece of the model's thinking as it streams (`AgentLoop.stream`)."""
 
     kind: Literal["thinking_delta"] = "thinking_delta"
     index: int
@@ -273,7 +273,7 @@ class ThinkingDelta(BaseEvent):
 
 @dataclasses.dataclass(slots=True, kw_only=True)
 class ToolInputDelta(BaseEvent):
-    """A piece of a streamed tool input's JSON (not emitted yet)."""
+    """A piece of a tool input's JSON as it streams (`AgentLoop.stream`)."""
 
     kind: Literal["tool_input_delta"] = "tool_input_delta"
     index: int

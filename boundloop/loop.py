@@ -7,7 +7,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, final
+from typing import TYPE_CHECKING, Any, Generic, Unpack, final
 
 import anyio
 from anthropic.types import MessageParam
@@ -17,6 +17,7 @@ from ._cache import CacheMode, CacheSettings
 from ._core import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, ToolRegistry
 from ._model_settings import ModelSettings
 from ._price import Price
+from ._stream import DEFAULT_BUFFER, ResumeOptions, RunOptions, RunStream, stream_new, stream_resumed
 from .checkpoint.signed import signed
 from .checkpoint.store import CheckpointStore
 from .contract import Contract, load_contract
@@ -38,8 +39,7 @@ class AgentLoop(Generic[OutputT]):
     """A bounded agent loop: the model proposes, the loop validates, acts and decides.
 
     Args:
-        client: anything with `async messages.create(**request) -> Message`:
-            `anthropic.AsyncAnthropic` or `ScriptedClient`.
+        client: `anthropic.AsyncAnthropic` or `ScriptedClient` (`messages.create`, `.stream`).
         model: the model name sent with every request.
         tools: the tools the model may call (`@tool` functions or `Tool` objects), and server
             tools, as the SDK's definitions (`{"type": "web_search_20250305", "name":
@@ -262,10 +262,7 @@ class AgentLoop(Generic[OutputT]):
 
     def to_contract(self) -> Contract:
         """The contract of this loop: `to_contract().to_dict()` is the JSON `boundloop check`
-        accepts and `from_contract` builds the same loop from (given the same tool functions).
-
-        The wiring is not contract data: the client, store, prices, redaction, tracing and hooks
-        (`Policy.approve`, `Policy.success`) are passed to `from_contract` again.
+        accepts and `from_contract` builds the same loop from (the wiring passed again).
 
         Raises:
             ConfigurationError: a custom signal handler has no name a contract can hold.
@@ -325,24 +322,25 @@ class AgentLoop(Generic[OutputT]):
                 `failed`, recorded in `state.errors`, and is not raised.
             ScriptExhausted: a `ScriptedClient` ran out of responses.
         """
-        model_settings, provenance = _core.run_settings(self._config, settings)
-        state = _core.new_state(
+        return await _core.start_new(
+            self._config,
             goal,
             task_id=task_id,
             trace_id=trace_id,
             metadata=metadata,
             messages=messages,
-            provenance=provenance,
-            model_settings=model_settings,
-        )
-        return await _core.start(
-            self._config,
-            state,
-            task_id=task_id,
             cancel=cancel,
             on_event=on_event,
-            adopt_trace_id=trace_id is None,
+            settings=settings,
         )
+
+    def stream(
+        self, goal: str | None = None, *, buffer: int = DEFAULT_BUFFER, **options: Unpack[RunOptions]
+    ) -> RunStream[OutputT]:
+        """`run(goal, **options)` as a `RunStream` of its events, the model's deltas included:
+        `async with loop.stream(goal) as run: async for event in run: ...` (docs/streaming.md).
+        At most `buffer` deltas wait for the reader; then the run waits for it."""
+        return stream_new(self._config, goal, options, buffer)
 
     async def resume(
         self,
@@ -359,14 +357,9 @@ class AgentLoop(Generic[OutputT]):
         again; intents without one run again under the same idempotency key. A run waiting for
         a human goes on with the decisions given. Budget counters carry over.
 
-        Nothing from the checkpoint is taken on trust: each call about to run (approved, or an
-        intent without a result) is validated again against this loop's tools, policy,
-        approvals and budget. A human's approval lifts the approval requirement only: a
-        forbidden tool stops the run with `policy_blocked`, an unknown one is answered as
-        unknown, a spent budget stops the run, and an intent needing approval without a
-        recorded one asks `Policy.approve` again, or stops with `needs_human`.
-
-        With a leasing store, of two workers resuming one task one runs it, the other gets
+        Nothing from the checkpoint is taken on trust: each call about to run is validated
+        again against this loop's tools, policy, approvals and budget (docs/security.md). With
+        a leasing store, of two workers resuming one task one runs it, the other gets
         `TaskBusy` (docs/scaling.md). The run sends the model settings it recorded, checked again.
 
         Args:
@@ -394,6 +387,12 @@ class AgentLoop(Generic[OutputT]):
         return await _core.resume_stored(
             self._config, task_id, approvals=approvals, reply=reply, cancel=cancel, on_event=on_event
         )
+
+    def stream_resume(
+        self, task_id: str, *, buffer: int = DEFAULT_BUFFER, **options: Unpack[ResumeOptions]
+    ) -> RunStream[OutputT]:
+        """`resume(task_id, **options)` as a `RunStream`, like `stream` (raising what `resume` raises)."""
+        return stream_resumed(self._config, task_id, options, buffer)
 
     async def _continue(self, state: LoopState, *, cancel: anyio.Event | None = None) -> LoopResult[OutputT]:
         """Continue a run from a checkpointed state, in its phase (`act` is validated again first)."""

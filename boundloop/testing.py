@@ -147,7 +147,9 @@ class ScriptedClient:
     """A deterministic stand-in for `AsyncAnthropic`: serves scripted responses in order.
 
     Every request is recorded in `requests` (keyword dicts, in order; `messages.create` and
-    `beta.messages.create` serve the same script). Dict responses are
+    `beta.messages.create` serve the same script, and so do `messages.stream` and
+    `beta.messages.stream`: each response as the API streams it, text split after each run of
+    whitespace, docs/streaming.md). Dict responses are
     validated into real `anthropic.types.Message` objects up front, so a bad script fails at
     construction, not mid-run. The ids a response dict leaves out are numbered per client, in
     the order served: `msg_scripted_1`, ... for responses, `toolu_scripted_1`, ... for
@@ -173,8 +175,8 @@ class ScriptedClient:
         self._ids = itertools.count(1)
         self._tool_ids = itertools.count(1)
         self.requests: list[dict[str, Any]] = []
-        self.messages = _ScriptedMessages(self._create)
-        self.beta = _ScriptedBeta(self.messages)
+        self.messages = _ScriptedMessages(self._create, beta=False)
+        self.beta = _ScriptedBeta(_ScriptedMessages(self._create, beta=True))
         """`beta.messages.create`, where settings only the beta API takes send a request: the
         same script, the same `requests` (with its `betas`, if any)."""
 
@@ -237,12 +239,20 @@ def _unnamed_tool_uses(raw: Mapping[str, object]) -> tuple[int, ...]:
 
 @final
 class _ScriptedMessages:
-    def __init__(self, create: Callable[..., Awaitable[Message]]) -> None:
+    def __init__(self, create: Callable[..., Awaitable[Message]], *, beta: bool) -> None:
         self._create = create
+        self._beta = beta
 
     @property
     def create(self) -> Callable[..., Awaitable[Message]]:
         return self._create
+
+    def stream(self, **request: Any) -> Any:
+        """The SDK's stream manager serving the next response as its stream events
+        (boundloop/_scripted_stream.py: how a response is split into deltas)."""
+        from ._scripted_stream import stream_manager
+
+        return stream_manager(self._create, request, beta=self._beta)
 
 
 @final

@@ -16,6 +16,7 @@ from .config import ToolErrors as ToolErrors
 from .config import build_config as build_config
 from .config import escalation_tool as escalation_tool
 from .config import run_settings as run_settings
+from .context import Watch as Watch
 from .contracts import contract_of as contract_of
 from .contracts import declared_tool as declared_tool
 from .contracts import loop_settings as loop_settings
@@ -26,6 +27,7 @@ from .resume import Decision as Decision
 from .resume import prepare as prepare
 from .sessions import resume as resume_stored
 from .sessions import start as start
+from .sessions import start_new as start_new
 
 __all__ = [
     "DEFAULT",
@@ -36,6 +38,7 @@ __all__ = [
     "RedactHook",
     "ToolErrors",
     "ToolRegistry",
+    "Watch",
     "build_config",
     "contract_of",
     "declared_tool",
@@ -47,4 +50,5 @@ __all__ = [
     "resume_stored",
     "run_settings",
     "start",
+    "start_new",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final
 
@@ -48,6 +48,25 @@ def _on_asyncio() -> bool:
         return sniffio.current_async_library() == "asyncio"
     except sniffio.AsyncLibraryNotFoundError:
         return False
+
+
+DeltaSink = Callable[[Event], Awaitable[None]]
+"""`await sink(delta)`: hands one delta to the stream's consumer (waits while its buffer is full)."""
+
+
+@final
+class Watch:
+    """What a streamed run tells its stream, and the stream's request to stop after a turn."""
+
+    __slots__ = ("after_turn", "deliver", "delta")
+
+    def __init__(self, deliver: EventHook, delta: DeltaSink) -> None:
+        self.deliver = deliver
+        """Called with every recorded event (deltas are not recorded), after the `on_event` hooks."""
+        self.delta = delta
+        """Awaited with each delta of a model call, in order."""
+        self.after_turn = False
+        """Set: the run stops `cancelled` when it next enters `assemble` (its turn finished)."""
 
 
 @final
@@ -100,6 +119,7 @@ class RunContext:
         "state",
         "tool_raised",
         "tool_span",
+        "watch",
     )
 
     def __init__(
@@ -111,16 +131,21 @@ class RunContext:
         observer: EventHook | None = None,
         tool_span: ToolSpan | None = None,
         model_span: ModelSpan | None = None,
+        watch: Watch | None = None,
     ) -> None:
         self.config = config
         self.state = state
         self.events: list[Event] = []
         metrics = None if config.metrics is None else RunMetrics(config.metrics, state.trace_id).observe
-        hooks = (metrics, observer, config.on_event, on_event)
+        hooks = (metrics, observer, config.on_event, on_event, None if watch is None else watch.deliver)
         self._hooks: tuple[EventHook, ...] = tuple(hook for hook in hooks if hook is not None)
         """Called with every event as it is recorded: the run's metrics (first: a hook raising on
         the `Stop` event cannot leave `runs_active` up), the run's `observer` (its spans, set only
-        when the run is traced), neither ever raising; then the loop's hook, then the run's."""
+        when the run is traced), neither ever raising; then the loop's hook, then the run's, then
+        a streamed run's `watch` (never raising)."""
+        self.watch = watch
+        """Set only when the run is streamed (`AgentLoop.stream`): the model is called with
+        `messages.stream`, its deltas handed to the watch (`_core/streaming.py`)."""
         self.tool_span = tool_span
         """Set only when the run is traced: each tool function runs in `tool_span(call)`, so a span
         the tool function starts is a child of the call's `execute_tool` span. None: nothing per call."""
@@ -186,6 +211,20 @@ class RunContext:
             **fields,
         )
         self.emit(cast(Event, event))
+
+    def delta(self, cls: type[BaseEvent], /, **fields: Any) -> Event:
+        """A delta event of type `cls`, numbered like any event, neither recorded nor told to the hooks."""
+        state = self.state
+        return cast(
+            Event,
+            cls(
+                seq=self.next_seq(),
+                task_id=state.task_id,
+                at=self.epoch + time.perf_counter(),
+                step=state.step,
+                **fields,
+            ),
+        )
 
     def emit(self, event: Event) -> None:
         """Append to the events and tell the `on_event` hooks, as it happens."""

@@ -31,6 +31,7 @@ from .validation import validate
 
 if TYPE_CHECKING:
     from .config import EventHook, LoopConfig
+    from .context import Watch
 
 WORK: Final[Mapping[Phase, Callable[[RunContext], Awaitable[Trigger]]]] = {
     Phase.ASSEMBLE: assemble,
@@ -51,6 +52,7 @@ async def execute(
     resumed: Mapping[str, object] | None = None,
     adopt_trace_id: bool = False,
     failure: Exception | None = None,
+    watch: Watch | None = None,
 ) -> LoopResult[Any]:
     """Drive a run from the phase its state is in to `stopped`, and return its result.
 
@@ -64,6 +66,7 @@ async def execute(
     runs under its `invoke_agent` span; with `adopt_trace_id` (the run made its trace id
     itself) the state takes the span's trace id. An untraced run costs one look-up here.
     A `failure` (the store failed before the run could start) ends it `failed` at once, recorded.
+    A `watch` streams the run (`_core/streaming.py`).
 
     Raises:
         UnhandledStop: the API sent a stop_reason with no handler (`.result` is set).
@@ -74,12 +77,12 @@ async def execute(
     if tracing is None and config.traces_global:
         tracing = global_tracing()
     if tracing is None or config.recorded is not None:
-        return await _execute(config, state, cancel, on_event, resumed, None, failure=failure)
+        return await _execute(config, state, cancel, on_event, resumed, None, failure=failure, watch=watch)
     from ..otel import start_run
 
     spans = start_run(config, state, tracing, adopt_trace_id=adopt_trace_id)
     if spans is None:
-        return await _execute(config, state, cancel, on_event, resumed, None, failure=failure)
+        return await _execute(config, state, cancel, on_event, resumed, None, failure=failure, watch=watch)
     try:
         with spans.current():
             result = await _execute(
@@ -92,6 +95,7 @@ async def execute(
                 spans.tools.current,
                 failure,
                 spans.chat.current,
+                watch,
             )
     except BaseException as exc:
         spans.end(exc)
@@ -110,12 +114,19 @@ async def _execute(
     tool_span: ToolSpan | None = None,
     failure: Exception | None = None,
     model_span: ModelSpan | None = None,
+    watch: Watch | None = None,
 ) -> LoopResult[Any]:
     if state.phase is Phase.ACT:  # a checkpoint's calls are decided again before any runs
         state.phase = Phase.VALIDATE
     state.phase = config.machine.check(state.phase)
     ctx = RunContext(
-        config, state, on_event=on_event, observer=observer, tool_span=tool_span, model_span=model_span
+        config,
+        state,
+        on_event=on_event,
+        observer=observer,
+        tool_span=tool_span,
+        model_span=model_span,
+        watch=watch,
     )
     if config.price is None:  # not tracked from the start, also when no model call succeeds
         state.usage.cost_usd = state.usage.cache_savings_usd = None

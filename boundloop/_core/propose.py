@@ -36,6 +36,7 @@ from .invariant import container_id, unfinished_server_call
 from .refusals import fallback
 from .request import as_message, fit_thinking, for_count, messages_of, settings_params, uses_beta
 from .setup import setup_error
+from .streaming import streamed
 from .validation import canonical
 
 
@@ -46,6 +47,9 @@ async def assemble(ctx: RunContext) -> Trigger:
     in the token and cost budgets; `max_tokens` is clamped to what is left.
     """
     state = ctx.state
+    if ctx.watch is not None and ctx.watch.after_turn and state.stop_reason is None:
+        finish(ctx, StopReason.CANCELLED, "cancelled after the turn")  # the stream's cancel(after_turn=True)
+        return Trigger.HALT
     if state.exceeded is None:
         # Steps, and the ceilings as they stand; a refusal's retry is the same step again.
         exceeded = spent(ctx) if ctx.fallback is None else ceiling_spent(ctx)
@@ -146,13 +150,14 @@ async def propose(ctx: RunContext) -> Trigger:
 async def _call_model(ctx: RunContext, request: dict[str, Any]) -> Message | None:
     """Call the model; a failure or an unusable response is recorded and stops the run (None)."""
     messages = messages_of(ctx.config.client, beta=uses_beta(ctx.state.model_settings))
+    create = messages.create if ctx.watch is None else streamed(ctx, messages, ctx.watch)
     model_span = ctx.model_span
     try:
         if model_span is None:  # an untraced run
-            response: object = as_message(await messages.create(**request))
+            response: object = as_message(await create(**request))
         else:
             with model_span(request):  # the call's chat span is the current span (the SDK's is its child)
-                response = as_message(await messages.create(**request))
+                response = as_message(await create(**request))
     except (anthropic.AuthenticationError, anthropic.NotFoundError, TypeError) as exc:
         wrong = setup_error(exc, ctx.config.client, str(request["model"]))
         if wrong is None:

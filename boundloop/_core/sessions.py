@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -16,12 +16,52 @@ from .._model_settings import ModelSettings, check_settings
 from ..checkpoint.store import check_task_id, is_stored, lease_of
 from ..errors import CheckpointCorrupt, ConfigurationError, TaskBusy, TaskExists, TaskNotFound
 from ..state import LoopResult, LoopState
+from .config import run_settings
 from .driver import execute
+from .envelope import new_state
 from .provenance import check_client
 from .resume import Decision, prepare
 
 if TYPE_CHECKING:
+    from anthropic.types import MessageParam
+
     from .config import EventHook, LoopConfig
+    from .context import Watch
+
+
+async def start_new(
+    config: LoopConfig,
+    goal: str | None = None,
+    *,
+    task_id: str | None = None,
+    trace_id: str | None = None,
+    metadata: Mapping[str, object] | None = None,
+    messages: Sequence[MessageParam] | None = None,
+    cancel: anyio.Event | None = None,
+    on_event: EventHook | None = None,
+    settings: ModelSettings | None = None,
+    watch: Watch | None = None,
+) -> LoopResult[Any]:
+    """`AgentLoop.run`: the run's state built from its arguments, then `start`d."""
+    model_settings, provenance = run_settings(config, settings)
+    state = new_state(
+        goal,
+        task_id=task_id,
+        trace_id=trace_id,
+        metadata=metadata,
+        messages=messages,
+        provenance=provenance,
+        model_settings=model_settings,
+    )
+    return await start(
+        config,
+        state,
+        task_id=task_id,
+        cancel=cancel,
+        on_event=on_event,
+        adopt_trace_id=trace_id is None,
+        watch=watch,
+    )
 
 
 async def start(
@@ -32,6 +72,7 @@ async def start(
     cancel: anyio.Event | None,
     on_event: EventHook | None,
     adopt_trace_id: bool,
+    watch: Watch | None = None,
 ) -> LoopResult[Any]:
     """Run a new state under its task's lease; a `task_id` given and already stored is refused.
 
@@ -52,11 +93,13 @@ async def start(
         except Exception as exc:  # the store failed: the run fails, recorded, and saves nothing
             unsaved = dataclasses.replace(config, store=None)
             return await execute(
-                unsaved, state, on_event=on_event, adopt_trace_id=adopt_trace_id, failure=exc
+                unsaved, state, on_event=on_event, adopt_trace_id=adopt_trace_id, failure=exc, watch=watch
             )
         if exists:
             raise TaskExists(state.task_id)
-        return await execute(config, state, cancel=cancel, on_event=on_event, adopt_trace_id=adopt_trace_id)
+        return await execute(
+            config, state, cancel=cancel, on_event=on_event, adopt_trace_id=adopt_trace_id, watch=watch
+        )
 
 
 async def resume(
@@ -67,6 +110,7 @@ async def resume(
     reply: str | None,
     cancel: anyio.Event | None,
     on_event: EventHook | None,
+    watch: Watch | None = None,
 ) -> LoopResult[Any]:
     """Load a stored run under its task's lease, apply the decisions and drive it on.
 
@@ -83,7 +127,7 @@ async def resume(
             raise TaskNotFound(task_id)
         check_resumed_settings(config, state)
         resumed = prepare(state, approvals, reply)
-        return await execute(config, state, cancel=cancel, on_event=on_event, resumed=resumed)
+        return await execute(config, state, cancel=cancel, on_event=on_event, resumed=resumed, watch=watch)
 
 
 def check_resumed_settings(config: LoopConfig, state: LoopState) -> None:
