@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, final
 
@@ -14,11 +14,13 @@ from anthropic.types import MessageParam
 
 from . import _core
 from ._core import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, ToolRegistry
+from ._follow import follow
 from ._model_settings import ModelSettings
 from ._price import Price
 from .checkpoint.signed import signed
 from .checkpoint.store import CheckpointStore
 from .contract import Contract, load_contract
+from .events import Event
 from .metrics.instruments import BoundMetrics, LoopMetrics
 from .model import Model
 from .policy import Approver, Policy, SuccessCheck
@@ -296,16 +298,14 @@ class AgentLoop(Generic[OutputT]):
 
         Args:
             goal: the task, sent as the last user message.
-            task_id: the run's id (default: 32 random hex digits); part of every idempotency
-                key. A task id already stored is refused (`resume` continues it); with a leasing
-                store the run holds its task's lease from before that check until it stops.
+            task_id: the run's id (default: 32 random hex digits), in every idempotency key; one
+                stored is refused (`resume` continues it), checked under a leasing store's lease.
             trace_id: an incoming trace id to carry (default: a new one; in a traced run, the
                 OpenTelemetry trace id: of the caller's current span, else of the run's span).
             metadata: your own JSON values, kept in the state and in the trace's stop event.
             messages: a history to start from, before `goal` (without a goal: ending in a user turn).
             cancel: setting this event stops the run cooperatively with `cancelled`.
-            on_event: called with every `Event` of this run as it is recorded, after the
-                loop's own `on_event`.
+            on_event: called with every `Event` of this run as recorded, after the loop's `on_event`.
             settings: this run's model settings: each field given (None too) replaces the
                 loop's; the run records the result, and a resumed run sends it again.
 
@@ -313,9 +313,8 @@ class AgentLoop(Generic[OutputT]):
             The result: stop reason, answer, output, state and events.
 
         Raises:
-            ConfigurationError: no goal and no messages, an invalid history, metadata that is
-                not JSON, an empty trace id, settings breaking a rule of the API;
-                `InvalidTaskId`, a bad `task_id`.
+            ConfigurationError: no goal and no messages, an invalid history, metadata that is not
+                JSON, an empty trace id, settings breaking a rule of the API; `InvalidTaskId`.
             TaskExists: the store already holds `task_id`.
             TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
             UnhandledStop, SetupError: a stop_reason with no signal handler; no API key or no
@@ -357,7 +356,7 @@ class AgentLoop(Generic[OutputT]):
 
         A crashed run goes on where it was saved: calls with a recorded result never run
         again; intents without one run again under the same idempotency key. A run waiting for
-        a human goes on with the decisions given. Budget counters carry over.
+        a human goes on with the decisions given. Budget counters and model settings carry over.
 
         Nothing from the checkpoint is taken on trust: each call about to run (approved, or an
         intent without a result) is validated again against this loop's tools, policy,
@@ -365,9 +364,6 @@ class AgentLoop(Generic[OutputT]):
         forbidden tool stops the run with `policy_blocked`, an unknown one is answered as
         unknown, a spent budget stops the run, and an intent needing approval without a
         recorded one asks `Policy.approve` again, or stops with `needs_human`.
-
-        With a leasing store, of two workers resuming one task one runs it, the other gets
-        `TaskBusy` (docs/scaling.md). The run sends the model settings it recorded, checked again.
 
         Args:
             task_id: the stored run.
@@ -394,6 +390,10 @@ class AgentLoop(Generic[OutputT]):
         return await _core.resume_stored(
             self._config, task_id, approvals=approvals, reply=reply, cancel=cancel, on_event=on_event
         )
+
+    def events(self, task_id: str, *, after: int = -1) -> AsyncIterator[Event]:
+        """The task's events above `after` in the store's log, then live, to its `Stop` (streaming.md)."""
+        return follow(self._config.store, task_id, after=after)
 
     async def _continue(self, state: LoopState, *, cancel: anyio.Event | None = None) -> LoopResult[OutputT]:
         """Continue a run from a checkpointed state, in its phase (`act` is validated again first)."""
