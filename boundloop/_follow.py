@@ -9,7 +9,7 @@ read by a new `events(task_id, after=...)`. docs/streaming.md has the contract.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Final
 
 from ._core import event_log_of
@@ -22,7 +22,7 @@ WAIT_S: Final = 1.0
 """The longest one wait on the log lasts before the follower reads it again."""
 
 
-def follow(store: CheckpointStore | None, task_id: str, *, after: int = -1) -> AsyncIterator[Event]:
+def follow(store: CheckpointStore | None, task_id: str, *, after: int = -1) -> AsyncGenerator[Event]:
     """The events of `task_id` above `after`, stored then live, up to its next `Stop`.
 
     Raises:
@@ -38,7 +38,7 @@ def follow(store: CheckpointStore | None, task_id: str, *, after: int = -1) -> A
     return _follow(log, check_task_id(task_id), after)
 
 
-async def _follow(log: EventLog, task_id: str, after: int) -> AsyncIterator[Event]:
+async def _follow(log: EventLog, task_id: str, after: int) -> AsyncGenerator[Event]:
     while True:
         page = await log.read(task_id, after=after, limit=PAGE)
         for event in page:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, final
 
@@ -391,7 +391,7 @@ class AgentLoop(Generic[OutputT]):
             self._config, task_id, approvals=approvals, reply=reply, cancel=cancel, on_event=on_event
         )
 
-    def events(self, task_id: str, *, after: int = -1) -> AsyncIterator[Event]:
+    def events(self, task_id: str, *, after: int = -1) -> AsyncGenerator[Event]:
         """The task's events above `after` in the store's log, then live, to its `Stop` (streaming.md)."""
         return follow(self._config.store, task_id, after=after)
 
