@@ -25,6 +25,7 @@ from boundloop import (
 from boundloop.checkpoint import PostgresStore, Status
 from boundloop.events import Event, Resumed, Stop
 from tests import crash_worker, pg_worker
+from tests.docrun import python_blocks, runs_as_promised
 from tests.helpers import scripted_loop, text, tool_use
 from tests.test_crash import command, kill_at
 from tests.test_pg_workers import wait_for_release, worker
@@ -161,6 +162,19 @@ async def test_events_needs_a_store_with_an_event_log() -> None:
             scripted_loop([], [lookup], store=store).events("t-1")
     result = await scripted_loop(list(SCRIPT), [lookup], store=plain).run("goal")
     assert str(result.stop_reason) == "completed"
+
+
+def test_the_streaming_guide_on_following_a_run_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The python blocks of docs/streaming.md's section "Following a run from another process"
+    run as scripts and print what their comments say."""
+    guide = (ROOT / "docs" / "streaming.md").read_text(encoding="utf-8")
+    section = guide.split("## Following a run from another process", 1)[1].split("\n## ", 1)[0]
+    blocks = python_blocks(section)
+    assert blocks
+    for index, block in enumerate(blocks):
+        runs_as_promised(block, tmp_path / f"following_{index}.py", capsys)
 
 
 # -- across processes: a worker killed mid-run, another resuming it -----------------------
