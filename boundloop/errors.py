@@ -16,6 +16,7 @@ LoopError
 ├── NotResumable                       resume() of a run whose stop is final (completed, a budget, ...)
 ├── ApprovalMissing                    resume() without a decision for every call waiting on a human
 ├── CheckpointCorrupt (ValueError)     a stored state does not parse, is inconsistent or fails its signature
+├── EventExists                        an event log already holds an event of this task with this seq
 └── RunError                           a run ended other than completed (raised by unwrap())
     ├── BudgetExceeded                 max_steps, max_tool_calls, timeout, token or cost budget
     ├── RunFailed                      the model API failed or sent an unusable response
@@ -194,6 +195,16 @@ class CheckpointCorrupt(LoopError, ValueError):
         self.field = field
         detail = problem if field is None else f"{field}: {problem}"
         super().__init__(f"the checkpoint of task {task_id!r} cannot be read: {detail}")
+
+
+class EventExists(LoopError):
+    """Raised by an event log's `append` for an event whose `(task_id, seq)` it holds already:
+    nothing of that append is kept (a log never holds a `seq` twice)."""
+
+    def __init__(self, task_id: str, seq: int) -> None:
+        self.task_id = task_id
+        self.seq = seq
+        super().__init__(f"the event log of task {task_id!r} already holds seq {seq}")
 
 
 class RunError(LoopError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Unpack, final
 
@@ -15,12 +15,14 @@ from anthropic.types import MessageParam
 from . import _core
 from ._cache import CacheMode, CacheSettings
 from ._core import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, ToolRegistry
+from ._follow import follow
 from ._model_settings import ModelSettings
 from ._price import Price
 from ._stream import DEFAULT_BUFFER, ResumeOptions, RunOptions, RunStream, stream_new, stream_resumed
 from .checkpoint.signed import signed
 from .checkpoint.store import CheckpointStore
 from .contract import Contract, load_contract
+from .events import Event
 from .metrics.instruments import BoundMetrics, LoopMetrics
 from .model import Model
 from .policy import Approver, Policy, SuccessCheck
@@ -294,9 +296,8 @@ class AgentLoop(Generic[OutputT]):
 
         Args:
             goal: the task, sent as the last user message.
-            task_id: the run's id (default: 32 random hex digits); part of every idempotency
-                key. A task id already stored is refused (`resume` continues it); with a leasing
-                store the run holds its task's lease from before that check until it stops.
+            task_id: the run's id (default: 32 random hex digits), in every idempotency key; one
+                stored is refused (`resume` continues it), checked under a leasing store's lease.
             trace_id: an incoming trace id to carry (default: a new one; in a traced run, the
                 OpenTelemetry trace id: of the caller's current span, else of the run's span).
             metadata: your own JSON values, kept in the state and in the trace's stop event.
@@ -310,9 +311,8 @@ class AgentLoop(Generic[OutputT]):
             The result: stop reason, answer, output, state and events.
 
         Raises:
-            ConfigurationError: no goal and no messages, an invalid history, metadata that is
-                not JSON, an empty trace id, settings breaking a rule of the API;
-                `InvalidTaskId`, a bad `task_id`.
+            ConfigurationError: no goal and no messages, an invalid history, metadata that is not
+                JSON, an empty trace id, settings breaking a rule of the API; `InvalidTaskId`.
             TaskExists: the store already holds `task_id`.
             TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
             UnhandledStop, SetupError: a stop_reason with no signal handler; no API key or no
@@ -337,9 +337,8 @@ class AgentLoop(Generic[OutputT]):
     def stream(
         self, goal: str | None = None, *, buffer: int = DEFAULT_BUFFER, **options: Unpack[RunOptions]
     ) -> RunStream[OutputT]:
-        """`run(goal, **options)` as a `RunStream` of its events, the model's deltas included:
-        `async with loop.stream(goal) as run: async for event in run: ...` (docs/streaming.md).
-        At most `buffer` deltas wait for the reader; then the run waits for it."""
+        """`run(goal, **options)` as a `RunStream` of its events, deltas included (docs/streaming.md);
+        at most `buffer` deltas wait for the reader, then the run waits for it."""
         return stream_new(self._config, goal, options, buffer)
 
     async def resume(
@@ -355,12 +354,11 @@ class AgentLoop(Generic[OutputT]):
 
         A crashed run goes on where it was saved: calls with a recorded result never run
         again; intents without one run again under the same idempotency key. A run waiting for
-        a human goes on with the decisions given. Budget counters carry over.
+        a human goes on with the decisions given. Budget counters and model settings carry over.
 
         Nothing from the checkpoint is taken on trust: each call about to run is validated
-        again against this loop's tools, policy, approvals and budget (docs/security.md). With
-        a leasing store, of two workers resuming one task one runs it, the other gets
-        `TaskBusy` (docs/scaling.md). The run sends the model settings it recorded, checked again.
+        again against this loop's tools, policy, approvals and budget (docs/security.md); the
+        recorded model settings are checked again. Of two workers resuming one task, one runs it.
 
         Args:
             task_id: the stored run.
@@ -378,8 +376,7 @@ class AgentLoop(Generic[OutputT]):
             ConfigurationError: the loop has no store; `InvalidTaskId`, a bad `task_id`.
             TaskNotFound: the store does not hold `task_id`.
             TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
-            CheckpointCorrupt: the stored state cannot be read, is inconsistent, or fails its
-                signature (`checkpoint_key`); `.field` names what is wrong.
+            CheckpointCorrupt: the stored state is unreadable, inconsistent or badly signed.
             NotResumable: the run's stop is final (completed, a budget, a block, ...).
             ApprovalMissing: a waiting call has no decision (the run keeps waiting).
             Exception: the store's own error reading the state (there is no run to record it in).
@@ -393,6 +390,10 @@ class AgentLoop(Generic[OutputT]):
     ) -> RunStream[OutputT]:
         """`resume(task_id, **options)` as a `RunStream`, like `stream` (raising what `resume` raises)."""
         return stream_resumed(self._config, task_id, options, buffer)
+
+    def events(self, task_id: str, *, after: int = -1) -> AsyncGenerator[Event]:
+        """The task's events above `after` in the store's log, then live, to its `Stop` (streaming.md)."""
+        return follow(self._config.store, task_id, after=after)
 
     async def _continue(self, state: LoopState, *, cancel: anyio.Event | None = None) -> LoopResult[OutputT]:
         """Continue a run from a checkpointed state, in its phase (`act` is validated again first)."""

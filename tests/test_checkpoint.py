@@ -10,7 +10,15 @@ import anyio.to_thread
 import pytest
 
 from boundloop import CheckpointStore, LoopState, MemoryStore, SQLiteStore, StopReason, tool
-from boundloop.checkpoint.conformance import CHECKS, Check, RawWriter, sample_state
+from boundloop.checkpoint import EventLog
+from boundloop.checkpoint.conformance import (
+    CHECKS,
+    EVENT_LOG_CHECKS,
+    Check,
+    LogCheck,
+    RawWriter,
+    sample_state,
+)
 from boundloop.checkpoint.sqlite import SCHEMA_VERSION
 from boundloop.errors import CheckpointCorrupt
 from boundloop.statemachine.table import Phase
@@ -92,6 +100,16 @@ async def test_store_conformance(kind: str, check: Check, tmp_path: Path) -> Non
     """Every store passes every check of `boundloop.checkpoint.conformance`."""
     store, write_raw = make_store(kind, tmp_path)
     await check(store, write_raw)
+
+
+@pytest.mark.parametrize("kind", STORES)
+@pytest.mark.parametrize("check", EVENT_LOG_CHECKS, ids=lambda check: check.__name__)
+async def test_event_log_conformance(kind: str, check: LogCheck, tmp_path: Path) -> None:
+    """Every store keeps an event log that passes every event-log check of the suite."""
+    store, _ = make_store(kind, tmp_path)
+    assert isinstance(store, MemoryStore | SQLiteStore)
+    log: EventLog = store
+    await check(log)
 
 
 async def test_sqlite_store_uses_wal_and_its_schema_version(tmp_path: Path) -> None:

@@ -23,7 +23,15 @@ import sniffio
 from boundloop import StopReason, tool
 from boundloop.checkpoint import LeasingStore, PostgresStore
 from boundloop.checkpoint import postgres as pg
-from boundloop.checkpoint.conformance import CHECKS, LEASE_CHECKS, Check, LeaseCheck, sample_state
+from boundloop.checkpoint.conformance import (
+    CHECKS,
+    EVENT_LOG_CHECKS,
+    LEASE_CHECKS,
+    Check,
+    LeaseCheck,
+    LogCheck,
+    sample_state,
+)
 from boundloop.errors import CheckpointCorrupt, ConfigurationError, InvalidTaskId, TaskBusy
 from boundloop.statemachine.table import Phase
 from tests.helpers import scripted_loop, text, tool_use
@@ -65,6 +73,12 @@ async def test_postgres_store_conformance(check: Check, store: PostgresStore) ->
 async def test_postgres_store_passes_the_lease_checks(check: LeaseCheck, store: PostgresStore) -> None:
     """PostgresStore passes every lease check of the conformance suite."""
     assert isinstance(store, LeasingStore)
+    await check(store)
+
+
+@pytest.mark.parametrize("check", EVENT_LOG_CHECKS, ids=lambda check: check.__name__)
+async def test_postgres_store_passes_the_event_log_checks(check: LogCheck, store: PostgresStore) -> None:
+    """PostgresStore's event log passes every event-log check of the conformance suite."""
     await check(store)
 
 
@@ -119,7 +133,9 @@ async def test_no_io_before_first_use_and_the_store_reopens_after_aclose(postgre
 async def test_a_new_database_gets_the_layout_and_its_index(store: PostgresStore, postgres_dsn: str) -> None:
     """The first use creates the tables at the current schema version, with the status index."""
     await store.list()
-    assert await query(postgres_dsn, "SELECT version FROM boundloop_schema") == [(pg.SCHEMA_VERSION,)]
+    assert await query(postgres_dsn, "SELECT max(version), count(*) FROM boundloop_schema") == [
+        (pg.SCHEMA_VERSION, pg.SCHEMA_VERSION)
+    ]
     [(index,)] = await query(
         postgres_dsn, "SELECT indexdef FROM pg_indexes WHERE indexname = 'boundloop_checkpoints_status'"
     )
@@ -141,20 +157,27 @@ async def test_a_new_database_gets_the_layout_and_its_index(store: PostgresStore
 async def test_an_older_database_is_migrated_in_place(
     postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A database at version 1 is brought to a (test-only) version 2; its runs are kept."""
+    """A database at version 1 (no event log) is brought to version 2, then to a (test-only)
+    version 3; its runs are kept, and its event log works."""
     state = sample_state("t-old", phase=Phase.STOPPED, stop_reason=StopReason.COMPLETED)
-    async with PostgresStore(postgres_dsn) as old:
-        await old.save(state)
-    version_2 = ("ALTER TABLE boundloop_checkpoints ADD COLUMN worker text",)
-    monkeypatch.setattr(pg, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(pg, "MIGRATIONS", {**pg.MIGRATIONS, 2: version_2})
+    with monkeypatch.context() as version_1:
+        version_1.setattr(pg, "SCHEMA_VERSION", 1)
+        async with PostgresStore(postgres_dsn) as old:
+            await old.save(state)
+    assert await query(postgres_dsn, "SELECT to_regclass('boundloop_events')") == [(None,)]
+    async with PostgresStore(postgres_dsn) as current:
+        assert await current.read("t-old") == []
+    version_3 = ("ALTER TABLE boundloop_checkpoints ADD COLUMN worker text",)
+    monkeypatch.setattr(pg, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(pg, "MIGRATIONS", {**pg.MIGRATIONS, 3: version_3})
     async with PostgresStore(postgres_dsn) as new:
         [row] = await new.list()
         loaded = await new.load("t-old")
     assert (row.task_id, row.status, row.stop_reason) == ("t-old", "stopped", "completed")
     assert loaded is not None
     assert loaded.to_json() == state.to_json()
-    assert await query(postgres_dsn, "SELECT version FROM boundloop_schema ORDER BY version") == [(1,), (2,)]
+    versions = await query(postgres_dsn, "SELECT version FROM boundloop_schema ORDER BY version")
+    assert versions == [(1,), (2,), (3,)]
     columns = await query(
         postgres_dsn,
         "SELECT column_name FROM information_schema.columns WHERE table_name = 'boundloop_checkpoints'",
@@ -194,7 +217,9 @@ async def test_workers_migrating_at_once_migrate_once(postgres_dsn: str) -> None
         for _ in range(8):
             group.start_soon(one)
     assert sorted(found) == [0] + [pg.SCHEMA_VERSION] * 7
-    assert await query(postgres_dsn, "SELECT version FROM boundloop_schema") == [(pg.SCHEMA_VERSION,)]
+    assert await query(postgres_dsn, "SELECT max(version), count(*) FROM boundloop_schema") == [
+        (pg.SCHEMA_VERSION, pg.SCHEMA_VERSION)
+    ]
 
 
 async def test_stores_starting_together_all_work(postgres_dsn: str) -> None:

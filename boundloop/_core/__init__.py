@@ -22,6 +22,7 @@ from .contracts import declared_tool as declared_tool
 from .contracts import loop_settings as loop_settings
 from .driver import execute as drive
 from .envelope import new_state as new_state
+from .eventlog import event_log_of as event_log_of
 from .registry import ToolRegistry as ToolRegistry
 from .resume import Decision as Decision
 from .resume import prepare as prepare
@@ -44,6 +45,7 @@ __all__ = [
     "declared_tool",
     "drive",
     "escalation_tool",
+    "event_log_of",
     "loop_settings",
     "new_state",
     "prepare",

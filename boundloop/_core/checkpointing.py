@@ -2,7 +2,9 @@
 change what a resume must know, and once more when it stops.
 
 It observes the run's `Transition` events; the driver awaits it after each one (saving is
-async, the `on_event` hooks are not). The points saved after:
+async, the `on_event` hooks are not). With a store that keeps an event log, it has the log
+written first (`_core/eventlog.py`): every event a checkpoint counts is logged before it. The
+points saved after:
 
 - entering `act`: the batch's calls and idempotency keys, as intents, before any runs;
 - entering `observe`: the batch's results, recorded as observations;
@@ -21,6 +23,7 @@ from ..events import Transition
 from ..state import LoopState
 from ..statemachine.table import Phase, Trigger
 from .context import RunContext
+from .eventlog import EventLogWriter, flushes_after
 
 if TYPE_CHECKING:
     from ..checkpoint.store import CheckpointStore
@@ -43,28 +46,45 @@ def saves_after(event: Transition) -> bool:
 class CheckpointWriter:
     """Saves one run's state to its store (redacted with `redact_checkpoints`)."""
 
-    __slots__ = ("_ctx", "_store")
+    __slots__ = ("_ctx", "_log", "_store")
 
-    def __init__(self, ctx: RunContext, store: CheckpointStore) -> None:
+    def __init__(self, ctx: RunContext, store: CheckpointStore, log: EventLogWriter | None = None) -> None:
         self._ctx = ctx
         self._store = store
+        self._log = log
+
+    async def catch_up(self) -> None:
+        """Before the run's first event: its `seq`s continue the task's event log."""
+        if self._log is not None:
+            await self._log.catch_up()
 
     async def start(self) -> None:
         """Save before anything runs: the run exists from its start (a resume's intents are durable)."""
+        if self._log is not None:
+            await self._log.flush()
         await self._store.save(for_store(self._ctx))
 
     async def observe(self, event: Transition) -> None:
-        """Save after `event` when it is one of the points saved after."""
-        if saves_after(event):
+        """Save after `event` when it is one of the points saved after (the log written first)."""
+        saves = saves_after(event)
+        if self._log is not None and (saves or flushes_after(event)):
+            await self._log.flush()
+        if saves:
             await self._store.save(for_store(self._ctx))
 
     async def last(self) -> None:
-        """Save the final state, shielded from the caller's cancellation, within
-        `CHECKPOINT_TIMEOUT_S`.
+        """Log the last events, then save the final state, each shielded from the caller's
+        cancellation, within `CHECKPOINT_TIMEOUT_S`.
 
         A failing store never replaces the run's outcome, an exception or a cancellation on
         its way out: its error is recorded in the state and the trace as a `checkpoint` error.
         """
+        if self._log is not None:
+            try:
+                with anyio.move_on_after(CHECKPOINT_TIMEOUT_S, shield=True):
+                    await self._log.flush()
+            except Exception as exc:  # recorded, and the checkpoint is saved all the same
+                self._ctx.error("event_log", exc)
         try:
             with anyio.move_on_after(CHECKPOINT_TIMEOUT_S, shield=True):
                 await self._store.save(for_store(self._ctx))

@@ -24,6 +24,7 @@ from .answers import answer_open_calls, finish
 from .checkpointing import CheckpointWriter
 from .context import ModelSpan, RunContext, ToolSpan
 from .dispatch import act
+from .eventlog import EventLogWriter, event_log_of
 from .observe import observe
 from .output import output_of
 from .propose import assemble, propose
@@ -154,11 +155,13 @@ async def _run(
 ) -> None:
     timeout = ctx.config.spec.budget.timeout_s
     store = ctx.config.store
-    checkpoints = None if store is None else CheckpointWriter(ctx, store)
+    log = event_log_of(store)
+    writer = None if log is None else EventLogWriter(ctx, log)
+    checkpoints = None if store is None else CheckpointWriter(ctx, store, writer)
     if timeout is not None:
         ctx.deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_before)
     try:  # the first event is inside: a failing on_event hook fails the run, recorded
-        _first_event(ctx, resumed)
+        await _first_event(ctx, checkpoints, resumed)
         if failure is not None:
             raise failure
         if ctx.deadline is None and cancel is None:  # nothing can stop it early: no scope to build
@@ -194,10 +197,15 @@ async def _run(
             await checkpoints.last()
 
 
-def _first_event(ctx: RunContext, resumed: Mapping[str, object] | None) -> None:
+async def _first_event(
+    ctx: RunContext, checkpoints: CheckpointWriter | None, resumed: Mapping[str, object] | None
+) -> None:
+    fresh = ctx.state.next_seq == 0
+    if checkpoints is not None:
+        await checkpoints.catch_up()  # the event log may be ahead of the checkpoint (a killed worker)
     if resumed is not None:
         ctx.event(Resumed, **resumed)
-    elif ctx.state.next_seq == 0:
+    elif fresh:
         ctx.event(RunStarted, trace_id=ctx.state.trace_id, model=ctx.config.spec.model)
 
 

@@ -1,7 +1,7 @@
 """Checkpoint stores for `AgentLoop(store=...)`, and the conformance suite every store passes.
 
 `CheckpointStore`, `MemoryStore`, `SQLiteStore` and `StoredRun` are imported from `boundloop`;
-this package is the home of `LeasingStore`, `Status` and `PostgresStore` (docs/api.md).
+this package is the home of `EventLog`, `LeasingStore`, `Status` and `PostgresStore` (docs/api.md).
 
 `PostgresStore` is loaded on first use (PEP 562), so importing this package never imports
 psycopg; without the `postgres` extra, using it raises an error saying what to install.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import typing
 
 from .._lazy import moved_getattr
+from .eventlog import EventLog as EventLog
 from .store import LeasingStore as LeasingStore
 from .store import Status as Status
 
@@ -20,7 +21,7 @@ if typing.TYPE_CHECKING:
 
 # `PostgresStore` is not in `__all__`, so `from boundloop.checkpoint import *` works without
 # the extra; `from boundloop.checkpoint import PostgresStore` is how it is imported.
-__all__ = ["LeasingStore", "Status"]
+__all__ = ["EventLog", "LeasingStore", "Status"]
 
 _MOVED: typing.Final = {
     "CheckpointStore": ("boundloop.checkpoint.store", "boundloop"),

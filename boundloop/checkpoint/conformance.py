@@ -10,6 +10,10 @@ async def test_my_store(check: Check) -> None:
     await check(store, store_raw_writer)
 ```
 
+A store that keeps an event log (`EventLog`) passes `EVENT_LOG_CHECKS` too
+(`boundloop.checkpoint._log_checks`), each an async function of a fresh store, as the lease
+checks are.
+
 A store that leases tasks (`LeasingStore`) passes `LEASE_CHECKS` too, each an async function
 of a fresh store:
 
@@ -33,6 +37,9 @@ from ..errors import CheckpointCorrupt, InvalidTaskId, TaskBusy
 from ..records import Escalation, PendingApproval, StopReason, ToolCall, Turn
 from ..state import LoopState
 from ..statemachine.table import Phase
+from ._log_checks import EVENT_LOG_CHECKS as EVENT_LOG_CHECKS
+from ._log_checks import INVALID_TASK_IDS as INVALID_TASK_IDS
+from ._log_checks import LogCheck as LogCheck
 from .store import CheckpointStore, LeasingStore
 
 RawWriter: TypeAlias = Callable[[str, str], Awaitable[None]]
@@ -166,10 +173,6 @@ async def saves_concurrently(store: CheckpointStore, write_raw: RawWriter) -> No
     loaded = await store.load("t-many-7")
     assert loaded is not None
     assert loaded.step == 7
-
-
-INVALID_TASK_IDS: Final = ("", "   ", "nul\x00inside", "new\nline", "x" * 201, "lone \ud800 surrogate")
-"""Task ids no store takes: empty, only whitespace, a NUL, a newline, too long, a lone surrogate."""
 
 
 async def refuses_an_invalid_task_id(store: CheckpointStore, write_raw: RawWriter) -> None:

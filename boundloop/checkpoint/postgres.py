@@ -48,9 +48,10 @@ except ModuleNotFoundError as exc:
 
 from ..errors import CheckpointCorrupt
 from ..state import LoopState
+from ._pg_events import CREATE, PostgresEventLog
 from .store import Status, StoredRun, check_task_id, lease_in_thread, parse, summary
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 """The layout this boundloop reads and writes (`max(version)` of `boundloop_schema`)."""
 
 MIGRATIONS: Final[dict[int, tuple[LiteralString, ...]]] = {
@@ -61,6 +62,7 @@ MIGRATIONS: Final[dict[int, tuple[LiteralString, ...]]] = {
         "stop_reason text, state text NOT NULL)",
         "CREATE INDEX boundloop_checkpoints_status ON boundloop_checkpoints (status, updated_at DESC)",
     ),
+    2: (CREATE,),
 }
 """Version -> the statements that bring the previous version to it."""
 
@@ -84,7 +86,7 @@ def lease_key(task_id: str) -> int:
 
 
 @final
-class PostgresStore:
+class PostgresStore(PostgresEventLog):
     """Checkpoints in PostgreSQL, shared by every worker that reaches the database.
 
     No I/O happens here: the first call migrates the schema and opens the pool. Close the
@@ -99,6 +101,7 @@ class PostgresStore:
         lease_keepalive_s: the TCP keepalive idle time, in seconds, the server uses on the
             lease session (probes every third of it, three times), so a worker whose machine
             is lost releases its leases within about twice this; None keeps the server's.
+        log_deltas: runs log their streamed deltas too (`EventLog`; followers `LISTEN`).
     """
 
     def __init__(
@@ -109,8 +112,10 @@ class PostgresStore:
         max_size: int = 10,
         timeout_s: float = 30.0,
         lease_keepalive_s: int | None = 30,
+        log_deltas: bool = False,
     ) -> None:
         self._dsn = dsn
+        self._log_deltas = log_deltas
         self._min_size = min_size
         self._max_size = max_size
         self._timeout_s = timeout_s
@@ -209,7 +214,8 @@ class PostgresStore:
         ]
 
     def _delete(self, task_id: str) -> bool:
-        with self._ready().connection() as conn:
+        with self._ready().connection() as conn, conn.transaction():
+            conn.execute("DELETE FROM boundloop_events WHERE task_id = %s", (task_id,))
             deleted = conn.execute("DELETE FROM boundloop_checkpoints WHERE task_id = %s", (task_id,))
             return deleted.rowcount > 0
 
@@ -246,7 +252,7 @@ class PostgresStore:
         return await anyio.to_thread.run_sync(self._list, status, stop_reason)
 
     async def delete(self, task_id: str) -> bool:
-        """Forget a task; True if it was there."""
+        """Forget a task and its events; True if its state was there."""
         return await anyio.to_thread.run_sync(self._delete, check_task_id(task_id))
 
     # -- leases ------------------------------------------------------------------------------

@@ -26,10 +26,11 @@ import anyio.to_thread
 
 from ..errors import CheckpointCorrupt
 from ..state import LoopState
+from ._sqlite_events import SQLiteEventLog, create_table
 from .store import Status, StoredRun, check_task_id, lease_in_thread, parse, summary
 
-SCHEMA_VERSION: Final = 2
-"""The SQLite layout (`PRAGMA user_version`). 1: boundloop 0.1 (no status columns)."""
+SCHEMA_VERSION: Final = 3
+"""The SQLite layout (`PRAGMA user_version`). 1: boundloop 0.1 (no status columns); 2: no event log."""
 
 
 def _to_version_1(db: sqlite3.Connection) -> None:
@@ -51,7 +52,11 @@ def _to_version_2(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS checkpoints_status ON checkpoints (status, updated_at)")
 
 
-_MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {1: _to_version_1, 2: _to_version_2}
+_MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {
+    1: _to_version_1,
+    2: _to_version_2,
+    3: create_table,
+}
 """Version -> the step that brings the previous version to it; each step is idempotent (a column
 or an index already there is kept), so a file a step was half applied to migrates too."""
 
@@ -73,7 +78,7 @@ class _Attempt:
 
 
 @final
-class SQLiteStore:
+class SQLiteStore(SQLiteEventLog):
     """Checkpoints in one SQLite file (WAL); every query runs in a worker thread, never on the loop.
 
     It leases tasks (`LeasingStore`) to one holder at a time, among the runs of this process
@@ -81,11 +86,15 @@ class SQLiteStore:
     (`flock`) on a lock file of the task in a directory next to the database (`runs.db.locks/`),
     which the operating system releases when the process holding it dies. See
     docs/scaling.md for why a lock file and not a lease row.
+
+    It logs the runs' events (`EventLog`, a table keyed on `(task_id, seq)`; with `log_deltas`,
+    the streamed deltas too); a follower polls it.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, log_deltas: bool = False) -> None:
         # No I/O here: a store may be built inside async code; the schema is made on first use.
         self.path = Path(path)
+        self._log_deltas = log_deltas
         self._lock = threading.Lock()
         self._setup = threading.Lock()
         self._ready = False
@@ -192,6 +201,7 @@ class SQLiteStore:
 
     def _delete(self, task_id: str) -> bool:
         with self._lock, self._connect(write=True) as db:
+            db.execute("DELETE FROM events WHERE task_id = ?", (task_id,))
             return db.execute("DELETE FROM checkpoints WHERE task_id = ?", (task_id,)).rowcount > 0
 
     def write_raw(self, task_id: str, raw: str) -> None:
@@ -227,7 +237,7 @@ class SQLiteStore:
         return await anyio.to_thread.run_sync(self._list, status, stop_reason)
 
     async def delete(self, task_id: str) -> bool:
-        """Forget a task; True if it was there."""
+        """Forget a task and its events; True if its state was there."""
         return await anyio.to_thread.run_sync(self._delete, check_task_id(task_id))
 
     # -- leases ------------------------------------------------------------------------------

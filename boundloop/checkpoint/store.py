@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Final, Literal, Protocol, TypeAlias, cast, final, runtime_checkable
 
@@ -23,10 +23,12 @@ import anyio
 import anyio.to_thread
 
 from ..errors import CheckpointCorrupt, InvalidTaskId, TaskBusy
+from ..events import BaseEvent, Event
 from ..records import StopReason
 from ..state import LoopState, NonFinite
 from ..statemachine.table import Phase
 from ._integrity import check_state
+from .eventlog import PAGE, decode, encode, first_duplicate
 
 Status: TypeAlias = Literal["running", "waiting", "stopped"]
 """`running`: not stopped (in flight, or interrupted by a crash); `waiting`: stopped with
@@ -62,6 +64,18 @@ def check_task_id(task_id: object) -> str:
     if bad is not None:
         raise InvalidTaskId(task_id, f"it holds the control character {bad.group()!r} at index {bad.start()}")
     return task_id
+
+
+def log_rows(events: Sequence[BaseEvent]) -> builtins.list[tuple[str, int, str]]:
+    """`(task_id, seq, json)` of each event to log.
+
+    Raises:
+        InvalidTaskId: an event's task id is no valid task id.
+    """
+    rows = encode(events)
+    for task_id in {row[0] for row in rows}:
+        check_task_id(task_id)
+    return rows
 
 
 @final
@@ -189,12 +203,17 @@ class MemoryStore:
     """Checkpoints in memory, as JSON snapshots (for tests and short-lived processes).
 
     It leases tasks within its process (`LeasingStore`), so two concurrent runs of one task
-    are refused with `TaskBusy` here as in a store shared by workers.
+    are refused with `TaskBusy` here as in a store shared by workers, and logs their events
+    (`EventLog`; with `log_deltas`, the streamed deltas too).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, log_deltas: bool = False) -> None:
         self._states: dict[str, tuple[StoredRun, str]] = {}
         self._leased: set[str] = set()
+        self._log_deltas = log_deltas
+        self._events: dict[str, dict[int, str]] = {}
+        self._appended: dict[str, anyio.Event] = {}
+        """Set (and dropped) when the task's log grows: what `wait` waits on."""
 
     @contextlib.asynccontextmanager
     async def lease(self, task_id: str) -> AsyncGenerator[None]:
@@ -239,8 +258,54 @@ class MemoryStore:
         )
 
     async def delete(self, task_id: str) -> bool:
-        """Forget a task; True if it was there."""
-        return self._states.pop(check_task_id(task_id), None) is not None
+        """Forget a task and its events; True if its state was there."""
+        self._events.pop(check_task_id(task_id), None)
+        return self._states.pop(task_id, None) is not None
+
+    # -- the event log -------------------------------------------------------------------------
+
+    @property
+    def log_deltas(self) -> bool:
+        """Whether runs log their streamed deltas too."""
+        return self._log_deltas
+
+    async def append(self, events: Sequence[Event]) -> None:
+        """Append events, all or none.
+
+        Raises:
+            EventExists: one has a `seq` its task logged already.
+            InvalidTaskId: an event's task id is no valid task id.
+        """
+        rows = log_rows(events)
+        logged = {(task_id, seq) for task_id, seq, _ in rows if seq in self._events.get(task_id, {})}
+        refusal = first_duplicate(rows, logged)
+        if refusal is not None:
+            raise refusal
+        for task_id, seq, text in rows:
+            self._events.setdefault(task_id, {})[seq] = text
+        for task_id in {row[0] for row in rows}:
+            appended = self._appended.pop(task_id, None)
+            if appended is not None:
+                appended.set()
+
+    async def read(self, task_id: str, *, after: int = -1, limit: int = PAGE) -> builtins.list[Event]:
+        """The task's events above `after`, in `seq` order, at most `limit`."""
+        logged = self._events.get(check_task_id(task_id), {})
+        return decode(logged[seq] for seq in sorted(seq for seq in logged if seq > after)[:limit])
+
+    async def last_seq(self, task_id: str) -> int:
+        """The highest `seq` logged for the task; -1 when none is."""
+        return max(self._events.get(check_task_id(task_id), {-1: ""}))
+
+    async def wait(self, task_id: str, *, after: int, timeout_s: float) -> bool:
+        """Wait until the task has an event above `after` (True), at most `timeout_s` (False)."""
+        if await self.last_seq(task_id) > after:
+            return True
+        appended = self._appended.setdefault(task_id, anyio.Event())
+        with anyio.move_on_after(timeout_s):
+            await appended.wait()
+            return True
+        return False
 
     def task_ids(self) -> builtins.list[str]:
         """Saved task ids, in the order they were first saved."""
