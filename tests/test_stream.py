@@ -17,7 +17,17 @@ from typing import Any
 import anyio
 import pytest
 
-from boundloop import AgentLoop, Budget, MemoryStore, Policy, ScriptedClient, StopReason, TaskExists, tool
+from boundloop import (
+    AgentLoop,
+    Budget,
+    MemoryStore,
+    Policy,
+    ScriptedClient,
+    SQLiteStore,
+    StopReason,
+    TaskExists,
+    tool,
+)
 from boundloop._scripted_stream import raw_events
 from boundloop.events import EVENT_KINDS, BaseEvent, Event, TextDelta, ThinkingDelta, ToolInputDelta, to_dict
 from tests.docrun import python_blocks, runs_as_promised
@@ -344,3 +354,23 @@ def test_the_guides_examples_run_as_promised(
     index: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     runs_as_promised(python_blocks(GUIDE)[index], tmp_path / f"streaming_{index}.py", capsys)
+
+
+@pytest.mark.parametrize("log_deltas", [False, True])
+async def test_a_store_logging_deltas_gets_the_streamed_deltas_in_their_place(
+    log_deltas: bool, tmp_path: Path
+) -> None:
+    """With `log_deltas=True` the event log holds every event the stream gave, deltas included,
+    each at its `seq`: the log is the stream without a gap. Without, the log is the recorded
+    events only (no delta kind), as `result.events` is."""
+    store = SQLiteStore(tmp_path / "runs.db", log_deltas=log_deltas)
+    loop = make_loop(ScriptedClient(SCRIPT), store=store)
+    streamed, result = await read_all(loop, "Add 1 and 2.5.", task_id="t-deltas")
+    logged = await store.read("t-deltas", after=-1, limit=1_000)
+    assert any(event.kind in DELTAS for event in streamed)
+    if log_deltas:
+        assert [event.seq for event in logged] == [event.seq for event in streamed]
+        assert [event.kind for event in logged] == [event.kind for event in streamed]
+    else:
+        assert [event.seq for event in logged] == [event.seq for event in result.events]
+        assert not any(event.kind in DELTAS for event in logged)

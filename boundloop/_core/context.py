@@ -103,6 +103,7 @@ class RunContext:
         "config",
         "counted_input",
         "deadline",
+        "deltas",
         "elapsed_before",
         "entered",
         "epoch",
@@ -176,6 +177,8 @@ class RunContext:
         self.plan: list[Planned] | None = None
         """The calls of the current turn that validation let through in this session; `act`
         runs only these (a run continued in `act` goes through validation again first)."""
+        self.deltas: list[Event] | None = None
+        """The streamed deltas not yet in the event log; None: the run's store logs none."""
         self.plan_records: list[CallDecision] = []
         """The validation event's decision of each call in `plan`, in its order: the
         `ToolStarted` event lists these same objects (one record per call in memory, not two)."""
@@ -213,9 +216,10 @@ class RunContext:
         self.emit(cast(Event, event))
 
     def delta(self, cls: type[BaseEvent], /, **fields: Any) -> Event:
-        """A delta event of type `cls`, numbered like any event, neither recorded nor told to the hooks."""
+        """A delta event of type `cls`, numbered like any event, neither recorded nor told to the
+        hooks; kept for the event log only when its store logs deltas (`deltas` is a list)."""
         state = self.state
-        return cast(
+        event = cast(
             Event,
             cls(
                 seq=self.next_seq(),
@@ -225,6 +229,9 @@ class RunContext:
                 **fields,
             ),
         )
+        if self.deltas is not None:
+            self.deltas.append(event)
+        return event
 
     def emit(self, event: Event) -> None:
         """Append to the events and tell the `on_event` hooks, as it happens."""

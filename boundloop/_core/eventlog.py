@@ -52,6 +52,8 @@ class EventLogWriter:
         self._ctx = ctx
         self._log = log
         self._deltas = log.log_deltas
+        if self._deltas:  # the run keeps its streamed deltas for the log (RunContext.delta)
+            ctx.deltas = []
         self._done = len(ctx.events)
         """How many of the run's events are appended (or left out) already."""
 
@@ -70,9 +72,11 @@ class EventLogWriter:
         """
         events = self._ctx.events
         end = len(events)
-        batch = events[self._done : end]
-        if not self._deltas:
-            batch = [event for event in batch if event.kind not in DELTA_KINDS]
+        batch = [event for event in events[self._done : end] if event.kind not in DELTA_KINDS]
+        deltas = self._ctx.deltas
+        if deltas:  # the streamed deltas since the last flush, in their place by seq
+            batch = sorted([*batch, *deltas], key=lambda event: event.seq)
+            deltas.clear()
         if batch:
             await self._log.append(batch)
         self._done = end
