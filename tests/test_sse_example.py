@@ -81,7 +81,10 @@ async def test_sse_ids_are_seqs_and_last_event_id_resumes(tmp_path: Path) -> Non
             assert [event["event"] for event in events].count("stop") == 1
             assert datas[-1]["stop_reason"] == "completed"
             text = "".join(data["text"] for data in datas if data["kind"] == "text_delta")
-            assert text.startswith("Reading order O-104") and text.endswith("the refund is justified.")
+            assert text == (  # the two turns' text, every piece once, in order
+                "Reading order O-104 and asking the carrier about it."
+                "O-104: delivered damaged; the refund is justified."
+            )
 
             for last in (0, 7, len(events) - 2):
                 resumed = await client.get(f"/runs/{task_id}/events", headers={"Last-Event-ID": str(last)})
@@ -161,7 +164,7 @@ HOSTILE = '<img src=x onerror="document.title=1"> Reading order O-777 and asking
 
 def hostile_client(order_id: str) -> ScriptedClient:
     """The example's script for `order_id`, its first text carrying markup."""
-    script = [
+    script: list[dict[str, Any]] = [
         {
             "stop_reason": "tool_use",
             "content": [
@@ -212,10 +215,11 @@ def test_the_watch_page_shows_the_text_as_it_streams_and_stop_cancels_the_run(tm
 
 
 def test_the_sse_recipe_quotes_the_example() -> None:
-    """The python blocks of docs/streaming.md's "Server-sent events" are the example's own code."""
+    """The ```py blocks of docs/streaming.md's "Server-sent events" are the example's own code,
+    quoted (not ```python: the guide's runnable blocks, which tests/test_stream.py runs)."""
     section = (DOCS / "streaming.md").read_text(encoding="utf-8").split("## Server-sent events", 1)[1]
     section = section.split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    blocks = re.findall(r"```py\n(.*?)```", section, flags=re.DOTALL)
     assert blocks
     example = (EXAMPLES / "fastapi_app.py").read_text(encoding="utf-8")
     for block in blocks:
