@@ -81,6 +81,7 @@ DEV_ONLY = (
     "psycopg_pool",
     "dbos",
     "blockbuster",
+    "selenium",
 )
 """Packages only the `dev` extra installs (what the core dependencies pull in is not here)."""
 
