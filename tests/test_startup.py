@@ -110,6 +110,8 @@ TOOLS_MODULE_NAMES = "tool, Tool, Budget, Policy, LoopState, Event, MemoryStore,
 
 DRIVE_A_LOOP = {
     "AgentLoop",
+    "RunStream",
+    "StreamStatistics",
     "Divergence",
     "ReplayReport",
     "replay",
