@@ -12,7 +12,6 @@ costs one bound, never an event (the follower reads again either way).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
 from typing import Final, LiteralString
 
 import anyio.to_thread
@@ -22,9 +21,8 @@ from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool
 
 from ..errors import EventExists
-from ..events import Event
-from .eventlog import PAGE, decode
-from .store import check_task_id, log_rows
+from ._threaded_log import ThreadedEventLog
+from .store import check_task_id
 
 CHANNEL: Final = "boundloop_events"
 """The `NOTIFY` channel of appends; the payload is the task id."""
@@ -43,18 +41,11 @@ def _last(conn: psycopg.Connection[TupleRow], task_id: str) -> int:
     return -1 if found is None or found[0] is None else int(found[0])
 
 
-class PostgresEventLog:
+class PostgresEventLog(ThreadedEventLog):
     """`EventLog` of `PostgresStore` (its base class): every query in a worker thread."""
-
-    _log_deltas: bool
 
     def _ready(self) -> ConnectionPool[psycopg.Connection[TupleRow]]:
         raise NotImplementedError
-
-    @property
-    def log_deltas(self) -> bool:
-        """Whether runs log their streamed deltas too."""
-        return self._log_deltas
 
     def _append(self, rows: builtins.list[tuple[str, int, str]]) -> None:
         with self._ready().connection() as conn, conn.transaction():
@@ -90,25 +81,6 @@ class PostgresEventLog:
                 return any(note.payload == task_id for note in conn.notifies(timeout=timeout_s))
             finally:
                 conn.execute(f"UNLISTEN {CHANNEL}")
-
-    async def append(self, events: Sequence[Event]) -> None:
-        """Append events, all or none, in one transaction that also notifies their followers.
-
-        Raises:
-            EventExists: one has a `seq` its task logged already (the primary key refuses it).
-            InvalidTaskId: an event's task id is no valid task id.
-        """
-        rows = log_rows(events)
-        if rows:
-            await anyio.to_thread.run_sync(self._append, rows)
-
-    async def read(self, task_id: str, *, after: int = -1, limit: int = PAGE) -> builtins.list[Event]:
-        """The task's events above `after`, in `seq` order, at most `limit`."""
-        return decode(await anyio.to_thread.run_sync(self._read, check_task_id(task_id), after, limit))
-
-    async def last_seq(self, task_id: str) -> int:
-        """The highest `seq` logged for the task; -1 when none is."""
-        return await anyio.to_thread.run_sync(self._last_seq, check_task_id(task_id))
 
     async def wait(self, task_id: str, *, after: int, timeout_s: float) -> bool:
         """Wait for a notification of the task (`LISTEN`) until it has an event above `after`

@@ -6,17 +6,13 @@ from __future__ import annotations
 import builtins
 import sqlite3
 import threading
-from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Final
 
 import anyio
-import anyio.to_thread
 
 from ..errors import EventExists
-from ..events import Event
-from .eventlog import PAGE, decode
-from .store import check_task_id, log_rows
+from ._threaded_log import ThreadedEventLog
 
 POLL_S: Final = 0.05
 """How often `wait` looks for new events (SQLite tells no other connection of a commit)."""
@@ -30,19 +26,13 @@ def create_table(db: sqlite3.Connection) -> None:
     )
 
 
-class SQLiteEventLog:
+class SQLiteEventLog(ThreadedEventLog):
     """`EventLog` of `SQLiteStore` (its base class): every query in a worker thread."""
 
     _lock: threading.Lock
-    _log_deltas: bool
 
     def _connect(self, *, write: bool = False) -> AbstractContextManager[sqlite3.Connection]:
         raise NotImplementedError
-
-    @property
-    def log_deltas(self) -> bool:
-        """Whether runs log their streamed deltas too."""
-        return self._log_deltas
 
     def _append(self, rows: builtins.list[tuple[str, int, str]]) -> None:
         with self._lock, self._connect(write=True) as db:
@@ -66,25 +56,6 @@ class SQLiteEventLog:
         with self._connect() as db:
             found = db.execute("SELECT max(seq) FROM events WHERE task_id = ?", (task_id,)).fetchone()
         return -1 if found is None or found[0] is None else int(found[0])
-
-    async def append(self, events: Sequence[Event]) -> None:
-        """Append events, all or none, in one transaction.
-
-        Raises:
-            EventExists: one has a `seq` its task logged already (the primary key refuses it).
-            InvalidTaskId: an event's task id is no valid task id.
-        """
-        rows = log_rows(events)
-        if rows:
-            await anyio.to_thread.run_sync(self._append, rows)
-
-    async def read(self, task_id: str, *, after: int = -1, limit: int = PAGE) -> builtins.list[Event]:
-        """The task's events above `after`, in `seq` order, at most `limit`."""
-        return decode(await anyio.to_thread.run_sync(self._read, check_task_id(task_id), after, limit))
-
-    async def last_seq(self, task_id: str) -> int:
-        """The highest `seq` logged for the task; -1 when none is."""
-        return await anyio.to_thread.run_sync(self._last_seq, check_task_id(task_id))
 
     async def wait(self, task_id: str, *, after: int, timeout_s: float) -> bool:
         """Poll every `POLL_S` until the task has an event above `after` (True), at most
