@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry
 
 from benchmarks._fixtures import MAX_TOKENS, MODEL, FastClient, boundloop, run_boundloop
 from benchmarks._harness import Spread, sample, settle
-from benchmarks.suite import Report, verdict
+from benchmarks.suite import Report, run_alone, verdict
 from boundloop import AgentLoop, Budget, LoopMetrics, StopReason, tool
 from boundloop.testing import parse_message
 
@@ -169,13 +169,5 @@ async def workload(config: object, report: Report) -> None:
     )
 
 
-def main() -> None:
-    """Measure, print the table and the targets."""
-    report = Report()
-    anyio.run(workload, None, report)
-    for target in report.targets:
-        print(f"- {target.name}: {target.measured} — **{target.verdict}**")
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(workload)

@@ -28,12 +28,11 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
-import anyio
 from anthropic import beta_async_tool
 from anthropic.types import CacheCreation
 from anthropic.types import Usage as ApiUsage
 
-from benchmarks.suite import Report
+from benchmarks.suite import Report, run_alone
 from boundloop import AgentLoop, Budget, Price, Tool, tool
 from boundloop.prices import resolve_price
 from tests.cache_sim import CacheSim, CacheUsage, CachingAPI, tokens_of
@@ -361,13 +360,5 @@ async def workload(config: object, report: Report) -> None:
     )
 
 
-def main() -> None:
-    """Measure, print the table and the targets."""
-    report = Report()
-    anyio.run(workload, None, report)
-    for target in report.targets:
-        print(f"- {target.name}: {target.measured} — **{target.verdict}**")
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(workload)

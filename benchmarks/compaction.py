@@ -21,13 +21,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, cast
 
-import anyio
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from anthropic.types import Message
 
-from benchmarks.suite import Report
+from benchmarks.suite import Report, run_alone
 from boundloop import AgentLoop, Budget, Compaction, StopReason, replay, tool
 from boundloop.events import Compacted
 from boundloop.testing import parse_message
@@ -193,13 +191,5 @@ async def workload(config: object, report: Report) -> None:
     )
 
 
-def main() -> None:
-    """Measure, print the table and the target."""
-    report = Report()
-    anyio.run(workload, None, report)
-    for target in report.targets:
-        print(f"- {target.name}: {target.measured} — **{target.verdict}**")
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(workload)

@@ -136,6 +136,14 @@ class Report:
         self.targets.append(Target(name, measured, verdict))
 
 
+def run_alone(workload: Callable[[object, Report], Awaitable[None]]) -> None:
+    """One workload on its own (`python -m benchmarks.<name>`): its table, then its targets."""
+    report = Report()
+    anyio.run(workload, None, report)
+    for target in report.targets:
+        print(f"- {target.name}: {target.measured} — **{target.verdict}**")
+
+
 def verdict(cpu_ok: bool, wall_ok: bool) -> str:
     """Whether a target is met on both clocks, one of them, or neither."""
     return {

@@ -29,8 +29,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, cast
 
-import anyio
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import anthropic
@@ -39,7 +37,7 @@ from anthropic.types import Message
 
 from benchmarks._fixtures import FLOORS, MODEL, boundloop, handlers_of, run_boundloop, run_floor
 from benchmarks._harness import Spread, settle
-from benchmarks.suite import Report
+from benchmarks.suite import Report, run_alone
 from boundloop import tool
 from boundloop.testing import parse_message
 
@@ -286,13 +284,5 @@ async def workload(config: object, report: Report) -> None:
     )
 
 
-def main() -> None:
-    """Measure, print the table and the targets."""
-    report = Report()
-    anyio.run(workload, None, report)
-    for target in report.targets:
-        print(f"- {target.name}: {target.measured} — **{target.verdict}**")
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(workload)
