@@ -226,7 +226,13 @@ class RunStream(Generic[OutputT]):
             pass
 
     async def _delta(self, event: Event) -> None:
-        await self._room.acquire()
+        # Waits only for room: the model's stream already yields between its events, a second
+        # pass through the event loop per delta would only cost (one resumption of the run's
+        # whole call stack).
+        try:
+            self._room.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._room.acquire()
         self._deltas += 1
         self._peak = max(self._peak, self._deltas)
         self._send.send_nowait(event)
