@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Generic, TypedDict, final
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from ._core import EventHook, LoopConfig, Watch, resume_stored, start_new
@@ -195,8 +196,15 @@ class RunStream(Generic[OutputT]):
         return self
 
     async def __anext__(self) -> Event:
+        # An event already waiting is taken without a pass through the event loop (a cancelled
+        # reader still stops here): the reader catches up with the run at once instead of one
+        # event per pass, which would leave each delta waiting behind the ones before it.
         try:
-            event = await self._receive.receive()
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            try:
+                event = self._receive.receive_nowait()
+            except anyio.WouldBlock:
+                event = await self._receive.receive()
         except anyio.EndOfStream:
             error, self._error = self._error, None
             if error is not None:
@@ -226,7 +234,13 @@ class RunStream(Generic[OutputT]):
             pass
 
     async def _delta(self, event: Event) -> None:
-        await self._room.acquire()
+        # Waits only for room: the model's stream already yields between its events, a second
+        # pass through the event loop per delta would only cost (one resumption of the run's
+        # whole call stack).
+        try:
+            self._room.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._room.acquire()
         self._deltas += 1
         self._peak = max(self._peak, self._deltas)
         self._send.send_nowait(event)

@@ -219,10 +219,12 @@ class RunContext:
         """A delta event of type `cls`, numbered like any event, neither recorded nor told to the
         hooks; kept for the event log only when its store logs deltas (`deltas` is a list)."""
         state = self.state
+        seq = state.next_seq  # `next_seq()` inlined: this runs for every delta
+        state.next_seq = seq + 1
         event = cast(
             Event,
             cls(
-                seq=self.next_seq(),
+                seq=seq,
                 task_id=state.task_id,
                 at=self.epoch + time.perf_counter(),
                 step=state.step,
