@@ -46,7 +46,7 @@ from anthropic.types import MessageParam, ToolParam, ToolResultBlockParam
 from anyio.streams.memory import MemoryObjectSendStream
 
 from benchmarks._harness import Spread, settle
-from benchmarks.suite import Report
+from benchmarks.suite import Report, run_alone
 from boundloop import AgentLoop, Budget, LoopState, ScriptedClient, StopReason, tool
 from boundloop._scripted_stream import RawStream, raw_events
 from boundloop.events import TextDelta, ThinkingDelta, ToolInputDelta
@@ -404,13 +404,5 @@ async def workload(config: object, report: Report) -> None:
     )
 
 
-def main() -> None:
-    """Measure, print the table and the targets."""
-    report = Report()
-    anyio.run(workload, None, report)
-    for target in report.targets:
-        print(f"- {target.name}: {target.measured} — **{target.verdict}**")
-
-
 if __name__ == "__main__":
-    main()
+    run_alone(workload)
