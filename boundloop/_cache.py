@@ -86,17 +86,21 @@ def cache_sha256(cache: CacheMode | CacheSettings) -> str | None:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def add_breakpoints(request: dict[str, Any], settings: CacheSettings | None) -> None:
+def add_breakpoints(
+    request: dict[str, Any], settings: CacheSettings | None, markers: MessageMarkers | None = None
+) -> None:
     """Add the loop's cache breakpoints to a built request (its `tools`, `system` and messages
     are replaced by copies where marked; what they were built from is left as it was).
 
     Nothing is added when caching is off, or when the request carries a top-level
     `cache_control` already (the run's `ModelSettings(cache_control=...)`: the user's wins).
+    `markers`, the run's count of the breakpoints its transcript holds, counts only the
+    messages added since the run's previous request (without it: all of them).
     """
     if settings is None or "cache_control" in request:
         return
     control = settings.control()
-    free = MAX_BREAKPOINTS - count_breakpoints(request)
+    free = MAX_BREAKPOINTS - count_breakpoints(request, markers)
     if free <= 0:
         return
     request["cache_control"] = control  # automatic: the last cacheable block, moving with the transcript
@@ -107,7 +111,7 @@ def add_breakpoints(request: dict[str, Any], settings: CacheSettings | None) -> 
         _mark_lookback(request, control)
 
 
-def count_breakpoints(request: Mapping[str, Any]) -> int:
+def count_breakpoints(request: Mapping[str, Any], markers: MessageMarkers | None = None) -> int:
     """The `cache_control` breakpoints in a request: top-level, tools, system, message blocks."""
     count = 1 if request.get("cache_control") else 0
     for tool in cast("list[Mapping[str, Any]]", request.get("tools") or []):
@@ -115,14 +119,56 @@ def count_breakpoints(request: Mapping[str, Any]) -> int:
     system = request.get("system")
     if isinstance(system, list):
         count += sum(1 for block in cast("list[Mapping[str, Any]]", system) if block.get("cache_control"))
-    for message in cast("list[Mapping[str, Any]]", request.get("messages") or []):
-        content = message.get("content")
-        if isinstance(content, list):
-            count += sum(1 for block in cast("list[object]", content) if _marked(block))
-    return count
+    messages = cast("list[Mapping[str, Any]]", request.get("messages") or [])
+    return count + (MessageMarkers() if markers is None else markers).count(messages)
+
+
+def _markers_in(message: Mapping[str, Any]) -> int:
+    content = message.get("content")
+    return (
+        sum(1 for block in cast("list[object]", content) if _marked(block))
+        if isinstance(content, list)
+        else 0
+    )
+
+
+@final
+class MessageMarkers:
+    """The breakpoints a run's transcript holds, counted once per message: each request counts
+    the messages after the prefix it shares (the same objects) with the one before, and its last
+    message again (a turn the loop extends in place, as the final-answer note does). A
+    transcript that kept its first message and the previous request's last-but-one is taken to
+    have grown at its end; otherwise the shared prefix is looked for."""
+
+    __slots__ = ("_messages", "_totals")
+
+    def __init__(self) -> None:
+        self._messages: list[object] = []
+        self._totals: list[int] = []
+        """The breakpoints in the first k+1 messages, for each k."""
+
+    def count(self, messages: list[Mapping[str, Any]]) -> int:
+        """The breakpoints in the blocks of `messages`."""
+        seen = self._messages
+        limit = min(len(seen), len(messages) - 1)
+        if limit > 0 and seen[0] is messages[0] and seen[limit - 1] is messages[limit - 1]:
+            same = limit  # the transcript grew at its end, as it does turn by turn
+        else:  # changed elsewhere (a compaction dropped its head): the shared prefix, found
+            same = 0
+            while same < limit and seen[same] is messages[same]:
+                same += 1
+        del seen[same:], self._totals[same:]
+        total = self._totals[-1] if self._totals else 0
+        for message in messages[same:]:
+            total += _markers_in(message)
+            seen.append(message)
+            self._totals.append(total)
+        return total
 
 
 def _marked(block: object) -> bool:
+    if type(block) is dict:  # the transcript's blocks: plain dicts, past the ABC check below
+        return bool(block.get("cache_control"))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
     if isinstance(block, Mapping):
         return bool(cast(Mapping[str, object], block).get("cache_control"))
     return bool(getattr(block, "cache_control", None))

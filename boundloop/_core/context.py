@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final
 import anthropic
 import sniffio
 
+from .._cache import MessageMarkers, cache_settings
 from .._recorded import Deferred
 from ..events import BaseEvent, CallDecision, Error, Event
 from ..metrics.observer import RunMetrics
@@ -97,6 +98,7 @@ class RunContext:
         "_hooks",
         "_recorded",
         "_recorded_for",
+        "cache",
         "cancel_requested",
         "compact_now",
         "compacted_retry",
@@ -109,6 +111,7 @@ class RunContext:
         "epoch",
         "events",
         "fallback",
+        "markers",
         "model_span",
         "on_asyncio",
         "plan",
@@ -177,6 +180,10 @@ class RunContext:
         self.plan: list[Planned] | None = None
         """The calls of the current turn that validation let through in this session; `act`
         runs only these (a run continued in `act` goes through validation again first)."""
+        self.cache = cache_settings(config.spec.cache)
+        """The breakpoints each request gets (`_cache.add_breakpoints`); None: caching off."""
+        self.markers = MessageMarkers()
+        """The breakpoints the transcript holds, counted once per message."""
         self.deltas: list[Event] | None = None
         """The streamed deltas not yet in the event log; None: the run's store logs none."""
         self.plan_records: list[CallDecision] = []

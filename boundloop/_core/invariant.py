@@ -52,11 +52,13 @@ def container_id(response: Message | None) -> str | None:
 class RequestChecker:
     """`check_request` for a run's requests in turn, each from where the one before ended."""
 
-    __slots__ = ("_count", "_tail")
+    __slots__ = ("_count", "_size", "_tail")
 
     def __init__(self) -> None:
         self._count = 0
         self._tail: object = None
+        self._size = -1
+        """How many blocks the tail held: a tail the loop extended in place is checked again."""
 
     def check(self, request: Mapping[str, Any], last: Message | None, received: object) -> None:
         """`check_request`, from the first message the previous request did not hold as is.
@@ -67,9 +69,19 @@ class RequestChecker:
         messages = cast("list[object]", request.get("messages") or [])
         count = self._count
         same = 0 < count <= len(messages) and messages[count - 1] is self._tail
-        check_request(request, last, received, start=count - 1 if same else 0)
+        start = 0
+        if same:
+            start = count if _size(self._tail) == self._size else count - 1
+        check_request(request, last, received, start=start)
         self._count = len(messages)
         self._tail = messages[-1] if messages else None
+        self._size = _size(self._tail)
+
+
+def _size(message: object) -> int:
+    """The number of blocks of a message (a string's content: 1)."""
+    content = _field(message, "content")
+    return len(cast("list[object]", content)) if isinstance(content, list) else 1
 
 
 def check_request(
@@ -124,15 +136,21 @@ def _answers(previous: object, content: object) -> str | None:
             f"a user turn follows the unfinished {_field(blocks[-1], 'type')} "
             f"{_field(blocks[-1], 'id')!r}: only its continuation may"
         )
-    calls = [_field(block, "id") for block in blocks if _field(block, "type") == "tool_use"]
+    calls: list[object] = []
+    for block in blocks:
+        if _field(block, "type") == "tool_use":
+            calls.append(_field(block, "id"))
     answers = cast("list[object]", content) if isinstance(content, list) else []
-    head = [_field(block, "tool_use_id") for block in answers[: len(calls)]]
-    kinds = [_field(block, "type") for block in answers[: len(calls)]]
-    if calls and (kinds != ["tool_result"] * len(calls) or sorted(map(str, head)) != sorted(map(str, calls))):
+    head: list[object] = []
+    first = True  # every block answering the calls is a tool_result
+    for block in answers[: len(calls)]:
+        head.append(_field(block, "tool_use_id"))
+        first = first and _field(block, "type") == "tool_result"
+    if calls and (not first or len(head) != len(calls) or sorted(map(str, head)) != sorted(map(str, calls))):
         return f"the tool_use blocks {calls} are not answered first, once each (found {head})"
-    extra = [block for block in answers[len(calls) :] if _field(block, "type") == "tool_result"]
-    if extra:
-        return f"a tool_result for no tool_use of the turn before: {_field(extra[0], 'tool_use_id')!r}"
+    for block in answers[len(calls) :]:
+        if _field(block, "type") == "tool_result":
+            return f"a tool_result for no tool_use of the turn before: {_field(block, 'tool_use_id')!r}"
     return None
 
 
@@ -164,6 +182,8 @@ def _received_fields(block: object) -> list[str]:
 
 
 def _field(block: object, name: str) -> object:
+    if type(block) is dict:  # the transcript's blocks: plain dicts, past the ABC check below
+        return block.get(name)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     if isinstance(block, Mapping):
         return cast(Mapping[str, object], block).get(name)
     return getattr(block, name, None)

@@ -8,7 +8,7 @@ from typing import Any, cast
 import anthropic
 from anthropic.types import Message, MessageParam, ToolUseBlock
 
-from .._cache import add_breakpoints, cache_settings
+from .._cache import add_breakpoints
 from .._output import add_output_format
 from .._server_tools import server_tool_uses
 from ..errors import InvalidRequest, ScriptExhausted
@@ -116,7 +116,7 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
     container = container_id(last)
     if container is not None:  # code execution's pending calls continue in the same container
         request["container"] = container
-    add_breakpoints(request, cache_settings(config.spec.cache))  # copies: the transcript stays as is
+    add_breakpoints(request, ctx.cache, ctx.markers)  # copies: the transcript stays as is
     ctx.request_checker.check(request, last, ctx.received)
     return request
 
