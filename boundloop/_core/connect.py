@@ -63,11 +63,24 @@ async def connected(config: LoopConfig) -> AsyncIterator[LoopConfig]:
     if not config.toolsets:
         yield config
         return
-    async with contextlib.AsyncExitStack() as stack:
-        listed = [
-            (toolset, await stack.enter_async_context(toolset.open_tools())) for toolset in config.toolsets
-        ]
-        yield with_tools(config, listed)
+    ready = False
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            listed = [
+                (toolset, await stack.enter_async_context(toolset.open_tools()))
+                for toolset in config.toolsets
+            ]
+            live = with_tools(config, listed)
+            ready = True
+            yield live
+    except BaseExceptionGroup as group:
+        # Connections' task groups wrap what failed while starting: raise the error itself.
+        error: BaseException = group
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        if ready or isinstance(error, BaseExceptionGroup) or not isinstance(error, Exception):
+            raise
+        raise error from None
 
 
 Entered = tuple[LoopConfig, contextlib.AsyncExitStack]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 import anyio
+import anyio.to_thread
 import mcp_types
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -57,7 +58,7 @@ class _Server:
     def _transport(self) -> contextlib.AbstractAsyncContextManager[tuple[Any, ...]]:
         raise NotImplementedError
 
-    def _check(self) -> None:
+    async def _check(self) -> None:
         """What can be checked before connecting (a stdio command on the PATH)."""
 
     @contextlib.asynccontextmanager
@@ -69,7 +70,7 @@ class _Server:
                 `initialize` and `tools/list` within `connect_timeout_s`, or lists a tool the
                 loop cannot offer (a name the API rejects, an invalid schema).
         """
-        self._check()
+        await self._check()
         started = False
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -157,8 +158,8 @@ class MCPServerStdio(_Server):
         self.cwd = cwd
         self.errlog = errlog
 
-    def _check(self) -> None:
-        if shutil.which(self.command) is None:
+    async def _check(self) -> None:
+        if await anyio.to_thread.run_sync(shutil.which, self.command) is None:
             raise ConfigurationError(
                 f"{self.label} did not start: the command {self.command!r} is not installed (not on PATH)"
             )
@@ -203,10 +204,9 @@ class MCPServerHTTP(_Server):
 
 @contextlib.asynccontextmanager
 async def _http(url: str, headers: dict[str, str]) -> AsyncIterator[tuple[Any, ...]]:
-    async with (
-        create_mcp_http_client(headers=headers) as client,
-        streamable_http_client(url, http_client=client) as streams,
-    ):
+    # Building the client reads the CA certificates from disk: in a worker thread.
+    client = await anyio.to_thread.run_sync(lambda: create_mcp_http_client(headers=headers))
+    async with client, streamable_http_client(url, http_client=client) as streams:
         yield tuple(streams)
 
 
