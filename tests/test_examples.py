@@ -16,6 +16,7 @@ import anyio
 import httpx
 import pytest
 
+import boundloop.mcp  # noqa: F401 - imported at collection: importing the mcp SDK reads files
 from boundloop.cli import main as cli_main
 from boundloop.statemachine.diagram import render_mermaid
 from tests.conftest import require_binary

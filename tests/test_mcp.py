@@ -14,7 +14,16 @@ import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
-from boundloop import AgentLoop, Budget, ConfigurationError, Policy, ScriptedClient, StopReason, tool
+from boundloop import (
+    AgentLoop,
+    Budget,
+    ConfigurationError,
+    LoopResult,
+    Policy,
+    ScriptedClient,
+    StopReason,
+    tool,
+)
 from boundloop.mcp import IDEMPOTENCY_META, MCPServerHTTP, MCPServerStdio
 from tests.conftest import require_binary
 from tests.helpers import text, tool_use
@@ -26,6 +35,13 @@ pytestmark = pytest.mark.asyncio_only  # uvicorn serves on asyncio
 def order_status(order_id: str) -> str:
     """The shipping status of an order."""
     return f"{order_id}: shipped"
+
+
+def answers(result: LoopResult[Any]) -> list[dict[str, Any]]:
+    """The tool_result blocks of the run's first answering user message."""
+    message = result.messages[2]
+    assert message["role"] == "user"
+    return [dict(b) for b in message["content"] if isinstance(b, dict) and b["type"] == "tool_result"]
 
 
 def time_server() -> MCPServerStdio:
@@ -48,9 +64,7 @@ async def test_an_mcp_tool_and_a_local_tool_in_one_batch_are_answered_in_one_use
     ]
     result = await loop_of(script, [order_status, time_server()]).run("time and order")
     assert result.stop_reason is StopReason.COMPLETED
-    answers = result.messages[2]
-    assert answers["role"] == "user"
-    blocks = [b for b in answers["content"] if isinstance(b, dict) and b["type"] == "tool_result"]
+    blocks = answers(result)
     assert [b["tool_use_id"] for b in blocks] == ["t1", "t2"]
     assert not any(b.get("is_error") for b in blocks)
     assert "Asia/Tokyo" in str(blocks[0]["content"])
@@ -62,8 +76,7 @@ async def test_the_loop_entered_lists_the_servers_tools_once_and_validates_their
     async with loop_of(script, [order_status, time_server()]) as loop:
         assert list(loop.tools) == ["order_status", "get_current_time", "convert_time"]
         result = await loop.run("time")
-    block = result.messages[2]["content"][0]
-    assert isinstance(block, dict)
+    [block] = answers(result)
     assert block["is_error"] is True
     assert "invalid input for get_current_time" in str(block["content"])
     assert list(loop.tools) == ["order_status"]  # disconnected: the loop as built
@@ -161,7 +174,7 @@ async def test_http_tools_run_with_the_idempotency_key_in_meta(http_server: tupl
     meta = recorder.calls[0][2]
     assert meta is not None
     assert meta[IDEMPOTENCY_META] == "task-1:1:t1"
-    assert "value of k1" in str(result.messages[2]["content"][0]["content"])  # type: ignore[index]
+    assert "value of k1" in str(answers(result)[0]["content"])
 
 
 async def test_a_forbidden_mcp_tool_never_reaches_the_server(http_server: tuple[Recorder, str]) -> None:
@@ -193,9 +206,9 @@ async def test_is_error_and_a_timeout_are_error_results_and_the_run_goes_on(
     result = await loop_of(script, [server], budget=budget).run("try")
     assert result.stop_reason is StopReason.COMPLETED
     assert result.state.consecutive_tool_errors == 2  # the breaker counts them like a local tool's
-    broken, slow = result.messages[2]["content"]  # type: ignore[misc]
-    assert broken["is_error"] is True  # type: ignore[index]
-    assert "Error executing tool broken" in str(broken["content"])  # the server's own isError text  # type: ignore[index]
-    assert slow["is_error"] is True  # type: ignore[index]
-    assert "timed out after 0.5 s" in str(slow["content"])  # type: ignore[index]
+    broken, slow = answers(result)
+    assert broken["is_error"] is True
+    assert "Error executing tool broken" in str(broken["content"])  # the server's own isError text
+    assert slow["is_error"] is True
+    assert "timed out after 0.5 s" in str(slow["content"])
     assert {name for name, _, _ in recorder.calls} == {"broken", "slow"}

@@ -34,6 +34,7 @@ from .sessions import resume as resume_stored
 from .sessions import start as start
 from .sessions import start_new as start_new
 from .toolset import Toolset as Toolset
+from .toolset import lone as lone
 
 __all__ = [
     "DEFAULT",
@@ -56,6 +57,7 @@ __all__ = [
     "escalation_tool",
     "event_log_of",
     "leave",
+    "lone",
     "loop_settings",
     "new_state",
     "prepare",

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 from ..errors import ConfigurationError
 from ..tools import Tool
 from .config import LoopConfig, check_policy, tool_spec
 from .provenance import provenance
 from .registry import ToolRegistry
-from .toolset import Toolset
+from .toolset import Toolset, lone
 
 
 def with_tools(config: LoopConfig, listed: Sequence[tuple[Toolset, Sequence[Tool]]]) -> LoopConfig:
@@ -58,7 +58,7 @@ def with_tools(config: LoopConfig, listed: Sequence[tuple[Toolset, Sequence[Tool
 
 
 @contextlib.asynccontextmanager
-async def connected(config: LoopConfig) -> AsyncIterator[LoopConfig]:
+async def connected(config: LoopConfig) -> AsyncGenerator[LoopConfig]:
     """Open `config`'s toolsets (none: `config` itself) and yield the run's configuration."""
     if not config.toolsets:
         yield config
@@ -75,9 +75,7 @@ async def connected(config: LoopConfig) -> AsyncIterator[LoopConfig]:
             yield live
     except BaseExceptionGroup as group:
         # Connections' task groups wrap what failed while starting: raise the error itself.
-        error: BaseException = group
-        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-            error = error.exceptions[0]
+        error = lone(group)
         if ready or isinstance(error, BaseExceptionGroup) or not isinstance(error, Exception):
             raise
         raise error from None

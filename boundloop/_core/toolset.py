@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from ..tools import Tool
 
@@ -27,8 +27,8 @@ def split_toolsets(
     tools: Iterable[Tool | Mapping[str, object] | Toolset],
 ) -> tuple[list[Tool | Mapping[str, object]], tuple[Toolset, ...]]:
     """The tools and server tools, and the toolsets, of `AgentLoop(tools=...)`."""
-    if isinstance(tools, str | bytes) or not isinstance(tools, Iterable):
-        return tools, ()  # pyright: ignore[reportReturnType] - ToolRegistry names the mistake
+    if not isinstance(cast(object, tools), Iterable) or isinstance(cast(object, tools), str | bytes):
+        return cast(list[Tool | Mapping[str, object]], tools), ()  # ToolRegistry names the mistake
     plain: list[Tool | Mapping[str, object]] = []
     toolsets: list[Toolset] = []
     for entry in tools:
@@ -37,3 +37,13 @@ def split_toolsets(
         else:
             plain.append(entry)
     return plain, tuple(toolsets)
+
+
+def lone(error: BaseException) -> BaseException:
+    """The one exception inside nested groups of one (task groups wrap what failed), else `error`."""
+    while isinstance(error, BaseExceptionGroup):
+        members = cast(tuple[BaseException, ...], error.exceptions)
+        if len(members) != 1:
+            break
+        error = members[0]
+    return error  # pyright: ignore[reportUnknownVariableType]

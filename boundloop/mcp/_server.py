@@ -10,9 +10,9 @@ import contextlib
 import json
 import shutil
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Any, Final, TextIO, cast
 
 import anyio
 import anyio.to_thread
@@ -21,6 +21,7 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from .._core import lone
 from ..errors import ConfigurationError
 from ..tools import Tool, ToolContext, check_tool_name
 
@@ -62,7 +63,7 @@ class _Server:
         """What can be checked before connecting (a stdio command on the PATH)."""
 
     @contextlib.asynccontextmanager
-    async def open_tools(self) -> AsyncIterator[Sequence[Tool]]:
+    async def open_tools(self) -> AsyncGenerator[Sequence[Tool]]:
         """Connect, initialize and list the tools, which call this session until the context exits.
 
         Raises:
@@ -168,7 +169,7 @@ class MCPServerStdio(_Server):
         parameters = StdioServerParameters(
             command=self.command, args=list(self.args), env=self.env, cwd=self.cwd
         )
-        return stdio_client(parameters, errlog=self.errlog or sys.stderr)
+        return stdio_client(parameters, errlog=self.errlog or _stderr())
 
 
 class MCPServerHTTP(_Server):
@@ -203,7 +204,7 @@ class MCPServerHTTP(_Server):
 
 
 @contextlib.asynccontextmanager
-async def _http(url: str, headers: dict[str, str]) -> AsyncIterator[tuple[Any, ...]]:
+async def _http(url: str, headers: dict[str, str]) -> AsyncGenerator[tuple[Any, ...]]:
     # Building the client reads the CA certificates from disk: in a worker thread.
     client = await anyio.to_thread.run_sync(lambda: create_mcp_http_client(headers=headers))
     async with client, streamable_http_client(url, http_client=client) as streams:
@@ -229,7 +230,8 @@ async def _call(session: ClientSession, name: str, arguments: dict[str, Any], co
         MCPToolError: an `isError` result or a JSON-RPC error (an `is_error` tool result).
     """
     try:
-        result = await session.call_tool(name, arguments, meta={IDEMPOTENCY_META: context.idempotency_key})
+        meta = cast(mcp_types.RequestParamsMeta, {IDEMPOTENCY_META: context.idempotency_key})
+        result = await session.call_tool(name, arguments, meta=meta)
     except MCPError as exc:
         raise MCPToolError(str(exc)) from None
     text = _text(result)
@@ -250,11 +252,19 @@ def _text(result: mcp_types.CallToolResult) -> str:
     return "\n".join(parts)
 
 
-def _reason(exc: BaseException) -> str:
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
+def _reason(error: BaseException) -> str:
+    exc = lone(error)
     if isinstance(exc, ConfigurationError):
         return str(exc).removeprefix("MCP server ")
     if isinstance(exc, TimeoutError):
         return "no answer to initialize and tools/list in time"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _stderr() -> TextIO:
+    """`sys.stderr` if it is a file the server can write to, else the process's own stderr."""
+    try:
+        sys.stderr.fileno()
+    except (OSError, ValueError, AttributeError):
+        return sys.__stderr__ or sys.stderr
+    return sys.stderr
