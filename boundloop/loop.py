@@ -7,7 +7,7 @@ import dataclasses
 import re
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Unpack, final
+from typing import TYPE_CHECKING, Any, Generic, Self, Unpack, final
 
 import anyio
 from anthropic.types import MessageParam
@@ -43,9 +43,9 @@ class AgentLoop(Generic[OutputT]):
     Args:
         client: `anthropic.AsyncAnthropic` or `ScriptedClient` (`messages.create`, `.stream`).
         model: the model name sent with every request.
-        tools: the tools the model may call (`@tool` functions or `Tool` objects), and server
-            tools, as the SDK's definitions (`{"type": "web_search_20250305", "name":
-            "web_search"}`): the API runs those (docs/claude-api.md, "Server tools").
+        tools: the tools the model may call (`@tool` functions or `Tool` objects), MCP servers
+            (`boundloop.mcp`: docs/mcp.md) and server tools, as the SDK's definitions
+            (`{"type": "web_search_20250305", "name": "web_search"}`; docs/claude-api.md).
         budget: the run's hard limits; required.
         policy: what may run, what needs approval, what counts as done.
         system: the system prompt.
@@ -90,7 +90,7 @@ class AgentLoop(Generic[OutputT]):
         client: Model,
         *,
         model: str,
-        tools: Iterable[Tool | Mapping[str, Any]] = (),
+        tools: Iterable[Tool | Mapping[str, Any] | _core.Toolset] = (),
         budget: Budget | None = None,
         policy: Policy | None = None,
         system: str | None = None,
@@ -117,6 +117,7 @@ class AgentLoop(Generic[OutputT]):
         context_editing: Sequence[ContextEdit] = (),
         cache: CacheMode | CacheSettings = "auto",
     ) -> None:
+        self._entered: _core.Entered | None = None
         self._config: LoopConfig = _core.build_config(
             client,
             model=model,
@@ -218,9 +219,8 @@ class AgentLoop(Generic[OutputT]):
         trace_content: bool = False,
         checkpoint_key: bytes | str | None = None,
     ) -> AgentLoop[Any]:
-        """Build the loop a contract declares (see docs/contracts.md).
-
-        A path is read here (in async code, `load_contract` in a thread and pass the `Contract`).
+        """Build the loop a contract declares (docs/contracts.md; a path is read here: in async
+        code, `load_contract` in a thread and pass the `Contract`).
 
         Args:
             contract: a contract file, the contract as a JSON object, or a loaded `Contract`.
@@ -235,8 +235,6 @@ class AgentLoop(Generic[OutputT]):
             success: `Policy.success`, the extra completion check (code, not contract data).
             metrics, prices, store, on_event, tracer_provider, trace_content, checkpoint_key: as
                 for `AgentLoop` (a contract with metrics disabled turns them off).
-
-        A contract's `output_schema` comes back as a JSON schema `output_type` (its JSON value).
 
         Raises:
             ContractError: the contract breaks its schema or the loop's rules (every problem
@@ -280,6 +278,15 @@ class AgentLoop(Generic[OutputT]):
     def __repr__(self) -> str:
         return f"AgentLoop(name={self.name!r}, model={self.model!r}, tools={list(self.tools)})"
 
+    async def __aenter__(self) -> Self:
+        """Connect the MCP servers in `tools=` once, for every run until exit (docs/mcp.md)."""
+        self._config, self._entered = await _core.enter(self._config, self._entered)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Disconnect them."""
+        self._config, self._entered = await _core.leave(self._entered) or self._config, None
+
     async def run(
         self,
         goal: str | None = None,
@@ -307,9 +314,6 @@ class AgentLoop(Generic[OutputT]):
             settings: this run's model settings: each field given (None too) replaces the
                 loop's; the run records the result, and a resumed run sends it again.
 
-        Returns:
-            The result: stop reason, answer, output, state and events.
-
         Raises:
             ConfigurationError: no goal and no messages, an invalid history, metadata that is not
                 JSON, an empty trace id, settings breaking a rule of the API; `InvalidTaskId`.
@@ -320,7 +324,6 @@ class AgentLoop(Generic[OutputT]):
             Exception: a tool's exception, with `on_tool_error="raise"` (the run is recorded
                 as failed first). Any other exception (your callbacks, the store) ends the run
                 `failed`, recorded in `state.errors`, and is not raised.
-            ScriptExhausted: a `ScriptedClient` ran out of responses.
         """
         return await _core.start_new(
             self._config,
@@ -368,9 +371,6 @@ class AgentLoop(Generic[OutputT]):
             reply: for a run stopped by the model's escalation tool, the human's answer.
             cancel: setting this event stops the run cooperatively with `cancelled`.
             on_event: called with every `Event` of this session as it is recorded.
-
-        Returns:
-            The result of the run once it stops again.
 
         Raises:
             ConfigurationError: the loop has no store; `InvalidTaskId`, a bad `task_id`.

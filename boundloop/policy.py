@@ -52,6 +52,9 @@ class Policy:
     escalation_tool: str | None = None
     """A tool the model calls to ask a human (input: `reason`): the run stops with
     `needs_human` and the reason; `AgentLoop.resume(task_id, reply=...)` answers it."""
+    require_approval_for_destructive: bool = False
+    """Every side-effecting tool needs a human, as in `requires_approval`: the `side_effect=True`
+    tools and the MCP tools marked `destructiveHint` (and not `readOnlyHint`)."""
 
     def __init__(
         self,
@@ -67,6 +70,7 @@ class Policy:
         on_max_tokens: Literal["stop", "continue"] = "stop",
         max_continuations: int = 2,
         escalation_tool: str | None = None,
+        require_approval_for_destructive: bool = False,
     ) -> None:
         sets = {
             "allowed": allowed,
@@ -109,6 +113,12 @@ class Policy:
         object.__setattr__(self, "success", success)
         object.__setattr__(self, "approve", approve)
         object.__setattr__(self, "max_continuations", max_continuations)
+        if not isinstance(cast(object, require_approval_for_destructive), bool):
+            raise ConfigurationError(
+                f"Policy.require_approval_for_destructive must be True or False, got "
+                f"{require_approval_for_destructive!r}"
+            )
+        object.__setattr__(self, "require_approval_for_destructive", require_approval_for_destructive)
         object.__setattr__(self, "escalation_tool", self._checked_escalation_tool(escalation_tool))
 
     def _checked_escalation_tool(self, name: str | None) -> str | None:
@@ -128,8 +138,12 @@ class Policy:
                 None if fn is None else f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
             )
 
+        destructive = (
+            {"require_approval_for_destructive": True} if self.require_approval_for_destructive else {}
+        )
         return json.dumps(
             {
+                **destructive,  # only when set: the hash of every other policy is as before
                 "allowed": None if self.allowed is None else sorted(self.allowed),
                 "forbidden": sorted(self.forbidden),
                 "requires_approval": sorted(self.requires_approval),
@@ -148,6 +162,14 @@ class Policy:
     def is_forbidden(self, name: str) -> bool:
         """The tool may never run."""
         return name in self.forbidden
+
+    def needs_approval(self, name: str, *, requires_approval: bool, side_effect: bool) -> bool:
+        """A call of this tool waits for a human (its own flag, `requires_approval`, or destructive)."""
+        return (
+            requires_approval
+            or name in self.requires_approval
+            or (side_effect and self.require_approval_for_destructive)
+        )
 
     def is_allowed(self, name: str) -> bool:
         """The tool passes the allow-list (when there is one)."""

@@ -89,6 +89,8 @@ def policy_data(policy: Policy) -> dict[str, Any]:
             document[field] = sorted(names)
     if policy.escalation_tool is not None:
         document["escalation_tool"] = policy.escalation_tool
+    if policy.require_approval_for_destructive:
+        document["require_approval_for_destructive"] = True
     for field in ("on_forbidden", "on_missing_evidence", "on_max_tokens", "max_continuations"):
         document[field] = getattr(policy, field)
     return document

@@ -16,6 +16,7 @@ import anyio
 import httpx
 import pytest
 
+import boundloop.mcp  # noqa: F401 - imported at collection: importing the mcp SDK reads files
 from boundloop.cli import main as cli_main
 from boundloop.statemachine.diagram import render_mermaid
 from tests.conftest import require_binary
@@ -45,6 +46,7 @@ def test_examples_are_all_tested() -> None:
         "approval",
         "contract_loop",
         "dbos_workers",
+        "mcp_time",
     }
 
 
@@ -111,6 +113,17 @@ async def test_parallel_tools(capsys: pytest.CaptureFixture[str]) -> None:
     result = await example.run()
     requests = [m for m in result.messages if m["role"] == "user"]
     assert len(requests) == 2  # the goal, then the one message carrying all four results
+
+
+@pytest.mark.asyncio_only  # its MCP server runs as a subprocess through the mcp SDK
+async def test_mcp_time(capsys: pytest.CaptureFixture[str]) -> None:
+    """mcp-server-time's tool and a local tool, called in one turn, answered in one user message."""
+    require_binary("mcp-server-time", "mcp-server-time (pip; the dev extra installs it)")
+    assert await load("mcp_time").main() == 0
+    out = capsys.readouterr().out
+    assert "tools: order_status, get_current_time, convert_time" in out
+    assert "t1: is_error=False" in out
+    assert "t2: is_error=False order A-17: shipped" in out
 
 
 async def test_diagram_example(capsys: pytest.CaptureFixture[str]) -> None:

@@ -82,6 +82,8 @@ DEV_ONLY = (
     "dbos",
     "blockbuster",
     "selenium",
+    "mcp",
+    "mcp_server_time",
 )
 """Packages only the `dev` extra installs (what the core dependencies pull in is not here)."""
 

@@ -16,6 +16,10 @@ from .config import ToolErrors as ToolErrors
 from .config import build_config as build_config
 from .config import escalation_tool as escalation_tool
 from .config import run_settings as run_settings
+from .connect import Entered as Entered
+from .connect import connected as connected
+from .connect import enter as enter
+from .connect import leave as leave
 from .context import Watch as Watch
 from .contracts import contract_of as contract_of
 from .contracts import declared_tool as declared_tool
@@ -29,9 +33,12 @@ from .resume import prepare as prepare
 from .sessions import resume as resume_stored
 from .sessions import start as start
 from .sessions import start_new as start_new
+from .toolset import Toolset as Toolset
+from .toolset import lone as lone
 
 __all__ = [
     "DEFAULT",
+    "Entered",
     "Decision",
     "Default",
     "EventHook",
@@ -39,13 +46,18 @@ __all__ = [
     "RedactHook",
     "ToolErrors",
     "ToolRegistry",
+    "Toolset",
     "Watch",
     "build_config",
+    "connected",
     "contract_of",
     "declared_tool",
     "drive",
+    "enter",
     "escalation_tool",
     "event_log_of",
+    "leave",
+    "lone",
     "loop_settings",
     "new_state",
     "prepare",

@@ -36,6 +36,7 @@ from ..tools import Tool
 from .engine import StateMachine
 from .provenance import check_client, effective_settings, provenance
 from .registry import ToolRegistry
+from .toolset import Toolset, split_toolsets
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -98,13 +99,16 @@ class LoopConfig:
     output: OutputCheck | None = None
     """Structured output: the check of the final answer against `output_type` (its schema is
     `spec.output_schema`)."""
+    toolsets: tuple[Toolset, ...] = ()
+    """MCP servers whose tools are registered once connected (`_core.connect`); `tools` and
+    `spec.tools` hold them only in a connected configuration, where this is empty."""
 
 
 def build_config(
     client: Model,
     *,
     model: str,
-    tools: Iterable[Tool | Mapping[str, object]],
+    tools: Iterable[Tool | Mapping[str, object] | Toolset],
     budget: Budget | None,
     policy: Policy | None,
     system: str | None,
@@ -151,7 +155,8 @@ def build_config(
         f"policy must be a Policy, got {type(policy).__name__}",
     )
     _require(not isinstance(cast(object, tools), Tool), "tools takes a list of tools: tools=[my_tool]")
-    registry = ToolRegistry(tools)
+    plain, toolsets = split_toolsets(tools)
+    registry = ToolRegistry(plain)
     output = None if output_type is None else OutputCheck(output_type)
     escalation = None if policy is None else policy.escalation_tool
     if escalation is not None and escalation not in registry:
@@ -203,7 +208,7 @@ def build_config(
         f"trace_content must be True or False, got {trace_content!r}",
     )
     key = checkpoint_key_of(checkpoint_key)
-    _check_policy(spec.policy, registry)
+    check_policy(spec.policy, registry, listed_later=bool(toolsets))
     price = resolve_price(spec.model, prices)
     if spec.budget.max_cost_usd is not None and price is None:
         raise ConfigurationError(
@@ -231,6 +236,7 @@ def build_config(
         trace_content=trace_content,
         checkpoint_key=key,
         output=output,
+        toolsets=toolsets,
     )
     if price is None:  # last: a loop that fails to build does not warn
         warn_unpriced(model)
@@ -301,7 +307,9 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigurationError(message)
 
 
-def _check_policy(policy: Policy, tools: ToolRegistry) -> None:
+def check_policy(policy: Policy, tools: ToolRegistry, *, listed_later: bool = False) -> None:
+    """The policy names registered tools (`listed_later`: toolsets' names are checked once
+    listed) and forbids no server tool."""
     server = {str(definition["name"]) for definition in tools.server}
     for field in ("allowed", "requires_approval", "required_evidence"):
         names: frozenset[str] = getattr(policy, field) or frozenset()
@@ -311,7 +319,7 @@ def _check_policy(policy: Policy, tools: ToolRegistry) -> None:
                 "calls, so no approval or evidence can apply to them"
             )
         unknown = sorted(names - set(tools) - server)
-        if unknown:
+        if unknown and not listed_later:
             raise ConfigurationError(
                 f"Policy.{field} names tools with no handler: {unknown}; register them in tools=[...]"
             )

@@ -17,6 +17,7 @@ from ..checkpoint.store import check_task_id, is_stored, lease_of
 from ..errors import CheckpointCorrupt, ConfigurationError, TaskBusy, TaskExists, TaskNotFound
 from ..state import LoopResult, LoopState
 from .config import run_settings
+from .connect import connected
 from .driver import execute
 from .envelope import new_state
 from .provenance import check_client
@@ -42,26 +43,28 @@ async def start_new(
     settings: ModelSettings | None = None,
     watch: Watch | None = None,
 ) -> LoopResult[Any]:
-    """`AgentLoop.run`: the run's state built from its arguments, then `start`d."""
-    model_settings, provenance = run_settings(config, settings)
-    state = new_state(
-        goal,
-        task_id=task_id,
-        trace_id=trace_id,
-        metadata=metadata,
-        messages=messages,
-        provenance=provenance,
-        model_settings=model_settings,
-    )
-    return await start(
-        config,
-        state,
-        task_id=task_id,
-        cancel=cancel,
-        on_event=on_event,
-        adopt_trace_id=trace_id is None,
-        watch=watch,
-    )
+    """`AgentLoop.run`: the run's state built from its arguments, then `start`d (its toolsets
+    connected for the run, unless the loop was entered)."""
+    async with connected(config) as config:
+        model_settings, provenance = run_settings(config, settings)
+        state = new_state(
+            goal,
+            task_id=task_id,
+            trace_id=trace_id,
+            metadata=metadata,
+            messages=messages,
+            provenance=provenance,
+            model_settings=model_settings,
+        )
+        return await start(
+            config,
+            state,
+            task_id=task_id,
+            cancel=cancel,
+            on_event=on_event,
+            adopt_trace_id=trace_id is None,
+            watch=watch,
+        )
 
 
 async def start(
@@ -121,7 +124,7 @@ async def resume(
     store = config.store
     if store is None:
         raise ConfigurationError("resume needs a store: AgentLoop(..., store=SQLiteStore('runs.db'))")
-    async with lease_of(store, task_id):
+    async with connected(config) as config, lease_of(store, task_id):
         state = await store.load(task_id)
         if state is None:
             raise TaskNotFound(task_id)

@@ -350,7 +350,7 @@ def _decide(
         answers[index] = CallResult(call=call, outcome="repeated", content=content)
         return "repeat", None
     planned = Planned(index=index, tool=tool, arguments=arguments)
-    if tool.requires_approval or name in policy.requires_approval:
+    if policy.needs_approval(name, requires_approval=tool.requires_approval, side_effect=tool.side_effect):
         if human_approved:
             return "human_approved", planned
         if policy.approve is None:

@@ -223,6 +223,10 @@ class BoundMetrics:
         children = self._local.children = _Children(self._backend, self._loop, self._tools)
         return children
 
+    def with_tools(self, tools: Iterable[str]) -> BoundMetrics:
+        """The same loop's children with `tools` registered (an MCP server's, listed at run start)."""
+        return BoundMetrics(self._backend, self._loop, frozenset(tools), exemplars=self._exemplars)
+
     @property
     def loop(self) -> str:
         """The `loop` label."""

@@ -1,0 +1,112 @@
+"""Toolsets: tools known only once connected (MCP servers, `boundloop.mcp`).
+
+A toolset is passed in `AgentLoop(tools=[...])` next to the local tools. The loop's
+configuration is built without its tools; `connected(config)` opens every toolset, lists its
+tools and yields the configuration of the run with them registered: one registry, so each
+call to a toolset's tool passes the same gate as a local tool's (schema, policy, budgets,
+repeats, approval, timeouts, output limits, events, metrics, spans). A run opens the
+toolsets itself (`start_new`, `resume`) unless the loop was entered (`async with loop:`),
+which opens them once for every run until it exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncGenerator, Sequence
+
+from ..errors import ConfigurationError
+from ..tools import Tool
+from .config import LoopConfig, check_policy, tool_spec
+from .provenance import provenance
+from .registry import ToolRegistry
+from .toolset import Toolset, lone
+
+
+def with_tools(config: LoopConfig, listed: Sequence[tuple[Toolset, Sequence[Tool]]]) -> LoopConfig:
+    """`config` with the toolsets' listed tools registered (after the local ones).
+
+    Raises:
+        ConfigurationError: a listed tool's name clashes with a local tool or another
+            toolset's (give the toolset a `prefix=`), or the policy names a tool that is
+            nowhere.
+    """
+    owners: dict[str, str] = {name: "a local tool" for name in config.tools}
+    owners.update({str(definition["name"]): "a server tool" for definition in config.tools.server})
+    extra: list[Tool] = []
+    for toolset, tools in listed:
+        for tool in tools:
+            if tool.name in owners:
+                raise ConfigurationError(
+                    f"{toolset.label} lists a tool named {tool.name!r}, which is already "
+                    f"{owners[tool.name]}: give the server a prefix= to tell them apart"
+                )
+            owners[tool.name] = f"a tool of {toolset.label}"
+            extra.append(tool)
+    registry = ToolRegistry([*config.tools.values(), *extra, *config.tools.server])
+    spec = config.spec.model_copy(update={"tools": tuple(tool_spec(tool) for tool in registry.values())})
+    check_policy(spec.policy, registry)
+    metrics = config.metrics
+    return dataclasses.replace(
+        config,
+        spec=spec,
+        tools=registry,
+        toolsets=(),
+        provenance=provenance(spec),
+        metrics=None if metrics is None else metrics.with_tools(registry),
+    )
+
+
+@contextlib.asynccontextmanager
+async def connected(config: LoopConfig) -> AsyncGenerator[LoopConfig]:
+    """Open `config`'s toolsets (none: `config` itself) and yield the run's configuration."""
+    if not config.toolsets:
+        yield config
+        return
+    ready = False
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            listed = [
+                (toolset, await stack.enter_async_context(toolset.open_tools()))
+                for toolset in config.toolsets
+            ]
+            live = with_tools(config, listed)
+            ready = True
+            yield live
+    except BaseExceptionGroup as group:
+        # Connections' task groups wrap what failed while starting: raise the error itself.
+        error = lone(group)
+        if ready or isinstance(error, BaseExceptionGroup) or not isinstance(error, Exception):
+            raise
+        raise error from None
+
+
+Entered = tuple[LoopConfig, contextlib.AsyncExitStack]
+"""An entered loop's configuration before it was entered, and what closes its connections."""
+
+
+async def enter(config: LoopConfig, entered: Entered | None) -> tuple[LoopConfig, Entered]:
+    """`async with loop:`: the connected configuration every run uses until `leave`.
+
+    Raises:
+        RuntimeError: the loop is already entered.
+        ConfigurationError: a toolset cannot connect or lists a clashing tool.
+    """
+    if entered is not None:
+        raise RuntimeError("the loop is already entered: `async with loop:` once at a time")
+    stack = contextlib.AsyncExitStack()
+    try:
+        live = await stack.enter_async_context(connected(config))
+    except BaseException:
+        await stack.aclose()
+        raise
+    return live, (config, stack)
+
+
+async def leave(entered: Entered | None) -> LoopConfig | None:
+    """Close what `enter` opened; the loop's configuration as it was before (None: not entered)."""
+    if entered is None:
+        return None
+    config, stack = entered
+    await stack.aclose()
+    return config

@@ -1,0 +1,10 @@
+"""MCP servers as tools (`pip install 'boundloop[mcp]'`): pass them in `AgentLoop(tools=[...])`.
+
+Each tool a server lists passes the same gate as a local tool; see docs/mcp.md.
+"""
+
+from __future__ import annotations
+
+from ._server import IDEMPOTENCY_META, MCPServerHTTP, MCPServerStdio, MCPToolError
+
+__all__ = ["IDEMPOTENCY_META", "MCPServerHTTP", "MCPServerStdio", "MCPToolError"]
