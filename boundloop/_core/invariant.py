@@ -163,27 +163,33 @@ def _as_received(content: list[object], response: Message) -> str | None:
         kind = _field(got, "type")
         if _field(sent, "type") != kind:
             return f"block {position} is sent as {_field(sent, 'type')!r}, received as {kind!r}"
-        if not isinstance(sent, Mapping):
+        if type(sent) is not dict and not isinstance(sent, Mapping):
             continue
-        fields = cast(Mapping[str, object], sent)
-        missing = [name for name in _received_fields(got) if name not in fields]
+        missing = _received_fields(got).difference(cast(Mapping[str, object], sent))
         if missing:
             return f"block {position} ({kind}) is sent without the fields {sorted(missing)}"
     return None
 
 
-def _received_fields(block: object) -> list[str]:
+def _received_fields(block: object) -> set[str]:
     """The fields the API sent in a block (a dict's keys; a model's set and extra fields)."""
     if isinstance(block, Mapping):
-        return list(cast(Mapping[str, object], block))
-    fields = list(getattr(block, "model_fields_set", ()))
+        return set(cast(Mapping[str, object], block))
+    fields: set[str] = set(getattr(block, "model_fields_set", ()))
     extra = cast("dict[str, object] | None", getattr(block, "__pydantic_extra__", None))
-    return fields + list(extra or ())
+    return fields.union(extra) if extra else fields
+
+
+_ABSENT: Final = object()
 
 
 def _field(block: object, name: str) -> object:
+    """A block's field: a dict's key, a model's attribute (the response's blocks), a mapping's key."""
     if type(block) is dict:  # the transcript's blocks: plain dicts, past the ABC check below
         return block.get(name)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    value = getattr(block, name, _ABSENT)  # a model's field: no ABC check either
+    if value is not _ABSENT:
+        return value
     if isinstance(block, Mapping):
         return cast(Mapping[str, object], block).get(name)
-    return getattr(block, name, None)
+    return None
