@@ -170,19 +170,6 @@ def on_context_exceeded(message: Message, ctx: SignalContext) -> Route:
     return stop(StopReason.CONTEXT_EXCEEDED, "the model's context window was exceeded")
 
 
-KNOWN_STOP_REASONS: Final = frozenset(
-    {
-        "end_turn",
-        "tool_use",
-        "max_tokens",
-        "stop_sequence",
-        "pause_turn",
-        "compaction",
-        "refusal",
-        "model_context_window_exceeded",
-    }
-)
-"""The API's stop reasons: recorded as they are; anything else the model's, redacted."""
 
 DEFAULT_HANDLERS: Final[Mapping[str, SignalHandler]] = {
     "tool_use": on_tool_use,
@@ -195,3 +182,7 @@ DEFAULT_HANDLERS: Final[Mapping[str, SignalHandler]] = {
     "model_context_window_exceeded": on_context_exceeded,
 }
 """The routing table of the README ("Routing"), as code: API stop_reason -> signal handler."""
+
+KNOWN_STOP_REASONS: Final = frozenset(DEFAULT_HANDLERS)
+"""The API's stop reasons (those with a default signal handler): recorded as they are; anything
+else the model's, redacted."""

@@ -27,6 +27,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 from .._server_tools import OTHER_KIND, server_tool_kinds
 from ..records import OUTCOMES, StopReason
+from ..signals import KNOWN_STOP_REASONS
 from ..statemachine.table import TRANSITIONS
 from ._client import ClientInstruments
 from ._families import (
@@ -48,18 +49,7 @@ from ._families import TOOL_BUCKETS as TOOL_BUCKETS
 from ._families import TRANSITION_BUCKETS as TRANSITION_BUCKETS
 from ._store import Backend, Counting, LocalStore, Observing, fits_exemplar
 
-API_STOP_REASONS: Final = frozenset(
-    {
-        "end_turn",
-        "max_tokens",
-        "stop_sequence",
-        "tool_use",
-        "pause_turn",
-        "compaction",
-        "refusal",
-        "model_context_window_exceeded",
-    }
-)
+API_STOP_REASONS: Final = KNOWN_STOP_REASONS
 """The Messages API's documented `stop_reason` values: the `stop_reason` label of model requests."""
 RUN_STOP_REASONS: Final = frozenset(str(reason) for reason in StopReason)
 """`StopReason` values: the `stop_reason` label of runs."""
