@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, cast, final
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -147,7 +147,7 @@ class MessageMarkers:
         self._totals: list[int] = []
         """The breakpoints in the first k+1 messages, for each k."""
 
-    def count(self, messages: list[Mapping[str, Any]]) -> int:
+    def count(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """The breakpoints in the blocks of `messages`."""
         seen = self._messages
         limit = min(len(seen), len(messages) - 1)

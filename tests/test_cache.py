@@ -25,7 +25,7 @@ from boundloop import (
     StopReason,
     tool,
 )
-from boundloop._cache import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, count_breakpoints
+from boundloop._cache import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, MessageMarkers, count_breakpoints
 from tests.api_rules import violations
 from tests.helpers import text, tool_use
 from tests.sdk_scripted import SDKScripted
@@ -413,3 +413,22 @@ def test_the_prompt_caching_docs_run(
     promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
     assert promised
     assert printed == promised
+
+
+def test_a_runs_marker_count_follows_its_transcript_as_it_grows_shrinks_and_is_extended() -> None:
+    """`MessageMarkers` counts each message once, yet agrees with a fresh count whenever the
+    transcript grows at its end, loses its head (a compaction), or has its tail extended in place."""
+    marked: dict[str, Any] = {"type": "text", "text": "m", "cache_control": {"type": "ephemeral"}}
+
+    def turn(role: str, *blocks: dict[str, Any]) -> dict[str, Any]:
+        return {"role": role, "content": [{"type": "text", "text": "x"}, *blocks]}
+
+    markers = MessageMarkers()
+    messages = [turn("user", marked), turn("assistant"), turn("user")]
+    assert markers.count(messages) == 1
+    messages += [turn("assistant"), turn("user", marked)]
+    assert markers.count(messages) == 2
+    messages[-1]["content"].append(dict(marked))  # the tail extended in place
+    assert markers.count(messages) == 3
+    messages = [turn("user"), *messages[3:]]  # the head replaced: the first marker is gone
+    assert markers.count(messages) == MessageMarkers().count(messages) == 2

@@ -323,3 +323,21 @@ def test_the_checker_checks_each_request_from_where_the_previous_one_changed() -
         checker.check({"messages": [goal, assistant, late]}, None, None)
     with pytest.raises(InvalidRequest, match="not answered first"):
         checker.check({"messages": [goal, assistant, {"role": "user", "content": []}]}, None, None)
+
+
+def test_a_tail_extended_in_place_is_checked_again() -> None:
+    """A run's checker skips the messages the previous request held, except a tail the loop
+    extended in place (the same object, more blocks): a tool_result added to it is checked."""
+    call: JSON = {"type": "tool_use", "id": "t1", "name": "x", "input": {}}
+    assistant: JSON = {"role": "assistant", "content": [call]}
+    answered: JSON = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+    }
+    goal: JSON = {"role": "user", "content": "q"}
+    checker = RequestChecker()
+    messages = [goal, assistant, answered]
+    checker.check({"messages": messages}, None, None)
+    answered["content"].append({"type": "tool_result", "tool_use_id": "t9", "content": "stray"})
+    with pytest.raises(InvalidRequest, match="no tool_use of the turn before"):
+        checker.check({"messages": messages}, None, None)
