@@ -170,7 +170,6 @@ def on_context_exceeded(message: Message, ctx: SignalContext) -> Route:
     return stop(StopReason.CONTEXT_EXCEEDED, "the model's context window was exceeded")
 
 
-
 DEFAULT_HANDLERS: Final[Mapping[str, SignalHandler]] = {
     "tool_use": on_tool_use,
     "end_turn": on_end_turn,
