@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,7 +12,7 @@ from typing import Any
 import pytest
 
 from boundloop import AgentLoop, ConfigurationError, ContractError, ScriptedClient, StopReason
-from boundloop.contract import RULES, check_contract, compile_module, load_contract
+from boundloop.contract import RULES, check_contract, compile_module, compile_report, load_contract
 from boundloop.mcp import MCPServerHTTP, MCPServerStdio, declared_server
 from tests.conftest import require_binary
 from tests.contract.test_compile import build, load
@@ -149,3 +151,20 @@ def test_the_compiled_module_builds_the_declared_servers(tmp_path: Path) -> None
     [server] = loop.config.toolsets
     assert isinstance(server, MCPServerStdio)
     assert (server.command, server.prefix, server.timeout_s) == ("mcp-server-time", "time_", 20)
+
+
+def docs_json_blocks() -> list[dict[str, Any]]:
+    """The JSON blocks of docs/mcp.md: the contract's servers, then the eval fixture."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
+    return [json.loads(block) for block in re.findall(r"```json\n(.*?)```", text, flags=re.DOTALL)]
+
+
+def test_the_docs_contract_servers_pass_check() -> None:
+    declared = docs_json_blocks()[0]
+    assert check_contract(contract(**declared)) == []
+
+
+def test_the_review_report_lists_the_servers() -> None:
+    report = compile_report(load_contract(with_servers(TIME)), source="timed.json")
+    assert "## MCP servers" in report
+    assert "| time | mcp-server-time | time_ | 20 |" in report

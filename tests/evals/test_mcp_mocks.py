@@ -90,3 +90,10 @@ def test_the_fixtures_server_declaration_is_the_contracts() -> None:
     """One shape in both schemas (the contract's is generated from `MCPServerSpec`)."""
     contract = json.loads((ROOT / "boundloop/contract/loop-contract.schema.json").read_text(encoding="utf-8"))
     assert schema()["$defs"]["mcp_server"] == contract["$defs"]["MCPServerSpec"]
+
+
+async def test_the_docs_fixture_passes_without_starting_its_server() -> None:
+    from tests.contract.test_contract_mcp import docs_json_blocks
+
+    result = await run_case(parse_case(docs_json_blocks()[1]))
+    assert result.status == "passed", result.failures
