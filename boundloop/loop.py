@@ -14,6 +14,7 @@ from anthropic.types import MessageParam
 
 from . import _core
 from ._cache import CacheMode, CacheSettings
+from ._contract_loop import contract_settings
 from ._core import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, ToolRegistry
 from ._follow import follow
 from ._model_settings import ModelSettings
@@ -239,16 +240,15 @@ class AgentLoop(Generic[OutputT]):
         Raises:
             ContractError: the contract breaks its schema or the loop's rules (every problem
                 listed, each with its rule and field).
-            ConfigurationError: a declared tool has no tool function, a tool function has no declared
-                tool, a custom signal handler is missing, or the loop itself is invalid.
+            ConfigurationError: a declared tool has no tool function (or a function no tool), a
+                custom signal handler or an MCP server's `mcp` extra is missing, or the loop is invalid.
         """
         # A `Contract` built in code is checked too (its files are already inline).
         source = contract.to_dict() if isinstance(contract, Contract) else contract
         loaded = load_contract(source, policy=policy, allow_outside=allow_outside)
-        settings = _core.loop_settings(
-            loaded, handlers=handlers, signal_handlers=signal_handlers, approve=approve, success=success
+        settings = contract_settings(
+            loaded, handlers, signal_handlers, metrics=metrics, approve=approve, success=success
         )
-        settings.setdefault("metrics", metrics)
         return cls(
             client,
             prices=prices,

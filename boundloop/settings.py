@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ._cache import CacheMode, CacheSettings, check_cache
 from ._field_schema import field_schema
+from ._mcp_spec import MCPServerSpec, unique_servers
 from ._model_settings import ModelSettings, check_settings
 from ._server_tools import server_tool
 from .compaction import Compaction, ContextEdits, context_settings
@@ -212,6 +213,11 @@ class LoopSpec(BaseModel):
         description="Server tool definitions of the Messages API (web search, web fetch, code "
         "execution, tool search), sent after the tools: the API runs them.",
     )
+    mcp_servers: Annotated[tuple[MCPServerSpec, ...], pydantic.AfterValidator(unique_servers)] = Field(
+        default=(),
+        description="MCP servers whose tools the loop offers once connected (docs/mcp.md): each "
+        "a command (stdio) or a url (streamable HTTP).",
+    )
     signals: dict[Annotated[str, Field(pattern="^[a-z][a-z0-9_]*$")], _HANDLER] = Field(
         default_factory=dict[str, str],
         description="API stop_reason -> handler name "
@@ -306,6 +312,7 @@ class LoopSpec(BaseModel):
             "system": contract.system,
             "tools": [dataclasses.asdict(tool) for tool in contract.tools],
             "server_tools": [dict(definition) for definition in contract.server_tools],
+            "mcp_servers": [dict(server) for server in contract.mcp_servers],
             "signals": dict(contract.signals),
             "custom_handlers": contract.custom_handlers,
             "budget": dict(contract.budget),
@@ -340,6 +347,7 @@ class LoopSpec(BaseModel):
             max_tokens=self.max_tokens,
             tools=tuple(ContractTool(**tool.model_dump()) for tool in self.tools),
             server_tools=tuple(dict(definition) for definition in self.server_tools),
+            mcp_servers=tuple(server.data() for server in self.mcp_servers),
             signals=dict(self.signals),
             custom_handlers=self.custom_handlers,
             budget=budget_data(self.budget),

@@ -36,7 +36,7 @@ from ..tools import Tool
 from .engine import StateMachine
 from .provenance import check_client, effective_settings, provenance
 from .registry import ToolRegistry
-from .toolset import Toolset, split_toolsets
+from .toolset import Toolset, declared_specs, split_toolsets
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -168,6 +168,7 @@ def build_config(
         max_tokens=max_tokens,
         tools=[tool_spec(tool) for tool in registry.values()],
         server_tools=registry.server,
+        mcp_servers=declared_specs(toolsets),
         budget=budget,
         policy=policy,
         on_tool_error=on_tool_error,

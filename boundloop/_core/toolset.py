@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, cast, runtime_checkable
 
+from .._mcp_spec import MCPServerSpec
 from ..tools import Tool
 
 
@@ -47,3 +48,9 @@ def lone(error: BaseException) -> BaseException:
             break
         error = members[0]
     return error  # pyright: ignore[reportUnknownVariableType]
+
+
+def declared_specs(toolsets: Iterable[Toolset]) -> tuple[MCPServerSpec, ...]:
+    """The declarations of the toolsets built from a contract (`boundloop.mcp`), in order."""
+    declared = (getattr(toolset, "declared", None) for toolset in toolsets)
+    return tuple(spec for spec in declared if isinstance(spec, MCPServerSpec))

@@ -25,6 +25,7 @@ from ..signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS
 from ..state import BUDGET_COUNTS
 from ..tools import TOOL_NAME
 from ..transcript import transcript_errors
+from ._mcp import is_server_tool, mcp_prefixes, mcp_problems
 
 UNHANDLED: Final = "unhandled_stop"
 """The signal handler name that says: this stop_reason ends the run with `UnhandledStop`."""
@@ -157,11 +158,14 @@ def loop_problems(
         problems += _tool_problems(contract.get("tools", []))
     if sound("signals", "custom_handlers"):
         problems += _signal_problems(contract.get("signals", {}), contract.get("custom_handlers", []))
-    if sound("tools", "policy"):
+    if sound("mcp_servers", "tools"):
+        found = mcp_problems(contract.get("mcp_servers", []), contract.get("tools", []))
+        problems += [Problem(rule=rule, where=where, message=message) for rule, where, message in found]
+    if sound("tools", "policy", "mcp_servers"):
         declared = {tool["name"] for tool in contract.get("tools", [])}
         if policy.get("escalation_tool"):
             declared.add(policy["escalation_tool"])  # the loop adds it itself
-        problems += _policy_problems(policy, declared, policy_at)
+        problems += _policy_problems(policy, declared, policy_at, mcp_prefixes(contract))
     if sound("history"):
         problems += _history_problems(contract.get("history", []))
     return problems
@@ -313,7 +317,10 @@ def _route_problems(stop_reason: str, handler: str, custom: list[str]) -> Iterat
         )
 
 
-def _policy_problems(policy: Mapping[str, Any], tools: set[str], where: str) -> Iterator[Problem]:
+def _policy_problems(
+    policy: Mapping[str, Any], tools: set[str], where: str, prefixes: tuple[str, ...]
+) -> Iterator[Problem]:
+    """The policy's rules; a name under an MCP server's prefix is taken as one of its tools."""
     forbidden = set(policy.get("forbidden", ()))
     overlap = sorted(set(policy.get("allowed", ())) & forbidden)
     if overlap:
@@ -332,12 +339,13 @@ def _policy_problems(policy: Mapping[str, Any], tools: set[str], where: str) -> 
                 rule="api-name", where=f"{where}{field}", message=f"rejected by the Messages API: {bad}"
             )
         if field in ("allowed", "requires_approval", "required_evidence"):
-            unknown = sorted(set(names) - tools)
+            unknown = sorted(name for name in set(names) - tools if not is_server_tool(name, prefixes))
             if unknown:
                 yield Problem(
                     rule="unknown-tool",
                     where=f"{where}{field}",
-                    message=f"names tools the contract does not declare: {', '.join(unknown)}",
+                    message=f"names tools the contract does not declare: {', '.join(unknown)} "
+                    "(name an MCP server's tool with the server's prefix)",
                 )
 
 

@@ -56,6 +56,8 @@ class Contract:
     """Structured output: the JSON schema of the final answer."""
     server_tools: tuple[Mapping[str, Any], ...] = ()
     """Server tool definitions (the API runs them), sent after `tools`."""
+    mcp_servers: tuple[Mapping[str, Any], ...] = ()
+    """MCP servers (`MCPServerSpec` as JSON), connected when a run starts; their tools after `tools`."""
     fallback_model: str | None = None
     """The model a refused request is retried on once."""
     compaction: Mapping[str, Any] | None = None
@@ -85,6 +87,8 @@ class Contract:
         ]
         if self.server_tools:
             document["server_tools"] = [dict(definition) for definition in self.server_tools]
+        if self.mcp_servers:
+            document["mcp_servers"] = [dict(server) for server in self.mcp_servers]
         document["signals"] = dict(self.signals)
         if self.custom_handlers:
             document["custom_handlers"] = list(self.custom_handlers)
@@ -284,6 +288,7 @@ def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | N
         settings=dict(raw.get("settings", {})),
         output_schema=raw.get("output_schema"),
         server_tools=tuple(dict(definition) for definition in raw.get("server_tools", ())),
+        mcp_servers=tuple(dict(server) for server in raw.get("mcp_servers", ())),
         fallback_model=raw.get("fallback_model"),
         compaction=raw.get("compaction"),
         context_editing=tuple(dict(edit) for edit in raw.get("context_editing", ())),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import inspect
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, cast
 
 from ..policy import Policy
@@ -50,6 +50,9 @@ def compile_report(contract: Contract, *, source: str) -> str:
     lines += [_bound(contract.budget), "", *_table(("field", "value"), _budget_rows(contract.budget))]
     lines += ["", "## Tools", ""]
     lines += _table(("tool", "flags", "input", "description"), _tool_rows(contract))
+    if contract.mcp_servers:
+        lines += ["", "## MCP servers", "", "Their tools are listed when the server connects.", ""]
+        lines += _table(("server", "starts or reaches", "prefix", "timeout_s"), _server_rows(contract))
     lines += ["", "## Policy", "", *_table(("setting", "value"), _policy_rows(contract.policy))]
     lines += ["", "## System prompt", ""]
     lines += ["—"] if contract.system is None else _fenced("text", contract.system)
@@ -137,6 +140,18 @@ def _policy_rows(policy: Mapping[str, Any]) -> Iterable[tuple[str, ...]]:
 
 def _value(value: object) -> str:
     return f"`{value}`" if isinstance(value, str) else str(value)
+
+
+def _server_rows(contract: Contract) -> Iterator[tuple[str, ...]]:
+    for server in contract.mcp_servers:
+        target = server.get("url") or " ".join([server["command"], *server.get("args", ())])
+        prefix, timeout = server.get("prefix"), server.get("timeout_s")
+        yield (
+            _cell(server["name"]),
+            _cell(target),
+            "—" if prefix is None else _cell(prefix),
+            str(timeout or "—"),
+        )
 
 
 def _cell(text: str) -> str:

@@ -24,5 +24,7 @@ RULES: Final[Mapping[str, str]] = {
     "file": "the files the contract names (policy, system prompt) exist and parse",
     "file-outside": "the files the contract names are under its folder (unless --allow-outside)",
     "number": "counts are whole numbers (1, not 1.0) and limits are finite",
+    "mcp-server": "MCP servers have unique names and prefixes, and no declared tool is under a prefix",
+    "mcp-secret": "no secret is written into the contract: an MCP header takes it from the environment",
 }
 """Rule id -> what it guarantees."""

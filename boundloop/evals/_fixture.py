@@ -27,6 +27,7 @@ from ..records import StopReason
 from ..state import Budget, LoopState
 from ..testing import parse_message
 from ..tools import TOOL_NAME
+from ._mocks import mocked_server
 
 DEFAULT_MODEL: Final = "claude-sonnet-4-6"
 DEFAULT_BUDGET: Final[Mapping[str, Any]] = {"max_steps": 10}
@@ -322,15 +323,17 @@ def _tools(
     specs: list[ContractTool] = []
     for name in order:
         tool = declared.get(name, {})
+        server = mocked_server(fixture.get("mcp_servers", ()), name) or {}
+        of = f" of MCP server {server['name']!r}" if server else ""
         specs.append(
             ContractTool(
                 name=name,
-                description=tool.get("description", f"(mocked) {shown.get(name, name)}"),
+                description=tool.get("description", f"(mocked) {shown.get(name, name)}{of}"),
                 input_schema=tool.get("input_schema", {"type": "object"}),
                 output_schema=tool.get("output_schema"),
                 side_effect=tool.get("side_effect", False),
                 requires_approval=tool.get("requires_approval", False),
-                timeout_s=tool.get("timeout_s"),
+                timeout_s=tool.get("timeout_s", server.get("timeout_s")),
             )
         )
     return tuple(specs)

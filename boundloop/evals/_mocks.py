@@ -95,6 +95,16 @@ class Mocks:
         return mocked
 
 
+def mocked_server(servers: Sequence[Mapping[str, Any]], tool: str) -> Mapping[str, Any] | None:
+    """The declared MCP server (a fixture's `mcp_servers`) a mocked tool stands in for: the one
+    whose prefix starts its name. An eval starts no server: its mocks replace it."""
+    for server in servers:
+        prefix: str | None = server.get("prefix")
+        if prefix and tool.startswith(prefix) and len(tool) > len(prefix):
+            return server
+    return None
+
+
 async def _play(result: Mapping[str, Any]) -> object:
     status = result["status"]
     if status == "ok":
