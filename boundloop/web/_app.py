@@ -193,7 +193,9 @@ class _Inspector:
             events = await read_events(self.store, check_task_id(task_id), after=after)
         except (ValueError, InvalidTaskId) as exc:
             return JSONResponse({"error": str(exc)}, 400)
-        stopped = any(event.kind == "stop" for event in events) and task_id not in self.resumer.resuming
+        latest = events[-1:] or await read_events(self.store, task_id, after=after - 1)
+        # Stopped: the log ends with a `Stop` and no resume of this server goes on from it.
+        stopped = latest[-1:] != [] and latest[-1].kind == "stop" and task_id not in self.resumer.resuming
         body = {"rows": rows(events), "last": events[-1].seq if events else after, "stopped": stopped}
         return self.guard.remember(request, JSONResponse(body))
 

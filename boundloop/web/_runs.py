@@ -228,7 +228,10 @@ def run_page(
         Html("<h2>Usage</h2>"),
         _usage(state.usage),
         Html("<h2>Provenance</h2>"),
-        Html(f'<pre id="provenance">{e(as_json(provenance))}</pre>'),
+        Html(
+            "<details><summary>the model, hashes of the system prompt, tools and policy, the budget</summary>"
+            f'<pre id="provenance">{e(as_json(provenance))}</pre></details>'
+        ),
         Html('<script src="/static/live.js"></script>'),
     ]
     return join(body)
