@@ -239,4 +239,11 @@ async def test_the_live_update_reads_the_event_log_after_a_seq(store: SQLiteStor
             assert all(row["seq"] > 3 for row in body["rows"])
             assert body["stopped"] is True
             assert body["last"] == await store.last_seq("run-completed")
+            # Polled again at the end of the log: nothing new, and still stopped (the page reloads).
+            again = (
+                await client.get("/api/runs/run-completed/events", params={"after": body["last"]})
+            ).json()
+            assert again == {"rows": [], "last": body["last"], "stopped": True}
+            waiting = (await client.get("/api/runs/run-refund/events", params={"after": 0})).json()
+            assert waiting["stopped"] is True  # its log ends with the needs_human stop
             assert (await client.get("/static/live.js")).status_code == 200
