@@ -27,10 +27,13 @@ import anyio.to_thread
 from ..errors import CheckpointCorrupt
 from ..state import LoopState
 from ._sqlite_events import SQLiteEventLog, create_table
+from ._sqlite_pages import create_indexes, page_query, page_rows
+from .paging import DEFAULT_LIMIT, RunPage, after_cursor, check_limit, decode_cursor
 from .store import Status, StoredRun, check_task_id, lease_in_thread, parse, summary
 
-SCHEMA_VERSION: Final = 3
-"""The SQLite layout (`PRAGMA user_version`). 1: boundloop 0.1 (no status columns); 2: no event log."""
+SCHEMA_VERSION: Final = 4
+"""The SQLite layout (`PRAGMA user_version`). 1: boundloop 0.1 (no status columns); 2: no event log;
+3: no indexes for pages of runs."""
 
 
 def _to_version_1(db: sqlite3.Connection) -> None:
@@ -56,6 +59,7 @@ _MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {
     1: _to_version_1,
     2: _to_version_2,
     3: create_table,
+    4: create_indexes,
 }
 """Version -> the step that brings the previous version to it; each step is idempotent (a column
 or an index already there is kept), so a file a step was half applied to migrates too."""
@@ -239,6 +243,29 @@ class SQLiteStore(SQLiteEventLog):
     async def delete(self, task_id: str) -> bool:
         """Forget a task and its events; True if its state was there."""
         return await anyio.to_thread.run_sync(self._delete, check_task_id(task_id))
+
+    async def page(
+        self,
+        *,
+        status: Status | None = None,
+        stop_reason: str | None = None,
+        limit: int = DEFAULT_LIMIT,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """The runs after `cursor`, newest save first, at most `limit`: one query on an index
+        (`boundloop.checkpoint.paging`).
+
+        Raises:
+            ConfigurationError: the limit or the cursor is invalid.
+        """
+        after = None if cursor is None else decode_cursor(cursor)
+        query, values = page_query(status, stop_reason, check_limit(limit), after)
+
+        def read() -> builtins.list[StoredRun]:
+            with self._connect() as db:
+                return page_rows(db, query, values)
+
+        return after_cursor(await anyio.to_thread.run_sync(read), limit, after)
 
     # -- leases ------------------------------------------------------------------------------
 

@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(run_parser)
     run_parser.set_defaults(command=_command("_run", "run_command"))
     _add_store_commands(commands.add_parser)
+    _add_inspector_commands(commands.add_parser)
 
     diagram_parser = commands.add_parser(
         "diagram",
@@ -212,6 +213,43 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
     )
     replay_parser.add_argument("--json", action="store_true", help="print the report as JSON instead")
     replay_parser.set_defaults(command=_command("_replay", "replay_command"))
+
+
+def _add_inspector_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+    """Add `runs` and `serve` (docs/inspector.md)."""
+    runs_parser = add_parser(
+        "runs",
+        help="list every run in a store, newest first",
+        description=_wrap(
+            "List the runs in a store (a SQLite file or a PostgreSQL database), newest save first: "
+            "task id, status (running, waiting, stopped), stop reason, steps, cost, save time, goal."
+        ),
+    )
+    _add_store(runs_parser, required=True)
+    runs_parser.add_argument("--status", choices=("running", "waiting", "stopped"), help="only these runs")
+    runs_parser.add_argument("--stop-reason", metavar="REASON", help="only runs stopped for this reason")
+    runs_parser.add_argument("--limit", type=int, default=50, metavar="N", help="runs listed (default: 50)")
+    runs_parser.add_argument("--cursor", metavar="CURSOR", help="list the runs after this one (from `more:`)")
+    runs_parser.add_argument("--json", action="store_true", help="print JSON instead")
+    runs_parser.set_defaults(command=_command("_serve", "runs_command"))
+
+    serve_parser = add_parser(
+        "serve",
+        help="serve the inspector: the runs, each run's page, and the approvals",
+        description=_wrap(
+            "Serve the inspector over a store in the browser (the web extra). With --loop SPEC "
+            "(module:factory, your application's loop), Approve and Deny resume waiting runs "
+            "through it, in this process; without it the pages are read-only. Bound to "
+            "127.0.0.1 unless --host says otherwise, which needs --token."
+        ),
+    )
+    _add_store(serve_parser, required=True)
+    serve_parser.add_argument("--loop", metavar="SPEC", help="resume approved runs through this loop")
+    _add_app_dir(serve_parser)
+    serve_parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serve_parser.add_argument("--port", type=int, default=8321, help="port (default: 8321)")
+    serve_parser.add_argument("--token", metavar="T", help="require this token (bearer, or the login form)")
+    serve_parser.set_defaults(command=_command("_serve", "serve_command"))
 
 
 def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> None:

@@ -64,7 +64,7 @@ async def _waiting(
 def _record(row: StoredRun, state: LoopState | CheckpointCorrupt | None) -> dict[str, Any]:
     record: dict[str, Any] = {
         "task_id": row.task_id,
-        "updated_at": _when(row.updated_at),
+        "updated_at": when(row.updated_at),
         "step": row.step,
     }
     if not isinstance(state, LoopState):
@@ -86,7 +86,7 @@ def _record(row: StoredRun, state: LoopState | CheckpointCorrupt | None) -> dict
 
 
 def _describe(path: str, row: StoredRun, state: LoopState | CheckpointCorrupt | None) -> list[str]:
-    head = f"{row.task_id}  step {row.step}  saved {_when(row.updated_at)}"
+    head = f"{row.task_id}  step {row.step}  saved {when(row.updated_at)}"
     if not isinstance(state, LoopState):
         return [head, f"  cannot be read: {'deleted since it was listed' if state is None else state}", ""]
     lines = [head, f"  goal: {_one_line(state.goal)}"]
@@ -107,7 +107,7 @@ def _describe(path: str, row: StoredRun, state: LoopState | CheckpointCorrupt | 
     return lines
 
 
-def _when(epoch: float) -> str:
+def when(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 

@@ -5,13 +5,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from .. import AgentLoop, ConfigurationError
+import anyio
+
+from .. import AgentLoop, ConfigurationError, LoopResult, SQLiteStore, StopReason
 from ._errors import CommandError
-from ._runner import RunOptions, execute, run_goal
+from ._runner import EventHook, RunOptions, execute, run_goal
+from ._view import RunView
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -29,13 +33,42 @@ def run_command(args: argparse.Namespace) -> int:
     spec: str = args.spec
     app_dir: str = args.app_dir
     goal: str = args.goal
-    start = run_goal(goal)
+    inner = run_goal(goal)
     target = load_target(spec, app_dir)
+    finished: list[tuple[AgentLoop[Any], LoopResult[Any]]] = []
 
     async def build() -> AgentLoop:
         return await make_loop(spec, target)
 
-    return execute(RunOptions.from_args(args), build, start)
+    async def start(
+        loop: AgentLoop, view: RunView | None, on_event: EventHook, cancel: anyio.Event
+    ) -> LoopResult:
+        result = await inner(loop, view, on_event, cancel)
+        finished.append((loop, result))
+        return result
+
+    options = RunOptions.from_args(args)
+    code = execute(options, build, start)
+    if finished and not options.json:  # --json: the task id is in the result's state
+        print("\n".join(next_steps(spec, *finished[0])))
+    return code
+
+
+def next_steps(spec: str, loop: AgentLoop[Any], result: LoopResult[Any]) -> list[str]:
+    """The run's task id, and for a run waiting for a human the commands that continue it."""
+    task_id = result.state.task_id
+    lines = [f"task id: {task_id}"]
+    if result.stop_reason is not StopReason.NEEDS_HUMAN:
+        return lines
+    store = loop.store
+    path = shlex.quote(str(store.path)) if isinstance(store, SQLiteStore) else "STORE"
+    flags = [f"--approve {shlex.quote(p.tool_use_id)}" for p in result.state.pending_approvals]
+    if result.state.escalation is not None:
+        flags.append("--reply TEXT")
+    lines.append(f"waiting for a human: boundloop pending --store {path}")
+    resume = f"boundloop resume {shlex.quote(spec)} {shlex.quote(task_id)} --store {path}"
+    lines.append(f"then: {' '.join([resume, *flags])}  (or --deny ID[=REASON])")
+    return lines
 
 
 def load_target(spec: str, app_dir: str) -> object:

@@ -1,0 +1,151 @@
+"""`boundloop serve --store STORE`: the inspector (`boundloop.web`) under uvicorn, and
+`boundloop runs --store STORE`: every run of a store, newest first."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+from typing import Any
+
+import anyio
+
+from .. import AgentLoop, CheckpointCorrupt, CheckpointStore, ConfigurationError
+from ..checkpoint.paging import page_runs
+from ..redaction import Redactor
+from ._errors import EXIT_OK, CommandError
+from ._pending import when
+from ._run import load_target, make_loop
+from ._store import close_store, open_store, store_errors, store_failure
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is reachable from this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    """Serve the inspector over `--store` until Ctrl-C.
+
+    Args:
+        args: the parsed arguments of `boundloop serve`.
+
+    Returns:
+        0 when the server stops.
+
+    Raises:
+        CommandError: a host other than loopback without --token, the store or --loop SPEC is
+            unusable, or the `web` extra is missing.
+    """
+    path: str = args.store
+    host: str = args.host
+    port: int = args.port
+    token: str | None = args.token
+    spec: str | None = args.loop
+    if not is_loopback(host) and not token:
+        raise CommandError(f"--host {host} is reachable from other machines: give --token too")
+    try:
+        import uvicorn
+
+        from ..web import app
+    except ModuleNotFoundError as exc:
+        raise CommandError(
+            f"boundloop serve needs the web extra: pip install 'boundloop[web]' ({exc})"
+        ) from exc
+    store = open_store(path)
+    target = None if spec is None else load_target(spec, args.app_dir)
+
+    async def serve() -> None:
+        loop: AgentLoop[Any] | None = (
+            None if target is None or spec is None else await make_loop(spec, target)
+        )
+        try:
+            inspector = app(store, loop, token=token)
+        except ConfigurationError as exc:
+            raise CommandError(str(exc)) from exc
+        mode = "read-only" if loop is None else f"approvals resume through {spec}"
+        print(f"boundloop inspector on http://{host}:{port}/ ({mode})", flush=True)
+        config = uvicorn.Config(inspector, host=host, port=port, log_level="warning")
+        try:
+            await uvicorn.Server(config).serve()
+        finally:
+            await close_store(store)
+
+    anyio.run(serve)
+    return EXIT_OK
+
+
+def runs_command(args: argparse.Namespace) -> int:
+    """List a store's runs, newest first: status, stop reason, steps, cost, goal.
+
+    Args:
+        args: the parsed arguments of `boundloop runs`.
+
+    Returns:
+        0.
+
+    Raises:
+        CommandError: the store is missing or unreadable, or --limit/--cursor is invalid.
+    """
+    path: str = args.store
+    store = open_store(path)
+    try:
+        records, cursor = anyio.run(_runs, store, args.status, args.stop_reason, args.limit, args.cursor)
+    except ConfigurationError as exc:
+        raise CommandError(str(exc)) from exc
+    except CheckpointCorrupt as exc:
+        raise store_failure(path, exc) from exc
+    except store_errors(path) as exc:
+        raise store_failure(path, exc) from exc
+    if args.json:
+        print(json.dumps({"runs": records, "next_cursor": cursor}, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    if not records:
+        print(f"no run in {path} matches")
+    for record in records:
+        cost = "-" if record["cost_usd"] is None else f"${record['cost_usd']:.4f}"
+        print(
+            f"{record['task_id']}  {record['status']}  {record['stop_reason'] or '-'}  "
+            f"step {record['step']}  {cost}  {record['updated_at']}  {record['goal']}"
+        )
+    if cursor is not None:
+        print(f"more: --cursor {cursor}")
+    return EXIT_OK
+
+
+async def _runs(
+    store: CheckpointStore, status: Any, stop_reason: str | None, limit: int, cursor: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    redact = Redactor()
+    try:
+        page = await page_runs(store, status=status, stop_reason=stop_reason, limit=limit, cursor=cursor)
+        records: list[dict[str, Any]] = []
+        for row in page.runs:
+            record: dict[str, Any] = {
+                "task_id": row.task_id,
+                "status": row.status,
+                "stop_reason": row.stop_reason,
+                "step": row.step,
+                "updated_at": when(row.updated_at),
+                "goal": None,
+                "model": None,
+                "cost_usd": None,
+            }
+            try:
+                state = await store.load(row.task_id)
+            except CheckpointCorrupt as exc:
+                record["error"] = str(exc)
+                state = None
+            if state is not None:
+                record["goal"] = " ".join(redact(state.goal).split())
+                record["model"] = None if state.provenance is None else state.provenance.model
+                record["cost_usd"] = state.usage.cost_usd
+            records.append(record)
+        return records, page.next_cursor
+    finally:
+        await close_store(store)

@@ -1,0 +1,168 @@
+"""The approvals page: the runs waiting for a human, each waiting call, and the form whose POST
+resumes the run through the application's loop in the server process."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from .. import AgentLoop, ApprovalMissing, CheckpointCorrupt, NotResumable, TaskBusy, TaskNotFound
+from ..checkpoint.store import CheckpointStore, status_of
+from ..events import Event, redact_strings
+from ..records import ToolCall
+from ..state import LoopState
+from ..tools import idempotency_key
+from ._html import Html, as_json, csrf_field, e, join
+from ._runs import run_link
+
+Redact = Callable[[str], str]
+Decision = bool | str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a POST of decisions did: the HTTP status, and the sentence saying so."""
+
+    status: int
+    message: str
+    resumed: bool = False
+
+
+def waiting_card(
+    state: LoopState, reasons: dict[str, str], redact: Redact, csrf: str, can_resume: bool
+) -> Html:
+    """One waiting run: its calls (tool, input, why, idempotency key) and the decision form."""
+    task_link = run_link(state.task_id)
+    calls: list[Html] = []
+    for pending in state.pending_approvals:
+        name = pending.tool_use_id
+        choice = (
+            Html(
+                f'<label><input type="radio" name="decision:{e(name)}" value="approve" required>'
+                " Approve</label> "
+                f'<label><input type="radio" name="decision:{e(name)}" value="deny"> Deny</label> '
+                f'<input type="text" name="reason:{e(name)}" size="40" '
+                'placeholder="reason for a denial (the model sees it)">'
+            )
+            if can_resume
+            else Html("")
+        )
+        calls.append(
+            Html(
+                f'<div class="card call" data-call="{e(name)}"><b>'
+                f"{e(pending.tool)}</b> [{e(name)}] at step {e(pending.step)}"
+                f"<pre>{e(as_json(redact_strings(pending.input, redact, all_keys=False)))}</pre>"
+                f"<div>why: {e(redact(reasons.get(name, 'the policy requires approval')))}</div>"
+                "<div>idempotency key: <code>"
+                f"{e(redact(idempotency_key_of(state.task_id, pending.step, name)))}</code></div>"
+                f"{choice}</div>"
+            )
+        )
+    escalation = state.escalation
+    if escalation is not None:
+        reply = (
+            Html('<textarea name="reply" rows="3" cols="60" required></textarea>') if can_resume else Html("")
+        )
+        calls.append(
+            Html(
+                '<div class="card"><b>The model asks</b><pre>'
+                f"{e(redact(escalation.reason))}</pre>{reply}</div>"
+            )
+        )
+    form_open = (
+        Html(f'<form method="post" action="{e(task_link)}/decide">{csrf_field(csrf)}')
+        if can_resume
+        else Html("")
+    )
+    submit = (
+        Html('<button type="submit" class="decide">Resume the run with these decisions</button></form>')
+        if can_resume
+        else Html("")
+    )
+    return Html(
+        f'<section class="waiting" id="{e(state.task_id)}"><h2>'
+        f'<a href="{e(task_link)}">{e(state.task_id)}</a></h2>'
+        f'<pre class="goal">{e(redact(state.goal))}</pre>{form_open}{join(calls)}{submit}</section>'
+    )
+
+
+def idempotency_key_of(task_id: str, step: int, tool_use_id: str) -> str:
+    """The key the call runs under once approved (`boundloop.tools.idempotency_key`)."""
+    return idempotency_key(task_id, ToolCall(id=tool_use_id, name="", input={}, step=step))
+
+
+def read_decisions(form: dict[str, Any], state: LoopState) -> tuple[dict[str, Decision], str | None]:
+    """`approvals=` and `reply=` from the form's fields (`decision:ID`, `reason:ID`, `reply`)."""
+    approvals: dict[str, Decision] = {}
+    for key, value in form.items():
+        if not key.startswith("decision:"):
+            continue
+        tool_use_id = key.removeprefix("decision:")
+        reason = str(form.get(f"reason:{tool_use_id}", "")).strip()
+        approvals[tool_use_id] = True if value == "approve" else (reason or False)
+    reply = form.get("reply")
+    return approvals, (str(reply) if reply and state.escalation is not None else None)
+
+
+class Resumer:
+    """Resumes waiting runs through the application's loop, in the server's task group."""
+
+    def __init__(self, loop: AgentLoop[Any] | None, store: CheckpointStore) -> None:
+        self.loop = None if loop is None else loop.with_store(store)
+        self.store = store
+        self.task_group: TaskGroup | None = None
+        self.resuming: set[str] = set()
+        """The runs a resume of this server drives now."""
+
+    async def decide(self, task_id: str, approvals: dict[str, Decision], reply: str | None) -> Outcome:
+        """Resume `task_id` with the decisions, once: it answers when the resume has taken the
+        run (its first event) or was refused; the run goes on in the background."""
+        if self.loop is None or self.task_group is None:
+            return Outcome(403, "This inspector is read-only (no --loop): nothing changed.")
+        state = await self.store.load(task_id)
+        if state is None:
+            return Outcome(404, f"No run {task_id!r} in the store: nothing changed.")
+        pending = {p.tool_use_id for p in state.pending_approvals}
+        if task_id in self.resuming or status_of(state) != "waiting" or not set(approvals) <= pending:
+            return Outcome(
+                409,
+                "These calls are no longer pending (decided already, or the run moved on): nothing changed.",
+            )
+        taken = anyio.Event()
+        refused: list[BaseException] = []
+        loop = self.loop
+
+        def on_event(_: Event) -> None:
+            taken.set()
+
+        async def run() -> None:
+            self.resuming.add(task_id)
+            try:
+                await loop.resume(task_id, approvals=approvals, reply=reply, on_event=on_event)
+            except (TaskBusy, NotResumable, ApprovalMissing, TaskNotFound, CheckpointCorrupt) as exc:
+                refused.append(exc)
+            except Exception as exc:  # the application's loop failed: shown on the page, not a crash
+                refused.append(exc)
+            finally:
+                self.resuming.discard(task_id)
+                taken.set()
+
+        self.task_group.start_soon(run)
+        await taken.wait()
+        if not refused:
+            return Outcome(303, "Resumed.", resumed=True)
+        return _refusal(refused[0])
+
+
+def _refusal(exc: BaseException) -> Outcome:
+    if isinstance(exc, TaskBusy):
+        return Outcome(409, "Another decision is resuming this run now: nothing changed.")
+    if isinstance(exc, NotResumable):
+        return Outcome(409, f"The run no longer waits ({exc}): nothing changed.")
+    if isinstance(exc, ApprovalMissing):
+        return Outcome(400, f"Decide every waiting call: {exc}. Nothing changed.")
+    return Outcome(500, f"The resume failed: {type(exc).__name__}: {exc}")

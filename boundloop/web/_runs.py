@@ -1,0 +1,243 @@
+"""The pages of runs: the list (`/`) and one run (`/runs/{task_id}`)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any, Final, cast
+from urllib.parse import quote, urlencode
+
+from ..checkpoint.paging import RunPage
+from ..checkpoint.store import StoredRun, status_of
+from ..events import Event, redact_strings
+from ..records import StopReason, Usage
+from ..state import LoopState
+from ._html import Html, age, as_json, cost, e, join
+from ._timeline import rows
+
+Redact = Callable[[str], str]
+
+STATUSES: Final = ("running", "waiting", "stopped")
+STOP_REASONS: Final = tuple(str(reason) for reason in StopReason)
+"""The stop reasons the filter offers."""
+
+
+def run_link(task_id: str) -> str:
+    return "/runs/" + quote(task_id, safe="")
+
+
+def _options(name: str, values: tuple[str, ...], chosen: str | None) -> Html:
+    options = [Html(f'<option value="">any {e(name)}</option>')]
+    for value in values:
+        selected = " selected" if value == chosen else ""
+        options.append(Html(f'<option value="{e(value)}"{selected}>{e(value)}</option>'))
+    return Html(f'<select name="{e(name)}" id="filter-{e(name)}">{join(options)}</select>')
+
+
+def runs_page(
+    page: RunPage,
+    states: dict[str, LoopState | str | None],
+    filters: dict[str, str | None],
+    redact: Redact,
+) -> Html:
+    """The list: one row per run of the page, the filters, and the link to the next page."""
+    now = time.time()
+    reasons = (
+        STOP_REASONS
+        if filters["stop_reason"] in (None, *STOP_REASONS)
+        else (
+            *STOP_REASONS,
+            str(filters["stop_reason"]),
+        )
+    )
+    form = Html(
+        '<form method="get" action="/" id="filters">'
+        f"{_options('status', STATUSES, filters['status'])} "
+        f"{_options('stop_reason', reasons, filters['stop_reason'])} "
+        '<button type="submit" id="filter-button">Filter</button> <a href="/">clear</a></form>'
+    )
+    body = [Html("<h1>Runs</h1>"), form]
+    if not page.runs:
+        body.append(Html('<p id="no-runs">No run matches.</p>'))
+    else:
+        head = "".join(
+            f"<th>{e(name)}</th>"
+            for name in ("task", "status", "stop reason", "goal", "model", "steps", "cost", "age")
+        )
+        lines = [_run_row(row, states.get(row.task_id), redact, now) for row in page.runs]
+        body.append(
+            Html(f'<table id="runs"><thead><tr>{head}</tr></thead><tbody>{join(lines)}</tbody></table>')
+        )
+    if page.next_cursor is not None:
+        query = {key: value for key, value in filters.items() if value}
+        query["cursor"] = page.next_cursor
+        body.append(Html(f'<p><a id="next-page" href="/?{e(urlencode(query))}">Older runs →</a></p>'))
+    return join(body)
+
+
+def _run_row(row: StoredRun, state: LoopState | str | None, redact: Redact, now: float) -> Html:
+    if isinstance(state, LoopState):
+        goal = redact(state.goal)
+        goal = goal if len(goal) <= 140 else goal[:139] + "…"
+        model = state.provenance.model if state.provenance is not None else "-"
+        money = cost(state.usage.cost_usd)
+    else:
+        goal, model, money = ("(deleted)" if state is None else f"(unreadable: {state})"), "-", "-"
+    cells = [
+        Html(f'<a class="task" href="{e(run_link(row.task_id))}">{e(row.task_id)}</a>'),
+        Html(f'<span class="status-{e(row.status)}">{e(row.status)}</span>'),
+        e(row.stop_reason or "-"),
+        Html(f'<span class="goal">{e(goal)}</span>'),
+        e(model),
+        e(row.step),
+        e(money),
+        e(age(row.updated_at, now)),
+    ]
+    return Html("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+
+
+def _block(data: dict[str, Any]) -> Html:
+    """One content block (redacted already)."""
+    kind = data.get("type")
+    if kind == "text":
+        return Html(f"<pre>{e(data.get('text', ''))}</pre>")
+    if kind in ("thinking", "redacted_thinking"):
+        thought = data.get("thinking", "(redacted by the API)")
+        return Html(f'<details class="thinking"><summary>thinking</summary><pre>{e(thought)}</pre></details>')
+    if kind == "tool_use":
+        call = f"<b>{e(data.get('name'))}</b> [{e(data.get('id'))}]"
+        return Html(f"<div>tool call {call}<pre>{e(as_json(data.get('input')))}</pre></div>")
+    if kind == "tool_result":
+        error = " (error)" if data.get("is_error") else ""
+        shown = data.get("content")
+        text = shown if isinstance(shown, str) else as_json(shown)
+        return Html(f"<div>result for [{e(data.get('tool_use_id'))}]{error}<pre>{e(text)}</pre></div>")
+    return Html(f"<pre>{e(as_json(data))}</pre>")
+
+
+def _blocks(content: object, redact: Redact) -> Html:
+    """One message's content: text, thinking folded, tool calls and results (redacted)."""
+    if isinstance(content, str):
+        return Html(f"<pre>{e(redact(content))}</pre>")
+    parts: list[Html] = []
+    for block in cast("list[object]", content) if isinstance(content, list) else []:
+        data = redact_strings(block, redact, all_keys=False)
+        shown = cast("dict[str, Any]", data) if isinstance(data, dict) else {"value": data}
+        parts.append(_block(shown))
+    return join(parts)
+
+
+def transcript(state: LoopState, redact: Redact) -> Html:
+    items: list[Html] = []
+    for message in state.messages:
+        role = str(message.get("role", "?"))
+        items.append(
+            Html(
+                f'<div class="msg"><span class="role">{e(role)}</span>'
+                f"{_blocks(message.get('content'), redact)}</div>"
+            )
+        )
+    if state.answer is not None:
+        items.append(
+            Html(
+                '<div class="msg" id="answer"><span class="role">'
+                f"answer</span><pre>{e(redact(state.answer))}</pre></div>"
+            )
+        )
+    return join(items)
+
+
+def _usage(usage: Usage) -> Html:
+    values = {
+        "input tokens": usage.input_tokens,
+        "output tokens": usage.output_tokens,
+        "cache reads": usage.cache_read_input_tokens,
+        "cache writes": usage.cache_creation_input_tokens,
+        "cost": cost(usage.cost_usd),
+        "cache savings": cost(usage.cache_savings_usd),
+    }
+    return Html(
+        '<table id="usage">'
+        + "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in values.items())
+        + "</table>"
+    )
+
+
+def diagram_html(task_id: str, mermaid: str | None) -> Html:
+    """The state diagram with the run's path: an SVG (graphviz) as an image, else its text form."""
+    if mermaid is None:
+        src = run_link(task_id) + "/diagram.svg"
+        return Html(
+            '<div class="diagram">'
+            f'<img id="diagram" alt="the state diagram with this run\'s path" src="{e(src)}"></div>'
+        )
+    return Html(
+        '<div class="diagram"><p>graphviz is not installed: the diagram as mermaid text.</p>'
+        f'<pre id="diagram">{e(mermaid)}</pre></div>'
+    )
+
+
+def has_graphviz() -> bool:
+    return shutil.which("dot") is not None
+
+
+def run_page(
+    state: LoopState, events: list[Event], redact: Redact, mermaid: str | None, *, live: bool
+) -> Html:
+    """One run: its head, timeline (updated live while it runs), diagram, transcript, usage, provenance."""
+    status = status_of(state)
+    timeline = rows(events, state.started_at)
+    last = events[-1].seq if events else -1
+    lines = "".join(
+        f'<tr data-seq="{e(r["seq"])}"><td>{e(r["seq"])}</td><td>{e(r["t"])}</td><td>{e(r["step"])}</td>'
+        f'<td class="kind">{e(r["kind"])}</td><td>{e(r["summary"])}</td></tr>'
+        for r in timeline
+    )
+    waiting = (
+        Html(
+            '<p class="note">'
+            f'This run waits for a human: <a id="decide" href="/approvals#{e(state.task_id)}">decide</a>.</p>'
+        )
+        if status == "waiting"
+        else Html("")
+    )
+    detail = f" ({redact(state.stop_detail)})" if state.stop_detail else ""
+    provenance = None if state.provenance is None else redact_strings(_provenance(state), redact)
+    body = [
+        Html(f'<h1>Run <span id="task-id">{e(state.task_id)}</span></h1>'),
+        Html(
+            f'<p>Status <b id="status" class="status-{e(status)}">{e(status)}</b>'
+            f' · stop reason <b id="stop-reason">{e(state.stop_reason or "-")}</b>{e(detail)}'
+            f" · step {e(state.step)} · {e(state.tool_calls)} tool calls</p>"
+        ),
+        Html(f'<div class="card"><b>Goal</b><pre id="goal">{e(redact(state.goal))}</pre></div>'),
+        waiting,
+        Html("<h2>Timeline</h2>"),
+        Html(
+            f'<table id="timeline" data-task="{e(state.task_id)}" data-after="{e(last)}" '
+            f'data-live="{e(live or status == "running")}">'
+            f"<thead><tr><th>seq</th><th>time</th><th>step</th><th>event</th><th>what</th></tr></thead>"
+            f"<tbody>{Html(lines)}</tbody></table>"
+        ),
+        Html('<p id="live"></p>'),
+        Html("<h2>State diagram</h2>"),
+        diagram_html(state.task_id, mermaid),
+        Html("<h2>Transcript</h2>"),
+        Html(f'<div id="transcript">{transcript(state, redact)}</div>'),
+        Html("<h2>Usage</h2>"),
+        _usage(state.usage),
+        Html("<h2>Provenance</h2>"),
+        Html(
+            "<details><summary>the model, hashes of the system prompt, tools and policy, the budget</summary>"
+            f'<pre id="provenance">{e(as_json(provenance))}</pre></details>'
+        ),
+        Html('<script src="/static/live.js"></script>'),
+    ]
+    return join(body)
+
+
+def _provenance(state: LoopState) -> dict[str, Any]:
+    assert state.provenance is not None
+    shown: dict[str, Any] = state.to_dict().get("provenance") or {}
+    return {"trace_id": state.trace_id, "metadata": state.metadata, **shown}
