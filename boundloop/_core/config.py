@@ -102,6 +102,9 @@ class LoopConfig:
     toolsets: tuple[Toolset, ...] = ()
     """MCP servers whose tools are registered once connected (`_core.connect`); `tools` and
     `spec.tools` hold them only in a connected configuration, where this is empty."""
+    relisted: Callable[[LoopConfig], LoopConfig | None] | None = None
+    """A connected configuration's: `relisted(config)` is `config` with the toolsets' tools as
+    they list them now, or None when none listed them again since (`_core.connect`)."""
 
 
 def build_config(

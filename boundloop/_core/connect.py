@@ -7,23 +7,29 @@ call to a toolset's tool passes the same gate as a local tool's (schema, policy,
 repeats, approval, timeouts, output limits, events, metrics, spans). A run opens the
 toolsets itself (`start_new`, `resume`) unless the loop was entered (`async with loop:`),
 which opens them once for every run until it exits.
+
+A toolset that yields a `ToolList` may list its tools again while connected (an MCP server's
+`tools/list_changed`): before each model request the run takes the latest listing
+(`refresh_tools`), so the request offers the tools as listed now.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 
 from ..errors import ConfigurationError
 from ..tools import Tool
 from .config import LoopConfig, check_policy, tool_spec
 from .provenance import provenance
 from .registry import ToolRegistry
-from .toolset import Toolset, lone
+from .toolset import ToolList, Toolset, lone
+
+Listed = Sequence[tuple[Toolset, Sequence[Tool]]]
 
 
-def with_tools(config: LoopConfig, listed: Sequence[tuple[Toolset, Sequence[Tool]]]) -> LoopConfig:
+def with_tools(config: LoopConfig, listed: Listed) -> LoopConfig:
     """`config` with the toolsets' listed tools registered (after the local ones).
 
     Raises:
@@ -54,7 +60,42 @@ def with_tools(config: LoopConfig, listed: Sequence[tuple[Toolset, Sequence[Tool
         toolsets=(),
         provenance=provenance(spec),
         metrics=None if metrics is None else metrics.with_tools(registry),
+        relisted=_relisting(config, listed),
     )
+
+
+def _versions(listed: Listed) -> tuple[int, ...]:
+    return tuple(tools.version if isinstance(tools, ToolList) else 0 for _, tools in listed)
+
+
+def _relisting(base: LoopConfig, listed: Listed) -> Callable[[LoopConfig], LoopConfig | None] | None:
+    """`LoopConfig.relisted` of the configuration `with_tools(base, listed)` builds."""
+    if not any(isinstance(tools, ToolList) for _, tools in listed):
+        return None
+    seen = _versions(listed)
+
+    def relisted(current: LoopConfig) -> LoopConfig | None:
+        if _versions(listed) == seen:
+            return None
+        fresh = with_tools(base, listed)
+        # Only what the tools decide changes: a run's own wiring (its store, ...) stays.
+        return dataclasses.replace(
+            current, spec=fresh.spec, tools=fresh.tools, metrics=fresh.metrics, relisted=fresh.relisted
+        )
+
+    return relisted
+
+
+def refresh_tools(config: LoopConfig) -> LoopConfig:
+    """`config`, or the configuration with the tools its toolsets list now if they listed again.
+
+    Raises:
+        ConfigurationError: the new listing cannot be registered (a name clash, a tool the
+            policy names is gone); the run keeps its tools until a listing that can.
+    """
+    if config.relisted is None:
+        return config
+    return config.relisted(config) or config
 
 
 @contextlib.asynccontextmanager

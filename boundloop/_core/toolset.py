@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol, cast, runtime_checkable
+from typing import Protocol, cast, final, overload, runtime_checkable
 
 from ..tools import Tool
 
@@ -21,6 +21,37 @@ class Toolset(Protocol):
     def open_tools(self) -> AbstractAsyncContextManager[Sequence[Tool]]:
         """Connect, list the tools, keep them callable until the context exits."""
         ...
+
+
+@final
+class ToolList(Sequence[Tool]):
+    """What a toolset's `open_tools()` yields to have the loop follow changes of its tools: the
+    tools as listed now, and `version`, counting the listings (a run's next request offers the
+    tools of the latest; `_core.connect`)."""
+
+    __slots__ = ("_tools", "version")
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools = tuple(tools)
+        self.version = 0
+
+    def replace(self, tools: Iterable[Tool]) -> None:
+        """The tools as listed again (a new version, even if they are the same)."""
+        self._tools = tuple(tools)
+        self.version += 1
+
+    @overload
+    def __getitem__(self, index: int) -> Tool: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Tool]: ...
+    def __getitem__(self, index: int | slice) -> Tool | Sequence[Tool]:
+        return self._tools[index]
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        return f"ToolList({[tool.name for tool in self._tools]!r}, version={self.version})"
 
 
 def split_toolsets(
