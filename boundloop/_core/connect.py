@@ -9,15 +9,15 @@ toolsets itself (`start_new`, `resume`) unless the loop was entered (`async with
 which opens them once for every run until it exits.
 
 A toolset that yields a `ToolList` may list its tools again while connected (an MCP server's
-`tools/list_changed`): before each model request the run takes the latest listing
-(`refresh_tools`), so the request offers the tools as listed now.
+`tools/list_changed`, a reconnect): before each model request the run lists a stale list again
+and takes the latest listing (`refresh_tools`), so the request offers the tools as listed now.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 
 from ..errors import ConfigurationError
 from ..tools import Tool
@@ -68,13 +68,18 @@ def _versions(listed: Listed) -> tuple[int, ...]:
     return tuple(tools.version if isinstance(tools, ToolList) else 0 for _, tools in listed)
 
 
-def _relisting(base: LoopConfig, listed: Listed) -> Callable[[LoopConfig], LoopConfig | None] | None:
+def _relisting(
+    base: LoopConfig, listed: Listed
+) -> Callable[[LoopConfig], Awaitable[LoopConfig | None]] | None:
     """`LoopConfig.relisted` of the configuration `with_tools(base, listed)` builds."""
     if not any(isinstance(tools, ToolList) for _, tools in listed):
         return None
     seen = _versions(listed)
 
-    def relisted(current: LoopConfig) -> LoopConfig | None:
+    async def relisted(current: LoopConfig) -> LoopConfig | None:
+        for _, tools in listed:
+            if isinstance(tools, ToolList):
+                await tools.relist()
         if _versions(listed) == seen:
             return None
         fresh = with_tools(base, listed)
@@ -86,8 +91,9 @@ def _relisting(base: LoopConfig, listed: Listed) -> Callable[[LoopConfig], LoopC
     return relisted
 
 
-def refresh_tools(config: LoopConfig) -> LoopConfig:
-    """`config`, or the configuration with the tools its toolsets list now if they listed again.
+async def refresh_tools(config: LoopConfig) -> LoopConfig:
+    """`config`, or the configuration with the tools its toolsets list now if they listed again
+    (a toolset whose tools changed lists them first).
 
     Raises:
         ConfigurationError: the new listing cannot be registered (a name clash, a tool the
@@ -95,7 +101,7 @@ def refresh_tools(config: LoopConfig) -> LoopConfig:
     """
     if config.relisted is None:
         return config
-    return config.relisted(config) or config
+    return await config.relisted(config) or config
 
 
 @contextlib.asynccontextmanager

@@ -50,7 +50,7 @@ async def assemble(ctx: RunContext) -> Trigger:
     """
     state = ctx.state
     try:
-        ctx.config = refresh_tools(ctx.config)
+        ctx.config = await refresh_tools(ctx.config)
     except ConfigurationError as exc:  # the run keeps the tools it has
         ctx.error("tools_list_changed", exc)
     if ctx.watch is not None and ctx.watch.after_turn and state.stop_reason is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, cast
 
@@ -30,8 +30,23 @@ from ..errors import ConfigurationError
 from ..tools import Tool
 from ._stdio import MessageTooLarge, ServerExited
 
-OpenSession = Callable[[MessageHandlerFnT], AbstractAsyncContextManager[ClientSession]]
-"""`open_session(message_handler)`: a transport and a `ClientSession` on it, not yet initialized."""
+OpenSession = Callable[[MessageHandlerFnT, Callable[[], None]], AbstractAsyncContextManager[ClientSession]]
+"""`open_session(message_handler, on_list_changed)`: a transport and a `ListingSession` on it,
+not yet initialized."""
+
+
+class ListingSession(ClientSession):
+    """A `ClientSession` that calls `on_list_changed()` for `tools/list_changed` as it is read:
+    before any answer read after it (the SDK hands notifications to a task of their own)."""
+
+    def __init__(self, *args: Any, on_list_changed: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._on_list_changed = on_list_changed
+
+    def _intercept_notification(self, method: str, params: Mapping[str, Any] | None) -> bool:
+        if method == "notifications/tools/list_changed":
+            self._on_list_changed()
+        return super()._intercept_notification(method, params)
 
 
 class MCPToolError(Exception):
@@ -63,7 +78,7 @@ class Link:
         self._open_session = open_session
         self._connect_timeout_s = connect_timeout_s
         self._build = build
-        self.tools = ToolList()
+        self.tools = ToolList(relist=self.relist)
         self._current: _Session | None = None
         self._opened = False
         self._wanted = anyio.Event()  # a call asks for a new session
@@ -92,7 +107,7 @@ class Link:
     async def _serve(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         current = self._current = _Session()
         handler = cast(MessageHandlerFnT, functools.partial(self._on_message, current))
-        async with self._open_session(handler) as session:
+        async with self._open_session(handler, functools.partial(self._changed, current)) as session:
             with anyio.fail_after(self._connect_timeout_s):
                 await session.initialize()
                 listed = await list_tools(session)
@@ -124,13 +139,22 @@ class Link:
     async def _on_message(self, current: _Session, message: IncomingMessage) -> None:
         if isinstance(message, Exception):
             self._break(current, _fault(message))
-        elif isinstance(message, mcp_types.ToolListChangedNotification) and current.session is not None:
-            try:
-                with anyio.fail_after(self._connect_timeout_s):
-                    listed = await list_tools(current.session)
-                self.tools.replace(self._build(self, listed))
-            except Exception:  # a listing the loop cannot use: the tools stay
-                return
+
+    def _changed(self, current: _Session) -> None:
+        if current is self._current:
+            self.tools.stale = True
+
+    async def relist(self) -> None:
+        """List the tools again (`tools/list_changed`); keep them if that fails."""
+        current = self._current
+        if current is None or current.session is None or current.fault is not None:
+            return  # reconnecting lists them
+        try:
+            with anyio.fail_after(self._connect_timeout_s):
+                listed = await list_tools(current.session)
+            self.tools.replace(self._build(self, listed))
+        except Exception:  # a listing the loop cannot use, a broken session: the tools stay
+            return
 
     async def _usable(self) -> _Session:
         current = self._current

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import sys
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -23,7 +23,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from ..errors import ConfigurationError
 from ..tools import Tool, ToolContext, check_tool_name
-from ._link import Link, reason
+from ._link import Link, ListingSession, reason
 from ._stdio import stdio_transport
 
 IDEMPOTENCY_META: Final = "boundloop/idempotency_key"
@@ -88,12 +88,15 @@ class _Server:
             raise ConfigurationError(f"{self.label} did not start: {reason(exc)}") from exc
 
     @contextlib.asynccontextmanager
-    async def _session(self, on_message: MessageHandlerFnT) -> AsyncGenerator[ClientSession]:
-        async with (
-            self._transport() as streams,
-            ClientSession(streams[0], streams[1], message_handler=on_message) as session,
-        ):
-            yield session
+    async def _session(
+        self, on_message: MessageHandlerFnT, on_list_changed: Callable[[], None]
+    ) -> AsyncGenerator[ClientSession]:
+        async with self._transport() as streams:
+            session = ListingSession(
+                streams[0], streams[1], message_handler=on_message, on_list_changed=on_list_changed
+            )
+            async with session:
+                yield session
 
     def _tools(self, link: Link, listed: Sequence[mcp_types.Tool]) -> list[Tool]:
         return [self._tool(link, entry) for entry in listed]
