@@ -99,6 +99,20 @@ async def test_each_fault_is_an_error_result_within_the_timeout_and_the_run_goes
     assert len(json.dumps(result.messages)) < 10_000  # nothing of the 10 MB was kept
 
 
+async def test_calls_that_find_the_server_dead_share_one_reconnect(tmp_path: Path) -> None:
+    hostile = Hostile(tmp_path)
+    script = [
+        tool_use(("die", {}, "t1")),
+        tool_use(("echo", {"text": "a"}, "t2"), ("echo", {"text": "b"}, "t3")),
+        text("done"),
+    ]
+    result = await loop_of(script, [hostile.server()]).run("be hostile")
+    died, first, second = answers(result)
+    assert died["is_error"] is True
+    assert (first["content"], second["content"]) == ("echo: a", "echo: b")
+    assert hostile.starts() == 2
+
+
 async def test_the_breaker_counts_mcp_faults(tmp_path: Path) -> None:
     hostile = Hostile(tmp_path)
     script = [

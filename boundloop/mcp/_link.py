@@ -158,7 +158,7 @@ class Link:
 
     async def _usable(self) -> _Session:
         current = self._current
-        if current is not None and current.fault is None:
+        if current is not None and current.session is not None and current.fault is None:
             return current
         if self._attempt is None:  # one reconnect for the calls that find the session broken
             self._attempt = anyio.Event()
