@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import json
 import sys
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 from anyio.abc import SocketListener
+from mcp.shared.message import SessionMessage
 
 from boundloop import AgentLoop, Budget, LoopResult, Policy, ScriptedClient, StopReason
 from boundloop.events import Event, ToolResult, ToolStarted
 from boundloop.mcp import MCPServerStdio
+from boundloop.mcp._stdio import MessageTooLarge, messages
 from tests.conftest import require_binary
 from tests.helpers import text, tool_use
 
@@ -217,3 +221,56 @@ async def test_mcp_server_time_on_both_backends() -> None:
     [block] = answers(result)
     assert not block.get("is_error")
     assert "Asia/Tokyo" in str(block["content"])
+
+
+async def read_lines(chunks: list[bytes], limit: int) -> list[Any]:
+    """What the stdio transport makes of a server's output arriving in these chunks."""
+    send, receive = anyio.create_memory_object_stream[bytes](len(chunks))
+    for chunk in chunks:
+        send.send_nowait(chunk)
+    send.close()
+    with receive:
+        return [item async for item in messages(StapledByteStream(receive), limit)]
+
+
+class StapledByteStream(anyio.abc.ByteReceiveStream):
+    """A process's stdout as the transport reads it: byte chunks, then the end."""
+
+    def __init__(self, chunks: anyio.abc.ObjectReceiveStream[bytes]) -> None:
+        self.chunks = chunks
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        return await self.chunks.receive()
+
+    async def aclose(self) -> None:
+        await self.chunks.aclose()
+
+
+async def test_the_stdio_transport_splits_lines_across_chunks_and_skips_long_ones() -> None:
+    ping = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+    chunks = [
+        ping[:10],
+        ping[10:] + b"\n" + b"y" * 30,
+        b"y" * 30 + b"\n\n" + ping[:5],
+        ping[5:] + b"\nnot json\n",
+    ]
+    first, too_long, second, garbage = await read_lines(chunks, limit=len(ping))
+    assert isinstance(first, SessionMessage)
+    assert isinstance(second, SessionMessage)
+    assert first.message == second.message
+    assert isinstance(too_long, MessageTooLarge)
+    assert too_long.size == 60
+    assert isinstance(garbage, ValueError)
+
+
+async def test_a_line_over_the_limit_is_never_held_in_memory() -> None:
+    chunk = b"z" * 65536
+    tracemalloc.start()
+    try:
+        [item] = await read_lines([chunk] * 320 + [b"\n"], limit=1024 * 1024)  # 20 MiB in one line
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert isinstance(item, MessageTooLarge)
+    assert item.size == 320 * 65536
+    assert peak < 2 * 1024 * 1024  # the limit and a chunk, not the line

@@ -88,12 +88,12 @@ async def _read(
     assert process.stdout is not None
     with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
         async with sink:
-            async for item in _messages(process.stdout, limit):
+            async for item in messages(process.stdout, limit):
                 await sink.send(item)
             await sink.send(ServerExited())
 
 
-async def _messages(
+async def messages(
     stdout: anyio.abc.ByteReceiveStream, limit: int
 ) -> AsyncGenerator[SessionMessage | Exception]:
     """Each line as a message, or as the reason it is none; a line is kept only up to `limit`."""
