@@ -16,7 +16,7 @@ import pytest
 from anyio.abc import SocketListener
 from mcp.shared.message import SessionMessage
 
-from boundloop import AgentLoop, Budget, LoopResult, Policy, ScriptedClient, StopReason
+from boundloop import AgentLoop, Budget, LoopResult, Policy, ScriptedClient, StopReason, tool
 from boundloop.events import Event, ToolResult, ToolStarted
 from boundloop.mcp import MCPServerStdio
 from boundloop.mcp._stdio import MessageTooLarge, messages
@@ -169,6 +169,25 @@ async def test_tools_list_changed_is_offered_at_the_next_request(tmp_path: Path)
     assert grown["content"] == "grown"
     assert added["content"] == "added ran"
     assert hostile.calls() == ["grow", "added"]
+
+
+async def test_a_new_listing_that_clashes_is_not_taken_and_the_run_keeps_its_tools(tmp_path: Path) -> None:
+    @tool
+    def added() -> str:
+        """A local tool with the name the server adds later."""
+        return "the local one"
+
+    hostile = Hostile(tmp_path)
+    client = ScriptedClient([tool_use(("grow", {}, "t1")), tool_use(("added", {}, "t2")), text("done")])
+    loop = AgentLoop(
+        client, model="claude-sonnet-4-6", tools=[added, hostile.server()], budget=Budget(max_steps=4)
+    )
+    result = await loop.run("grow")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert [answer["content"] for answer in answers(result)] == ["grown", "the local one"]
+    [error] = result.state.errors
+    assert error.kind == "tools_list_changed"
+    assert "already a local tool" in error.message
 
 
 async def accept_line(listener: SocketListener) -> str:

@@ -75,14 +75,20 @@ def _relisting(
     if not any(isinstance(tools, ToolList) for _, tools in listed):
         return None
     seen = _versions(listed)
+    refused: list[tuple[int, ...]] = []  # a listing that could not be registered: refused once
 
     async def relisted(current: LoopConfig) -> LoopConfig | None:
         for _, tools in listed:
             if isinstance(tools, ToolList):
                 await tools.relist()
-        if _versions(listed) == seen:
+        versions = _versions(listed)
+        if versions == seen or versions in refused:
             return None
-        fresh = with_tools(base, listed)
+        try:
+            fresh = with_tools(base, listed)
+        except ConfigurationError:
+            refused.append(versions)
+            raise
         # Only what the tools decide changes: a run's own wiring (its store, ...) stays.
         return dataclasses.replace(
             current, spec=fresh.spec, tools=fresh.tools, metrics=fresh.metrics, relisted=fresh.relisted
