@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
 from .._cache import CacheMode, CacheSettings, check_cache
@@ -102,6 +102,9 @@ class LoopConfig:
     toolsets: tuple[Toolset, ...] = ()
     """MCP servers whose tools are registered once connected (`_core.connect`); `tools` and
     `spec.tools` hold them only in a connected configuration, where this is empty."""
+    relisted: Callable[[LoopConfig], Awaitable[LoopConfig | None]] | None = None
+    """A connected configuration's: `await relisted(config)` is `config` with the toolsets' tools
+    as they list them now, or None when none listed them again since (`_core.connect`)."""
 
 
 def build_config(

@@ -7,23 +7,29 @@ call to a toolset's tool passes the same gate as a local tool's (schema, policy,
 repeats, approval, timeouts, output limits, events, metrics, spans). A run opens the
 toolsets itself (`start_new`, `resume`) unless the loop was entered (`async with loop:`),
 which opens them once for every run until it exits.
+
+A toolset that yields a `ToolList` may list its tools again while connected (an MCP server's
+`tools/list_changed`, a reconnect): before each model request the run lists a stale list again
+and takes the latest listing (`refresh_tools`), so the request offers the tools as listed now.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 
 from ..errors import ConfigurationError
 from ..tools import Tool
 from .config import LoopConfig, check_policy, tool_spec
 from .provenance import provenance
 from .registry import ToolRegistry
-from .toolset import Toolset, lone
+from .toolset import ToolList, Toolset, lone
+
+Listed = Sequence[tuple[Toolset, Sequence[Tool]]]
 
 
-def with_tools(config: LoopConfig, listed: Sequence[tuple[Toolset, Sequence[Tool]]]) -> LoopConfig:
+def with_tools(config: LoopConfig, listed: Listed) -> LoopConfig:
     """`config` with the toolsets' listed tools registered (after the local ones).
 
     Raises:
@@ -54,7 +60,54 @@ def with_tools(config: LoopConfig, listed: Sequence[tuple[Toolset, Sequence[Tool
         toolsets=(),
         provenance=provenance(spec),
         metrics=None if metrics is None else metrics.with_tools(registry),
+        relisted=_relisting(config, listed),
     )
+
+
+def _versions(listed: Listed) -> tuple[int, ...]:
+    return tuple(tools.version if isinstance(tools, ToolList) else 0 for _, tools in listed)
+
+
+def _relisting(
+    base: LoopConfig, listed: Listed
+) -> Callable[[LoopConfig], Awaitable[LoopConfig | None]] | None:
+    """`LoopConfig.relisted` of the configuration `with_tools(base, listed)` builds."""
+    if not any(isinstance(tools, ToolList) for _, tools in listed):
+        return None
+    seen = _versions(listed)
+    refused: list[tuple[int, ...]] = []  # a listing that could not be registered: refused once
+
+    async def relisted(current: LoopConfig) -> LoopConfig | None:
+        for _, tools in listed:
+            if isinstance(tools, ToolList):
+                await tools.relist()
+        versions = _versions(listed)
+        if versions == seen or versions in refused:
+            return None
+        try:
+            fresh = with_tools(base, listed)
+        except ConfigurationError:
+            refused.append(versions)
+            raise
+        # Only what the tools decide changes: a run's own wiring (its store, ...) stays.
+        return dataclasses.replace(
+            current, spec=fresh.spec, tools=fresh.tools, metrics=fresh.metrics, relisted=fresh.relisted
+        )
+
+    return relisted
+
+
+async def refresh_tools(config: LoopConfig) -> LoopConfig:
+    """`config`, or the configuration with the tools its toolsets list now if they listed again
+    (a toolset whose tools changed lists them first).
+
+    Raises:
+        ConfigurationError: the new listing cannot be registered (a name clash, a tool the
+            policy names is gone); the run keeps its tools until a listing that can.
+    """
+    if config.relisted is None:
+        return config
+    return await config.relisted(config) or config
 
 
 @contextlib.asynccontextmanager

@@ -11,7 +11,7 @@ from anthropic.types import Message, MessageParam, ToolUseBlock
 from .._cache import add_breakpoints
 from .._output import add_output_format
 from .._server_tools import server_tool_uses
-from ..errors import InvalidRequest, ScriptExhausted
+from ..errors import ConfigurationError, InvalidRequest, ScriptExhausted
 from ..events import Proposal
 from ..model import TokenCounter
 from ..records import StopReason, ToolCall, Turn
@@ -31,6 +31,7 @@ from .budget import (
     stop_at,
 )
 from .compaction import after_response, request_settings
+from .connect import refresh_tools
 from .context import RunContext
 from .invariant import container_id, unfinished_server_call
 from .refusals import fallback
@@ -44,9 +45,14 @@ async def assemble(ctx: RunContext) -> Trigger:
     """Check every budget before the next model call; at a spent one, stop or conclude.
 
     The next call's worst case (its input, estimated or counted, plus `max_tokens`) must fit
-    in the token and cost budgets; `max_tokens` is clamped to what is left.
+    in the token and cost budgets; `max_tokens` is clamped to what is left. A toolset that
+    listed its tools again since the last request has the request offer the new list.
     """
     state = ctx.state
+    try:
+        ctx.config = await refresh_tools(ctx.config)
+    except ConfigurationError as exc:  # the run keeps the tools it has
+        ctx.error("tools_list_changed", exc)
     if ctx.watch is not None and ctx.watch.after_turn and state.stop_reason is None:
         finish(ctx, StopReason.CANCELLED, "cancelled after the turn")  # the stream's cancel(after_turn=True)
         return Trigger.HALT

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol, cast, runtime_checkable
+from typing import Protocol, cast, final, overload, runtime_checkable
 
 from .._mcp_spec import MCPServerSpec
 from ..tools import Tool
@@ -22,6 +22,49 @@ class Toolset(Protocol):
     def open_tools(self) -> AbstractAsyncContextManager[Sequence[Tool]]:
         """Connect, list the tools, keep them callable until the context exits."""
         ...
+
+
+@final
+class ToolList(Sequence[Tool]):
+    """What a toolset's `open_tools()` yields to have the loop follow changes of its tools: the
+    tools as listed now, and `version`, counting the listings. A toolset whose tools changed sets
+    `stale`; before each request the run awaits `relist()` of a stale list and offers the tools
+    of the latest listing (`_core.connect`)."""
+
+    __slots__ = ("_relist", "_tools", "stale", "version")
+
+    def __init__(
+        self, tools: Iterable[Tool] = (), *, relist: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        self._tools = tuple(tools)
+        self._relist = relist
+        self.version = 0
+        self.stale = False
+        """The toolset said its tools changed: `relist()` lists them again."""
+
+    def replace(self, tools: Iterable[Tool]) -> None:
+        """The tools as listed again (a new version, even if they are the same)."""
+        self._tools = tuple(tools)
+        self.version += 1
+
+    async def relist(self) -> None:
+        """List the tools again if `stale` (the toolset's `relist`; it keeps them if it cannot)."""
+        if self.stale and self._relist is not None:
+            self.stale = False
+            await self._relist()
+
+    @overload
+    def __getitem__(self, index: int) -> Tool: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Tool]: ...
+    def __getitem__(self, index: int | slice) -> Tool | Sequence[Tool]:
+        return self._tools[index]
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        return f"ToolList({[tool.name for tool in self._tools]!r}, version={self.version})"
 
 
 def split_toolsets(

@@ -6,6 +6,14 @@ Each tool a server lists passes the same gate as a local tool; see docs/mcp.md.
 from __future__ import annotations
 
 from ._declared import declared_server
-from ._server import IDEMPOTENCY_META, MCPServerHTTP, MCPServerStdio, MCPToolError
+from ._link import MCPToolError
+from ._server import IDEMPOTENCY_META, MAX_MESSAGE_BYTES, MCPServerHTTP, MCPServerStdio
 
-__all__ = ["IDEMPOTENCY_META", "MCPServerHTTP", "MCPServerStdio", "MCPToolError", "declared_server"]
+__all__ = [
+    "IDEMPOTENCY_META",
+    "MAX_MESSAGE_BYTES",
+    "MCPServerHTTP",
+    "MCPServerStdio",
+    "MCPToolError",
+    "declared_server",
+]

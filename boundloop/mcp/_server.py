@@ -7,30 +7,30 @@ starts (or once, by `async with loop:`) and its tools listed then; see docs/mcp.
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import sys
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, TextIO, cast
+from typing import Any, Final, TextIO
 
 import anyio
 import anyio.to_thread
 import mcp_types
-from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.session import MessageHandlerFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from .._core import lone
 from ..errors import ConfigurationError
 from ..tools import Tool, ToolContext, check_tool_name
+from ._link import Link, ListingSession, reason
+from ._stdio import stdio_transport
 
 IDEMPOTENCY_META: Final = "boundloop/idempotency_key"
 """The `_meta` key carrying each call's idempotency key (`task_id:step:tool_use_id`)."""
 
-
-class MCPToolError(Exception):
-    """The server answered a call with `isError`, or with a JSON-RPC error: an `is_error` result."""
+MAX_MESSAGE_BYTES: Final = 8 * 1024 * 1024
+"""`MCPServerStdio`'s default `max_message_bytes`: a longer message breaks the connection."""
 
 
 class _Server:
@@ -64,7 +64,9 @@ class _Server:
 
     @contextlib.asynccontextmanager
     async def open_tools(self) -> AsyncGenerator[Sequence[Tool]]:
-        """Connect, initialize and list the tools, which call this session until the context exits.
+        """Connect, initialize and list the tools, which call the server until the context exits.
+
+        A `ToolList`: a `tools/list_changed` notification, or a reconnect, lists them again.
 
         Raises:
             ConfigurationError: the server cannot be started or reached, does not answer
@@ -72,23 +74,34 @@ class _Server:
                 loop cannot offer (a name the API rejects, an invalid schema).
         """
         await self._check()
+        link = Link(self.label, self._session, self.connect_timeout_s, self._tools)
         started = False
         try:
-            async with contextlib.AsyncExitStack() as stack:
-                streams = await stack.enter_async_context(self._transport())
-                session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
-                with anyio.fail_after(self.connect_timeout_s):
-                    await session.initialize()
-                    listed = await _list_tools(session)
-                tools = [self._tool(session, entry) for entry in listed]
+            async with anyio.create_task_group() as group:
+                await group.start(link.keep)
                 started = True
-                yield tools
+                yield link.tools
+                group.cancel_scope.cancel()
         except Exception as exc:
             if started:
                 raise
-            raise ConfigurationError(f"{self.label} did not start: {_reason(exc)}") from exc
+            raise ConfigurationError(f"{self.label} did not start: {reason(exc)}") from exc
 
-    def _tool(self, session: ClientSession, listed: mcp_types.Tool) -> Tool:
+    @contextlib.asynccontextmanager
+    async def _session(
+        self, on_message: MessageHandlerFnT, on_list_changed: Callable[[], None]
+    ) -> AsyncGenerator[ClientSession]:
+        async with self._transport() as streams:
+            session = ListingSession(
+                streams[0], streams[1], message_handler=on_message, on_list_changed=on_list_changed
+            )
+            async with session:
+                yield session
+
+    def _tools(self, link: Link, listed: Sequence[mcp_types.Tool]) -> list[Tool]:
+        return [self._tool(link, entry) for entry in listed]
+
+    def _tool(self, link: Link, listed: mcp_types.Tool) -> Tool:
         name = f"{self.prefix or ''}{listed.name}"
         try:
             check_tool_name(name)
@@ -104,7 +117,8 @@ class _Server:
         remote = listed.name
 
         async def call_server(_boundloop_context_: ToolContext, **arguments: Any) -> str:
-            return await _call(session, remote, arguments, _boundloop_context_)
+            meta = {IDEMPOTENCY_META: _boundloop_context_.idempotency_key}
+            return await link.call(remote, arguments, meta)
 
         try:
             return Tool(
@@ -134,6 +148,7 @@ class MCPServerStdio(_Server):
         timeout_s: float | None = None,
         connect_timeout_s: float = 30.0,
         errlog: TextIO | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         """Args:
         command, args, env, cwd: how to start the server (`env` is added to a minimal
@@ -143,9 +158,11 @@ class MCPServerStdio(_Server):
         timeout_s: each call's timeout (default: `Budget.tool_timeout_s`).
         connect_timeout_s: the start, `initialize` and `tools/list` together.
         errlog: where the server's stderr goes (default: `sys.stderr` when connecting).
+        max_message_bytes: the longest line (one JSON-RPC message) read from the server; a
+            longer one is not read into memory: it breaks the connection (docs/mcp.md, Faults).
 
         Raises:
-            ConfigurationError: a bad prefix or timeout.
+            ConfigurationError: a bad prefix, timeout or `max_message_bytes`.
         """
         super().__init__(
             name=name or Path(command).name,
@@ -158,6 +175,9 @@ class MCPServerStdio(_Server):
         self.env = None if env is None else dict(env)
         self.cwd = cwd
         self.errlog = errlog
+        if not max_message_bytes > 0:
+            raise ConfigurationError(f"max_message_bytes must be > 0, got {max_message_bytes!r}")
+        self.max_message_bytes = max_message_bytes
 
     async def _check(self) -> None:
         if await anyio.to_thread.run_sync(shutil.which, self.command) is None:
@@ -166,10 +186,20 @@ class MCPServerStdio(_Server):
             )
 
     def _transport(self) -> contextlib.AbstractAsyncContextManager[tuple[Any, ...]]:
-        parameters = StdioServerParameters(
-            command=self.command, args=list(self.args), env=self.env, cwd=self.cwd
+        errlog = self.errlog or _stderr()
+        if sys.platform == "win32":  # no process groups: the SDK's transport (no size limit)
+            parameters = StdioServerParameters(
+                command=self.command, args=list(self.args), env=self.env, cwd=self.cwd
+            )
+            return stdio_client(parameters, errlog=errlog)
+        return stdio_transport(
+            self.command,
+            self.args,
+            env=self.env,
+            cwd=self.cwd,
+            errlog=errlog,
+            max_message_bytes=self.max_message_bytes,
         )
-        return stdio_client(parameters, errlog=self.errlog or _stderr())
 
 
 class MCPServerHTTP(_Server):
@@ -209,56 +239,6 @@ async def _http(url: str, headers: dict[str, str]) -> AsyncGenerator[tuple[Any, 
     client = await anyio.to_thread.run_sync(lambda: create_mcp_http_client(headers=headers))
     async with client, streamable_http_client(url, http_client=client) as streams:
         yield tuple(streams)
-
-
-async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:
-    tools: list[mcp_types.Tool] = []
-    cursor: str | None = None
-    while True:
-        params = None if cursor is None else mcp_types.PaginatedRequestParams(cursor=cursor)
-        page = await session.list_tools(params=params)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if cursor is None:
-            return tools
-
-
-async def _call(session: ClientSession, name: str, arguments: dict[str, Any], context: ToolContext) -> str:
-    """One `tools/call`, its idempotency key in `_meta`; the result's content as text.
-
-    Raises:
-        MCPToolError: an `isError` result or a JSON-RPC error (an `is_error` tool result).
-    """
-    try:
-        meta = cast(mcp_types.RequestParamsMeta, {IDEMPOTENCY_META: context.idempotency_key})
-        result = await session.call_tool(name, arguments, meta=meta)
-    except MCPError as exc:
-        raise MCPToolError(str(exc)) from None
-    text = _text(result)
-    if result.is_error:
-        raise MCPToolError(text or "the server reported an error")
-    return text
-
-
-def _text(result: mcp_types.CallToolResult) -> str:
-    parts: list[str] = []
-    for block in result.content:
-        if isinstance(block, mcp_types.TextContent):
-            parts.append(block.text)
-        else:
-            parts.append(f"[{block.type} content omitted]")
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content))
-    return "\n".join(parts)
-
-
-def _reason(error: BaseException) -> str:
-    exc = lone(error)
-    if isinstance(exc, ConfigurationError):
-        return str(exc).removeprefix("MCP server ")
-    if isinstance(exc, TimeoutError):
-        return "no answer to initialize and tools/list in time"
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _stderr() -> TextIO:
