@@ -14,6 +14,7 @@ docs/cost.md "Prompt caching" has the rules this follows.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -95,41 +96,69 @@ def add_breakpoints(
     Nothing is added when caching is off, or when the request carries a top-level
     `cache_control` already (the run's `ModelSettings(cache_control=...)`: the user's wins).
     `markers`, the run's count of the breakpoints its transcript holds, counts only the
-    messages added since the run's previous request (without it: all of them).
+    messages added since the run's previous request, and marks the run's tools and system
+    prompt once (without it: all of them, each time).
     """
     if settings is None or "cache_control" in request:
         return
-    control = settings.control()
-    free = MAX_BREAKPOINTS - count_breakpoints(request, markers)
+    markers = MessageMarkers() if markers is None else markers
+    head = markers.head(request, settings)
+    free = MAX_BREAKPOINTS - head.count - markers.count(cast("list[Mapping[str, Any]]", request["messages"]))
     if free <= 0:
         return
-    request["cache_control"] = control  # automatic: the last cacheable block, moving with the transcript
+    request["cache_control"] = head.control  # automatic: the last cacheable block, moving with the transcript
     free -= 1
-    if free and settings.prefix and _mark_prefix(request, control):
+    if free and head.marked:
+        request.update(head.marked)
         free -= 1
     if free:
-        _mark_lookback(request, control)
+        _mark_lookback(request, head.control)
 
 
-def count_breakpoints(request: Mapping[str, Any], markers: MessageMarkers | None = None) -> int:
-    """The `cache_control` breakpoints in a request: top-level, tools, system, message blocks."""
-    count = 1 if request.get("cache_control") else 0
+@final
+@dataclasses.dataclass(frozen=True, slots=True)
+class Head:
+    """What a request's tools and system prompt hold and get: the same for every request of a run."""
+
+    count: int
+    """The breakpoints they carry already."""
+    control: dict[str, str]
+    """The `cache_control` the loop sends."""
+    marked: dict[str, Any]
+    """The fixed breakpoint: `system` (or `tools`) with it, to put in the request; {}: none."""
+
+
+def _head(request: Mapping[str, Any], settings: CacheSettings) -> Head:
+    count = 0
     for tool in cast("list[Mapping[str, Any]]", request.get("tools") or []):
         count += 1 if tool.get("cache_control") else 0
     system = request.get("system")
     if isinstance(system, list):
         count += sum(1 for block in cast("list[Mapping[str, Any]]", system) if block.get("cache_control"))
+    control = settings.control()
+    marked: dict[str, Any] = {}
+    if settings.prefix:
+        _mark_prefix(marked, request, control)
+    return Head(count=count, control=control, marked=marked)
+
+
+def count_breakpoints(request: Mapping[str, Any], markers: MessageMarkers | None = None) -> int:
+    """The `cache_control` breakpoints in a request: top-level, tools, system, message blocks."""
+    count = (1 if request.get("cache_control") else 0) + _head(request, CacheSettings(prefix=False)).count
     messages = cast("list[Mapping[str, Any]]", request.get("messages") or [])
     return count + (MessageMarkers() if markers is None else markers).count(messages)
 
 
 def _markers_in(message: Mapping[str, Any]) -> int:
     content = message.get("content")
-    return (
-        sum(1 for block in cast("list[object]", content) if _marked(block))
-        if isinstance(content, list)
-        else 0
-    )
+    if not isinstance(content, list):
+        return 0
+    count = 0
+    for block in cast("list[object]", content):
+        # the transcript's blocks are plain dicts: read past the ABC check of `_marked`
+        if block.get("cache_control") if type(block) is dict else _marked(block):  # pyright: ignore[reportUnknownMemberType]
+            count += 1
+    return count
 
 
 @final
@@ -140,12 +169,30 @@ class MessageMarkers:
     transcript that kept its first message and the previous request's last-but-one is taken to
     have grown at its end; otherwise the shared prefix is looked for."""
 
-    __slots__ = ("_messages", "_totals")
+    __slots__ = ("_head", "_head_of", "_messages", "_totals")
 
     def __init__(self) -> None:
         self._messages: list[object] = []
         self._totals: list[int] = []
         """The breakpoints in the first k+1 messages, for each k."""
+        self._head_of: tuple[object, object, object] | None = None
+        self._head: Head | None = None
+
+    def head(self, request: Mapping[str, Any], settings: CacheSettings) -> Head:
+        """The request's `Head`, made once for the tools, system prompt and settings a run
+        sends in every request (the same objects)."""
+        system, tools = request.get("system"), request.get("tools")
+        known, head = self._head_of, self._head
+        if (
+            head is None
+            or known is None
+            or known[0] is not system
+            or known[1] is not tools
+            or known[2] is not settings
+        ):
+            head = self._head = _head(request, settings)
+            self._head_of = (system, tools, settings)
+        return head
 
     def count(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """The breakpoints in the blocks of `messages`."""
@@ -174,18 +221,16 @@ def _marked(block: object) -> bool:
     return bool(getattr(block, "cache_control", None))
 
 
-def _mark_prefix(request: dict[str, Any], control: dict[str, str]) -> bool:
-    """The system prompt as one text block with `control`; without one, the last tool. False:
-    nothing to mark (no system prompt and no tools, or the last tool is marked already)."""
+def _mark_prefix(marked: dict[str, Any], request: Mapping[str, Any], control: dict[str, str]) -> None:
+    """Into `marked`: the system prompt as one text block with `control`; without one, the last
+    tool. Nothing: nothing to mark (no system prompt and no tools, or the last tool is marked)."""
     system = request.get("system")
     if isinstance(system, str) and system:
-        request["system"] = [{"type": "text", "text": system, "cache_control": control}]
-        return True
+        marked["system"] = [{"type": "text", "text": system, "cache_control": control}]
+        return
     tools = cast("list[Mapping[str, Any]]", request.get("tools") or [])
     if system is None and tools and not tools[-1].get("cache_control"):
-        request["tools"] = [*tools[:-1], {**tools[-1], "cache_control": control}]
-        return True
-    return False
+        marked["tools"] = [*tools[:-1], {**tools[-1], "cache_control": control}]
 
 
 def _mark_lookback(request: dict[str, Any], control: dict[str, str]) -> None:

@@ -60,7 +60,8 @@ def after_response(ctx: RunContext, response: Message, tokens_before: int) -> No
         totals.cache_creation_input_tokens += usage.cache_creation_input_tokens or 0
         if ctx.config.price is not None:
             totals.cost_usd = (totals.cost_usd or 0.0) + ctx.config.price.cost(usage)
-    blocks = [block for block in response.content if _field(block, "type") == "compaction"]
+    # every content block has its `type` (a type the SDK does not model included: as an attribute)
+    blocks = [block for block in response.content if getattr(block, "type", None) == "compaction"]
     if not blocks:
         return
     read = sum(
@@ -110,10 +111,13 @@ def retry_compacted(ctx: RunContext, route: Route) -> Route:
 
 
 def _field(item: object, name: str) -> object:
+    """A field of a dict or of an SDK model: a modelled field, else one of its extra fields (read
+    without `getattr` of an absent name, which pydantic answers by raising, at ~2 µs a call)."""
+    if type(item) is dict:
+        return item.get(name)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     if isinstance(item, Mapping):
         return cast(Mapping[str, object], item).get(name)
-    found = getattr(item, name, None)
-    if found is None:
-        extra = cast("dict[str, object] | None", getattr(item, "__pydantic_extra__", None))
-        found = (extra or {}).get(name)
-    return found
+    extra = cast("dict[str, object] | None", getattr(item, "model_extra", None))
+    if extra and name in extra:
+        return extra[name]
+    return getattr(item, name, None) if name in getattr(type(item), "model_fields", ()) else None

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast, final
 
 from anthropic.types import Message
+from pydantic import BaseModel
 
 from ..errors import InvalidRequest
 
@@ -44,7 +45,7 @@ def unfinished_server_call(content: Sequence[object]) -> bool:
 
 def container_id(response: Message | None) -> str | None:
     """The id of the response's `container` (code execution's sandbox), when it has one."""
-    found = _field(_field(response, "container"), "id")
+    found = getattr(getattr(response, "container", None), "id", None)
     return found if isinstance(found, str) and found else None
 
 
@@ -80,7 +81,7 @@ class RequestChecker:
 
 def _size(message: object) -> int:
     """The number of blocks of a message (a string's content: 1)."""
-    content = _field(message, "content")
+    content = message.get("content") if type(message) is dict else _field(message, "content")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     return len(cast("list[object]", content)) if isinstance(content, list) else 1
 
 
@@ -111,6 +112,7 @@ def request_problem(
     if container is not None and request.get("container") != container:
         return f"the last response's container {container!r} is not sent with the next request"
     messages = cast("list[Mapping[str, Any]]", request.get("messages") or [])
+    previous: Mapping[str, Any] | None = messages[start - 1] if 0 < start <= len(messages) else None
     for index in range(max(start, 0), len(messages)):
         message = messages[index]
         content = message.get("content")
@@ -119,65 +121,82 @@ def request_problem(
                 problem = _as_received(cast("list[object]", content), last)
                 if problem is not None:
                     return f"messages[{index}]: {problem}"
-            continue
-        if index == 0 or messages[index - 1].get("role") != "assistant":
-            continue
-        problem = _answers(messages[index - 1].get("content"), content)
-        if problem is not None:
-            return f"messages[{index}]: {problem}"
+        elif previous is not None and previous.get("role") == "assistant":
+            problem = _answers(previous.get("content"), content)
+            if problem is not None:
+                return f"messages[{index}]: {problem}"
+        previous = message
     return None
 
 
 def _answers(previous: object, content: object) -> str | None:
     """What is wrong with a user turn after an assistant turn, or None."""
-    blocks = cast("list[object]", previous) if isinstance(previous, list) else []
+    blocks = _plain(previous)
     if unfinished_server_call(blocks):
         return (
-            f"a user turn follows the unfinished {_field(blocks[-1], 'type')} "
-            f"{_field(blocks[-1], 'id')!r}: only its continuation may"
+            f"a user turn follows the unfinished {blocks[-1].get('type')} "
+            f"{blocks[-1].get('id')!r}: only its continuation may"
         )
-    calls: list[object] = []
-    for block in blocks:
-        if _field(block, "type") == "tool_use":
-            calls.append(_field(block, "id"))
-    answers = cast("list[object]", content) if isinstance(content, list) else []
-    head: list[object] = []
-    first = True  # every block answering the calls is a tool_result
-    for block in answers[: len(calls)]:
-        head.append(_field(block, "tool_use_id"))
-        first = first and _field(block, "type") == "tool_result"
-    if calls and (not first or len(head) != len(calls) or sorted(map(str, head)) != sorted(map(str, calls))):
+    calls = [block.get("id") for block in blocks if block.get("type") == "tool_use"]
+    answers = _plain(content)
+    head = [block.get("tool_use_id") for block in answers[: len(calls)]]
+    if (
+        calls
+        and (
+            len(head) != len(calls)
+            or (head != calls and sorted(map(str, head)) != sorted(map(str, calls)))  # any order
+            or any(block.get("type") != "tool_result" for block in answers[: len(calls)])
+        )
+    ):
         return f"the tool_use blocks {calls} are not answered first, once each (found {head})"
     for block in answers[len(calls) :]:
-        if _field(block, "type") == "tool_result":
-            return f"a tool_result for no tool_use of the turn before: {_field(block, 'tool_use_id')!r}"
+        if block.get("type") == "tool_result":
+            return f"a tool_result for no tool_use of the turn before: {block.get('tool_use_id')!r}"
     return None
+
+
+def _plain(content: object) -> list[Mapping[str, object]]:
+    """A message's blocks, each as a mapping of its fields (the transcript's: the dicts as they
+    are; a string's content: none)."""
+    if not isinstance(content, list):
+        return []
+    return [
+        block if type(block) is dict else _fields(block)  # pyright: ignore[reportUnknownVariableType]
+        for block in cast("list[object]", content)
+    ]
+
+
+def _fields(block: object) -> Mapping[str, object]:
+    if isinstance(block, Mapping):
+        return cast(Mapping[str, object], block)
+    if isinstance(block, BaseModel):
+        return dict(block)  # its fields and extra fields
+    return {}
 
 
 def _as_received(content: list[object], response: Message) -> str | None:
     """Each block of the turn is the response's: its type, and every field the API sent."""
-    blocks = response.content
+    blocks = cast("list[object]", response.content)
     if len(content) != len(blocks):
         return f"the assistant turn holds {len(content)} blocks, the response {len(blocks)}"
-    for position, (sent, got) in enumerate(zip(content, cast("list[object]", blocks), strict=True)):
+    for position, sent in enumerate(_plain(content)):
+        got = blocks[position]
         kind = _field(got, "type")
-        if _field(sent, "type") != kind:
-            return f"block {position} is sent as {_field(sent, 'type')!r}, received as {kind!r}"
-        if type(sent) is not dict and not isinstance(sent, Mapping):
-            continue
-        missing = _received_fields(got).difference(cast(Mapping[str, object], sent))
-        if missing:
+        if sent.get("type") != kind:
+            return f"block {position} is sent as {sent.get('type')!r}, received as {kind!r}"
+        if not _received_fields(got).issubset(sent):
+            missing = _received_fields(got).difference(sent)
             return f"block {position} ({kind}) is sent without the fields {sorted(missing)}"
     return None
 
 
 def _received_fields(block: object) -> set[str]:
     """The fields the API sent in a block (a dict's keys; a model's set and extra fields)."""
-    if isinstance(block, Mapping):
-        return set(cast(Mapping[str, object], block))
-    fields: set[str] = set(getattr(block, "model_fields_set", ()))
-    extra = cast("dict[str, object] | None", getattr(block, "__pydantic_extra__", None))
-    return fields.union(extra) if extra else fields
+    fields = cast("set[str] | None", getattr(block, "model_fields_set", None))  # a model's
+    if fields is not None:
+        extra = cast("dict[str, object] | None", getattr(block, "model_extra", None))
+        return fields.union(extra) if extra else fields
+    return set(cast(Mapping[str, object], block)) if isinstance(block, Mapping) else set()
 
 
 _ABSENT: Final = object()
