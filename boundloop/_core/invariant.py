@@ -181,7 +181,7 @@ def _as_received(content: list[object], response: Message) -> str | None:
         return f"the assistant turn holds {len(content)} blocks, the response {len(blocks)}"
     for position, sent in enumerate(_plain(content)):
         got = blocks[position]
-        kind = _field(got, "type")
+        kind: object = getattr(got, "type", None)  # the response's blocks: SDK models
         if sent.get("type") != kind:
             return f"block {position} is sent as {sent.get('type')!r}, received as {kind!r}"
         if not _received_fields(got).issubset(sent):
