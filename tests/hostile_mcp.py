@@ -2,8 +2,9 @@
 
 Run as `python -m tests.hostile_mcp`. Its faults: `hang` never answers, `die` kills the process
 mid-call, `garbage` answers with a line that is not JSON-RPC (written raw to stdout), `huge`
-returns 10 MB. `echo` behaves; `grow` adds the tool `added` and sends `tools/list_changed`;
-`wipe` is destructive (the test forbids it).
+returns 10 MB. `echo` behaves; `grow` adds the tool `added`, sends `tools/list_changed` and
+answers only once the client asked `tools/list` after it (so the answer reaches the client after
+its listing started); `wipe` is destructive (the test forbids it).
 
 Environment:
     HOSTILE_LOG: a file each process appends to: `start <pid>`, `call <tool>` for every call
@@ -22,9 +23,11 @@ from pathlib import Path
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import Tool as MCPTool
 from mcp_types import ToolAnnotations
 
 HUGE_CHARS = 10_000_000
+LISTED_TIMEOUT_S = 10.0
 
 WIRE = os.dup(1)
 """The protocol's pipe: the SDK's server points fd 1 at stderr while it serves (it guards its
@@ -46,8 +49,20 @@ def beacon(word: str) -> None:
             sock.sendall(f"{word}\n".encode())
 
 
+class HostileServer(MCPServer):
+    """`MCPServer` that tells `grow` when a `tools/list` arrives."""
+
+    listed: anyio.Event | None = None
+    """Set by the next `tools/list` (`grow` makes one)."""
+
+    async def list_tools(self) -> list[MCPTool]:
+        if self.listed is not None:
+            self.listed.set()
+        return await super().list_tools()
+
+
 def build() -> MCPServer:
-    server = MCPServer("hostile")
+    server = HostileServer("hostile")
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def echo(text: str) -> str:
@@ -105,7 +120,10 @@ def build() -> MCPServer:
             return "added ran"
 
         server.add_tool(added)
+        server.listed = listed = anyio.Event()
         await ctx.session.send_tool_list_changed()
+        with anyio.fail_after(LISTED_TIMEOUT_S):  # a client that does not list at once: an error
+            await listed.wait()
         return "grown"
 
     return server

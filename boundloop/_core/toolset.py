@@ -48,7 +48,8 @@ class ToolList(Sequence[Tool]):
         self.version += 1
 
     async def relist(self) -> None:
-        """List the tools again if `stale` (the toolset's `relist`; it keeps them if it cannot)."""
+        """If `stale`, the toolset's `relist`: the tools listed again, or a listing under way
+        awaited (it keeps them if it cannot)."""
         if self.stale and self._relist is not None:
             self.stale = False
             await self._relist()

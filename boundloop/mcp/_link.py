@@ -4,8 +4,12 @@ One task (`Link.keep`) owns the session: it connects, and when the session break
 exited, wrote what is not JSON-RPC or a message over the size limit, closed the connection) it
 closes it and waits until a call asks for a new one. The calls in flight on a broken session end
 at once, as errors; the next call reconnects once (a new session, its tools listed again) and
-runs on it, or is an error if that fails. A `tools/list_changed` notification lists the tools
-again into the same `ToolList`, which the loop reads before each request.
+runs on it, or is an error if that fails.
+
+A `tools/list_changed` notification (it reaches the session's `message_handler`) marks the
+`ToolList` stale and wakes the session's relisting task, which lists the tools again at once into
+the same `ToolList`. Before each request the loop awaits `relist()`: the listing in flight for a
+notification seen so far, within `connect_timeout_s`.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, cast
 
@@ -30,23 +34,8 @@ from ..errors import ConfigurationError
 from ..tools import Tool
 from ._stdio import MessageTooLarge, ServerExited
 
-OpenSession = Callable[[MessageHandlerFnT, Callable[[], None]], AbstractAsyncContextManager[ClientSession]]
-"""`open_session(message_handler, on_list_changed)`: a transport and a `ListingSession` on it,
-not yet initialized."""
-
-
-class ListingSession(ClientSession):
-    """A `ClientSession` that calls `on_list_changed()` for `tools/list_changed` as it is read:
-    before any answer read after it (the SDK hands notifications to a task of their own)."""
-
-    def __init__(self, *args: Any, on_list_changed: Callable[[], None], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._on_list_changed = on_list_changed
-
-    def _intercept_notification(self, method: str, params: Mapping[str, Any] | None) -> bool:
-        if method == "notifications/tools/list_changed":
-            self._on_list_changed()
-        return super()._intercept_notification(method, params)
+OpenSession = Callable[[MessageHandlerFnT], AbstractAsyncContextManager[ClientSession]]
+"""`open_session(message_handler)`: a transport and a `ClientSession` on it, not yet initialized."""
 
 
 class MCPToolError(Exception):
@@ -62,6 +51,18 @@ class _Session:
     fault: str | None = None
     closed: anyio.Event = dataclasses.field(default_factory=anyio.Event)
     calls: set[anyio.CancelScope] = dataclasses.field(default_factory=set[anyio.CancelScope])
+    changes: int = 0
+    """`tools/list_changed` notifications seen."""
+    listed: int = 0
+    """`changes` when the latest listing that ended (taken or not) started."""
+    changed: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    """Set by a notification; the relisting task clears it (a new event) when it starts listing."""
+    progress: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    """Set (and replaced) when a listing ends or the session breaks."""
+
+    def pulse(self) -> None:
+        self.progress.set()
+        self.progress = anyio.Event()
 
 
 class Link:
@@ -107,7 +108,7 @@ class Link:
     async def _serve(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         current = self._current = _Session()
         handler = cast(MessageHandlerFnT, functools.partial(self._on_message, current))
-        async with self._open_session(handler, functools.partial(self._changed, current)) as session:
+        async with self._open_session(handler) as session:
             with anyio.fail_after(self._connect_timeout_s):
                 await session.initialize()
                 listed = await list_tools(session)
@@ -120,7 +121,10 @@ class Link:
                 self._opened = True
                 task_status.started()
             self._settle()
-            await current.closed.wait()
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._relisting, current, session)
+                await current.closed.wait()
+                group.cancel_scope.cancel()
 
     def _settle(self) -> None:
         if self._attempt is not None:
@@ -133,28 +137,47 @@ class Link:
             return
         current.fault = fault
         current.closed.set()
+        current.pulse()
         for scope in current.calls:
             scope.cancel()
 
     async def _on_message(self, current: _Session, message: IncomingMessage) -> None:
+        """The session's `message_handler`, run in a task of the SDK's."""
         if isinstance(message, Exception):
             self._break(current, _fault(message))
-
-    def _changed(self, current: _Session) -> None:
-        if current is self._current:
+        elif isinstance(message, mcp_types.ToolListChangedNotification) and current is self._current:
+            current.changes += 1
             self.tools.stale = True
+            current.changed.set()
+
+    async def _relisting(self, current: _Session, session: ClientSession) -> None:
+        """While the session serves: list the tools again after each `tools/list_changed`."""
+        while True:
+            await current.changed.wait()
+            current.changed = anyio.Event()
+            asked = current.changes
+            try:
+                with anyio.fail_after(self._connect_timeout_s):
+                    listed = await list_tools(session)
+                tools = self._build(self, listed)
+            except Exception:  # a listing the loop cannot use, a broken session: the tools stay
+                pass
+            else:
+                if current.fault is None:
+                    self.tools.replace(tools)
+            current.listed = max(current.listed, asked)
+            current.pulse()
 
     async def relist(self) -> None:
-        """List the tools again (`tools/list_changed`); keep them if that fails."""
+        """Await the listing of every `tools/list_changed` seen so far, within `connect_timeout_s`
+        (a broken session's: no wait, reconnecting lists them)."""
         current = self._current
-        if current is None or current.session is None or current.fault is not None:
-            return  # reconnecting lists them
-        try:
-            with anyio.fail_after(self._connect_timeout_s):
-                listed = await list_tools(current.session)
-            self.tools.replace(self._build(self, listed))
-        except Exception:  # a listing the loop cannot use, a broken session: the tools stay
+        if current is None:
             return
+        asked = current.changes
+        with anyio.move_on_after(self._connect_timeout_s):
+            while current.listed < asked and current.session is not None and current.fault is None:
+                await current.progress.wait()
 
     async def _usable(self) -> _Session:
         current = self._current

@@ -9,25 +9,29 @@ from __future__ import annotations
 import contextlib
 import shutil
 import sys
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TextIO
 
 import anyio
 import anyio.to_thread
+import httpx2
 import mcp_types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.session import MessageHandlerFnT
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from ..errors import ConfigurationError
 from ..tools import Tool, ToolContext, check_tool_name
-from ._link import Link, ListingSession, reason
+from ._link import Link, reason
 from ._stdio import stdio_transport
 
 IDEMPOTENCY_META: Final = "boundloop/idempotency_key"
 """The `_meta` key carrying each call's idempotency key (`task_id:step:tool_use_id`)."""
+
+_HTTP_TIMEOUT: Final = httpx2.Timeout(30.0, read=300.0)
+"""`MCPServerHTTP`'s HTTP timeouts, the SDK's defaults: 30 s to connect, write and wait for a
+pooled connection, 300 s between reads (a server may hold a response stream open)."""
 
 MAX_MESSAGE_BYTES: Final = 8 * 1024 * 1024
 """`MCPServerStdio`'s default `max_message_bytes`: a longer message breaks the connection."""
@@ -88,14 +92,9 @@ class _Server:
             raise ConfigurationError(f"{self.label} did not start: {reason(exc)}") from exc
 
     @contextlib.asynccontextmanager
-    async def _session(
-        self, on_message: MessageHandlerFnT, on_list_changed: Callable[[], None]
-    ) -> AsyncGenerator[ClientSession]:
+    async def _session(self, on_message: MessageHandlerFnT) -> AsyncGenerator[ClientSession]:
         async with self._transport() as streams:
-            session = ListingSession(
-                streams[0], streams[1], message_handler=on_message, on_list_changed=on_list_changed
-            )
-            async with session:
+            async with ClientSession(streams[0], streams[1], message_handler=on_message) as session:
                 yield session
 
     def _tools(self, link: Link, listed: Sequence[mcp_types.Tool]) -> list[Tool]:
@@ -236,7 +235,9 @@ class MCPServerHTTP(_Server):
 @contextlib.asynccontextmanager
 async def _http(url: str, headers: dict[str, str]) -> AsyncGenerator[tuple[Any, ...]]:
     # Building the client reads the CA certificates from disk: in a worker thread.
-    client = await anyio.to_thread.run_sync(lambda: create_mcp_http_client(headers=headers))
+    client = await anyio.to_thread.run_sync(
+        lambda: httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT)
+    )
     async with client, streamable_http_client(url, http_client=client) as streams:
         yield tuple(streams)
 
