@@ -160,7 +160,9 @@ class Link:
                 with anyio.fail_after(self._connect_timeout_s):
                     listed = await list_tools(session)
                 tools = self._build(self, listed)
-            except Exception:  # a listing the loop cannot use, a broken session: the tools stay
+            # Not a tool call's error: a listing the loop cannot use, or a broken session (its
+            # calls end as errors, and reconnecting lists again); the tools stay as listed.
+            except Exception:  # boundloop: ignore[BL003]
                 pass
             else:
                 if current.fault is None:
