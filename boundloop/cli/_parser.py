@@ -223,6 +223,9 @@ def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> Non
             "and what the run must do (stop reason, tools that ran or must not, trace events, "
             "answer). Every case runs in process on the scripted model, concurrently; each is "
             "then replayed from its own trace. Prints a line per case and the aggregate figures. "
+            "A case without model turns is a live case: with --live it runs --trials times on "
+            "the live model (ANTHROPIC_API_KEY; the tools are still the fixture's mocks) and the "
+            "report gives its rates with 95% confidence intervals; without --live it is skipped. "
             "PATH is a fixture file or a folder of them. See docs/evals.md for the format."
         ),
         epilog=EVAL_EXIT_CODES,
@@ -231,7 +234,29 @@ def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> Non
     eval_parser.add_argument("--check", action="store_true", help="validate the fixtures only; run nothing")
     eval_parser.add_argument("--case", action="append", metavar="ID", help="run only this case (repeatable)")
     eval_parser.add_argument(
-        "--concurrency", type=int, default=8, metavar="N", help="cases run at once (default: 8)"
+        "--concurrency",
+        type=int,
+        default=8,
+        metavar="N",
+        help="cases (and live trials) run at once (default: 8)",
+    )
+    live = eval_parser.add_argument_group("live cases (no model turns)")
+    live.add_argument("--live", action="store_true", help="run live cases on the model (ANTHROPIC_API_KEY)")
+    live.add_argument("--model", metavar="M", help="the live model (default: each case's model_name)")
+    live.add_argument("--trials", type=int, metavar="N", help="trials per live case (default: 5)")
+    live.add_argument(
+        "--max-cost-usd", type=float, metavar="X", help="no trial starts once the trials cost this much"
+    )
+    live.add_argument("--seed", type=int, metavar="S", help="shuffle the order trials start in, reproducibly")
+    live.add_argument(
+        "--min-pass-rate",
+        type=float,
+        default=1.0,
+        metavar="R",
+        help="a live case passes when this share of its trials pass (default: 1.0)",
+    )
+    live.add_argument(
+        "--require-live", action="store_true", help="a live case that does not run fails the eval (exit 1)"
     )
     eval_parser.add_argument("--junit", metavar="FILE", help="write JUnit XML here")
     eval_parser.add_argument("--json", metavar="FILE", help="write the report as JSON here")
