@@ -23,7 +23,7 @@ import hashlib
 import json
 import random
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -155,7 +155,7 @@ class SimulatedModel:
         )
 
     @contextmanager
-    def serve(self) -> Iterator[str]:
+    def serve(self) -> Generator[str]:
         """Serve the model over HTTP on 127.0.0.1 (a free port) while in the block; yields its URL."""
         model = self
 
