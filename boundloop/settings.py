@@ -91,6 +91,8 @@ def policy_data(policy: Policy) -> dict[str, Any]:
         document["escalation_tool"] = policy.escalation_tool
     if policy.require_approval_for_destructive:
         document["require_approval_for_destructive"] = True
+    if policy.on_unknown_tool != "report":
+        document["on_unknown_tool"] = policy.on_unknown_tool
     for field in ("on_forbidden", "on_missing_evidence", "on_max_tokens", "max_continuations"):
         document[field] = getattr(policy, field)
     return document
