@@ -347,7 +347,9 @@ def _stand_in(entry: Mapping[str, Any]) -> Tool:
 
 
 def _policy(raw: Mapping[str, Any]) -> Policy:
-    sets = {name: raw.get(name) or () for name in ("forbidden", "requires_approval", "required_evidence")}
+    sets: dict[str, Any] = {
+        n: raw.get(n) or () for n in ("forbidden", "requires_approval", "required_evidence")
+    }
     return Policy(
         allowed=raw.get("allowed"),
         **sets,

@@ -143,7 +143,7 @@ class Policy:
                 None if fn is None else f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
             )
 
-        destructive = (
+        destructive: dict[str, object] = (
             {"require_approval_for_destructive": True} if self.require_approval_for_destructive else {}
         )
         if self.on_unknown_tool == "stop":
