@@ -107,6 +107,16 @@ exit codes:
   130  interrupted (Ctrl-C)"""
 """The exit codes of `boundloop compile`."""
 
+READY_EXIT_CODES: Final = """\
+exit codes:
+  0    ready: the contract is sound, compiles, lints clean and the module
+       passes mypy --strict
+  1    a step failed: its findings under its line
+  2    usage error: bad arguments, a missing contract, policy or module,
+       mypy not installed
+  130  interrupted (Ctrl-C)"""
+"""The exit codes of `boundloop ready`."""
+
 LINT_EXIT_CODES: Final = """\
 exit codes:
   0    no finding

@@ -19,6 +19,7 @@ from ._errors import (
     EXIT_CODES,
     LINT_EXIT_CODES,
     PENDING_EXIT_CODES,
+    READY_EXIT_CODES,
     REPLAY_EXIT_CODES,
     RESUME_EXIT_CODES,
     RUN_EXIT_CODES,
@@ -269,7 +270,7 @@ def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> Non
 
 
 def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
-    """Add `check`, `compile` and `lint`."""
+    """Add `check`, `compile`, `lint` and `ready`."""
     check_parser = add_parser(
         "check",
         help="check a loop contract (JSON) against its schemas and the loop's rules",
@@ -318,6 +319,23 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
     lint_parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders")
     lint_parser.add_argument("--json", action="store_true", help="print the findings as a JSON list")
     lint_parser.set_defaults(command=_command("_contract", "lint_command"))
+
+    ready_parser = add_parser(
+        "ready",
+        help="check, compile, lint and strictly type-check a contract's loop: one exit code",
+        description=_wrap(
+            "Every step a contract goes through before it ships, in one command: check CONTRACT, "
+            "compile it (to a temporary folder), lint the module and type-check it with mypy "
+            "--strict. The module is the one --module names (your loop, built from the contract "
+            "or not), else the compiled one. One line per step, its findings under it."
+        ),
+        epilog=READY_EXIT_CODES,
+    )
+    _add_contract_inputs(ready_parser)
+    ready_parser.add_argument(
+        "--module", metavar="FILE", help="lint and type-check this module, not the compiled one"
+    )
+    ready_parser.set_defaults(command=_command("_ready", "ready_command"))
 
 
 def _add_contract_inputs(parser: argparse.ArgumentParser) -> None:
