@@ -347,12 +347,10 @@ def _stand_in(entry: Mapping[str, Any]) -> Tool:
 
 
 def _policy(raw: Mapping[str, Any]) -> Policy:
-    sets: dict[str, Any] = {
-        n: raw.get(n) or () for n in ("forbidden", "requires_approval", "required_evidence")
-    }
+    sets = {name: raw.get(name) or () for name in ("forbidden", "requires_approval", "required_evidence")}
     return Policy(
         allowed=raw.get("allowed"),
-        **sets,
+        **cast(dict[str, Any], sets),
         on_forbidden=raw.get("on_forbidden", "stop"),
         on_missing_evidence=raw.get("on_missing_evidence", "stop"),
         on_max_tokens=raw.get("on_max_tokens", "stop"),
