@@ -25,6 +25,7 @@ from ._errors import (
     RUN_EXIT_CODES,
     CommandError,
 )
+from ._scenarios import SCENARIO_NAMES
 
 Command = Callable[[argparse.Namespace], int]
 """A subcommand: its parsed arguments in, the exit code out."""
@@ -83,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo_parser.add_argument(
         "--live", action="store_true", help="use the real API (AsyncAnthropic, ANTHROPIC_API_KEY)"
+    )
+    demo_parser.add_argument(
+        "--scenario",
+        choices=SCENARIO_NAMES,
+        default="completed",
+        help="which ending the scripted model plays: one per refund stop reason (default: completed)",
     )
     demo_parser.add_argument(
         "--model", default=DEMO_MODEL, help=f"model name (default: {DEMO_MODEL}); with --live, the model used"
