@@ -385,8 +385,9 @@ def _changes(recorded: Provenance | None, replaying: Provenance) -> list[str]:
     if recorded is None:
         return ["the recording has no provenance"]
     changes: list[str] = []
-    if recorded.model != replaying.model:
-        changes.append(f"model {recorded.model} -> {replaying.model}")
+    for field in ("model", "fallback_model", "version"):  # the model route and the loop's version
+        if getattr(recorded, field) != getattr(replaying, field):
+            changes.append(f"{field} {getattr(recorded, field)} -> {getattr(replaying, field)}")
     for field, what in (
         ("system_sha256", "system prompt"),
         ("tools_sha256", "tool manifest"),

@@ -281,6 +281,12 @@ class LoopSpec(BaseModel):
         description="A refused request (stop_reason refusal) is retried once on this model, with "
         "the refusal's fallback_credit_token when the API gives one, before the run stops refused.",
     )
+    version: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The loop's version (prompt, tools, policy and model route as released): recorded "
+        "in each run's provenance, on its run_started event and on its spans.",
+    )
     compaction: Compaction | None = Field(default=None, description="Server-side compaction (docs/cost.md).")
     context_editing: ContextEdits = Field(default=(), description="The API's clearing edits (docs/cost.md).")
 
@@ -320,6 +326,7 @@ class LoopSpec(BaseModel):
             "settings": dict(contract.settings),
             "output_schema": None if contract.output_schema is None else dict(contract.output_schema),
             "fallback_model": contract.fallback_model,
+            "version": contract.version,
             "compaction": contract.compaction,
             "context_editing": contract.context_editing,
             "cache": contract.cache,
@@ -354,6 +361,7 @@ class LoopSpec(BaseModel):
             settings=self.settings.data(),
             output_schema=self.output_schema,
             fallback_model=self.fallback_model,
+            version=self.version,
             compaction=None if self.compaction is None else self.compaction.model_dump(exclude_defaults=True),
             context_editing=tuple(dict(edit) for edit in self.context_editing),
             cache=self.cache if isinstance(self.cache, str) else self.cache.model_dump(mode="json"),
