@@ -8,6 +8,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -17,6 +18,7 @@ from ..evals import Case, EvalReport, export_case, load_cases, render_html, run_
 from ..prices import resolve_price
 from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, EXIT_USAGE, CommandError
 from ._json import dumps
+from ._run import load_target, make_loop
 from ._store import closing, load_state, open_store
 
 
@@ -53,7 +55,10 @@ def eval_command(args: argparse.Namespace) -> int:
         print(f"{len(cases)} case(s) valid")
         return EXIT_OK
     live = _live_options(args)
-    report = anyio.run(_run, cases, args.concurrency, live)
+    target = None if args.loop is None else load_target(args.loop, args.app_dir)
+    report = anyio.run(
+        _run, cases, args.concurrency, live, None if args.loop is None else (args.loop, target)
+    )
     print(report.table())
     _write(args.junit, report.junit())
     _write(args.json, dumps(report.to_dict()) + "\n")
@@ -92,7 +97,8 @@ def _live_options(args: argparse.Namespace) -> _Live | None:
         if given:
             raise CommandError(f"{', '.join(given)} only apply to live cases: add --live")
         return None
-    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+    has_key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+    if args.loop is None and not has_key:  # with --loop, the live cases run on the app's client
         raise CommandError("--live runs the live cases on the API: set ANTHROPIC_API_KEY")
     trials: int | None = args.trials
     if trials is not None and trials < 1:
@@ -123,24 +129,29 @@ def _selected(cases: list[Case], wanted: list[str] | None) -> list[Case]:
     return [case for case in cases if case.case_id in wanted]
 
 
-async def _run(cases: list[Case], concurrency: int, live: _Live | None) -> EvalReport:
+async def _run(
+    cases: list[Case], concurrency: int, live: _Live | None, loop: tuple[str, object] | None
+) -> EvalReport:
+    app = None if loop is None else await make_loop(*loop)
     if live is None:
-        return EvalReport(await run_cases(cases, concurrency=concurrency))
+        return EvalReport(await run_cases(cases, concurrency=concurrency, app=app))
+    scripted = await run_cases([case for case in cases if not case.live], concurrency=concurrency, app=app)
+    options: dict[str, Any] = {
+        "model": live.model,
+        "concurrency": concurrency,
+        "max_cost_usd": live.max_cost_usd,
+        "seed": live.seed,
+        "min_pass_rate": live.min_pass_rate,
+        "app": app,
+    }
+    if live.trials is not None:
+        options["trials"] = live.trials
+    if app is not None:  # the application's own client
+        return EvalReport(scripted, live=await run_trials(cases, app.client, **options))
     from anthropic import AsyncAnthropic  # only a live run loads the SDK
 
-    scripted = await run_cases([case for case in cases if not case.live], concurrency=concurrency)
     async with AsyncAnthropic() as client:  # ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL
-        trials = await run_trials(
-            cases,
-            client,
-            model=live.model,
-            **({} if live.trials is None else {"trials": live.trials}),
-            concurrency=concurrency,
-            max_cost_usd=live.max_cost_usd,
-            seed=live.seed,
-            min_pass_rate=live.min_pass_rate,
-        )
-    return EvalReport(scripted, live=trials)
+        return EvalReport(scripted, live=await run_trials(cases, client, **options))
 
 
 def _write(path: str | None, text: str) -> None:

@@ -272,6 +272,13 @@ def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> Non
     eval_parser.add_argument(
         "--export", metavar="TASK_ID", help="print the stored run TASK_ID (with --store) as a fixture"
     )
+    eval_parser.add_argument(
+        "--loop",
+        metavar="SPEC",
+        help="run every case through your loop (module:factory): its model, prompt, policy, budget and "
+        "settings; the fixture's mocks replace the tools they name, its model turns the model",
+    )
+    _add_app_dir(eval_parser)
     _add_store(eval_parser)
     eval_parser.set_defaults(command=_command("_eval", "eval_command"))
 

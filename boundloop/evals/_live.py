@@ -19,6 +19,7 @@ from typing import Any, final
 
 import anyio
 
+from ..loop import AgentLoop
 from ..model import Model
 from ..records import StopReason
 from ._fixture import Case
@@ -287,6 +288,7 @@ async def run_trials(
     max_cost_usd: float | None = None,
     seed: int | None = None,
     min_pass_rate: float = 1.0,
+    app: AgentLoop[Any] | None = None,
 ) -> LiveRun:
     """Run each live case `trials` times on `client` (cases with model turns are left out).
 
@@ -300,6 +302,7 @@ async def run_trials(
             cost this much.
         seed: shuffles the order trials start in, reproducibly.
         min_pass_rate: the share of a case's trials that must pass for it to pass.
+        app: run the trials through the application's loop (`run_case`), on `client`.
 
     Raises:
         ValueError: `trials` or `concurrency` below 1, `max_cost_usd` negative or
@@ -322,9 +325,8 @@ async def run_trials(
     async def one(trial: int, index: int) -> None:
         try:
             case = live[index]
-            result = await run_case(
-                case, client=client, model=model, task_id=f"{case.case_id}.trial-{trial + 1}"
-            )
+            task_id = f"{case.case_id}.trial-{trial + 1}"
+            result = await run_case(case, client=client, model=model, task_id=task_id, app=app)
             results[index][trial] = result
             spent[0] += result.cost_usd
         finally:

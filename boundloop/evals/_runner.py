@@ -124,7 +124,12 @@ class _Run:
 
 
 async def run_case(
-    case: Case, *, client: Model | None = None, model: str | None = None, task_id: str | None = None
+    case: Case,
+    *,
+    client: Model | None = None,
+    model: str | None = None,
+    task_id: str | None = None,
+    app: AgentLoop[Any] | None = None,
 ) -> CaseResult:
     """Run one case on a fresh loop and check its expectations.
 
@@ -139,6 +144,8 @@ async def run_case(
             case is `skipped`. A script or `state` case never uses it.
         model: the live model's name (default: the case's `model_name`).
         task_id: the run's task id (default: the case id).
+        app: run the case through the application's loop (`build_loop(app=...)`); a live
+            case still needs `client` (`app.client` for the application's own model).
 
     Returns:
         The case's result: passed, failed (the failed expectations), error (the fixture's
@@ -147,11 +154,11 @@ async def run_case(
         mocked results is the agent's doing: a failure, not an error.
     """
     live = case.live and client is not None
-    if case.live and client is None:
+    if case.live and not live:
         return _skipped(case)
     started = time.perf_counter()
     mocks = Mocks(case.mocked, case.names)
-    loop = build_loop(case, mocks, client=client if live else None, model=model if live else None)
+    loop = build_loop(case, mocks, client=client if live else None, model=model if live else None, app=app)
     run = _Run(task_id=case.case_id if task_id is None else task_id)
     try:
         if case.state is not None:
@@ -173,7 +180,7 @@ async def run_case(
     duration = time.perf_counter() - started
     run.problems += mocks.problems
     if case.state is None and run.result is not None and run.raised is None and not run.problems:
-        run.replayed = await replay(run.events, build_loop(case, model=model if live else None))
+        run.replayed = await replay(run.events, build_loop(case, model=model if live else None, app=app))
     if live:  # the model went past the mocks: the agent's doing, judged as a failure
         run.beyond_mocks, run.problems = run.problems, []
     return _judge(case, run, duration)
@@ -331,8 +338,11 @@ def _divergence(report: ReplayReport) -> str:
     )
 
 
-async def run_cases(cases: Iterable[Case], *, concurrency: int = 8) -> list[CaseResult]:
-    """Run cases side by side, at most `concurrency` at once; results in the cases' order.
+async def run_cases(
+    cases: Iterable[Case], *, concurrency: int = 8, app: AgentLoop[Any] | None = None
+) -> list[CaseResult]:
+    """Run cases side by side, at most `concurrency` at once; results in the cases' order
+    (through the application's loop `app` when given: `run_case`).
 
     Raises:
         ValueError: `concurrency` is below 1.
@@ -345,7 +355,7 @@ async def run_cases(cases: Iterable[Case], *, concurrency: int = 8) -> list[Case
 
     async def one(index: int, case: Case) -> None:
         async with limiter:
-            results[index] = await run_case(case)
+            results[index] = await run_case(case, app=app)
 
     async with anyio.create_task_group() as group:
         for index, case in enumerate(todo):
