@@ -350,12 +350,11 @@ def _policy(raw: Mapping[str, Any]) -> Policy:
     sets = {name: raw.get(name) or () for name in ("forbidden", "requires_approval", "required_evidence")}
     return Policy(
         allowed=raw.get("allowed"),
-        forbidden=sets["forbidden"],
-        requires_approval=sets["requires_approval"],
-        required_evidence=sets["required_evidence"],
+        **cast(dict[str, Any], sets),
         on_forbidden=raw.get("on_forbidden", "stop"),
         on_missing_evidence=raw.get("on_missing_evidence", "stop"),
         on_max_tokens=raw.get("on_max_tokens", "stop"),
+        on_unknown_tool=raw.get("on_unknown_tool", "report"),
         max_continuations=int(raw.get("max_continuations", 2)),
         escalation_tool=raw.get("escalation_tool"),
     )
@@ -386,8 +385,9 @@ def _changes(recorded: Provenance | None, replaying: Provenance) -> list[str]:
     if recorded is None:
         return ["the recording has no provenance"]
     changes: list[str] = []
-    if recorded.model != replaying.model:
-        changes.append(f"model {recorded.model} -> {replaying.model}")
+    for field in ("model", "fallback_model", "version"):  # the model route and the loop's version
+        if getattr(recorded, field) != getattr(replaying, field):
+            changes.append(f"{field} {getattr(recorded, field)} -> {getattr(replaying, field)}")
     for field, what in (
         ("system_sha256", "system prompt"),
         ("tools_sha256", "tool manifest"),

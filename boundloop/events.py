@@ -79,6 +79,7 @@ class RunStarted(BaseEvent):
     kind: Literal["run_started"] = "run_started"
     trace_id: str
     model: str
+    version: str | None = None
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)
@@ -353,8 +354,7 @@ def write_events(events: Iterable[BaseEvent], path: str | Path) -> None:
     """Write events as JSON lines, one event per line (`read_events` reads them)."""
     with Path(path).open("w", encoding="utf-8") as out:
         for event in events:
-            out.write(to_json_line(event))
-            out.write("\n")
+            out.write(to_json_line(event) + "\n")
 
 
 def from_dict(raw: Mapping[str, Any]) -> Event:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import re
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -20,7 +19,6 @@ from ._follow import follow
 from ._model_settings import ModelSettings
 from ._price import Price
 from ._stream import DEFAULT_BUFFER, ResumeOptions, RunOptions, RunStream, stream_new, stream_resumed
-from .checkpoint.signed import signed
 from .checkpoint.store import CheckpointStore
 from .contract import Contract, load_contract
 from .events import Event
@@ -51,7 +49,7 @@ class AgentLoop(Generic[OutputT]):
         policy: what may run, what needs approval, what counts as done.
         system: the system prompt.
         max_tokens: `max_tokens` of every request.
-        name: the `loop` label on every metric.
+        name: the `loop` label on every metric. version: the loop's version (provenance, spans).
         on_tool_error: `"report"` a failing tool to the model (`is_error`), `"stop"` the run
             (`tool_failure`) once it fails after its retries, `"raise"` its exception.
         max_tool_output_chars: longer tool results are cut with a visible marker (docs/contracts.md).
@@ -109,6 +107,7 @@ class AgentLoop(Generic[OutputT]):
         redact_checkpoints: bool = False,
         count_tokens: bool = False,
         fallback_model: str | None = None,
+        version: str | None = None,
         tracer_provider: TracerProvider | Default | None = DEFAULT,
         trace_content: bool = False,
         checkpoint_key: bytes | str | None = None,
@@ -140,6 +139,7 @@ class AgentLoop(Generic[OutputT]):
             redact_checkpoints=redact_checkpoints,
             count_tokens=count_tokens,
             fallback_model=fallback_model,
+            version=version,
             tracer_provider=tracer_provider,
             trace_content=trace_content,
             checkpoint_key=checkpoint_key,
@@ -272,7 +272,7 @@ class AgentLoop(Generic[OutputT]):
     def with_store(self, store: CheckpointStore | None) -> AgentLoop[OutputT]:
         """The same loop, checkpointing to `store` (e.g. the CLI's `--store PATH`; signed with its key)."""
         twin = copy.copy(self)
-        twin._config = dataclasses.replace(self._config, store=signed(store, self._config.checkpoint_key))
+        twin._config = _core.with_store(self._config, store)
         return twin
 
     def __repr__(self) -> str:

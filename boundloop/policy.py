@@ -47,6 +47,9 @@ class Policy:
     on_forbidden: Literal["stop", "report"] = "stop"
     on_missing_evidence: Literal["stop", "continue"] = "stop"
     on_max_tokens: Literal["stop", "continue"] = "stop"
+    on_unknown_tool: Literal["stop", "report"] = "report"
+    """A tool name the model invents: `report` answers it as unknown and goes on; `stop` ends
+    the run `failed` before any call of the batch runs."""
     max_continuations: int = dataclasses.field(default=2, metadata=ZERO)
     """max_tokens continuations / evidence nudges allowed in one run."""
     escalation_tool: str | None = None
@@ -68,6 +71,7 @@ class Policy:
         on_forbidden: Literal["stop", "report"] = "stop",
         on_missing_evidence: Literal["stop", "continue"] = "stop",
         on_max_tokens: Literal["stop", "continue"] = "stop",
+        on_unknown_tool: Literal["stop", "report"] = "report",
         max_continuations: int = 2,
         escalation_tool: str | None = None,
         require_approval_for_destructive: bool = False,
@@ -94,6 +98,7 @@ class Policy:
             "on_forbidden": (on_forbidden, ("stop", "report")),
             "on_missing_evidence": (on_missing_evidence, ("stop", "continue")),
             "on_max_tokens": (on_max_tokens, ("stop", "continue")),
+            "on_unknown_tool": (on_unknown_tool, ("stop", "report")),
         }
         for name, (value, options) in choices.items():
             if value not in options:
@@ -138,12 +143,15 @@ class Policy:
                 None if fn is None else f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
             )
 
-        destructive = (
+        destructive: dict[str, object] = (
             {"require_approval_for_destructive": True} if self.require_approval_for_destructive else {}
         )
+        if self.on_unknown_tool == "stop":
+            destructive["on_unknown_tool"] = "stop"
         return json.dumps(
             {
-                **destructive,  # only when set: the hash of every other policy is as before
+                **destructive,  # only when set: the hash of every other policy is as before (so too
+                # on_unknown_tool="stop")
                 "allowed": None if self.allowed is None else sorted(self.allowed),
                 "forbidden": sorted(self.forbidden),
                 "requires_approval": sorted(self.requires_approval),

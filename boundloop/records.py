@@ -327,7 +327,10 @@ class Provenance:
     output_sha256: str | None = None
     """The hash of the structured output's JSON schema (`LoopSpec.output_schema`); None: none."""
     fallback_model: str | None = None
-    """The model a refused request is retried on once (`AgentLoop(fallback_model=...)`)."""
+    """The model a refused request is retried on once (`AgentLoop(fallback_model=...)`): with
+    `model`, the run's model route."""
+    version: str | None = None
+    """The loop's version (`AgentLoop(version=...)`, a contract's `version`)."""
     cache_sha256: str | None = None
     """The hash of the loop's `cache` setting; None: the default, `"auto"`."""
 

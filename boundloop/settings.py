@@ -92,6 +92,8 @@ def policy_data(policy: Policy) -> dict[str, Any]:
         document["escalation_tool"] = policy.escalation_tool
     if policy.require_approval_for_destructive:
         document["require_approval_for_destructive"] = True
+    if policy.on_unknown_tool != "report":
+        document["on_unknown_tool"] = policy.on_unknown_tool
     for field in ("on_forbidden", "on_missing_evidence", "on_max_tokens", "max_continuations"):
         document[field] = getattr(policy, field)
     return document
@@ -285,6 +287,12 @@ class LoopSpec(BaseModel):
         description="A refused request (stop_reason refusal) is retried once on this model, with "
         "the refusal's fallback_credit_token when the API gives one, before the run stops refused.",
     )
+    version: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The loop's version (prompt, tools, policy and model route as released): recorded "
+        "in each run's provenance, on its run_started event and on its spans.",
+    )
     compaction: Compaction | None = Field(default=None, description="Server-side compaction (docs/cost.md).")
     context_editing: ContextEdits = Field(default=(), description="The API's clearing edits (docs/cost.md).")
 
@@ -325,6 +333,7 @@ class LoopSpec(BaseModel):
             "settings": dict(contract.settings),
             "output_schema": None if contract.output_schema is None else dict(contract.output_schema),
             "fallback_model": contract.fallback_model,
+            "version": contract.version,
             "compaction": contract.compaction,
             "context_editing": contract.context_editing,
             "cache": contract.cache,
@@ -360,6 +369,7 @@ class LoopSpec(BaseModel):
             settings=self.settings.data(),
             output_schema=self.output_schema,
             fallback_model=self.fallback_model,
+            version=self.version,
             compaction=None if self.compaction is None else self.compaction.model_dump(exclude_defaults=True),
             context_editing=tuple(dict(edit) for edit in self.context_editing),
             cache=self.cache if isinstance(self.cache, str) else self.cache.model_dump(mode="json"),

@@ -110,7 +110,7 @@ def test_usage_errors_are_one_line(argv: list[str], message: str, capsys: pytest
 
 
 def test_demo_shows_the_run_as_it_happens(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The demo completes offline, showing transitions, the parallel batch, the blocked refund, the budget."""
+    """The demo completes offline, showing transitions, the parallel batch, the budget."""
     trace = tmp_path / "run.jsonl"
     assert main(["demo", "--trace", str(trace)]) == 0
     out = capsys.readouterr().out
@@ -118,8 +118,7 @@ def test_demo_shows_the_run_as_it_happens(tmp_path: Path, capsys: pytest.Capture
     assert "assemble → propose" in out
     assert "validate → act" in out
     assert "running 3 tools in parallel" in out
-    assert "deny issue_refund" in out
-    assert "blocked issue_refund" in out
+    assert "issue_refund" not in out  # an attempt would stop the run: --scenario policy_blocked
     assert re.search(r"budget left: 8/8 steps · 12/12 tool calls · \d+\.\d s", out)
     assert "budget left: 7/8 steps · 9/12 tool calls" in out
     assert "stopped: completed" in out
@@ -128,8 +127,7 @@ def test_demo_shows_the_run_as_it_happens(tmp_path: Path, capsys: pytest.Capture
 
     events = read_events(trace)
     assert [e.stop_reason for e in events if isinstance(e, Stop)] == ["completed"]
-    denied = [e for e in events if isinstance(e, ToolResult) and e.outcome == "denied"]
-    assert [d.tool for d in denied] == ["issue_refund"]
+    assert [e.tool for e in events if isinstance(e, ToolResult) and e.outcome != "ok"] == []
 
 
 def test_demo_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -140,7 +138,7 @@ def test_demo_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert result["answer"] == ANSWER
     assert result["state"]["step"] == 4
     outcomes = {(o["tool"], o["outcome"]) for o in result["state"]["observations"]}
-    assert ("issue_refund", "denied") in outcomes
+    assert all(outcome == "ok" for _, outcome in outcomes)
     assert ("read_order", "ok") in outcomes
 
 
@@ -837,3 +835,26 @@ def test_an_input_file_that_is_not_json_is_one_rule(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert err.startswith("boundloop: error: " + sentence.format(path=path))
+
+
+@pytest.mark.parametrize(
+    ("scenario", "detail"),
+    [
+        ("policy_blocked", "forbidden tool proposed: issue_refund"),
+        ("needs_human", "circuit breaker open: 2 failing tool results in a row"),
+        ("evidence_missing", "missing evidence from read_delivery_status"),
+        ("max_steps", "max_steps=8 spent (used 8)"),
+    ],
+)
+def test_each_demo_scenario_ends_with_its_refund_stop_reason(
+    scenario: str, detail: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo reaches the five refund stop reasons (completed above); the issue_refund attempt
+    stops the run and nothing of its batch runs (the customer is not asked)."""
+    assert main(["demo", "--scenario", scenario, "--json"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert result["stop_reason"] == scenario
+    assert result["state"]["stop_detail"] == detail
+    if scenario == "policy_blocked":
+        ran = [o["tool"] for o in result["state"]["observations"] if o["attempts"]]
+        assert ran == ["read_order", "read_delivery_status", "search_refund_policy"]

@@ -96,7 +96,9 @@ def test_nothing_below_the_loop_imports_it() -> None:
     assert importers == [
         "boundloop",
         "boundloop._replay",
+        "boundloop.evals._app",
         "boundloop.evals._build",
+        "boundloop.evals._live",
         "boundloop.evals._runner",
     ]
 

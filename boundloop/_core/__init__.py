@@ -16,6 +16,7 @@ from .config import ToolErrors as ToolErrors
 from .config import build_config as build_config
 from .config import escalation_tool as escalation_tool
 from .config import run_settings as run_settings
+from .config import with_store as with_store
 from .connect import Entered as Entered
 from .connect import connected as connected
 from .connect import enter as enter

@@ -129,6 +129,7 @@ def build_config(
     redact_checkpoints: bool = False,
     count_tokens: bool = False,
     fallback_model: str | None = None,
+    version: str | None = None,
     tracer_provider: TracerProvider | Default | None = None,
     trace_content: bool = False,
     checkpoint_key: bytes | str | None = None,
@@ -182,6 +183,7 @@ def build_config(
         settings=ModelSettings() if settings is None else settings,
         output_schema=None if output is None else output.schema,
         fallback_model=fallback_model,
+        version=version,
         compaction=compaction,
         context_editing=context_editing,
         cache=cache,
@@ -245,6 +247,11 @@ def build_config(
     if price is None:  # last: a loop that fails to build does not warn
         warn_unpriced(model)
     return config
+
+
+def with_store(config: LoopConfig, store: CheckpointStore | None) -> LoopConfig:
+    """The configuration checkpointing to `store` (signed with the loop's key, when it has one)."""
+    return dataclasses.replace(config, store=signed(store, config.checkpoint_key))
 
 
 def escalation_tool(name: str) -> Tool:

@@ -59,6 +59,7 @@ def loop_settings(
         "count_tokens": spec.count_tokens,
         "settings": spec.settings,
         "fallback_model": spec.fallback_model,
+        "version": spec.version,
         "compaction": spec.compaction,
         "context_editing": spec.context_editing,
         "cache": spec.cache,

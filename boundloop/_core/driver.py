@@ -206,7 +206,8 @@ async def _first_event(
     if resumed is not None:
         ctx.event(Resumed, **resumed)
     elif fresh:
-        ctx.event(RunStarted, trace_id=ctx.state.trace_id, model=ctx.config.spec.model)
+        spec = ctx.config.spec
+        ctx.event(RunStarted, trace_id=ctx.state.trace_id, model=spec.model, version=spec.version)
 
 
 async def _save_start(checkpoints: CheckpointWriter | None) -> None:

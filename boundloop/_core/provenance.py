@@ -47,6 +47,7 @@ def provenance(spec: LoopSpec) -> Provenance:
         if spec.output_schema is None
         else _sha256(json.dumps(spec.output_schema, sort_keys=True)),
         fallback_model=spec.fallback_model,
+        version=spec.version,
         cache_sha256=cache_sha256(spec.cache),
     )
 

@@ -291,10 +291,11 @@ def fill_copies(turn: Turn) -> None:
 def _batch_stop(
     ctx: RunContext, runnable: int, blocked: list[str], escalated: list[str]
 ) -> tuple[tuple[StopReason, str] | None, Exceeded | None]:
-    if blocked:
-        return (StopReason.POLICY_BLOCKED, f"forbidden tool proposed: {', '.join(blocked)}"), None
-    state = ctx.state
-    ceiling = ceiling_spent(ctx)
+    if blocked:  # forbidden; or unknown, with on_unknown_tool="stop": a failure
+        unknown = [name for name in blocked if not ctx.config.spec.policy.is_forbidden(name)]
+        reason, what = (StopReason.FAILED, "unknown") if unknown else (StopReason.POLICY_BLOCKED, "forbidden")
+        return (reason, f"{what} tool proposed: {', '.join(unknown or blocked)}"), None
+    state, ceiling = ctx.state, ceiling_spent(ctx)
     if ceiling is not None and (runnable or escalated or state.escalation is not None):
         # No batch runs, nor waits for a human, once tokens, cost or time are spent.
         detail = f"{ceiling.limit}={ceiling.value:g} spent (used {ceiling.used:g}) before the batch"
@@ -334,7 +335,7 @@ def _decide(
     if tool is None:
         known = ", ".join(tools) or "none"
         answers[index] = refused(call, "invalid", f"unknown tool {name!r}; known tools: {known}")
-        return "deny", None
+        return ("block" if policy.on_unknown_tool == "stop" else "deny"), None
     if not policy.is_allowed(name):
         answers[index] = refused(call, "denied", f"{name} is not allowed in this run: not run")
         return "deny", None

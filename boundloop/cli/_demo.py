@@ -48,7 +48,7 @@ def demo_command(args: argparse.Namespace) -> int:
         client, cleanup, start = reach, anthropic_client.close, reach.watch(start)
 
     async def build() -> AgentLoop:
-        return demo.demo_loop(client, model=model)
+        return demo.demo_loop(client, model=model, scenario=args.scenario)
 
     return execute(RunOptions.from_args(args), build, start, cleanup=cleanup)
 

@@ -76,8 +76,11 @@ exit codes:
 EVAL_EXIT_CODES: Final = """\
 exit codes:
   0    every case passed (with --check: every fixture is valid;
-       with --export: the case was printed)
-  1    a case failed: its first failed expectation is on its line
+       with --export: the case was printed); a live case skipped for
+       want of --live is not a failure unless --require-live
+  1    a case failed: its first failed expectation is on its line (a
+       live case: its trials passed below --min-pass-rate); or, with
+       --require-live, a live case did not run
   2    a fixture is invalid (each problem names its file and field),
        a fixture file cannot be read or is not JSON (one line), or a
        usage or setup error
@@ -103,6 +106,16 @@ exit codes:
        read or is not JSON, an unwritable output
   130  interrupted (Ctrl-C)"""
 """The exit codes of `boundloop compile`."""
+
+READY_EXIT_CODES: Final = """\
+exit codes:
+  0    ready: the contract is sound, compiles, lints clean and the module
+       passes mypy --strict
+  1    a step failed: its findings under its line
+  2    usage error: bad arguments, a missing contract, policy or module,
+       mypy not installed
+  130  interrupted (Ctrl-C)"""
+"""The exit codes of `boundloop ready`."""
 
 LINT_EXIT_CODES: Final = """\
 exit codes:

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from .. import CheckpointStore, LoopState
 from ..errors import FixtureError
-from ..evals import Case, EvalReport, export_case, load_cases, render_html, run_cases
+from ..evals import Case, EvalReport, export_case, load_cases, render_html, run_cases, run_trials
+from ..prices import resolve_price
 from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, EXIT_USAGE, CommandError
 from ._json import dumps
+from ._run import load_target, make_loop
 from ._store import closing, load_state, open_store
 
 
@@ -49,14 +54,69 @@ def eval_command(args: argparse.Namespace) -> int:
     if args.check:
         print(f"{len(cases)} case(s) valid")
         return EXIT_OK
-    report = anyio.run(_run, cases, args.concurrency)
+    live = _live_options(args)
+    target = None if args.loop is None else load_target(args.loop, args.app_dir)
+    report = anyio.run(
+        _run, cases, args.concurrency, live, None if args.loop is None else (args.loop, target)
+    )
     print(report.table())
     _write(args.junit, report.junit())
     _write(args.json, dumps(report.to_dict()) + "\n")
     _write(args.html, render_html(report))
     if report.has_errors:
         return EXIT_USAGE
+    if args.require_live and report.skipped_live:
+        print(f"--require-live: {report.skipped_live} live case(s) did not run", file=sys.stderr)
+        return EXIT_NOT_COMPLETED
     return EXIT_OK if report.passed else EXIT_NOT_COMPLETED
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Live:
+    model: str | None
+    trials: int | None
+    """None: run_trials' default."""
+    max_cost_usd: float | None
+    seed: int | None
+    min_pass_rate: float
+
+
+def _live_options(args: argparse.Namespace) -> _Live | None:
+    """The live run's options (None without --live); usage errors named."""
+    if not args.live:
+        given = [
+            option
+            for option, value in (
+                ("--model", args.model),
+                ("--trials", args.trials),
+                ("--max-cost-usd", args.max_cost_usd),
+                ("--seed", args.seed),
+            )
+            if value is not None
+        ]
+        if given:
+            raise CommandError(f"{', '.join(given)} only apply to live cases: add --live")
+        return None
+    has_key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+    if args.loop is None and not has_key:  # with --loop, the live cases run on the app's client
+        raise CommandError("--live runs the live cases on the API: set ANTHROPIC_API_KEY")
+    trials: int | None = args.trials
+    if trials is not None and trials < 1:
+        raise CommandError(f"--trials must be at least 1, got {trials}")
+    if args.max_cost_usd is not None:
+        if not args.max_cost_usd >= 0:
+            raise CommandError(f"--max-cost-usd must be 0 or more, got {args.max_cost_usd}")
+        if args.model is not None and resolve_price(args.model) is None:
+            raise CommandError(f"--max-cost-usd: no price is known for {args.model}, so its cost is unknown")
+    if not 0.0 <= args.min_pass_rate <= 1.0:
+        raise CommandError(f"--min-pass-rate must be between 0 and 1, got {args.min_pass_rate}")
+    return _Live(
+        model=args.model,
+        trials=trials,
+        max_cost_usd=args.max_cost_usd,
+        seed=args.seed,
+        min_pass_rate=args.min_pass_rate,
+    )
 
 
 def _selected(cases: list[Case], wanted: list[str] | None) -> list[Case]:
@@ -69,8 +129,29 @@ def _selected(cases: list[Case], wanted: list[str] | None) -> list[Case]:
     return [case for case in cases if case.case_id in wanted]
 
 
-async def _run(cases: list[Case], concurrency: int) -> EvalReport:
-    return EvalReport(await run_cases(cases, concurrency=concurrency))
+async def _run(
+    cases: list[Case], concurrency: int, live: _Live | None, loop: tuple[str, object] | None
+) -> EvalReport:
+    app = None if loop is None else await make_loop(*loop)
+    if live is None:
+        return EvalReport(await run_cases(cases, concurrency=concurrency, app=app))
+    scripted = await run_cases([case for case in cases if not case.live], concurrency=concurrency, app=app)
+    options: dict[str, Any] = {
+        "model": live.model,
+        "concurrency": concurrency,
+        "max_cost_usd": live.max_cost_usd,
+        "seed": live.seed,
+        "min_pass_rate": live.min_pass_rate,
+        "app": app,
+    }
+    if live.trials is not None:
+        options["trials"] = live.trials
+    if app is not None:  # the application's own client
+        return EvalReport(scripted, live=await run_trials(cases, app.client, **options))
+    from anthropic import AsyncAnthropic  # only a live run loads the SDK
+
+    async with AsyncAnthropic() as client:  # ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL
+        return EvalReport(scripted, live=await run_trials(cases, client, **options))
 
 
 def _write(path: str | None, text: str) -> None:

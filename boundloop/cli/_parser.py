@@ -19,11 +19,13 @@ from ._errors import (
     EXIT_CODES,
     LINT_EXIT_CODES,
     PENDING_EXIT_CODES,
+    READY_EXIT_CODES,
     REPLAY_EXIT_CODES,
     RESUME_EXIT_CODES,
     RUN_EXIT_CODES,
     CommandError,
 )
+from ._scenarios import SCENARIO_NAMES
 
 Command = Callable[[argparse.Namespace], int]
 """A subcommand: its parsed arguments in, the exit code out."""
@@ -82,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo_parser.add_argument(
         "--live", action="store_true", help="use the real API (AsyncAnthropic, ANTHROPIC_API_KEY)"
+    )
+    demo_parser.add_argument(
+        "--scenario",
+        choices=SCENARIO_NAMES,
+        default="completed",
+        help="which ending the scripted model plays: one per refund stop reason (default: completed)",
     )
     demo_parser.add_argument(
         "--model", default=DEMO_MODEL, help=f"model name (default: {DEMO_MODEL}); with --live, the model used"
@@ -261,6 +269,9 @@ def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> Non
             "and what the run must do (stop reason, tools that ran or must not, trace events, "
             "answer). Every case runs in process on the scripted model, concurrently; each is "
             "then replayed from its own trace. Prints a line per case and the aggregate figures. "
+            "A case without model turns is a live case: with --live it runs --trials times on "
+            "the live model (ANTHROPIC_API_KEY; the tools are still the fixture's mocks) and the "
+            "report gives its rates with 95% confidence intervals; without --live it is skipped. "
             "PATH is a fixture file or a folder of them. See docs/evals.md for the format."
         ),
         epilog=EVAL_EXIT_CODES,
@@ -269,7 +280,29 @@ def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> Non
     eval_parser.add_argument("--check", action="store_true", help="validate the fixtures only; run nothing")
     eval_parser.add_argument("--case", action="append", metavar="ID", help="run only this case (repeatable)")
     eval_parser.add_argument(
-        "--concurrency", type=int, default=8, metavar="N", help="cases run at once (default: 8)"
+        "--concurrency",
+        type=int,
+        default=8,
+        metavar="N",
+        help="cases (and live trials) run at once (default: 8)",
+    )
+    live = eval_parser.add_argument_group("live cases (no model turns)")
+    live.add_argument("--live", action="store_true", help="run live cases on the model (ANTHROPIC_API_KEY)")
+    live.add_argument("--model", metavar="M", help="the live model (default: each case's model_name)")
+    live.add_argument("--trials", type=int, metavar="N", help="trials per live case (default: 5)")
+    live.add_argument(
+        "--max-cost-usd", type=float, metavar="X", help="no trial starts once the trials cost this much"
+    )
+    live.add_argument("--seed", type=int, metavar="S", help="shuffle the order trials start in, reproducibly")
+    live.add_argument(
+        "--min-pass-rate",
+        type=float,
+        default=1.0,
+        metavar="R",
+        help="a live case passes when this share of its trials pass (default: 1.0)",
+    )
+    live.add_argument(
+        "--require-live", action="store_true", help="a live case that does not run fails the eval (exit 1)"
     )
     eval_parser.add_argument("--junit", metavar="FILE", help="write JUnit XML here")
     eval_parser.add_argument("--json", metavar="FILE", help="write the report as JSON here")
@@ -277,12 +310,19 @@ def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> Non
     eval_parser.add_argument(
         "--export", metavar="TASK_ID", help="print the stored run TASK_ID (with --store) as a fixture"
     )
+    eval_parser.add_argument(
+        "--loop",
+        metavar="SPEC",
+        help="run every case through your loop (module:factory): its model, prompt, policy, budget and "
+        "settings; the fixture's mocks replace the tools they name, its model turns the model",
+    )
+    _add_app_dir(eval_parser)
     _add_store(eval_parser)
     eval_parser.set_defaults(command=_command("_eval", "eval_command"))
 
 
 def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
-    """Add `check`, `compile` and `lint`."""
+    """Add `check`, `compile`, `lint` and `ready`."""
     check_parser = add_parser(
         "check",
         help="check a loop contract (JSON) against its schemas and the loop's rules",
@@ -331,6 +371,23 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
     lint_parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders")
     lint_parser.add_argument("--json", action="store_true", help="print the findings as a JSON list")
     lint_parser.set_defaults(command=_command("_contract", "lint_command"))
+
+    ready_parser = add_parser(
+        "ready",
+        help="check, compile, lint and strictly type-check a contract's loop: one exit code",
+        description=_wrap(
+            "Every step a contract goes through before it ships, in one command: check CONTRACT, "
+            "compile it (to a temporary folder), lint the module and type-check it with mypy "
+            "--strict. The module is the one --module names (your loop, built from the contract "
+            "or not), else the compiled one. One line per step, its findings under it."
+        ),
+        epilog=READY_EXIT_CODES,
+    )
+    _add_contract_inputs(ready_parser)
+    ready_parser.add_argument(
+        "--module", metavar="FILE", help="lint and type-check this module, not the compiled one"
+    )
+    ready_parser.set_defaults(command=_command("_ready", "ready_command"))
 
 
 def _add_contract_inputs(parser: argparse.ArgumentParser) -> None:

@@ -6,10 +6,14 @@ model would plausibly answer, turn by turn, as Messages API response dicts:
 
 1. one turn asking for three tools at once (order, delivery status, refund policy), which the
    loop runs concurrently and answers in one user message;
-2. a clarifying question to the customer batched with an attempt at `issue_refund`, a
-   forbidden tool: the policy blocks it (`on_forbidden="report"` tells the model and goes on);
-3. a draft recommendation for a human to approve;
+2. a clarifying question to the customer;
+3. a draft recommendation for a human to approve (the model never issues a refund: the payment
+   action `issue_refund` is forbidden, and an attempt would stop the run `policy_blocked`);
 4. the final answer (`end_turn`), accepted because the required evidence was read.
+
+`SCENARIOS` holds a script for each of the five refund stop reasons (`completed`, this one,
+and `policy_blocked`, `needs_human`, `evidence_missing`, `max_steps`: boundloop/cli/_scenarios.py);
+`boundloop demo --scenario NAME` runs one.
 
 Public, as `boundloop.cli.demo`: the tests and examples use its data and `demo_loop`;
 `examples/refund_investigation.py` shows the same loop written from scratch.
@@ -17,7 +21,7 @@ Public, as `boundloop.cli.demo`: the tests and examples use its data and `demo_l
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import anyio
@@ -36,6 +40,7 @@ from .. import (
 )
 from ..events import Event
 from ._defaults import DEMO_MODEL
+from ._scenarios import scenarios
 
 GOAL: Final = "Decide whether refund evidence is sufficient for order O-104."
 MODEL: Final = DEMO_MODEL
@@ -237,7 +242,7 @@ SCRIPT: Final[tuple[dict[str, Any], ...]] = (
             {
                 "type": "text",
                 "text": "The carrier logged damage in transit and the report is within 14 days. I'll confirm "
-                "the details with the customer, and the refund looks due, so I'll issue it.",
+                "the details with the customer.",
             },
             {
                 "type": "tool_use",
@@ -248,12 +253,6 @@ SCRIPT: Final[tuple[dict[str, Any], ...]] = (
                     "question": "Did the boots arrive in the delivery of 11 March, and have they been worn?",
                 },
             },
-            {
-                "type": "tool_use",
-                "id": "toolu_05",
-                "name": "issue_refund",
-                "input": {"order_id": "O-104", "amount": 164.0},
-            },
         ],
         "usage": _usage(2410, 151),
     },
@@ -262,7 +261,8 @@ SCRIPT: Final[tuple[dict[str, Any], ...]] = (
         "content": [
             {
                 "type": "text",
-                "text": "I may not issue refunds. I'll draft a recommendation for a human agent instead.",
+                "text": "The customer confirms it. I may not issue refunds: I'll draft a recommendation "
+                "for a human agent.",
             },
             {
                 "type": "tool_use",
@@ -287,6 +287,9 @@ SCRIPT: Final[tuple[dict[str, Any], ...]] = (
 )
 """The model's turns, as Messages API response dicts."""
 
+SCENARIOS: Final[Mapping[str, tuple[dict[str, Any], ...]]] = {"completed": SCRIPT, **scenarios(SCRIPT[0])}
+"""The script of each scenario, by the stop reason it ends with (`completed` is `SCRIPT`)."""
+
 
 def demo_budget() -> Budget:
     """The demo's limits: 8 model calls, 12 tool calls, one minute."""
@@ -294,13 +297,9 @@ def demo_budget() -> Budget:
 
 
 def demo_policy() -> Policy:
-    """The demo's policy: the five investigation tools; refunds, payments and policy edits forbidden."""
-    return Policy(
-        allowed=ALLOWED,
-        forbidden=FORBIDDEN,
-        on_forbidden="report",
-        required_evidence=REQUIRED_EVIDENCE,
-    )
+    """The demo's policy: the five investigation tools; refunds, payments and policy edits forbidden
+    (an attempt stops the run `policy_blocked`)."""
+    return Policy(allowed=ALLOWED, forbidden=FORBIDDEN, required_evidence=REQUIRED_EVIDENCE)
 
 
 def demo_loop(
@@ -309,11 +308,13 @@ def demo_loop(
     model: str = MODEL,
     registry: CollectorRegistry | None = None,
     on_event: Callable[[Event], None] | None = None,
+    scenario: str = "completed",
 ) -> AgentLoop:
     """The refund-investigation loop, on a fresh `ScriptedClient` of `SCRIPT` unless a client is given.
 
     Args:
-        client: the model client; default: the scripted conversation (no network).
+        client: the model client; default: the scenario's scripted conversation (no network).
+        scenario: which script the scripted client plays (a key of `SCENARIOS`).
         model: the model name sent with every request.
         registry: where the metrics go; default: the process's default registry.
         on_event: called with every trace event as it is recorded.
@@ -322,7 +323,7 @@ def demo_loop(
         A loop ready to `run(GOAL)`.
     """
     return AgentLoop(
-        ScriptedClient(SCRIPT, model=model) if client is None else client,
+        ScriptedClient(SCENARIOS[scenario], model=model) if client is None else client,
         model=model,
         tools=TOOLS,
         budget=demo_budget(),

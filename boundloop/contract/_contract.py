@@ -60,6 +60,8 @@ class Contract:
     """MCP servers (`MCPServerSpec` as JSON), connected when a run starts; their tools after `tools`."""
     fallback_model: str | None = None
     """The model a refused request is retried on once."""
+    version: str | None = None
+    """The loop's version: in provenance, on `RunStarted` and on spans (`gen_ai.agent.version`)."""
     compaction: Mapping[str, Any] | None = None
     """Server-side compaction (`Compaction`) as JSON; None: off."""
     context_editing: tuple[Mapping[str, Any], ...] = ()
@@ -106,6 +108,7 @@ class Contract:
             "settings": dict(self.settings) if self.settings else None,
             "output_schema": None if self.output_schema is None else dict(self.output_schema),
             "fallback_model": self.fallback_model,
+            "version": self.version,
             "compaction": None if self.compaction is None else dict(self.compaction),
             "context_editing": [dict(edit) for edit in self.context_editing] or None,
             "cache": None if self.cache == "auto" else self.cache,
@@ -290,6 +293,7 @@ def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | N
         server_tools=tuple(dict(definition) for definition in raw.get("server_tools", ())),
         mcp_servers=tuple(dict(server) for server in raw.get("mcp_servers", ())),
         fallback_model=raw.get("fallback_model"),
+        version=raw.get("version"),
         compaction=raw.get("compaction"),
         context_editing=tuple(dict(edit) for edit in raw.get("context_editing", ())),
         cache=raw.get("cache", "auto"),

@@ -14,17 +14,24 @@ from ._build import build_loop, load_cases, parse_case
 from ._export import export_case
 from ._fixture import Case, Decision, Expected, api_name, schema, schema_problems
 from ._html import STOP_EDGES, render_html
+from ._live import CaseTrials, LiveRun, Rates, run_trials
 from ._report import EvalReport, Figures
 from ._runner import CaseResult, Status, run_case, run_cases
+from ._stats import Rate, Spread, wilson
 
 __all__ = [
     "Case",
     "CaseResult",
+    "CaseTrials",
     "Decision",
     "EvalReport",
     "Expected",
     "Figures",
+    "LiveRun",
+    "Rate",
+    "Rates",
     "STOP_EDGES",
+    "Spread",
     "Status",
     "api_name",
     "build_loop",
@@ -34,8 +41,10 @@ __all__ = [
     "render_html",
     "run_case",
     "run_cases",
+    "run_trials",
     "schema",
     "schema_problems",
+    "wilson",
 ]
 
 if not typing.TYPE_CHECKING:  # type checkers see no deprecated name

@@ -6,7 +6,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from anthropic.types import Message
 
@@ -14,8 +14,10 @@ from .._core import declared_tool
 from ..checkpoint.store import MemoryStore
 from ..errors import ConfigurationError, FixtureError
 from ..loop import AgentLoop
+from ..model import Model
 from ..policy import Policy
 from ..testing import Request, ScriptedClient
+from ._app import app_loop
 from ._fixture import Case, read_case
 from ._mocks import DEFAULT_TIMEOUT_S, Mocks
 
@@ -23,16 +25,37 @@ STATE_SUFFIX = ".state.json"
 """A saved `LoopState` next to the fixtures: not a case itself."""
 
 
-def build_loop(case: Case, mocks: Mocks | None = None) -> AgentLoop:
+def build_loop(
+    case: Case,
+    mocks: Mocks | None = None,
+    *,
+    client: Model | None = None,
+    model: str | None = None,
+    app: AgentLoop[Any] | None = None,
+) -> AgentLoop[Any]:
     """The loop a case runs on: the scripted model, its mocked tools, budget and policy.
 
     Each call builds a fresh loop, with its own `ScriptedClient` and `MemoryStore` and
     no metrics, so cases run side by side without sharing anything.
 
+    Args:
+        case: the case.
+        mocks: the mocked results its tools hand out (fresh ones when None).
+        client: a live model (an `AsyncAnthropic`) in place of the case's script.
+        model: the model's name (default: the case's `model_name`; with `app`, the app's).
+        app: the application's loop: the case runs through a copy of it (its model, prompt,
+            tools, policy, budget, settings), the fixture's mocks replacing the tools they name
+            and the fixture's script (if any) the model (`boundloop eval --loop`).
+
     Raises:
         ConfigurationError: the case's tools, budget or policy do not make a valid loop.
     """
     mocks = mocks if mocks is not None else Mocks(case.mocked, case.names)
+    if app is not None:
+        serving = ScriptedClient([_serving(mocks, turn) for turn in case.turns], model=model or app.model)
+        built = app_loop(app, case, mocks, serving if client is None else client, model)
+        mocks.redact = built.config.redactor
+        return built
     tools = [
         declared_tool(
             spec
@@ -42,9 +65,11 @@ def build_loop(case: Case, mocks: Mocks | None = None) -> AgentLoop:
         )
         for spec in case.tools
     ]
+    name = case.model_name if model is None else model
+    scripted = ScriptedClient([_serving(mocks, turn) for turn in case.turns], model=name)
     loop = AgentLoop(
-        ScriptedClient([_serving(mocks, turn) for turn in case.turns], model=case.model_name),
-        model=case.model_name,
+        scripted if client is None else client,
+        model=name,
         tools=tools,
         budget=case.budget,
         policy=Policy(**{key: value for key, value in case.policy.items() if key != "on_tool_error"}),

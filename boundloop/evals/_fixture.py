@@ -85,6 +85,8 @@ class Case:
     """A saved run to replay instead of a script."""
     names: Mapping[str, str] = dataclasses.field(default_factory=dict[str, str])
     """API name -> the fixture's name, for every name the fixture mapped."""
+    live: bool = False
+    """The fixture has no `model` turns and no `state`: the case runs on a live model."""
 
     def __str__(self) -> str:
         return self.case_id
@@ -113,8 +115,6 @@ def schema_problems(raw: object) -> list[str]:
     problems: list[str] = []
     if isinstance(raw, dict):
         fields = cast(dict[str, object], raw)
-        if "model" not in fields and "state" not in fields:
-            problems.append("model: a case needs the model's turns (or a saved `state` to replay)")
         if "model" in fields and "state" in fields:
             problems.append("state: a case replays a saved state or runs a model script, not both")
         problems += [
@@ -130,8 +130,8 @@ def schema_problems(raw: object) -> list[str]:
     return problems
 
 
-_SAID_ABOVE: Final = frozenset({"anyOf", "dependentSchemas", "not"})
-"""The schema's model-or-state rules, whose own messages name no field: said plainly above."""
+_SAID_ABOVE: Final = frozenset({"dependentSchemas", "not"})
+"""The schema's model-or-state rule, whose own message names no field: said plainly above."""
 
 
 def _where(path: Iterable[object]) -> str:
@@ -206,6 +206,7 @@ def read_case(raw: object, *, source: Path | None = None) -> Case:
         ),
         state=_state(fixture.get("state"), source, problems),
         names={api_name(name): name for name in names if api_name(name) != name},
+        live="model" not in fixture and "state" not in fixture,
     )
     if problems:
         raise FixtureError(problems)

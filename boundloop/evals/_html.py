@@ -9,7 +9,6 @@ escaped: ids, answers and failures may hold model text.
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
@@ -18,9 +17,10 @@ from typing import Final
 from ..records import StopReason
 from ..statemachine.diagram import trace_path
 from ..statemachine.table import STATES, TRANSITIONS, Phase, Trigger
+from ._html_live import LIVE_CSS, live_section
+from ._html_live import escaped as _e
 from ._report import EvalReport
 from ._runner import CaseResult
-from ._text import reported
 
 # -- which edges end a run with which stop reason ---------------------------------------
 
@@ -146,11 +146,6 @@ def _edge_id(index: int) -> str:
     """The `data-edge` of the line that draws row `index` of `TRANSITIONS` (`source-dest[:halt]`)."""
     row = TRANSITIONS[index]
     return f"{row['source']}-{row['dest']}" + (":halt" if row["trigger"] == Trigger.HALT else "")
-
-
-def _e(text: object) -> str:
-    """Every text of the page: redacted, only characters XML allows, escaped."""
-    return html.escape(reported(text), quote=True)
 
 
 def _half(state: str) -> tuple[float, float]:
@@ -303,7 +298,7 @@ svg.machine{font:10px system-ui,sans-serif;background:#fff;border:1px solid #eae
 .node text{fill:#1f2328;font-size:11px}.legend{fill:#8c959f;font-size:9px}
 """
 
-_STATUS: Final = {"passed": "pass", "failed": "fail", "error": "error"}
+_STATUS: Final = {"passed": "pass", "failed": "fail", "error": "error", "skipped": "skipped"}
 _COLUMNS: Final = (
     "case|status|expected stop|actual stop|steps|tool calls|tokens|latency ms|replay|first failure"
 )
@@ -328,10 +323,11 @@ def render_html(report: EvalReport, *, title: str = "boundloop evals") -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n<h1>{_e(title)}</h1>\n"
+        f"<title>{_e(title)}</title><style>{_CSS}{LIVE_CSS}</style></head><body>\n<h1>{_e(title)}</h1>\n"
         f'<table class="figures"><tbody>{figures}</tbody></table>\n<h2>Cases</h2>\n'
         f'<table class="cases"><thead><tr>{head}</tr></thead><tbody>\n{rows}</tbody></table>\n'
         + (f"<h2>Cases that did not pass</h2>\n{''.join(details)}" if details else "")
+        + live_section(report.live)
         + "</body></html>\n"
     )
 

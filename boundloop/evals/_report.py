@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from collections.abc import Sequence
-from typing import Any, final
+from typing import Any, Final, final
 from xml.etree import ElementTree
 
 from ..records import StopReason
+from ._live import LiveRun
+from ._live_report import junit_case, live_line, live_table
 from ._runner import CaseResult
 from ._text import redact, reported
 
@@ -22,6 +24,8 @@ class Figures:
     passed: int
     failed: int
     errors: int
+    skipped: int
+    """Live cases run without a live model."""
     completion_rate: float | None
     """Runs that stopped `completed` / runs."""
     correct_stop_rate: float | None
@@ -42,8 +46,9 @@ class Figures:
 
     @classmethod
     def of(cls, results: Sequence[CaseResult]) -> Figures:
-        """Compute the figures; a case whose fixture is invalid counts only in `errors`."""
-        runs = [result for result in results if result.status != "error"]
+        """Compute the figures; a case whose fixture is invalid counts only in `errors`, a
+        skipped live case only in `skipped`."""
+        runs = [result for result in results if result.status not in ("error", "skipped")]
         proposed = sum(result.proposed for result in runs)
         escalated = [result for result in runs if result.stop_reason is StopReason.NEEDS_HUMAN]
         replayed = [result for result in runs if result.replay_identical is not None]
@@ -53,6 +58,7 @@ class Figures:
             passed=sum(1 for result in results if result.status == "passed"),
             failed=sum(1 for result in results if result.status == "failed"),
             errors=sum(1 for result in results if result.status == "error"),
+            skipped=sum(1 for result in results if result.status == "skipped"),
             completion_rate=_rate(sum(1 for r in runs if r.stop_reason is StopReason.COMPLETED), len(runs)),
             correct_stop_rate=_rate(  # a run that raised did not stop as the case expects
                 sum(1 for r in runs if r.raised is None and r.stop_reason is r.case.expected.stop_reason),
@@ -75,7 +81,7 @@ class Figures:
     def rows(self) -> list[tuple[str, str]]:
         """The figures as (label, formatted value) rows, in reading order."""
         return [
-            ("cases", f"{self.cases} ({self.passed} passed, {self.failed} failed, {self.errors} errors)"),
+            ("cases", self._counts()),
             ("completion rate", _percent(self.completion_rate)),
             ("correct stop reason", _percent(self.correct_stop_rate)),
             ("invalid-action rate", _percent(self.invalid_action_rate)),
@@ -87,6 +93,10 @@ class Figures:
             ("latency", _latency(self.latency_median_s, self.latency_max_s)),
             ("replay success", _percent(self.replay_success_rate)),
         ]
+
+    def _counts(self) -> str:
+        skipped = f", {self.skipped} skipped" if self.skipped else ""
+        return f"{self.cases} ({self.passed} passed, {self.failed} failed, {self.errors} errors{skipped})"
 
 
 def _rate(count: int, total: int) -> float | None:
@@ -103,12 +113,20 @@ def _latency(median: float | None, largest: float | None) -> str:
     return f"median {median * 1000:.1f} ms, max {largest * 1000:.1f} ms"
 
 
+_MARKS: Final = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP"}
+
+
 @final
 @dataclasses.dataclass(frozen=True, slots=True)
 class EvalReport:
-    """The results of an eval run, with their figures."""
+    """The results of an eval run, with their figures.
+
+    `results` are the scripted and saved-state cases, and the live cases skipped for want of
+    a live model; `live` holds the live cases' trials when they ran on one.
+    """
 
     results: Sequence[CaseResult]
+    live: LiveRun | None = None
 
     @property
     def figures(self) -> Figures:
@@ -117,8 +135,20 @@ class EvalReport:
 
     @property
     def passed(self) -> bool:
-        """Every case passed."""
-        return all(result.passed for result in self.results)
+        """Every case passed (a skipped live case is not a failure: see `skipped_live`), and
+        every live case reached its minimum pass rate."""
+        live = () if self.live is None else self.live.cases
+        return all(result.status in ("passed", "skipped") for result in self.results) and all(
+            case.status in ("passed", "skipped") for case in live
+        )
+
+    @property
+    def skipped_live(self) -> int:
+        """Live cases that did not run: no live model, or the cost ceiling came first."""
+        live = () if self.live is None else self.live.cases
+        return sum(1 for r in self.results if r.status == "skipped") + sum(
+            1 for case in live if case.status == "skipped"
+        )
 
     @property
     def has_errors(self) -> bool:
@@ -128,18 +158,24 @@ class EvalReport:
     def table(self) -> str:
         """One line per case (its first failure when it failed), then the figures."""
         names = [redact(result.case.case_id) for result in self.results]
-        width = max((len(name) for name in names), default=4)
         lines: list[str] = []
-        for name, result in zip(names, self.results, strict=True):
-            mark = {"passed": "PASS", "failed": "FAIL", "error": "ERROR"}[result.status]
+        live = () if self.live is None else self.live.cases
+        names += [redact(case.case.case_id) for case in live]
+        width = max((len(name) for name in names), default=4)
+        for name, result in zip(names, self.results, strict=False):
+            mark = _MARKS[result.status]
             got = "-" if result.stop_reason is None else str(result.stop_reason)
             line = f"{mark:<5} {name:<{width}}  {got:<16} {result.duration_s * 1000:7.1f} ms"
             if result.failures:
                 line += f"  {redact(result.first_failure)}"
             lines.append(line)
-        lines.append("")
-        label_width = max(len(label) for label, _ in self.figures.rows())
-        lines += [f"{label:<{label_width}}  {value}" for label, value in self.figures.rows()]
+        lines += [live_line(case, width) for case in live]
+        if self.results or self.live is None:
+            lines.append("")
+            label_width = max(len(label) for label, _ in self.figures.rows())
+            lines += [f"{label:<{label_width}}  {value}" for label, value in self.figures.rows()]
+        if self.live is not None:
+            lines += live_table(self.live)
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -147,6 +183,7 @@ class EvalReport:
         return {
             "figures": dataclasses.asdict(self.figures),
             "cases": [result.to_dict() for result in self.results],
+            "live": None if self.live is None else self.live.to_dict(),
         }
 
     def junit(self) -> str:
@@ -156,12 +193,14 @@ class EvalReport:
         character, a lone surrogate) is written as U+FFFD: the document always parses.
         """
         figures = self.figures
+        live = () if self.live is None else self.live.cases
         suite = ElementTree.Element(
             "testsuite",
             name="boundloop-evals",
-            tests=str(figures.cases),
-            failures=str(figures.failed),
+            tests=str(figures.cases + len(live)),
+            failures=str(figures.failed + sum(1 for case in live if case.status == "failed")),
             errors=str(figures.errors),
+            skipped=str(self.skipped_live),
             time=f"{sum(result.duration_s for result in self.results):.6f}",
         )
         for result in self.results:
@@ -173,9 +212,11 @@ class EvalReport:
                 time=f"{result.duration_s:.6f}",
             )
             if result.status != "passed":
-                tag = "failure" if result.status == "failed" else "error"
+                tag = {"failed": "failure", "error": "error", "skipped": "skipped"}[result.status]
                 element = ElementTree.SubElement(testcase, tag, message=reported(result.first_failure))
                 element.text = reported("\n".join(result.failures))
+        for case in live:
+            junit_case(suite, case)
         ElementTree.indent(suite)
         return (
             '<?xml version="1.0" encoding="utf-8"?>\n'

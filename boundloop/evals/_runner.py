@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, cast, final
+from typing import Any, Final, Literal, cast, final
 
 import anyio
 
@@ -14,6 +14,7 @@ from .._replay import ReplayReport, replay
 from ..errors import ApprovalMissing, NotResumable, ScriptExhausted, UnhandledStop
 from ..events import Event, Validation
 from ..loop import AgentLoop
+from ..model import Model
 from ..records import StopReason
 from ..state import LoopResult
 from ._build import build_loop
@@ -21,8 +22,12 @@ from ._fixture import Case
 from ._mocks import Mocks
 from ._text import redact
 
-Status = Literal["passed", "failed", "error"]
-"""`error`: the fixture is at fault (a script or mocked results too short, a bad decision)."""
+Status = Literal["passed", "failed", "error", "skipped"]
+"""`error`: the fixture is at fault (a script or mocked results too short, a bad decision);
+`skipped`: a live case (no model turns) run without a live model."""
+
+NEEDS_LIVE: Final = "needs a live model (--live)"
+"""Why a live case run without a live model was skipped."""
 
 
 @final
@@ -113,23 +118,48 @@ class _Run:
     raised: str | None = None
     """An exception the run ended with."""
     replayed: ReplayReport | None = None
+    task_id: str = ""
+    beyond_mocks: list[str] = dataclasses.field(default_factory=list[str])
+    """Calls past a tool's mocked results on a live model (failures, not fixture errors)."""
 
 
-async def run_case(case: Case) -> CaseResult:
+async def run_case(
+    case: Case,
+    *,
+    client: Model | None = None,
+    model: str | None = None,
+    task_id: str | None = None,
+    app: AgentLoop[Any] | None = None,
+) -> CaseResult:
     """Run one case on a fresh loop and check its expectations.
 
     A script case runs its `goal` through the scripted model and mocked tools, then the
     `resume` decisions; a `state` case replays the saved run through the case's tools,
-    policy and budget. Either way the run is then replayed from its own trace.
+    policy and budget; a live case (no model turns) runs its goal on `client`, the mocked
+    tools answering. Either way the run is then replayed from its own trace.
+
+    Args:
+        case: the case.
+        client: the live model a live case runs on (an `AsyncAnthropic`); without it a live
+            case is `skipped`. A script or `state` case never uses it.
+        model: the live model's name (default: the case's `model_name`).
+        task_id: the run's task id (default: the case id).
+        app: run the case through the application's loop (`build_loop(app=...)`); a live
+            case still needs `client` (`app.client` for the application's own model).
 
     Returns:
-        The case's result: passed, failed (the failed expectations) or error (the fixture's
-        faults: a script or mocked results too short, a decision the run cannot take).
+        The case's result: passed, failed (the failed expectations), error (the fixture's
+        faults: a script or mocked results too short, a decision the run cannot take) or
+        skipped (a live case without a live model). On a live model a call beyond a tool's
+        mocked results is the agent's doing: a failure, not an error.
     """
+    live = case.live and client is not None
+    if case.live and not live:
+        return _skipped(case)
     started = time.perf_counter()
     mocks = Mocks(case.mocked, case.names)
-    loop = build_loop(case, mocks)
-    run = _Run()
+    loop = build_loop(case, mocks, client=client if live else None, model=model if live else None, app=app)
+    run = _Run(task_id=case.case_id if task_id is None else task_id)
     try:
         if case.state is not None:
             run.replayed = await replay(case.state, loop)
@@ -150,12 +180,36 @@ async def run_case(case: Case) -> CaseResult:
     duration = time.perf_counter() - started
     run.problems += mocks.problems
     if case.state is None and run.result is not None and run.raised is None and not run.problems:
-        run.replayed = await replay(run.events, build_loop(case))
+        run.replayed = await replay(run.events, build_loop(case, model=model if live else None, app=app))
+    if live:  # the model went past the mocks: the agent's doing, judged as a failure
+        run.beyond_mocks, run.problems = run.problems, []
     return _judge(case, run, duration)
 
 
+def _skipped(case: Case) -> CaseResult:
+    return CaseResult(
+        case=case,
+        status="skipped",
+        failures=(NEEDS_LIVE,),
+        stop_reason=None,
+        answer=None,
+        steps=0,
+        tool_calls=0,
+        tokens=0,
+        cost_usd=0.0,
+        duration_s=0.0,
+        proposed=0,
+        refused=0,
+        repeated=0,
+        replay_identical=None,
+        replay_detail="",
+        tools_run=(),
+        trace=(),
+    )
+
+
 async def _script(case: Case, loop: AgentLoop, mocks: Mocks, run: _Run) -> None:
-    run.result = await loop.run(case.goal, task_id=case.case_id, on_event=mocks.on_event)
+    run.result = await loop.run(case.goal, task_id=run.task_id, on_event=mocks.on_event)
     run.events += run.result.events
     for index, decision in enumerate(case.resume):
         if run.result.stop_reason is not StopReason.NEEDS_HUMAN:
@@ -166,7 +220,7 @@ async def _script(case: Case, loop: AgentLoop, mocks: Mocks, run: _Run) -> None:
             return
         try:
             run.result = await loop.resume(
-                case.case_id,
+                run.task_id,
                 approvals=dict(decision.approvals) if decision.approvals else None,
                 reply=decision.reply,
                 on_event=mocks.on_event,
@@ -223,7 +277,7 @@ def _refused(events: Iterable[Event]) -> int:
 
 def _failures(case: Case, run: _Run, tools_run: Sequence[str]) -> list[str]:
     expected = case.expected
-    failures: list[str] = []
+    failures: list[str] = list(run.beyond_mocks)
     if run.raised is not None:
         failures.append(f"the run raised {run.raised}")
     result = run.result
@@ -284,8 +338,11 @@ def _divergence(report: ReplayReport) -> str:
     )
 
 
-async def run_cases(cases: Iterable[Case], *, concurrency: int = 8) -> list[CaseResult]:
-    """Run cases side by side, at most `concurrency` at once; results in the cases' order.
+async def run_cases(
+    cases: Iterable[Case], *, concurrency: int = 8, app: AgentLoop[Any] | None = None
+) -> list[CaseResult]:
+    """Run cases side by side, at most `concurrency` at once; results in the cases' order
+    (through the application's loop `app` when given: `run_case`).
 
     Raises:
         ValueError: `concurrency` is below 1.
@@ -298,7 +355,7 @@ async def run_cases(cases: Iterable[Case], *, concurrency: int = 8) -> list[Case
 
     async def one(index: int, case: Case) -> None:
         async with limiter:
-            results[index] = await run_case(case)
+            results[index] = await run_case(case, app=app)
 
     async with anyio.create_task_group() as group:
         for index, case in enumerate(todo):

@@ -108,6 +108,7 @@ class RunSpans:
                 "gen_ai.request.model": config.spec.model,
                 "gen_ai.request.max_tokens": config.spec.max_tokens,
                 "gen_ai.conversation.id": state.task_id,
+                **({} if config.spec.version is None else {"gen_ai.agent.version": config.spec.version}),
             },
         )
         own = self.span.get_span_context()

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from anthropic.types import Message
 
@@ -81,8 +82,28 @@ def test_the_shipped_example_passes_every_rule() -> None:
     assert check_contract(EXAMPLE) == []
     loaded = load_contract(EXAMPLE)
     assert loaded.system == demo.SYSTEM
-    assert loaded.policy["on_forbidden"] == "report"
+    assert loaded.policy["on_forbidden"] == "stop"
     assert "$schema" not in loaded.policy
+
+
+@pytest.mark.parametrize(
+    "scenario", ["completed", "policy_blocked", "needs_human", "evidence_missing", "max_steps"]
+)
+def test_the_shipped_contract_reaches_the_five_refund_stop_reasons(scenario: str) -> None:
+    """The contract's loop, on the demo's handlers and each scenario's script, ends with that
+    stop reason: an issue_refund attempt stops it policy_blocked before its batch runs."""
+    loaded = load_contract(EXAMPLE)
+    handlers = {tool.name: tool.handler for tool in demo.TOOLS}
+    loop = AgentLoop.from_contract(
+        loaded, handlers=handlers, client=ScriptedClient(demo.SCENARIOS[scenario]), metrics=None
+    )
+    result = anyio.run(loop.run, demo.GOAL)
+    assert result.stop_reason == scenario
+    if scenario == "policy_blocked":
+        assert result.state.stop_detail == "forbidden tool proposed: issue_refund"
+        assert "ask_customer_clarifying_question" not in [
+            o.tool for o in result.state.observations if o.attempts
+        ]
 
 
 def without(document: JSON, *path: str) -> JSON:

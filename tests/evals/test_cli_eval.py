@@ -55,14 +55,16 @@ def test_the_shipped_cases_pass_and_every_report_is_written(
     argv = ["eval", str(EVALS), "--junit", str(junit), "--json", str(report), "--html", str(page)]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "PASS  shipping_lookup_repeated_failure" in out
+    assert "PASS  shipping_lookup_repeated_failure_scripted" in out
+    assert "SKIP  shipping_lookup_repeated_failure " in out  # the seed's live case: no --live
     assert "replay success" in out
     assert "100%" in out
     suite = ElementTree.parse(junit).getroot()
     assert suite.get("failures") == "0"
+    assert suite.get("skipped") == "1"
     assert int(suite.get("tests") or 0) >= 13
     document = json.loads(report.read_text())
-    assert document["figures"]["passed"] == document["figures"]["cases"]
+    assert document["figures"]["passed"] + document["figures"]["skipped"] == document["figures"]["cases"]
     assert page.read_text().startswith("<!DOCTYPE html>")
 
 

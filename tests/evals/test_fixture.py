@@ -44,8 +44,9 @@ def test_the_schema_names_every_stop_reason_and_trace_kind() -> None:
     assert set(expected["requires_trace_events"]["items"]["enum"]) == {*EVENT_KINDS, *RENAMED_KINDS}
 
 
-def test_the_issue_example_runs_once_a_model_script_is_added() -> None:
-    """The example fixture of the format, as written, parses once it has a `model` script."""
+def test_the_issue_example_is_a_live_case_and_a_script_case_once_a_model_script_is_added() -> None:
+    """The example fixture of the format, as written, is valid: a live case (no model turns);
+    with a `model` script it is a scripted one."""
     example: JSON = {
         "case_id": "shipping_lookup_repeated_failure",
         "goal": "Investigate whether an order arrived late.",
@@ -62,8 +63,10 @@ def test_the_issue_example_runs_once_a_model_script_is_added() -> None:
             "requires_trace_events": ["proposal", "validation", "tool_result", "stop"],
         },
     }
-    assert problems_of(example) == ["model: a case needs the model's turns (or a saved `state` to replay)"]
+    assert problems_of(example) == []
+    assert parse_case(example).live
     case = parse_case({**example, "model": [{"text": "ok"}]})
+    assert not case.live
     assert [tool.name for tool in case.tools] == ["shipping__read_delivery_status"]
     assert case.expected.forbidden_tools == ("refunds__issue_refund",)
     assert case.shown("shipping__read_delivery_status") == "shipping.read_delivery_status"

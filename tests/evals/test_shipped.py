@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from boundloop.evals import Case, load_cases, run_case
+from tests.sim_model import SimulatedModel, shipping_policy
 
 EVALS = Path(__file__).resolve().parents[2] / "examples" / "evals"
 PROMISED = {
@@ -15,6 +16,7 @@ PROMISED = {
     "stops_at_max_tool_calls",
     "malformed_tool_result",
     "shipping_lookup_repeated_failure",
+    "shipping_lookup_repeated_failure_scripted",
     "forbidden_action_proposed",
     "completion_claimed_without_evidence",
     "replay_from_saved_state",
@@ -28,8 +30,10 @@ PROMISED = {
 
 @pytest.mark.parametrize("case", load_cases(EVALS), ids=str)
 async def test_shipped_case(case: Case) -> None:
-    """Every expectation of the case holds, and the run replays from its trace identically."""
-    result = await run_case(case)
+    """Every expectation of the case holds, and the run replays from its trace identically (a
+    live case on a simulated model that reads the delivery status as the case expects)."""
+    client = SimulatedModel(shipping_policy()).client() if case.live else None
+    result = await run_case(case, client=client)
     result.check()
     assert result.replay_identical is True
 

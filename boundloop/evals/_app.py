@@ -1,0 +1,82 @@
+"""A case run through the application's own loop (`boundloop eval --loop module:factory`).
+
+The loop a case runs on is the application's: its model, system prompt, tools, policy (hooks
+included), budget, signal handlers, model settings, structured output, version and
+redaction. Only two things are the fixture's: the model, for a case with model turns (the
+script replaces the client; a live case keeps the application's client, or the one given),
+and the tools the fixture mocks, whose handlers are replaced by the mocked results. A tool
+of the application that the fixture does not mock runs as the application wrote it. The
+fixture's own policy, budget and tool declarations are not used: the case tests the
+application's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..checkpoint.store import MemoryStore
+from ..loop import AgentLoop
+from ..model import Model
+from ..tools import Tool
+from ._fixture import Case
+from ._mocks import Mocks
+
+
+def app_loop(
+    app: AgentLoop[Any], case: Case, mocks: Mocks, client: Model, model: str | None
+) -> AgentLoop[Any]:
+    """A fresh loop like `app`, on `client`, its mocked tools answered by `mocks`.
+
+    Args:
+        app: the application's loop.
+        case: the case (its `mocked` names the tools to replace).
+        mocks: the mocked results.
+        client: the model: the case's script, a live client, or `app.client`.
+        model: the model's name (default: the application's).
+
+    Raises:
+        ConfigurationError: the loop cannot be built (as `AgentLoop` raises it).
+    """
+    spec = app.config.spec
+    tools: list[Tool | dict[str, Any]] = [
+        _mocked(tool, mocks) if name in case.mocked else tool for name, tool in app.tools.items()
+    ]
+    tools += [dict(definition) for definition in app.tools.server]
+    return AgentLoop(
+        client,
+        model=spec.model if model is None else model,
+        tools=tools,
+        budget=spec.budget,
+        policy=spec.policy,
+        system=spec.system,
+        max_tokens=spec.max_tokens,
+        name=spec.name,
+        on_tool_error=spec.on_tool_error,
+        max_tool_output_chars=spec.max_tool_output_chars,
+        redact=app.config.redactor,  # its patterns and hook (a `Redactor` is such a hook)
+        signal_handlers=app.config.signal_handlers,
+        settings=spec.settings,
+        output_type=None if spec.output_schema is None else dict(spec.output_schema),
+        fallback_model=spec.fallback_model,
+        version=spec.version,
+        compaction=spec.compaction,
+        context_editing=spec.context_editing,
+        cache=spec.cache,
+        metrics=None,
+        tracer_provider=None,
+        store=MemoryStore(),
+    )
+
+
+def _mocked(tool: Tool, mocks: Mocks) -> Tool:
+    """The application's tool, declared as it is, its handler the fixture's mocked results."""
+    return Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        handler=mocks.handler(tool.name),
+        side_effect=tool.side_effect,
+        timeout_s=tool.timeout_s,
+        requires_approval=tool.requires_approval,
+        output_schema=tool.output_schema,
+    )
