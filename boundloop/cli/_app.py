@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
 from ._errors import EXIT_INTERRUPTED, EXIT_OK, CommandError
-from ._parser import Command, build_parser
+from ._parser import build_parser
+from ._parser_base import Command
 
 
 def main(argv: Sequence[str] | None = None) -> int:

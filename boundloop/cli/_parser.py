@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import textwrap
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -15,7 +13,6 @@ from ._errors import (
     COMPILE_EXIT_CODES,
     DEMO_EXIT_CODES,
     DIAGRAM_EXIT_CODES,
-    EVAL_EXIT_CODES,
     EXIT_CODES,
     LINT_EXIT_CODES,
     PENDING_EXIT_CODES,
@@ -25,25 +22,9 @@ from ._errors import (
     RUN_EXIT_CODES,
     CommandError,
 )
+from ._parser_base import add_app_dir, add_store, command, wrap
+from ._parser_more import add_eval_command, add_inspector_commands
 from ._scenarios import SCENARIO_NAMES
-
-Command = Callable[[argparse.Namespace], int]
-"""A subcommand: its parsed arguments in, the exit code out."""
-
-
-def _command(module: str, name: str) -> Command:
-    """The subcommand `name` of `boundloop.cli.<module>`, imported only when it runs.
-
-    Building the parser imports no command: `--help`, `--version` and a usage error never load
-    the loop, the Anthropic SDK, pydantic or rich.
-    """
-
-    def run(args: argparse.Namespace) -> int:
-        command: Command = getattr(importlib.import_module(f"{__package__}.{module}"), name)
-        return command(args)
-
-    run.__name__ = run.__qualname__ = name
-    return run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -75,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser = commands.add_parser(
         "demo",
         help="run the refund-investigation demo (no API key needed)",
-        description=_wrap(
+        description=wrap(
             "Run the refund-investigation demo on the embedded ScriptedClient: no API key, "
             "no network. Shows each transition, the parallel tool calls, the validation decisions "
             "and the budget left as they happen, then the stop reason, the answer and the totals."
@@ -95,12 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--model", default=DEMO_MODEL, help=f"model name (default: {DEMO_MODEL}); with --live, the model used"
     )
     _add_run_options(demo_parser)
-    demo_parser.set_defaults(command=_command("_demo", "demo_command"))
+    demo_parser.set_defaults(command=command("_demo", "demo_command"))
 
     run_parser = commands.add_parser(
         "run",
         help="run your own loop: SPEC is module:factory returning an AgentLoop",
-        description=_wrap(
+        description=wrap(
             "Run an AgentLoop of your own. SPEC is `module:factory`, where `factory()` "
             "returns an AgentLoop (it may be async; `module:loop` naming an AgentLoop works too). "
             "The module is imported from the current directory (or --app-dir)."
@@ -109,16 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run_parser.add_argument("spec", metavar="SPEC", help="module:factory, e.g. myapp.agents:build_loop")
     run_parser.add_argument("--goal", required=True, help="the task: the first user message")
-    _add_app_dir(run_parser)
+    add_app_dir(run_parser)
     _add_run_options(run_parser)
-    run_parser.set_defaults(command=_command("_run", "run_command"))
+    run_parser.set_defaults(command=command("_run", "run_command"))
     _add_store_commands(commands.add_parser)
-    _add_inspector_commands(commands.add_parser)
+    add_inspector_commands(commands.add_parser)
 
     diagram_parser = commands.add_parser(
         "diagram",
         help="draw the state machine (mermaid, dot, svg, png), optionally with a run's path",
-        description=_wrap(
+        description=wrap(
             "Draw the loop's state machine from its transition table. Guards are on the "
             "edges and the final state is marked. With --trace, the path one run took is "
             "highlighted and each edge is labelled with how often it was taken. svg and png need "
@@ -139,14 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     diagram_parser.add_argument(
         "--trace", metavar="FILE", help="a JSON-lines trace (from --trace) whose path to highlight"
     )
-    diagram_parser.set_defaults(command=_command("_diagram", "diagram_command"))
-    _add_eval_command(commands.add_parser)
+    diagram_parser.set_defaults(command=command("_diagram", "diagram_command"))
+    add_eval_command(commands.add_parser)
     _add_contract_commands(commands.add_parser)
     return parser
-
-
-def _wrap(text: str) -> str:
-    return textwrap.fill(text, width=79)
 
 
 def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
@@ -154,7 +131,7 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
     pending_parser = add_parser(
         "pending",
         help="list the runs in a store waiting for a human",
-        description=_wrap(
+        description=wrap(
             "List the runs in a store (a SQLite file or a PostgreSQL database) that stopped with "
             "needs_human and wait for a human: their calls waiting for approval (id, tool, input, "
             "step), or the question the model asked. Newest first, each with the `boundloop "
@@ -162,14 +139,14 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
         ),
         epilog=PENDING_EXIT_CODES,
     )
-    _add_store(pending_parser, required=True)
+    add_store(pending_parser, required=True)
     pending_parser.add_argument("--json", action="store_true", help="print a JSON list instead")
-    pending_parser.set_defaults(command=_command("_pending", "pending_command"))
+    pending_parser.set_defaults(command=command("_pending", "pending_command"))
 
     resume_parser = add_parser(
         "resume",
         help="continue a stored run: approve or deny its calls, or answer the model",
-        description=_wrap(
+        description=wrap(
             "Continue TASK_ID from a store (a SQLite file or a PostgreSQL database) through the "
             "loop SPEC names (module:factory, as for `run`; its store is replaced by --store), "
             "with the same view. A run waiting for approval needs one --approve or --deny for "
@@ -181,8 +158,8 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
     )
     resume_parser.add_argument("spec", metavar="SPEC", help="module:factory, e.g. myapp.agents:build_loop")
     resume_parser.add_argument("task_id", metavar="TASK_ID", help="the stored run to continue")
-    _add_store(resume_parser, required=True)
-    _add_app_dir(resume_parser)
+    add_store(resume_parser, required=True)
+    add_app_dir(resume_parser)
     resume_parser.add_argument(
         "--approve", action="append", metavar="ID", help="run this waiting call (repeatable)"
     )
@@ -194,12 +171,12 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
     )
     resume_parser.add_argument("--reply", metavar="TEXT", help="the answer to the model's question")
     _add_run_options(resume_parser)
-    resume_parser.set_defaults(command=_command("_resume", "resume_command"))
+    resume_parser.set_defaults(command=command("_resume", "resume_command"))
 
     replay_parser = add_parser(
         "replay",
         help="re-drive a recorded run and report whether it takes the same path",
-        description=_wrap(
+        description=wrap(
             "Replay a recorded run: SOURCE is a task id (with --store), or a trace (.jsonl, "
             "from --trace) or a state file (.json, LoopState.to_json()). The recorded model "
             "responses are driven through the configuration recorded with the run, or through "
@@ -211,114 +188,16 @@ def _add_store_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> N
     replay_parser.add_argument(
         "source", metavar="SOURCE", help="a task id (with --store), a trace .jsonl or a state .json"
     )
-    _add_store(replay_parser)
+    add_store(replay_parser)
     replay_parser.add_argument(
         "--loop", metavar="SPEC", help="replay through this loop (module:factory) instead of the recorded one"
     )
-    _add_app_dir(replay_parser)
+    add_app_dir(replay_parser)
     replay_parser.add_argument(
         "--diff", action="store_true", help="show both trajectories around the first divergence"
     )
     replay_parser.add_argument("--json", action="store_true", help="print the report as JSON instead")
-    replay_parser.set_defaults(command=_command("_replay", "replay_command"))
-
-
-def _add_inspector_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
-    """Add `runs` and `serve` (docs/inspector.md)."""
-    runs_parser = add_parser(
-        "runs",
-        help="list every run in a store, newest first",
-        description=_wrap(
-            "List the runs in a store (a SQLite file or a PostgreSQL database), newest save first: "
-            "task id, status (running, waiting, stopped), stop reason, steps, cost, save time, goal."
-        ),
-    )
-    _add_store(runs_parser, required=True)
-    runs_parser.add_argument("--status", choices=("running", "waiting", "stopped"), help="only these runs")
-    runs_parser.add_argument("--stop-reason", metavar="REASON", help="only runs stopped for this reason")
-    runs_parser.add_argument("--limit", type=int, default=50, metavar="N", help="runs listed (default: 50)")
-    runs_parser.add_argument("--cursor", metavar="CURSOR", help="list the runs after this one (from `more:`)")
-    runs_parser.add_argument("--json", action="store_true", help="print JSON instead")
-    runs_parser.set_defaults(command=_command("_serve", "runs_command"))
-
-    serve_parser = add_parser(
-        "serve",
-        help="serve the inspector: the runs, each run's page, and the approvals",
-        description=_wrap(
-            "Serve the inspector over a store in the browser (the web extra). With --loop SPEC "
-            "(module:factory, your application's loop), Approve and Deny resume waiting runs "
-            "through it, in this process; without it the pages are read-only. Bound to "
-            "127.0.0.1 unless --host says otherwise, which needs --token."
-        ),
-    )
-    _add_store(serve_parser, required=True)
-    serve_parser.add_argument("--loop", metavar="SPEC", help="resume approved runs through this loop")
-    _add_app_dir(serve_parser)
-    serve_parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    serve_parser.add_argument("--port", type=int, default=8321, help="port (default: 8321)")
-    serve_parser.add_argument("--token", metavar="T", help="require this token (bearer, or the login form)")
-    serve_parser.set_defaults(command=_command("_serve", "serve_command"))
-
-
-def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
-    eval_parser = add_parser(
-        "eval",
-        help="run trajectory eval fixtures (JSON cases) and report; --export a stored run as one",
-        description=_wrap(
-            "Run eval cases: JSON fixtures with a goal, the model's turns, mocked tool results "
-            "and what the run must do (stop reason, tools that ran or must not, trace events, "
-            "answer). Every case runs in process on the scripted model, concurrently; each is "
-            "then replayed from its own trace. Prints a line per case and the aggregate figures. "
-            "A case without model turns is a live case: with --live it runs --trials times on "
-            "the live model (ANTHROPIC_API_KEY; the tools are still the fixture's mocks) and the "
-            "report gives its rates with 95% confidence intervals; without --live it is skipped. "
-            "PATH is a fixture file or a folder of them. See docs/evals.md for the format."
-        ),
-        epilog=EVAL_EXIT_CODES,
-    )
-    eval_parser.add_argument("paths", nargs="*", metavar="PATH", help="fixture files or folders")
-    eval_parser.add_argument("--check", action="store_true", help="validate the fixtures only; run nothing")
-    eval_parser.add_argument("--case", action="append", metavar="ID", help="run only this case (repeatable)")
-    eval_parser.add_argument(
-        "--concurrency",
-        type=int,
-        default=8,
-        metavar="N",
-        help="cases (and live trials) run at once (default: 8)",
-    )
-    live = eval_parser.add_argument_group("live cases (no model turns)")
-    live.add_argument("--live", action="store_true", help="run live cases on the model (ANTHROPIC_API_KEY)")
-    live.add_argument("--model", metavar="M", help="the live model (default: each case's model_name)")
-    live.add_argument("--trials", type=int, metavar="N", help="trials per live case (default: 5)")
-    live.add_argument(
-        "--max-cost-usd", type=float, metavar="X", help="no trial starts once the trials cost this much"
-    )
-    live.add_argument("--seed", type=int, metavar="S", help="shuffle the order trials start in, reproducibly")
-    live.add_argument(
-        "--min-pass-rate",
-        type=float,
-        default=1.0,
-        metavar="R",
-        help="a live case passes when this share of its trials pass (default: 1.0)",
-    )
-    live.add_argument(
-        "--require-live", action="store_true", help="a live case that does not run fails the eval (exit 1)"
-    )
-    eval_parser.add_argument("--junit", metavar="FILE", help="write JUnit XML here")
-    eval_parser.add_argument("--json", metavar="FILE", help="write the report as JSON here")
-    eval_parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report here")
-    eval_parser.add_argument(
-        "--export", metavar="TASK_ID", help="print the stored run TASK_ID (with --store) as a fixture"
-    )
-    eval_parser.add_argument(
-        "--loop",
-        metavar="SPEC",
-        help="run every case through your loop (module:factory): its model, prompt, policy, budget and "
-        "settings; the fixture's mocks replace the tools they name, its model turns the model",
-    )
-    _add_app_dir(eval_parser)
-    _add_store(eval_parser)
-    eval_parser.set_defaults(command=_command("_eval", "eval_command"))
+    replay_parser.set_defaults(command=command("_replay", "replay_command"))
 
 
 def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
@@ -326,7 +205,7 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
     check_parser = add_parser(
         "check",
         help="check a loop contract (JSON) against its schemas and the loop's rules",
-        description=_wrap(
+        description=wrap(
             "Validate a loop contract against the shipped JSON Schemas (loop-contract and "
             "loop-policy) and the loop's rules: a budget with max_steps, no control by the "
             "model's text, a handler for every API stop_reason, tools with schemas and names the "
@@ -336,12 +215,12 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
         epilog=CHECK_EXIT_CODES,
     )
     _add_contract_inputs(check_parser)
-    check_parser.set_defaults(command=_command("_contract", "check_command"))
+    check_parser.set_defaults(command=command("_contract", "check_command"))
 
     compile_parser = add_parser(
         "compile",
         help="write the Python module that builds a contract's loop, and a review report",
-        description=_wrap(
+        description=wrap(
             "Check CONTRACT, then write --output: a Python module that builds the AgentLoop from "
             "the contract (inlined), with a typed handler stub per tool that raises "
             "NotImplementedError until you fill it in; and --report: a markdown review with the "
@@ -353,12 +232,12 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
     _add_contract_inputs(compile_parser)
     compile_parser.add_argument("--output", "-o", required=True, metavar="FILE", help="the module to write")
     compile_parser.add_argument("--report", metavar="FILE", help="the markdown report to write")
-    compile_parser.set_defaults(command=_command("_contract", "compile_command"))
+    compile_parser.set_defaults(command=command("_contract", "compile_command"))
 
     lint_parser = add_parser(
         "lint",
         help="flag the anti-patterns of hand-written agent loops in Python files",
-        description=_wrap(
+        description=wrap(
             "Read Python files (their syntax tree, not text) and flag what makes a hand-written "
             "agent loop unbounded or unreliable: control by the model's text, `while True` "
             "with no bound, swallowed tool errors, only content[0] handled, tool results in "
@@ -370,12 +249,12 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
     )
     lint_parser.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders")
     lint_parser.add_argument("--json", action="store_true", help="print the findings as a JSON list")
-    lint_parser.set_defaults(command=_command("_contract", "lint_command"))
+    lint_parser.set_defaults(command=command("_contract", "lint_command"))
 
     ready_parser = add_parser(
         "ready",
         help="check, compile, lint and strictly type-check a contract's loop: one exit code",
-        description=_wrap(
+        description=wrap(
             "Every step a contract goes through before it ships, in one command: check CONTRACT, "
             "compile it (to a temporary folder), lint the module and type-check it with mypy "
             "--strict. The module is the one --module names (your loop, built from the contract "
@@ -387,7 +266,7 @@ def _add_contract_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
     ready_parser.add_argument(
         "--module", metavar="FILE", help="lint and type-check this module, not the compiled one"
     )
-    ready_parser.set_defaults(command=_command("_ready", "ready_command"))
+    ready_parser.set_defaults(command=command("_ready", "ready_command"))
 
 
 def _add_contract_inputs(parser: argparse.ArgumentParser) -> None:
@@ -402,19 +281,6 @@ def _add_contract_inputs(parser: argparse.ArgumentParser) -> None:
         help="read the files the contract names (policy, system prompt) even when one is an absolute "
         "path or outside the contract's folder (refused by default)",
     )
-
-
-def _add_store(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
-    parser.add_argument(
-        "--store",
-        required=required,
-        metavar="PATH",
-        help="the store: a SQLite file or a postgresql:// URI (a file must exist)",
-    )
-
-
-def _add_app_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--app-dir", default=".", help="directory to import SPEC's module from (default: .)")
 
 
 def _add_run_options(parser: argparse.ArgumentParser) -> None:
