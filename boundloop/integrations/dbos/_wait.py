@@ -3,14 +3,15 @@
 A run that stops `needs_human` inside its workflow does not end the workflow: the workflow
 publishes what it waits for (DBOS event `boundloop.waiting`), holds the task's store lease (so
 `loop.resume`, `boundloop resume` and the inspector cannot continue the run outside DBOS
-meanwhile: they get `TaskBusy`) and waits with DBOS's durable `recv` on topic
-`boundloop.decision`. A decision is `{"id", "approvals", "reply"}`; the workflow applies it as
-`loop.resume` does (the core's `prepare`, then the driver: policy, budget and approvals are
-checked again when the calls run) and answers it with the DBOS event `boundloop.decision:{id}`.
-A decision that does not fit (an unknown call id, a call left undecided, no reply to a question)
-is answered refused, and the workflow goes on waiting. Once the wait's deadline (recorded as a
-step, so a recovered workflow keeps it) passes, the workflow releases the lease and ends with the
-`needs_human` result, as before: `loop.resume` continues the run outside DBOS.
+meanwhile: they get `TaskBusy`; a workflow that cannot take it within `LEASE_WAIT_S` ends) and
+waits with DBOS's durable `recv` on topic `boundloop.decision`. A decision is
+`{"id", "approvals", "reply"}`; the workflow applies it as `loop.resume` does (the core's
+`prepare`, then the driver: policy, budget and approvals are checked again when the calls run)
+and answers it with the DBOS event `boundloop.decision:{id}`. A decision that does not fit (an
+unknown call id, a call left undecided, no reply to a question) is answered refused, and the
+workflow goes on waiting. Once the wait's deadline (recorded as a step, so a recovered workflow
+keeps it) passes, the workflow releases the lease and ends with the `needs_human` result, as
+before: `loop.resume` continues the run outside DBOS.
 
 Every DBOS operation here (the deadline step, `recv`, `set_event`) is recorded, so a workflow
 recovered after a crash replays the decisions it received and waits on for the rest.
@@ -25,6 +26,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, cast
 
+import anyio
 from dbos import DBOS, DBOSClient
 
 from ..._core import Decision, drive, prepare
@@ -44,6 +46,10 @@ WAITING_EVENT: Final = "boundloop.waiting"
 """The workflow's event saying what it waits for now (`waiting_for`), or None: it does not wait."""
 WAIT_STEP: Final = "boundloop.wait"
 """The step recording the wait's deadline (seconds since the epoch)."""
+
+LEASE_WAIT_S: Final = 30.0
+"""How long a workflow about to wait tries to take the task's lease before it ends instead."""
+LEASE_RETRY_S: Final = 0.2
 
 log = logging.getLogger("boundloop.integrations.dbos")
 
@@ -124,15 +130,27 @@ def _read(message: object) -> tuple[str, Mapping[str, Decision] | None, str | No
     return decision_id, cast("Mapping[str, Decision] | None", approvals), reply
 
 
+async def _leased(held: contextlib.AsyncExitStack, config: LoopConfig, task_id: str) -> bool:
+    """Take the task's lease into `held`, retrying for `LEASE_WAIT_S`: a recovered workflow may
+    start before the store saw its dead worker's lease go. False: another holder kept it."""
+    with anyio.move_on_after(LEASE_WAIT_S):
+        while True:
+            try:
+                await held.enter_async_context(lease_of(config.store, task_id))
+            except TaskBusy:
+                await anyio.sleep(LEASE_RETRY_S)
+            else:
+                return True
+    return False
+
+
 async def wait_and_continue(config: LoopConfig, result: LoopResult[Any], wait_s: float) -> LoopResult[Any]:
     """While the run waits for a human, wait in the workflow, under the task's lease, for a
     decision; continue the run with it. The result of the last session of the run."""
     while wait_s > 0 and waits_for_human(result.state):
         state = result.state
         async with contextlib.AsyncExitStack() as held:
-            try:
-                await held.enter_async_context(lease_of(config.store, state.task_id))
-            except TaskBusy:
+            if not await _leased(held, config, state.task_id):
                 log.warning(
                     "task %r: its lease is held outside its workflow (a resume): the workflow ends",
                     state.task_id,
