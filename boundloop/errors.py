@@ -170,7 +170,7 @@ class NotResumable(LoopError):
         super().__init__(
             f"task {task_id!r} stopped with {stop_reason}"
             + (f" ({detail})" if detail else "")
-            + ": only a run waiting for a human, or one interrupted mid-run, can be resumed"
+            + ": only a run waiting for a human, cancelled, or interrupted mid-run can be resumed"
         )
 
 

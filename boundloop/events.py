@@ -19,15 +19,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, cast, get_args
 
-from pydantic import (
-    ConfigDict,
-    Field,
-    PlainSerializer,
-    PlainValidator,
-    TypeAdapter,
-    ValidationError,
-    WithJsonSchema,
-)
+import pydantic
+from pydantic import ConfigDict, Field, PlainSerializer, PlainValidator, TypeAdapter, ValidationError
 
 from ._recorded import Deferred as Deferred
 from ._recorded import json_default
@@ -48,7 +41,7 @@ Recorded: TypeAlias = Annotated[
     Deferred,
     PlainValidator(_to_deferred),
     PlainSerializer(lambda value: value.json(), return_type=object, when_used="always"),
-    WithJsonSchema({}),
+    pydantic.WithJsonSchema({}),
 ]
 """A recorded payload: a `Deferred` in memory, its redacted JSON on the way out."""
 
@@ -202,6 +195,8 @@ class Resumed(BaseEvent):
     from_phase: str
     interrupted: bool = False
     """Continued after a crash (no decision was made)."""
+    from_stop: str | None = None
+    """The stop it continued from: `needs_human` (a human's decisions) or `cancelled`; None: a crash."""
     approvals: dict[str, bool | str] = dataclasses.field(default_factory=dict[str, bool | str])
     """The human's decisions, by tool_use id: True, False or a denial reason."""
     escalation: str | None = None

@@ -10,7 +10,9 @@ MODE is one of:
   so the parent can SIGKILL the process while the tool is in flight;
 - `serve`: runs what it dequeues; each line `recover EXECUTOR` on stdin hands that dead worker's
   runs to the live workers (`DurableLoop.recover`) and prints `RECOVERED` and the task ids as
-  JSON; it exits at the end of stdin.
+  JSON; it exits at the end of stdin;
+- `approve`: as `serve`, but `charge` requires a human's approval (the run waits for it inside
+  its workflow: `DurableLoop.decide`).
 
 The tools and the model write to DSN's tables: `effects` holds one row per idempotency key whose
 effect was applied (`ON CONFLICT DO NOTHING`), `calls` one row per tool invocation, and
@@ -37,7 +39,7 @@ from boundloop.checkpoint import PostgresStore
 from boundloop.integrations.dbos import DurableLoop
 from boundloop.testing import parse_message
 
-MODES: Final = ("hang", "serve")
+MODES: Final = ("hang", "serve", "approve")
 QUEUE: Final = "agents"
 WORKFLOW: Final = "boundloop.charges"
 READY: Final = "READY"
@@ -133,7 +135,7 @@ def build_loop(dsn: str, executor: str, mode: str) -> AgentLoop:
         )
         return f"{order_id}: confirmed, EUR 40"
 
-    @tool(side_effect=True)
+    @tool(side_effect=True, requires_approval=mode == "approve")
     async def charge(order_id: str, ctx: ToolContext) -> str:
         """Charge an order's card (once per idempotency key)."""
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:

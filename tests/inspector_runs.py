@@ -22,6 +22,8 @@ from tests.helpers import text, tool_use
 
 REFUNDS: list[str] = []
 """The idempotency keys the refund tool ran with (in this process)."""
+REFUND_HOLDS: list[anyio.Event] = []
+"""Events the refund waits for before it refunds (a test holding a resumed run in its tool)."""
 
 HOSTILE_GOAL: Final = "<script>document.title='owned'</script> Check order O-13"
 SECRET: Final = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz"
@@ -31,6 +33,8 @@ SECRET: Final = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz"
 @tool(side_effect=True)
 async def refund(order_id: str, amount: float, context: ToolContext) -> str:
     """Refund an order (a side effect: it needs a human's approval)."""
+    for hold in REFUND_HOLDS:
+        await hold.wait()
     REFUNDS.append(context.idempotency_key)
     return f"refunded {amount} on {order_id}"
 

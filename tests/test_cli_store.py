@@ -36,6 +36,7 @@ from boundloop.checkpoint import PostgresStore
 from boundloop.checkpoint.postgres import lease_key
 from boundloop.cli import main
 from boundloop.events import Resumed, read_events
+from boundloop.testing import ScriptItem
 from tests.helpers import text, tool_use
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +59,7 @@ async def issue_refund(order_id: str, ctx: ToolContext) -> str:
     return f"refunded {order_id}"
 
 
-def refund_loop(script: list[dict[str, Any]], *, policy: Policy | None = None) -> AgentLoop:
+def refund_loop(script: list[ScriptItem], *, policy: Policy | None = None) -> AgentLoop:
     """The loop of every test here: a read, a refund that needs approval, the model's escalation tool."""
     return AgentLoop(
         ScriptedClient(script),
@@ -323,6 +324,35 @@ def test_resume_answers_the_models_question(store: str, capsys: pytest.CaptureFi
     assert "human replied to toolu_ask" in out
     assert "stopped: completed" in out
     assert stored_status(store)["t-ask"] == "stopped"
+
+
+def test_resume_continues_a_cancelled_run(store: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run stopped `cancelled` (the person's Ctrl-C) goes on with `boundloop resume` and no
+    decision: the model is asked again and the run completes; a decision for it is refused."""
+
+    async def cancelled() -> None:
+        cancel = anyio.Event()
+
+        async def hang(_: object) -> dict[str, Any]:  # the person stops the run during the model call
+            cancel.set()
+            await anyio.sleep_forever()
+            raise AssertionError("cancelled")
+
+        async with opened(store) as runs:
+            loop = refund_loop([hang]).with_store(runs)
+            result = await loop.run("Refund O-5?", task_id="t-cancelled", cancel=cancel)
+        assert result.stop_reason == "cancelled"
+
+    anyio.run(cancelled)
+    argv = ["resume", "tests.test_cli_store:finishing_loop", "t-cancelled", "--store", store, *APP]
+    assert main([*argv, "--approve", "toolu_r1"]) == 2
+    assert "cancelled and waits for no decision" in one_line(capsys.readouterr().err)
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "resumed from cancelled at step" in out
+    assert "stopped: completed" in out
+    assert stored_status(store)["t-cancelled"] == "stopped"
+    assert REFUNDS == {}
 
 
 @pytest.mark.parametrize(

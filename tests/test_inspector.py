@@ -12,7 +12,7 @@ import anyio
 import httpx
 import pytest
 
-from boundloop import SQLiteStore, StopReason
+from boundloop import AgentLoop, Budget, ScriptedClient, SQLiteStore, StopReason
 from boundloop.web import app as inspector_app
 from tests import inspector_runs
 from tests.inspector_runs import HOSTILE_GOAL, SECRET, build_loop
@@ -247,3 +247,49 @@ async def test_the_live_update_reads_the_event_log_after_a_seq(store: SQLiteStor
             waiting = (await client.get("/api/runs/run-refund/events", params={"after": 0})).json()
             assert waiting["stopped"] is True  # its log ends with the needs_human stop
             assert (await client.get("/static/live.js")).status_code == 200
+
+
+async def cancel_a_run(store: SQLiteStore) -> None:
+    """Save `run-cancelled`: stopped `cancelled` during its first model call."""
+    cancel = anyio.Event()
+
+    async def hang(_: object) -> dict[str, object]:
+        cancel.set()
+        await anyio.sleep_forever()
+        raise AssertionError("cancelled")
+
+    loop = AgentLoop(
+        ScriptedClient([hang]),
+        model="claude-sonnet-4-6",
+        tools=[inspector_runs.read_order, inspector_runs.refund],
+        budget=Budget(max_steps=5),
+        metrics=None,
+        store=store,
+    )
+    result = await loop.run("Look at order O-5", task_id="run-cancelled", cancel=cancel)
+    assert result.stop_reason is StopReason.CANCELLED
+
+
+async def test_a_cancelled_run_is_continued_from_its_page(store: SQLiteStore) -> None:
+    """A cancelled run's page has a Continue button (none without a loop); it resumes the run
+    with no decision, which completes; a second press changes nothing (409)."""
+    await cancel_a_run(store)
+    last = await store.last_seq("run-cancelled")
+    with anyio.fail_after(WAIT_S):
+        async with client_of(store, with_loop=False) as client:
+            assert 'id="continue"' not in (await client.get("/runs/run-cancelled")).text
+        async with client_of(store) as client:
+            page = (await client.get("/runs/run-cancelled")).text
+            assert 'id="continue"' in page
+            form = {"csrf": csrf_of(page)}
+            answer = await client.post("/runs/run-cancelled/decide", data=form)
+            assert answer.status_code == 303
+            assert await wait_for_stop(store, "run-cancelled", last) == "completed"
+            again = await client.post("/runs/run-cancelled/decide", data=form)
+            assert again.status_code == 409
+            assert "nothing changed" in again.text
+            assert 'id="continue"' not in (await client.get("/runs/run-completed")).text
+    state = await store.load("run-cancelled")
+    assert state is not None
+    assert state.stop_reason is StopReason.COMPLETED
+    assert state.answer == "Refunded O-104: 25 EUR."

@@ -8,6 +8,11 @@ the provisional answers the transcript got at the stop are replaced by the human
 and the calls left to run are decided again against the resuming loop's registry, policy and
 budget before any runs. A human's approval answers the approval requirement only; a call the
 resuming loop forbids, does not know or has no budget for does not run.
+
+A run stopped `cancelled` (a person stopped it) goes on to `assemble`: its transcript as the
+cancel left it (every open call answered `cancelled`, never run again as such), its budget
+checked before the next model call, and every call the model proposes then decided as any
+call is.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ def prepare(
         if approvals or reply is not None:
             raise ApprovalMissing(state.task_id, "it was interrupted mid-run and waits for no decision")
         return {"from_phase": str(state.phase), "interrupted": True}
+    if state.stop_reason is StopReason.CANCELLED:
+        return _uncancel(state, approvals, reply)
     turn = state.turn
     waiting = state.stop_reason is StopReason.NEEDS_HUMAN and turn is not None and turn.awaiting_human
     if not waiting or turn is None:
@@ -57,13 +64,37 @@ def prepare(
                 turn.decisions[index] = HUMAN_APPROVED
         elif decision in ("execute", HUMAN_APPROVED):
             turn.answers[index] = None  # held back only because the batch waited: decided again
-    record: dict[str, object] = {"from_phase": "stopped", "approvals": {k: v for k, v in decided.items()}}
+    record: dict[str, object] = {"from_phase": "stopped", "from_stop": "needs_human"}
+    record["approvals"] = dict(decided)
     if state.escalation is not None:
         record["escalation"] = state.escalation.tool_use_id
     state.pending_approvals.clear()
     state.escalation = None
     state.phase = Phase.VALIDATE  # nothing runs before validation decided it again
     return record
+
+
+def _uncancel(
+    state: LoopState, approvals: Mapping[str, Decision] | None, reply: str | None
+) -> dict[str, object]:
+    """Continue a cancelled run at `assemble`: the budget first, then the next model call.
+
+    The cancel answered every open call (`cancelled`: not run, or interrupted with its effect
+    unknown) and recorded the answers; the model reads them and proposes again. Nothing of the
+    cancelled turn runs without being proposed and decided anew.
+    """
+    if approvals or reply is not None:
+        raise ApprovalMissing(state.task_id, "it was cancelled and waits for no decision")
+    if (
+        state.pending_approvals
+        or state.escalation is not None
+        or (state.turn is not None and state.turn.open)
+    ):
+        raise NotResumable(state.task_id, str(state.stop_reason), "its last turn is still open")
+    state.stop_reason = None
+    state.stop_detail = None
+    state.phase = Phase.ASSEMBLE
+    return {"from_phase": "stopped", "from_stop": "cancelled"}
 
 
 def _check_decisions(

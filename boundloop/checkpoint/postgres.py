@@ -11,7 +11,7 @@ round trip, and the same driver serves the `dbos` extra.
 
 Layout (`SCHEMA_VERSION`): a table `boundloop_schema` records the migrations applied; the runs
 are in `boundloop_checkpoints` (one row per task, the state as the exact JSON text `LoopState`
-wrote), with an index on `(status, updated_at)` for listing the runs that wait for a human.
+wrote), with an index on `(status, updated_at)` and those of pages of runs (`_pg_pages`).
 The first use of a store applies the missing migrations in one transaction under an advisory
 lock, so workers starting together migrate once; a database of a newer boundloop is refused.
 
@@ -48,10 +48,11 @@ except ModuleNotFoundError as exc:
 
 from ..errors import CheckpointCorrupt
 from ..state import LoopState
-from ._pg_events import CREATE, PostgresEventLog
+from ._pg_events import CREATE
+from ._pg_pages import INDEXES, PostgresPages
 from .store import Status, StoredRun, check_task_id, lease_in_thread, parse, summary
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 """The layout this boundloop reads and writes (`max(version)` of `boundloop_schema`)."""
 
 MIGRATIONS: Final[dict[int, tuple[LiteralString, ...]]] = {
@@ -63,6 +64,7 @@ MIGRATIONS: Final[dict[int, tuple[LiteralString, ...]]] = {
         "CREATE INDEX boundloop_checkpoints_status ON boundloop_checkpoints (status, updated_at DESC)",
     ),
     2: (CREATE,),
+    3: INDEXES,
 }
 """Version -> the statements that bring the previous version to it."""
 
@@ -86,7 +88,7 @@ def lease_key(task_id: str) -> int:
 
 
 @final
-class PostgresStore(PostgresEventLog):
+class PostgresStore(PostgresPages):
     """Checkpoints in PostgreSQL, shared by every worker that reaches the database.
 
     No I/O happens here: the first call migrates the schema and opens the pool. Close the
@@ -125,8 +127,7 @@ class PostgresStore(PostgresEventLog):
         self._leases = threading.Lock()
         self._session: psycopg.Connection[TupleRow] | None = None
         self._held: dict[str, int] = {}
-        self._owners: dict[str, object] = {}
-        """The lease attempt that took each held task (see `_abandon`)."""
+        self._owners: dict[str, object] = {}  # the lease attempt that took each held task (`_abandon`)
         self._abandoned: set[object] = set()
 
     # -- set-up and shutdown (blocking: called in worker threads) --------------------------

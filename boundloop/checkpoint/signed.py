@@ -23,6 +23,7 @@ from typing import Final, cast, final
 
 from ..errors import CheckpointCorrupt, ConfigurationError
 from ..state import LoopState
+from .paging import DEFAULT_LIMIT, RunPage, page_runs
 from .store import CheckpointStore, Status, StoredRun, lease_of
 
 _DOMAIN: Final = b"boundloop checkpoint v1\n"
@@ -108,6 +109,23 @@ class SignedStore:
     ) -> builtins.list[StoredRun]:
         """The inner store's runs (`list` reads no state, so verifies nothing)."""
         return await self.inner.list(status=status, stop_reason=stop_reason)
+
+    async def page(
+        self,
+        *,
+        status: Status | None = None,
+        stop_reason: str | None = None,
+        limit: int = DEFAULT_LIMIT,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """A page of the inner store's runs: from its index when it pages (`PagingStore`), else
+        its list cut. Like `list`, a page reads no state, so it verifies nothing: a run's state
+        is verified when it is loaded.
+
+        Raises:
+            ConfigurationError: the limit or the cursor is invalid.
+        """
+        return await page_runs(self.inner, status=status, stop_reason=stop_reason, limit=limit, cursor=cursor)
 
     async def delete(self, task_id: str) -> bool:
         """Forget a task; True if it was there."""

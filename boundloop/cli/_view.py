@@ -186,7 +186,8 @@ class RunView:
         self._print(f"    [red]error[/] {escape(what)}")
 
     def _resumed(self, event: Resumed) -> None:
-        self._print(f"  [bold]resumed[/] from {escape(event.from_phase)} at step {event.step}")
+        origin = "cancelled" if event.from_stop == "cancelled" else event.from_phase
+        self._print(f"  [bold]resumed[/] from {escape(origin)} at step {event.step}")
         for tool_use_id, decision in event.approvals.items():
             self._print("    " + self._approval(tool_use_id, decision))
         if event.escalation is not None:

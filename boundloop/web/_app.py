@@ -174,7 +174,8 @@ class _Inspector:
         events = await read_events(self.store, state.task_id)
         mermaid = None if self.graphviz else diagram.render_mermaid(events)
         live = state.task_id in self.resumer.resuming
-        body = run_page(state, events, self.redact, mermaid, live=live)
+        csrf = None if self.read_only else self.guard.csrf_token(request)
+        body = run_page(state, events, self.redact, mermaid, live=live, csrf=csrf)
         return self.html(request, f"Run {state.task_id}", body)
 
     async def diagram_svg(self, request: Request) -> Response:
@@ -214,7 +215,8 @@ class _Inspector:
         return self.html(request, "Approvals", body)
 
     async def decide(self, request: Request) -> Response:
-        """Approve or deny a waiting run's calls: it resumes here, and its page follows it."""
+        """Approve or deny a waiting run's calls, or continue a cancelled run: it resumes here, and
+        its page follows it."""
         state = await self.load(request)
         if isinstance(state, Response):
             return state

@@ -13,7 +13,7 @@ from anyio.abc import TaskGroup
 from .. import AgentLoop, ApprovalMissing, CheckpointCorrupt, NotResumable, TaskBusy, TaskNotFound
 from ..checkpoint.store import CheckpointStore, status_of
 from ..events import Event, redact_strings
-from ..records import ToolCall
+from ..records import StopReason, ToolCall
 from ..state import LoopState
 from ..tools import idempotency_key
 from ._html import Html, as_json, csrf_field, e, join
@@ -119,15 +119,17 @@ class Resumer:
         """The runs a resume of this server drives now."""
 
     async def decide(self, task_id: str, approvals: dict[str, Decision], reply: str | None) -> Outcome:
-        """Resume `task_id` with the decisions, once: it answers when the resume has taken the
-        run (its first event) or was refused; the run goes on in the background."""
+        """Resume `task_id` with the decisions (a cancelled run: none), once: it answers when the
+        resume has taken the run (its first event) or was refused; the run goes on in the background."""
         if self.loop is None or self.task_group is None:
             return Outcome(403, "This inspector is read-only (no --loop): nothing changed.")
         state = await self.store.load(task_id)
         if state is None:
             return Outcome(404, f"No run {task_id!r} in the store: nothing changed.")
         pending = {p.tool_use_id for p in state.pending_approvals}
-        if task_id in self.resuming or status_of(state) != "waiting" or not set(approvals) <= pending:
+        # A waiting run takes decisions on its calls; a cancelled one, none (it goes on as it was).
+        resumable = status_of(state) == "waiting" or state.stop_reason is StopReason.CANCELLED
+        if task_id in self.resuming or not resumable or not set(approvals) <= pending:
             return Outcome(
                 409,
                 "These calls are no longer pending (decided already, or the run moved on): nothing changed.",

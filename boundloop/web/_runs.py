@@ -13,7 +13,7 @@ from ..checkpoint.store import StoredRun, status_of
 from ..events import Event, redact_strings
 from ..records import StopReason, Usage
 from ..state import LoopState
-from ._html import Html, age, as_json, cost, e, join
+from ._html import Html, age, as_json, cost, csrf_field, e, join
 from ._timeline import rows
 
 Redact = Callable[[str], str]
@@ -183,9 +183,17 @@ def has_graphviz() -> bool:
 
 
 def run_page(
-    state: LoopState, events: list[Event], redact: Redact, mermaid: str | None, *, live: bool
+    state: LoopState,
+    events: list[Event],
+    redact: Redact,
+    mermaid: str | None,
+    *,
+    live: bool,
+    csrf: str | None = None,
 ) -> Html:
-    """One run: its head, timeline (updated live while it runs), diagram, transcript, usage, provenance."""
+    """One run: its head, timeline (updated live while it runs), diagram, transcript, usage, provenance.
+
+    With `csrf` (the inspector resumes runs), a cancelled run has a form that continues it."""
     status = status_of(state)
     timeline = rows(events, state.started_at)
     last = events[-1].seq if events else -1
@@ -200,6 +208,8 @@ def run_page(
             f'This run waits for a human: <a id="decide" href="/approvals#{e(state.task_id)}">decide</a>.</p>'
         )
         if status == "waiting"
+        else _continue_form(state.task_id, csrf)
+        if state.stop_reason is StopReason.CANCELLED and csrf is not None
         else Html("")
     )
     detail = f" ({redact(state.stop_detail)})" if state.stop_detail else ""
@@ -235,6 +245,15 @@ def run_page(
         Html('<script src="/static/live.js"></script>'),
     ]
     return join(body)
+
+
+def _continue_form(task_id: str, csrf: str) -> Html:
+    """The button that resumes a cancelled run (no decision: it goes on at its next model call)."""
+    return Html(
+        f'<form method="post" action="{e(run_link(task_id))}/decide" class="note">{csrf_field(csrf)}'
+        "This run was cancelled. Continuing it asks the model again, its budget checked first: "
+        '<button type="submit" id="continue">Continue the run</button></form>'
+    )
 
 
 def _provenance(state: LoopState) -> dict[str, Any]:

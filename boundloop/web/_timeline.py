@@ -87,7 +87,8 @@ def describe(data: dict[str, Any]) -> str:
             f"{key}: {'approved' if value is True else 'denied' if value is False else f'denied ({value})'}"
             for key, value in data.get("approvals", {}).items()
         )
-        return f"resumed from {data['from_phase']}" + (f" — {decided}" if decided else "")
+        origin = data.get("from_stop") or data["from_phase"]
+        return f"resumed from {origin}" + (f" — {decided}" if decided else "")
     if kind == "stop":
         return _stop(data)
     if kind == "error":

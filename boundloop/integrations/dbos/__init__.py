@@ -29,8 +29,18 @@ from ._failures import ReplayedError as ReplayedError
 from ._failures import StepFailure as StepFailure
 from ._loop import DurableLoop as DurableLoop
 from ._loop import DurableRun as DurableRun
+from ._loop import decide as decide
 from ._loop import result_of as result_of
 from ._loop import retrieve as retrieve
 from ._loop import submit as submit
 
-__all__ = ["DurableLoop", "DurableRun", "ReplayedError", "StepFailure", "result_of", "retrieve", "submit"]
+__all__ = [
+    "DurableLoop",
+    "DurableRun",
+    "ReplayedError",
+    "StepFailure",
+    "decide",
+    "result_of",
+    "retrieve",
+    "submit",
+]

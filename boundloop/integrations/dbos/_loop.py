@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast, final
 from anthropic.types import MessageParam
 from dbos import DBOS, DBOSClient, EnqueueOptions, SetWorkflowID, WorkflowHandleAsync
 
-from ..._core import LoopConfig, ToolRegistry, new_state
+from ..._core import Decision, LoopConfig, ToolRegistry, new_state
 from ..._core import drive as execute
 from ...errors import TaskExists
 from ...events import from_dict
@@ -19,6 +19,7 @@ from ...records import StopReason
 from ...state import LoopResult, LoopState
 from ._failures import StepFailure, WorkflowInterrupted
 from ._steps import CURRENT, RunSteps, StepClient, durable_tool, stored
+from ._wait import send_decision, wait_and_continue
 
 if TYPE_CHECKING:
     from boundloop import AgentLoop
@@ -120,11 +121,17 @@ class DurableLoop:
     Args:
         loop: the loop to run; its store, trace, metrics and tracing work as in `loop.run`.
         name: the DBOS workflow name; default `boundloop.{loop.name}`. Submitters name it.
+        human_wait_s: how long a run stopped `needs_human` waits inside its workflow for a
+            decision (`decide`) before its workflow ends with the `needs_human` result (then
+            `loop.resume` continues it outside DBOS); 0 ends it at once. Default: one day.
     """
 
-    def __init__(self, loop: AgentLoop, *, name: str | None = None) -> None:
+    def __init__(self, loop: AgentLoop, *, name: str | None = None, human_wait_s: float = 86_400.0) -> None:
+        if not human_wait_s >= 0:
+            raise ValueError(f"human_wait_s must be a number of seconds >= 0, not {human_wait_s!r}")
         config = loop.config
         self._loop = loop
+        self._human_wait_s = float(human_wait_s)
         self._name = f"boundloop.{loop.name}" if name is None else name
         self._config: LoopConfig = dataclasses.replace(
             config,
@@ -227,6 +234,30 @@ class DurableLoop:
         """The run of `task_id`, to wait for its result or read its status."""
         return DurableRun(await DBOS.retrieve_workflow_async(task_id))
 
+    async def decide(
+        self,
+        task_id: str,
+        *,
+        approvals: Mapping[str, Decision] | None = None,
+        reply: str | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        """Send a human's decision to the workflow of `task_id`, waiting inside it for one.
+
+        The workflow continues the run with it, as `loop.resume(task_id, approvals=..., reply=...)`
+        would; wait for the run's end with `(await retrieve(task_id)).result()`. From a process
+        without DBOS launched, use the module's `decide` with a `DBOSClient`.
+
+        Raises:
+            NotResumable: the workflow waits for no decision now (still running, its wait ran
+                out, or ended): `loop.resume` continues a run whose workflow ended.
+            ApprovalMissing: the workflow refused the decision (an unknown call id, a call left
+                undecided, no reply to the model's question); the run keeps waiting.
+            TimeoutError: the workflow did not answer within `timeout_s` (its worker is down):
+                the decision is delivered, and applied if the workflow takes it in time.
+        """
+        await send_decision(DBOS, task_id, approvals, reply, timeout_s)
+
     async def recover(self, executor_id: str, *, queue: str | None = None) -> list[str]:
         """Re-enqueue this loop's runs that the worker `executor_id` left `PENDING` when it died.
 
@@ -277,6 +308,7 @@ class DurableLoop:
             if store is not None and await stored(store, task_id):
                 raise TaskExists(task_id)
             result = await execute(config, state)
+            result = await wait_and_continue(config, result, self._human_wait_s)
         except BaseException as exc:
             interrupted = _interruption(exc)
             if interrupted is not None:
@@ -319,3 +351,15 @@ async def submit(
 async def retrieve(client: DBOSClient, task_id: str) -> DurableRun:
     """The run of `task_id`, through a `DBOSClient`."""
     return DurableRun(await client.retrieve_workflow_async(task_id))
+
+
+async def decide(
+    client: DBOSClient,
+    task_id: str,
+    *,
+    approvals: Mapping[str, Decision] | None = None,
+    reply: str | None = None,
+    timeout_s: float = 30.0,
+) -> None:
+    """`DurableLoop.decide` through a `DBOSClient`, from a process that does not run the loop."""
+    await send_decision(client, task_id, approvals, reply, timeout_s)

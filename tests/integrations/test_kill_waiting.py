@@ -1,0 +1,91 @@
+"""A worker killed while its run waits for a human inside the workflow: the decision, sent through
+a `DBOSClient` while no worker runs the workflow, is delivered durably; the worker that recovers
+the run replays it up to the wait, receives the decision and completes the run, the approved
+charge applied once and the model not asked again for the turns DBOS recorded."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+
+import anyio
+import anyio.to_thread
+import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+from dbos import DBOSClient
+
+from boundloop import StopReason
+from boundloop.integrations.dbos import decide, retrieve, submit
+from boundloop.integrations.dbos._wait import WAITING_EVENT
+from tests import dbos_worker
+from tests.integrations.test_kill import DEADLINE_S, ROOT, command, read_until
+
+pytestmark = pytest.mark.asyncio_only  # DBOS runs workflows and steps on asyncio event loops
+
+
+async def test_a_run_waiting_for_a_human_survives_its_worker_and_goes_on_with_the_decision(
+    postgres_dsn: str,
+) -> None:
+    dsn = postgres_dsn
+    await anyio.to_thread.run_sync(dbos_worker.init_tables, dsn)
+    client = await anyio.to_thread.run_sync(lambda: DBOSClient(system_database_url=dsn))
+    workers: list[Process] = []
+    try:
+        worker_1 = await anyio.open_process(command(dsn, "worker-1", "approve"), cwd=ROOT, stderr=None)
+        workers.append(worker_1)
+        assert worker_1.stdout is not None
+        with anyio.fail_after(DEADLINE_S):
+            await read_until(BufferedByteReceiveStream(worker_1.stdout), worker_1, dbos_worker.READY)
+            run = await submit(
+                client,
+                workflow=dbos_worker.WORKFLOW,
+                queue=dbos_worker.QUEUE,
+                goal=dbos_worker.GOAL,
+                task_id="wait-kill",
+            )
+            published = await client.get_event_async("wait-kill", WAITING_EVENT, timeout_seconds=DEADLINE_S)
+        assert [p["tool_use_id"] for p in published["pending"]] == ["toolu_charge"]
+        killed_pid = worker_1.pid
+        worker_1.kill()
+        with anyio.fail_after(DEADLINE_S):
+            await worker_1.wait()
+        assert worker_1.returncode == -signal.SIGKILL
+        assert await run.status() == "PENDING"
+
+        # No worker runs the workflow: the decision is delivered, not answered yet.
+        with pytest.raises(TimeoutError, match="delivered"):
+            await decide(client, "wait-kill", approvals={"toolu_charge": True}, timeout_s=0.5)
+
+        worker_2 = await anyio.open_process(command(dsn, "worker-2", "approve"), cwd=ROOT, stderr=None)
+        workers.append(worker_2)
+        assert worker_2.stdout is not None
+        assert worker_2.stdin is not None
+        out_2 = BufferedByteReceiveStream(worker_2.stdout)
+        with anyio.fail_after(DEADLINE_S):
+            await read_until(out_2, worker_2, dbos_worker.READY)
+            await worker_2.stdin.send(b"recover worker-1\n")
+            await read_until(out_2, worker_2, dbos_worker.RECOVERED)
+            result = await (await retrieve(client, "wait-kill")).result()
+
+        assert result.stop_reason is StopReason.COMPLETED
+        assert result.answer == "charged"
+        effects, calls, models = await anyio.to_thread.run_sync(dbos_worker.read_tables, dsn)
+        key = "wait-kill:2:toolu_charge"
+        assert effects == [(key, "O-1")]
+        assert calls == [
+            ("read_order", "wait-kill:1:toolu_read", killed_pid),
+            ("charge", key, worker_2.pid),  # once, after the approval, by the recovering worker
+        ]
+        assert models == [("worker-1", 1), ("worker-1", 2), ("worker-2", 3)]
+        await worker_2.stdin.aclose()
+        with anyio.fail_after(DEADLINE_S):
+            assert await worker_2.wait() == 0
+    finally:
+        for process in workers:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                with anyio.fail_after(DEADLINE_S, shield=True):
+                    await process.wait()
+        await anyio.to_thread.run_sync(client.destroy)
