@@ -23,6 +23,7 @@ from boundloop.evals import (
     run_trials,
     wilson,
 )
+from tests.evals.test_html import Page
 from tests.sim_model import SimulatedModel, shipping_policy
 
 EVALS = Path(__file__).resolve().parents[2] / "examples" / "evals"
@@ -257,6 +258,8 @@ async def test_the_html_report_shows_rates_and_a_trial_strip_escaped() -> None:
         [case], SimulatedModel(shipping_policy(guess=1), seed=2).client(), concurrency=1, max_cost_usd=0.003
     )
     page = render_html(EvalReport([], live=live))
+    parsed = Page(page)  # well formed: every element closed, in order
+    assert "<script>alert(1)</script>" in "".join(parsed.text)  # the description, as text
     assert "<script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert page.count('class="trial trial-') == 5
