@@ -49,7 +49,7 @@ class AgentLoop(Generic[OutputT]):
         policy: what may run, what needs approval, what counts as done.
         system: the system prompt.
         max_tokens: `max_tokens` of every request.
-        name: the `loop` label on every metric. version: the loop's version (provenance, spans).
+        name: the `loop` label on every metric. version: the loop's (provenance, spans, run metrics).
         on_tool_error: `"report"` a failing tool to the model (`is_error`), `"stop"` the run
             (`tool_failure`) once it fails after its retries, `"raise"` its exception.
         max_tool_output_chars: longer tool results are cut with a visible marker (docs/contracts.md).

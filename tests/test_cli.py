@@ -164,7 +164,10 @@ async def test_demo_serves_metrics_and_holds() -> None:
         assert found, seen
         async with httpx.AsyncClient() as client:
             scrape = (await client.get(found.group(1).decode(), timeout=10)).text
-        assert 'boundloop_runs_total{loop="refund_investigation",stop_reason="completed"} 1.0' in scrape
+        assert (
+            'boundloop_runs_total{loop="refund_investigation",stop_reason="completed",version=""} 1.0'
+            in scrape
+        )
         assert (
             'boundloop_tool_calls_total{loop="refund_investigation",outcome="denied",tool="_unknown"}'
             in scrape

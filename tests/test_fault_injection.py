@@ -819,9 +819,11 @@ class FaultCampaign(RuleBasedStateMachine):
         }
 
         def value(name: str, **labels: str) -> float:
+            if name.startswith("boundloop_runs_"):  # the run families carry the loop's version ("")
+                labels = {"version": "", **labels}
             return snapshot.get((name, frozenset({"loop": LOOP_NAME, **labels}.items())), 0.0)
 
-        active = self.registry.get_sample_value("boundloop_runs_active", {"loop": LOOP_NAME})
+        active = self.registry.get_sample_value("boundloop_runs_active", {"loop": LOOP_NAME, "version": ""})
         assert active == value("boundloop_runs_active")
         assert active == 0
         runs = {str(reason): value("boundloop_runs_total", stop_reason=str(reason)) for reason in StopReason}
@@ -1013,11 +1015,11 @@ async def test_a_run_stopped_in_its_first_checkpoint_is_recorded_and_counted(how
     stop_reason = StopReason.CANCELLED if how == "cancelled" else StopReason.FAILED
     runs = {
         reason: registry.get_sample_value(
-            "boundloop_runs_total", {"loop": LOOP_NAME, "stop_reason": str(reason)}
+            "boundloop_runs_total", {"loop": LOOP_NAME, "version": "", "stop_reason": str(reason)}
         )
         for reason in StopReason
     }
-    assert registry.get_sample_value("boundloop_runs_active", {"loop": LOOP_NAME}) == 0
+    assert registry.get_sample_value("boundloop_runs_active", {"loop": LOOP_NAME, "version": ""}) == 0
     assert {reason: count for reason, count in runs.items() if count} == {stop_reason: 1.0}
     assert api.requests == []
     saved = await store.load("t-1")

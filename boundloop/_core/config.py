@@ -229,7 +229,9 @@ def build_config(
         redactor=Redactor(redact_patterns, redact),
         on_event=on_event,
         store=signed(store, key),
-        metrics=None if chosen_metrics is None else chosen_metrics.bind(spec.name, registry),
+        metrics=None
+        if chosen_metrics is None
+        else chosen_metrics.bind(spec.name, registry, spec.version or ""),
         price=price,
         signal_handlers=_handlers(signal_handlers),
         machine=StateMachine(),

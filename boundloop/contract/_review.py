@@ -19,7 +19,13 @@ from ._rules import RULES
 WIDTH: Final = 110
 """The line length the generated module keeps (the project's ruff `line-length`)."""
 TODO: Final = "fill in this handler"
-_POLICY_SETTINGS: Final = ("on_forbidden", "on_missing_evidence", "on_max_tokens", "max_continuations")
+_POLICY_SETTINGS: Final = (
+    "on_forbidden",
+    "on_unknown_tool",
+    "on_missing_evidence",
+    "on_max_tokens",
+    "max_continuations",
+)
 
 
 def compile_report(contract: Contract, *, source: str) -> str:

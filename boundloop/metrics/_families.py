@@ -51,11 +51,17 @@ TRANSITION_DURATION: Final = Family(
     ("loop", "source", "dest"),
     TRANSITION_BUCKETS,
 )
-RUNS_TOTAL: Final = Family("runs_total", "Runs ended, by stop reason.", "counter", ("loop", "stop_reason"))
-RUN_DURATION: Final = Family(
-    "run_duration_seconds", "Wall-clock duration of runs.", "histogram", ("loop", "stop_reason"), RUN_BUCKETS
+RUNS_TOTAL: Final = Family(
+    "runs_total", "Runs ended, by stop reason.", "counter", ("loop", "version", "stop_reason")
 )
-RUNS_ACTIVE: Final = Family("runs_active", "Runs in progress.", "gauge", ("loop",))
+RUN_DURATION: Final = Family(
+    "run_duration_seconds",
+    "Wall-clock duration of runs.",
+    "histogram",
+    ("loop", "version", "stop_reason"),
+    RUN_BUCKETS,
+)
+RUNS_ACTIVE: Final = Family("runs_active", "Runs in progress.", "gauge", ("loop", "version"))
 MODEL_REQUESTS_TOTAL: Final = Family(
     "model_requests_total", "Model requests, by the API's stop_reason.", "counter", ("loop", "stop_reason")
 )

@@ -25,36 +25,21 @@ from typing import Final, final
 
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from .._server_tools import OTHER_KIND, server_tool_kinds
-from ..records import OUTCOMES, StopReason
-from ..signals import KNOWN_STOP_REASONS
-from ..statemachine.table import TRANSITIONS
+from .._server_tools import OTHER_KIND
+from ._children import API_STOP_REASONS as API_STOP_REASONS
+from ._children import RUN_STOP_REASONS as RUN_STOP_REASONS
+from ._children import TOKEN_KINDS as TOKEN_KINDS
+from ._children import TOOL_OUTCOMES as TOOL_OUTCOMES
+from ._children import UNKNOWN as UNKNOWN
+from ._children import Children
 from ._client import ClientInstruments
-from ._families import (
-    FAMILIES,
-    MODEL_REQUEST_DURATION,
-    MODEL_REQUESTS_TOTAL,
-    MODEL_TOKENS_TOTAL,
-    RUN_DURATION,
-    RUNS_TOTAL,
-    SERVER_TOOL_USES_TOTAL,
-    TOOL_CALLS_TOTAL,
-    TOOL_DURATION,
-    TRANSITION_DURATION,
-    TRANSITIONS_TOTAL,
-)
+from ._families import FAMILIES, RUN_DURATION, TOOL_CALLS_TOTAL, TOOL_DURATION
 from ._families import MODEL_BUCKETS as MODEL_BUCKETS
 from ._families import RUN_BUCKETS as RUN_BUCKETS
 from ._families import TOOL_BUCKETS as TOOL_BUCKETS
 from ._families import TRANSITION_BUCKETS as TRANSITION_BUCKETS
-from ._store import Backend, Counting, LocalStore, Observing, fits_exemplar
+from ._store import Backend, LocalStore, Observing, fits_exemplar
 
-API_STOP_REASONS: Final = KNOWN_STOP_REASONS
-"""The Messages API's documented `stop_reason` values: the `stop_reason` label of model requests."""
-RUN_STOP_REASONS: Final = frozenset(str(reason) for reason in StopReason)
-"""`StopReason` values: the `stop_reason` label of runs."""
-TOOL_OUTCOMES: Final = frozenset(OUTCOMES)
-"""`Outcome` values: the `outcome` label of tool calls."""
 EXEMPLAR_MIN_S: Final = 1e-3
 """Observations at least this long carry the run's `trace_id` as an exemplar (runs always do).
 
@@ -62,10 +47,6 @@ An exemplar costs a clock read and a tuple here (~0.2 µs; ~3 µs on prometheus_
 instruments): nobody follows a sub-millisecond bookkeeping transition to a trace, so those
 skip it; model calls, tools and slow states keep it.
 """
-UNKNOWN: Final = "_unknown"
-"""The label value for anything outside the bounded sets above."""
-TOKEN_KINDS: Final = ("input", "output", "cache_read", "cache_creation")
-"""The `kind` label of `boundloop_model_tokens_total`, in the order `model_request` takes them."""
 
 
 def multiprocess_mode() -> bool:
@@ -124,68 +105,21 @@ class LoopMetrics:
         self.exemplars = not multiprocess_mode() if exemplars is None else exemplars
         self.instruments = _instruments_for(self.registry, namespace)
 
-    def bind(self, loop: str, tools: Iterable[str]) -> BoundMetrics:
+    def bind(self, loop: str, tools: Iterable[str], version: str = "") -> BoundMetrics:
         """Resolve the labelled children for one loop and its registered tools.
 
         Args:
             loop: the `loop` label (`AgentLoop(name=...)`).
             tools: the registered tool names; any other name is counted as `_unknown`.
+            version: the `version` label of the run families (`AgentLoop(version=...)`, "" when
+                the loop has none).
 
         Returns:
             The children of that loop, with the methods the loop calls on its hot path.
         """
-        return BoundMetrics(self.instruments, loop, frozenset(tools), exemplars=self.exemplars)
-
-
-@final
-class _Children:
-    """One loop's children in one thread: a `LocalStore` cell has a single writer, its thread."""
-
-    __slots__ = (
-        "edges",
-        "model_duration",
-        "model_requests",
-        "run_duration",
-        "runs",
-        "server_tool_uses",
-        "tokens",
-        "tool_calls",
-        "tool_duration",
-    )
-
-    def __init__(self, backend: Backend, loop: str, tools: frozenset[str]) -> None:
-        # Every edge of the table, resolved now: the hot path never resolves a label set.
-        self.edges = {
-            (row["source"], row["dest"]): backend.counted_histogram(
-                TRANSITIONS_TOTAL, TRANSITION_DURATION, (loop, row["source"], row["dest"])
-            )
-            for row in TRANSITIONS
-        }
-        # Counters start at zero for every bounded value, so `rate()` sees the first increase
-        # and a dashboard's ratio is 0, not absent.
-        self.runs = {
-            reason: backend.counter(RUNS_TOTAL, (loop, reason)) for reason in (*RUN_STOP_REASONS, UNKNOWN)
-        }
-        self.model_duration = backend.histogram(MODEL_REQUEST_DURATION, (loop,))
-        self.model_requests: dict[str | None, Counting] = {
-            reason: backend.counter(MODEL_REQUESTS_TOTAL, (loop, reason))
-            for reason in (*API_STOP_REASONS, UNKNOWN)
-        }
-        self.tokens = tuple(backend.counter(MODEL_TOKENS_TOTAL, (loop, kind)) for kind in TOKEN_KINDS)
-        # Every kind the installed SDK's `ServerToolUsage` models, and `other` for the rest.
-        self.server_tool_uses = {
-            kind: backend.counter(SERVER_TOOL_USES_TOTAL, (loop, kind))
-            for kind in (*server_tool_kinds(), OTHER_KIND)
-        }
-        self.tool_calls: dict[tuple[str, str], Counting] = {
-            (tool, outcome): backend.counter(TOOL_CALLS_TOTAL, (loop, tool, outcome))
-            for tool in (*sorted(tools), UNKNOWN)
-            for outcome in OUTCOMES
-        }
-        # Histograms appear on first use (a series per bucket: most stop reasons never happen);
-        # their keys are bounded by the enums and the registry, so these dicts are too.
-        self.run_duration: dict[str, Observing] = {}
-        self.tool_duration: dict[str, Observing] = {}
+        return BoundMetrics(
+            self.instruments, loop, frozenset(tools), version=version, exemplars=self.exemplars
+        )
 
 
 @final
@@ -197,30 +131,40 @@ class BoundMetrics:
     of its own, found through a `threading.local`, and a scrape adds them up.
     """
 
-    __slots__ = ("_backend", "_exemplars", "_local", "_loop", "_runs_active", "_tools")
+    __slots__ = ("_backend", "_exemplars", "_local", "_loop", "_runs_active", "_tools", "_version")
 
-    def __init__(self, backend: Backend, loop: str, tools: frozenset[str], *, exemplars: bool = True) -> None:
+    def __init__(
+        self, backend: Backend, loop: str, tools: frozenset[str], *, version: str = "", exemplars: bool = True
+    ) -> None:
         self._backend = backend
         self._loop = loop
+        self._version = version
         self._tools = tools
         self._exemplars = exemplars
-        self._runs_active = backend.gauge((loop,))
+        self._runs_active = backend.gauge((loop, version))
         self._local = threading.local()
-        self._local.children = _Children(backend, loop, tools)  # every bounded series exists now
+        self._local.children = Children(backend, loop, version, tools)  # every bounded series exists now
 
-    def _children(self) -> _Children:
+    def _children(self) -> Children:
         """The calling thread's children, made on its first call."""
-        children = self._local.children = _Children(self._backend, self._loop, self._tools)
+        children = self._local.children = Children(self._backend, self._loop, self._version, self._tools)
         return children
 
     def with_tools(self, tools: Iterable[str]) -> BoundMetrics:
         """The same loop's children with `tools` registered (an MCP server's, listed at run start)."""
-        return BoundMetrics(self._backend, self._loop, frozenset(tools), exemplars=self._exemplars)
+        return BoundMetrics(
+            self._backend, self._loop, frozenset(tools), version=self._version, exemplars=self._exemplars
+        )
 
     @property
     def loop(self) -> str:
         """The `loop` label."""
         return self._loop
+
+    @property
+    def version(self) -> str:
+        """The `version` label of the run families ("" when the loop has no version)."""
+        return self._version
 
     def tool_label(self, name: str) -> str:
         """A registered tool's name, else `_unknown`: the model never creates a time series."""
@@ -231,7 +175,7 @@ class BoundMetrics:
         them once, since a run stays in the thread of its event loop. `observe(seconds, trace_id)`
         counts the edge and observes the time; give a trace id only for an exemplar."""
         try:
-            children: _Children = self._local.children
+            children: Children = self._local.children
         except AttributeError:
             children = self._children()
         return children.edges
@@ -274,14 +218,16 @@ class BoundMetrics:
         """
         self._runs_active.dec()
         try:
-            children: _Children = self._local.children
+            children: Children = self._local.children
         except AttributeError:
             children = self._children()
         label = stop_reason if stop_reason in RUN_STOP_REASONS else UNKNOWN
         children.runs[label].inc()
         timer = children.run_duration.get(label)
         if timer is None:
-            timer = children.run_duration[label] = self._backend.histogram(RUN_DURATION, (self._loop, label))
+            timer = children.run_duration[label] = self._backend.histogram(
+                RUN_DURATION, (self._loop, self._version, label)
+            )
         timer.observe(duration_s, trace_id if self._exemplars else None)
 
     def model_request(
@@ -302,7 +248,7 @@ class BoundMetrics:
             tokens: (input, output, cache_read, cache_creation), from the response's `usage`.
         """
         try:
-            children: _Children = self._local.children
+            children: Children = self._local.children
         except AttributeError:
             children = self._children()
         # The dict holds every documented stop reason and `_unknown`: anything else is unknown.
@@ -335,7 +281,7 @@ class BoundMetrics:
                 gives them; a kind the installed SDK does not model is counted as `other`.
         """
         try:
-            children: _Children = self._local.children
+            children: Children = self._local.children
         except AttributeError:
             children = self._children()
         counters = children.server_tool_uses
@@ -358,7 +304,7 @@ class BoundMetrics:
                 tool function took at least `EXEMPLAR_MIN_S`.
         """
         try:
-            children: _Children = self._local.children
+            children: Children = self._local.children
         except AttributeError:
             children = self._children()
         # Fast path: the dict holds every registered tool x outcome. A miss is bounded first and

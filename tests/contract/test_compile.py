@@ -274,6 +274,18 @@ def test_report_of_custom_and_unhandled_signals() -> None:
     assert "Awkward \\| names" in report
 
 
+def test_report_shows_what_an_invented_tool_name_does() -> None:
+    """The policy table has an `on_unknown_tool` row: the default `report`, or the contract's `stop`."""
+    assert "| `on_unknown_tool` | `report` (default) |" in report_of(load_contract(EXAMPLE))
+    raw = edge_contract()
+    raw["policy"]["on_unknown_tool"] = "stop"
+    report = report_of(load_contract(raw))
+    assert "| `on_unknown_tool` | `stop` |" in report
+    assert (
+        report.index("`on_forbidden`") < report.index("`on_unknown_tool`") < report.index("`on_tool_error`")
+    )
+
+
 def test_an_unchecked_contract_is_refused() -> None:
     """A contract built in code that breaks a rule is refused: the report never claims a failed check."""
     broken = dataclasses.replace(load_contract(EXAMPLE), signals={"tool_use": "on_tool_use"})

@@ -112,7 +112,9 @@ async def test_a_run_with_a_parallel_batch_completes_through_the_workflow_as_the
     assert saved is not None
     assert saved.stop_reason is StopReason.COMPLETED
     assert (
-        registry.get_sample_value("boundloop_runs_total", {"loop": "weather", "stop_reason": "completed"})
+        registry.get_sample_value(
+            "boundloop_runs_total", {"loop": "weather", "version": "", "stop_reason": "completed"}
+        )
         == 1.0
     )
     status = await (await durable.retrieve("task-1")).status()

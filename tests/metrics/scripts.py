@@ -55,7 +55,9 @@ def refund_script() -> list[dict[str, Any]]:
     ]
 
 
-def refund_loop(metrics: LoopMetrics | None, *, name: str = "refunds") -> AgentLoop:
+def refund_loop(
+    metrics: LoopMetrics | None, *, name: str = "refunds", version: str | None = None
+) -> AgentLoop:
     """A loop running `refund_script` on `ScriptedClient`."""
     return AgentLoop(
         ScriptedClient(refund_script()),
@@ -64,6 +66,7 @@ def refund_loop(metrics: LoopMetrics | None, *, name: str = "refunds") -> AgentL
         budget=Budget(max_steps=6, max_consecutive_tool_errors=5),
         policy=Policy(forbidden={"issue_refund"}, on_forbidden="report"),
         name=name,
+        version=version,
         metrics=metrics,
     )
 

@@ -76,7 +76,7 @@ async def test_asgi_app_as_a_starlette_route(scraped: CollectorRegistry) -> None
     response = await get(app, "/metrics")
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
-    assert 'boundloop_runs_total{loop="refunds",stop_reason="completed"} 1.0' in response.text
+    assert 'boundloop_runs_total{loop="refunds",stop_reason="completed",version=""} 1.0' in response.text
 
 
 async def test_asgi_app_in_fastapi(scraped: CollectorRegistry) -> None:
@@ -101,7 +101,7 @@ async def test_asgi_app_compresses_and_filters(scraped: CollectorRegistry) -> No
         )
     assert response.headers["content-encoding"] == "gzip"
     lines = [line for line in response.text.splitlines() if not line.startswith("#")]
-    assert lines == ['boundloop_runs_active{loop="refunds"} 0.0']
+    assert lines == ['boundloop_runs_active{loop="refunds",version=""} 0.0']
 
 
 async def test_asgi_app_speaks_lifespan() -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,6 +27,7 @@ from boundloop import (
 )
 from boundloop.events import Transition
 from boundloop.metrics import render
+from boundloop.metrics._families import FAMILIES
 from boundloop.metrics.instruments import EXEMPLAR_MIN_S
 from boundloop.statemachine.table import TRANSITIONS
 from tests.helpers import text, tool_use
@@ -41,10 +44,17 @@ from tests.metrics.scripts import (
 )
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+RUN_FAMILIES = ("boundloop_runs_total", "boundloop_run_duration_seconds", "boundloop_runs_active")
+"""The run families: they carry the loop's `version` label too ("" for a loop without one)."""
 
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
-    """A sample's value; 0 when the series does not exist."""
+    """A sample's value; 0 when the series does not exist. A run family's `version` is "" unless given."""
+    if name.startswith(RUN_FAMILIES):
+        labels = {"version": "", **labels}
     return registry.get_sample_value(name, labels) or 0.0
 
 
@@ -394,6 +404,79 @@ async def test_two_loops_share_the_instruments(registry: CollectorRegistry) -> N
     for name in ("first", "second"):
         assert value(registry, "boundloop_runs_total", loop=name, stop_reason="completed") == 1
         assert value(registry, "boundloop_transitions_total", loop=name, source="act", dest="observe") == 2
+
+
+async def test_the_run_families_carry_the_loops_version(registry: CollectorRegistry) -> None:
+    """Two releases of one loop (a canary) report their runs side by side, told apart by
+    `version`; a loop without one has `version=""`. Only the run families carry it: the per-turn
+    families keep their labels."""
+    metrics = LoopMetrics(registry=registry)
+    await refund_loop(metrics, version="v1").run("One.")
+    await refund_loop(metrics, version="v2").run("Two.")
+    await refund_loop(metrics, version="v2").run("Three.")
+    await refund_loop(metrics, name="unversioned").run("Four.")
+    for version, runs in (("v1", 1), ("v2", 2)):
+        labels = {"loop": "refunds", "version": version}
+        assert value(registry, "boundloop_runs_total", **labels, stop_reason="completed") == runs
+        assert (
+            value(registry, "boundloop_run_duration_seconds_count", **labels, stop_reason="completed") == runs
+        )
+        assert registry.get_sample_value("boundloop_runs_active", labels) == 0
+    assert value(registry, "boundloop_runs_total", loop="unversioned", stop_reason="completed") == 1
+    assert value(registry, "boundloop_transitions_total", loop="refunds", source="act", dest="observe") == 6
+    labelled = {
+        family.name: set(sample.labels)
+        for family in registry.collect()
+        if family.name.startswith("boundloop_")
+        for sample in family.samples
+        if not sample.name.endswith(("_bucket", "_created"))
+    }
+    assert {name for name, labels in labelled.items() if "version" in labels} == {
+        "boundloop_runs",
+        "boundloop_run_duration_seconds",
+        "boundloop_runs_active",
+    }
+    assert labelled["boundloop_runs"] == {"loop", "version", "stop_reason"}
+    assert labelled["boundloop_runs_active"] == {"loop", "version"}
+
+
+def test_a_version_is_bound_once_and_kept_with_more_tools(
+    registry: CollectorRegistry, metrics: LoopMetrics
+) -> None:
+    """`bind(loop, tools, version)` fixes the label; the MCP rebinding (`with_tools`) keeps it."""
+    bound = metrics.bind("direct", ["read_order"], "2025.12.1").with_tools(["read_order", "listed_later"])
+    assert bound.version == "2025.12.1"
+    bound.run_started()
+    labels = {"loop": "direct", "version": "2025.12.1"}
+    assert registry.get_sample_value("boundloop_runs_active", labels) == 1
+    bound.run_finished("completed", 0.5, "trace")
+    assert registry.get_sample_value("boundloop_runs_active", labels) == 0
+    assert registry.get_sample_value("boundloop_runs_total", {**labels, "stop_reason": "completed"}) == 1
+    assert metrics.bind("direct", []).version == ""
+
+
+@pytest.mark.parametrize("doc", ["docs/metrics.md", "README.md"])
+def test_the_docs_tables_name_every_metric_its_type_and_labels(doc: str) -> None:
+    """The metrics table of docs/metrics.md and of the README lists each family with its type and
+    its labels besides `loop` (the first backticked names of the labels column), in order."""
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    rows = [line.split("|")[1:4] for line in text.splitlines() if line.startswith("| `boundloop_")]
+    documented = [
+        (name.strip(" `"), kind.strip(), re.findall(r"`(\w+)`", labels)) for name, kind, labels in rows
+    ]
+    expected = [
+        (
+            family.full_name("boundloop"),
+            family.type,
+            [label for label in family.labelnames if label != "loop"],
+        )
+        for family in FAMILIES
+    ]
+    assert len(documented) == len(expected)
+    assert [
+        (name, kind, labels[: len(want)])
+        for (name, kind, labels), (_, _, want) in zip(documented, expected, strict=True)
+    ] == expected
 
 
 def test_default_registry_is_shared_per_namespace() -> None:

@@ -61,9 +61,9 @@ def pair(
 ) -> tuple[tuple[CollectorRegistry, BoundMetrics], tuple[CollectorRegistry, BoundMetrics]]:
     """The same loop on `LocalStore` and on prometheus_client's instruments, each on its own registry."""
     local_registry, client_registry = CollectorRegistry(), CollectorRegistry()
-    local = LoopMetrics(registry=local_registry, exemplars=exemplars).bind("parity", TOOLS)
+    local = LoopMetrics(registry=local_registry, exemplars=exemplars).bind("parity", TOOLS, "v1")
     instruments = ClientInstruments(client_registry, "boundloop", FAMILIES)
-    client = BoundMetrics(instruments, "parity", TOOLS, exemplars=exemplars)
+    client = BoundMetrics(instruments, "parity", TOOLS, version="v1", exemplars=exemplars)
     return (local_registry, local), (client_registry, client)
 
 
