@@ -63,6 +63,16 @@ def test_serve_on_another_host_needs_a_token(store_path: Path, capsys: pytest.Ca
     assert "--token" in capsys.readouterr().err
 
 
+def test_serve_with_an_unusable_dbos_url_says_so(
+    store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--dbos-url` opens a DBOSClient before serving: a database it cannot reach is one sentence."""
+    pytest.importorskip("dbos", reason="the dbos extra is not installed")
+    closed = "postgresql://postgres@127.0.0.1:1/none"  # port 1: nothing listens, refused at once
+    assert main(["serve", "--store", str(store_path), "--dbos-url", closed]) == 2
+    assert "--dbos-url: cannot use the DBOS system database: OperationalError" in capsys.readouterr().err
+
+
 def test_run_prints_the_task_id_and_how_to_continue(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

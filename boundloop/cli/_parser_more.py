@@ -39,6 +39,12 @@ def add_inspector_commands(add_parser: Callable[..., argparse.ArgumentParser]) -
     )
     add_store(serve_parser, required=True)
     serve_parser.add_argument("--loop", metavar="SPEC", help="resume approved runs through this loop")
+    serve_parser.add_argument(
+        "--dbos-url",
+        metavar="URL",
+        help="the DBOS system database of your workers: a run waiting in its DBOS workflow gets the "
+        "decision sent there (the dbos extra)",
+    )
     add_app_dir(serve_parser)
     serve_parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve_parser.add_argument("--port", type=int, default=8321, help="port (default: 8321)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -17,6 +17,9 @@ from ._errors import EXIT_OK, CommandError
 from ._pending import when
 from ._run import load_target, make_loop
 from ._store import close_store, open_store, store_errors, store_failure
+
+if TYPE_CHECKING:
+    from dbos import DBOSClient
 
 
 def is_loopback(host: str) -> bool:
@@ -47,6 +50,7 @@ def serve_command(args: argparse.Namespace) -> int:
     port: int = args.port
     token: str | None = args.token
     spec: str | None = args.loop
+    dbos_url: str | None = args.dbos_url
     if not is_loopback(host) and not token:
         raise CommandError(f"--host {host} is reachable from other machines: give --token too")
     try:
@@ -59,25 +63,49 @@ def serve_command(args: argparse.Namespace) -> int:
         ) from exc
     store = open_store(path)
     target = None if spec is None else load_target(spec, args.app_dir)
+    client = None if dbos_url is None else dbos_client(dbos_url)
 
     async def serve() -> None:
         loop: AgentLoop[Any] | None = (
             None if target is None or spec is None else await make_loop(spec, target)
         )
         try:
-            inspector = app(store, loop, token=token)
+            inspector = app(store, loop, token=token, dbos_client=client)
         except ConfigurationError as exc:
             raise CommandError(str(exc)) from exc
-        mode = "read-only" if loop is None else f"approvals resume through {spec}"
+        modes = [] if loop is None else [f"approvals resume through {spec}"]
+        if client is not None:
+            modes.append("runs waiting in their DBOS workflow get the decision there")
+        mode = "; ".join(modes) or "read-only"
         print(f"boundloop inspector on http://{host}:{port}/ ({mode})", flush=True)
         config = uvicorn.Config(inspector, host=host, port=port, log_level="warning")
         try:
             await uvicorn.Server(config).serve()
         finally:
             await close_store(store)
+            if client is not None:
+                client.destroy()
 
     anyio.run(serve)
     return EXIT_OK
+
+
+def dbos_client(url: str) -> DBOSClient:
+    """A `DBOSClient` on the workers' DBOS system database.
+
+    Raises:
+        CommandError: the dbos extra is missing, or the database cannot be used.
+    """
+    try:
+        from dbos import DBOSClient
+    except ModuleNotFoundError as exc:
+        raise CommandError(f"--dbos-url needs the dbos extra: pip install 'boundloop[dbos]' ({exc})") from exc
+    try:
+        return DBOSClient(system_database_url=url)
+    except Exception as exc:  # the driver's errors: one sentence, never a traceback
+        raise CommandError(
+            f"--dbos-url: cannot use the DBOS system database: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def runs_command(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -26,29 +26,52 @@ from ._runs import STATUSES, has_graphviz, run_link, run_page, runs_page
 from ._security import SESSION_COOKIE, Guard
 from ._timeline import call_reasons, read_events, rows
 
+if TYPE_CHECKING:
+    from dbos import DBOSClient
+
+    from ..integrations.dbos import DurableLoop
+    from ._durable import Durable
+
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def app(store: CheckpointStore, loop: AgentLoop[Any] | None = None, token: str | None = None) -> Starlette:
+def app(
+    store: CheckpointStore,
+    loop: AgentLoop[Any] | DurableLoop | None = None,
+    token: str | None = None,
+    *,
+    dbos_client: DBOSClient | None = None,
+) -> Starlette:
     """The inspector as an ASGI app: the runs of `store`, each run's page, and the approvals.
 
     Args:
         store: the store the application's runs are saved in.
         loop: the application's loop: Approve and Deny resume runs through it (bound to
-            `store`), in this server process. None: the pages are read-only.
+            `store`), in this server process. A `DurableLoop` (DBOS launched in this process):
+            a run waiting for a human inside its DBOS workflow gets the decision sent to its
+            workflow (`DurableLoop.decide`), which continues it; other runs resume through its
+            loop. None: the pages are read-only.
         token: when set, every request must carry it (`Authorization: Bearer TOKEN`, or the
             cookie the login form sets); else the answer is 401.
+        dbos_client: a `DBOSClient` on the DBOS system database of the workers that run the
+            loop's workflows: decisions for runs waiting in their workflow are sent through it
+            (the `decide` of `boundloop.integrations.dbos`), without DBOS in this process.
 
     Returns:
         A Starlette app. Mounted inside another app, run its lifespan too (it holds the task
         group resumed runs go on in): `lifespan=inspector.router.lifespan_context`.
 
     Raises:
-        ConfigurationError: the token is empty.
+        ConfigurationError: the token is empty, or `loop` is neither an AgentLoop nor a DurableLoop.
     """
     if token is not None and not token.strip():
         raise ConfigurationError("the inspector's token must not be empty")
-    inspector = _Inspector(store, loop, Guard(token))
+    durable: Durable | None = None
+    if dbos_client is not None or not (loop is None or isinstance(loop, AgentLoop)):
+        from ._durable import split  # needs the dbos extra
+
+        loop, durable = split(loop, dbos_client)
+    inspector = _Inspector(store, loop, Guard(token), durable)
     guarded = inspector.guarded
     routes = [
         Route("/", guarded(inspector.runs)),
@@ -70,11 +93,13 @@ def _error(text: object) -> Html:
 class _Inspector:
     """The handlers of one app."""
 
-    def __init__(self, store: CheckpointStore, loop: AgentLoop[Any] | None, guard: Guard) -> None:
+    def __init__(
+        self, store: CheckpointStore, loop: AgentLoop[Any] | None, guard: Guard, durable: Durable | None
+    ) -> None:
         self.store = store
         self.guard = guard
-        self.read_only = loop is None
-        self.resumer = Resumer(loop, store)
+        self.read_only = loop is None and durable is None
+        self.resumer = Resumer(loop, store, durable)
         self.redact: Callable[[str], str] = Redactor() if loop is None else loop.config.redactor
         self.graphviz = False
         """Whether the diagram is an SVG (graphviz's `dot` is installed), else mermaid text."""
@@ -173,7 +198,9 @@ class _Inspector:
             return state
         events = await read_events(self.store, state.task_id)
         mermaid = None if self.graphviz else diagram.render_mermaid(events)
-        live = state.task_id in self.resumer.resuming
+        # Live: resumed by this server, or the log goes on past its last stop (a run resumed
+        # elsewhere: in its DBOS workflow, another inspector).
+        live = state.task_id in self.resumer.resuming or (events != [] and events[-1].kind != "stop")
         csrf = None if self.read_only else self.guard.csrf_token(request)
         body = run_page(state, events, self.redact, mermaid, live=live, csrf=csrf)
         return self.html(request, f"Run {state.task_id}", body)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from .. import AgentLoop, ApprovalMissing, CheckpointCorrupt, NotResumable, TaskBusy, TaskNotFound
+from .._core import event_log_of
+from .._follow import follow
 from ..checkpoint.store import CheckpointStore, status_of
 from ..events import Event, redact_strings
 from ..records import StopReason, ToolCall
@@ -18,6 +20,9 @@ from ..state import LoopState
 from ..tools import idempotency_key
 from ._html import Html, as_json, csrf_field, e, join
 from ._runs import run_link
+
+if TYPE_CHECKING:
+    from ._durable import Durable
 
 Redact = Callable[[str], str]
 Decision = bool | str
@@ -109,19 +114,24 @@ def read_decisions(form: dict[str, Any], state: LoopState) -> tuple[dict[str, De
 
 
 class Resumer:
-    """Resumes waiting runs through the application's loop, in the server's task group."""
+    """Resumes waiting runs through the application's loop, in the server's task group; a run
+    waiting inside its DBOS workflow gets the decision sent there (`durable`)."""
 
-    def __init__(self, loop: AgentLoop[Any] | None, store: CheckpointStore) -> None:
+    def __init__(
+        self, loop: AgentLoop[Any] | None, store: CheckpointStore, durable: Durable | None = None
+    ) -> None:
         self.loop = None if loop is None else loop.with_store(store)
         self.store = store
+        self.durable = durable
         self.task_group: TaskGroup | None = None
         self.resuming: set[str] = set()
         """The runs a resume of this server drives now."""
 
     async def decide(self, task_id: str, approvals: dict[str, Decision], reply: str | None) -> Outcome:
         """Resume `task_id` with the decisions (a cancelled run: none), once: it answers when the
-        resume has taken the run (its first event) or was refused; the run goes on in the background."""
-        if self.loop is None or self.task_group is None:
+        resume has taken the run (its first event) or was refused; the run goes on in the background.
+        A run whose DBOS workflow waits for the decision is continued by its workflow."""
+        if (self.loop is None and self.durable is None) or self.task_group is None:
             return Outcome(403, "This inspector is read-only (no --loop): nothing changed.")
         state = await self.store.load(task_id)
         if state is None:
@@ -133,6 +143,16 @@ class Resumer:
             return Outcome(
                 409,
                 "These calls are no longer pending (decided already, or the run moved on): nothing changed.",
+            )
+        if self.durable is not None:
+            sent = await self.send(self.durable, task_id, approvals, reply)
+            if sent is not None:
+                return sent
+        if self.loop is None:  # decided already, or its wait ran out: `loop.resume` continues it
+            return Outcome(
+                409,
+                "The run's DBOS workflow waits for no decision now (decided already, or its wait ran out: "
+                "an inspector with --loop continues it): nothing changed.",
             )
         taken = anyio.Event()
         refused: list[BaseException] = []
@@ -158,6 +178,35 @@ class Resumer:
         if not refused:
             return Outcome(303, "Resumed.", resumed=True)
         return _refusal(refused[0])
+
+    async def send(
+        self, durable: Durable, task_id: str, approvals: dict[str, Decision], reply: str | None
+    ) -> Outcome | None:
+        """Send the decision to the run's waiting workflow; once accepted, wait for the run's
+        next event (the workflow continues it), so that its page follows it from there. None:
+        no workflow of the run waits for a decision (it is no DBOS run, or its wait ran out)."""
+        log = event_log_of(self.store)
+        last = -1 if log is None else await log.last_seq(task_id)
+        self.resuming.add(task_id)
+        try:
+            await durable.decide(task_id, approvals, reply)
+        except NotResumable:
+            return None
+        except TimeoutError:
+            return Outcome(
+                504,
+                "The run's DBOS workflow did not answer (is its worker down?): the decision is delivered, "
+                "and applied if the workflow takes it before its wait runs out.",
+            )
+        except Exception as exc:  # refused (ApprovalMissing, NotResumable), or DBOS failed
+            return _refusal(exc)
+        finally:
+            self.resuming.discard(task_id)
+        if log is not None:
+            with anyio.move_on_after(durable.answer_s):
+                async for _ in follow(self.store, task_id, after=last):
+                    break
+        return Outcome(303, "Resumed in its DBOS workflow.", resumed=True)
 
 
 def _refusal(exc: BaseException) -> Outcome:
