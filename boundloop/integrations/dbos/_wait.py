@@ -112,8 +112,11 @@ async def _decision(state: LoopState, wait_s: float) -> dict[str, object] | None
             answer: dict[str, object] = {"accepted": False, "error": problem}
         else:
             answer = {"accepted": True, "error": None}
+            # No longer waiting before the answer says so: a second sender finds no waiting run.
+            await recorded(DBOS.set_event_async(WAITING_EVENT, None))
         await recorded(DBOS.set_event_async(answer_key(decision_id), answer))
-    await recorded(DBOS.set_event_async(WAITING_EVENT, None))
+    if record is None:  # the wait ran out
+        await recorded(DBOS.set_event_async(WAITING_EVENT, None))
     return record
 
 
