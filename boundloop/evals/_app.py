@@ -58,6 +58,10 @@ def app_loop(
         settings=spec.settings,
         output_type=None if spec.output_schema is None else dict(spec.output_schema),
         fallback_model=spec.fallback_model,
+        # its price (a model priced by the application, not in boundloop's table, keeps its cost)
+        prices=None if app.config.price is None else {spec.model: app.config.price},
+        count_tokens=spec.count_tokens,
+        redact_checkpoints=spec.redact_checkpoints,
         version=spec.version,
         compaction=spec.compaction,
         context_editing=spec.context_editing,

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from boundloop import AgentLoop, Budget, Policy, ScriptedClient, tool
+from boundloop import AgentLoop, Budget, Policy, Price, ScriptedClient, tool
 from boundloop.cli import main
 from boundloop.evals import parse_case, run_case
 from tests.evals.test_live import SEED
@@ -135,3 +135,25 @@ async def test_a_live_case_through_the_app_runs_on_the_client_given() -> None:
     result = await run_case(SEED, app=shipping, client=SimulatedModel(shipping_policy()).client())
     assert result.stop_reason is not None
     assert str(result.stop_reason) == "needs_human"
+
+
+async def test_a_case_through_the_application_keeps_its_price() -> None:
+    """A model the application prices itself (not in boundloop's table) keeps its price through
+    `--loop`: the case's cost is what the application's loop would bill."""
+    app = AgentLoop(
+        ScriptedClient([]),
+        model="in-house-model-1",
+        budget=Budget(max_steps=4),
+        prices={"in-house-model-1": Price(input_per_mtok=1_000_000.0, output_per_mtok=0.0)},
+    )
+    case = parse_case(
+        {
+            "case_id": "c",
+            "goal": "g",
+            "model": [{"text": "ok", "usage": {"input_tokens": 3, "output_tokens": 1}}],
+            "expected": {"stop_reason": "completed"},
+        }
+    )
+    result = await run_case(case, app=app)
+    assert result.passed, result
+    assert result.cost_usd == pytest.approx(3.0)  # 3 input tokens at a dollar each
