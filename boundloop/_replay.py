@@ -18,7 +18,7 @@ from typing import Any, cast, final
 import anyio.to_thread
 from anthropic.types import Message, MessageParam
 
-from ._core import LoopConfig, build_config, prepare
+from ._core import LoopConfig, build_config, field_text, prepare
 from ._core import drive as execute
 from .errors import ScriptExhausted, UnhandledStop
 from .events import (
@@ -387,7 +387,7 @@ def _changes(recorded: Provenance | None, replaying: Provenance) -> list[str]:
     changes: list[str] = []
     for field in ("model", "fallback_model", "version"):  # the model route and the loop's version
         if getattr(recorded, field) != getattr(replaying, field):
-            changes.append(f"{field} {getattr(recorded, field)} -> {getattr(replaying, field)}")
+            changes.append(f"{field} {field_text(recorded, field)} -> {field_text(replaying, field)}")
     for field, what in (
         ("system_sha256", "system prompt"),
         ("tools_sha256", "tool manifest"),

@@ -65,7 +65,7 @@ class AgentLoop(Generic[OutputT]):
             observations and pending approvals too; a resumed run continues from them).
         count_tokens: with a token or cost budget, count each request's input with
             `messages.count_tokens` before the call (`AsyncAnthropic` only).
-        fallback_model: a refused request is retried once on this model (docs/claude-api.md).
+        fallback_model: the model route: a refusal is retried on this model, or on each of these in order.
         compaction, context_editing: the API's compaction and clearing edits (docs/cost.md).
         store: where the state is checkpointed (`MemoryStore`, `SQLiteStore`, `PostgresStore`).
         tracer_provider: the OpenTelemetry `TracerProvider` runs are traced to (docs/otel.md);
@@ -106,7 +106,7 @@ class AgentLoop(Generic[OutputT]):
         redact_patterns: Iterable[str | re.Pattern[str]] = (),
         redact_checkpoints: bool = False,
         count_tokens: bool = False,
-        fallback_model: str | None = None,
+        fallback_model: str | Sequence[str] | None = None,
         version: str | None = None,
         tracer_provider: TracerProvider | Default | None = DEFAULT,
         trace_content: bool = False,

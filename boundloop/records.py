@@ -326,13 +326,22 @@ class Provenance:
     """The hash of the run's `ModelSettings` as canonical JSON; None: the run has none."""
     output_sha256: str | None = None
     """The hash of the structured output's JSON schema (`LoopSpec.output_schema`); None: none."""
-    fallback_model: str | None = None
-    """The model a refused request is retried on once (`AgentLoop(fallback_model=...)`): with
-    `model`, the run's model route."""
+    fallback_model: str | tuple[str, ...] | None = None
+    """The model, or the models in order, a refused request is retried on, once each
+    (`AgentLoop(fallback_model=...)`): one model is its name, as before routes; with `model`,
+    the run's model route (`model_route`)."""
     version: str | None = None
     """The loop's version (`AgentLoop(version=...)`, a contract's `version`)."""
     cache_sha256: str | None = None
     """The hash of the loop's `cache` setting; None: the default, `"auto"`."""
+
+    @property
+    def model_route(self) -> tuple[str, ...]:
+        """The run's model, then its fallback models in the order a refusal tries them."""
+        fallbacks = self.fallback_model
+        if fallbacks is None:
+            return (self.model,)
+        return (self.model, fallbacks) if isinstance(fallbacks, str) else (self.model, *fallbacks)
 
 
 @final

@@ -32,6 +32,7 @@ from ._cache import CacheMode, CacheSettings, check_cache
 from ._field_schema import field_schema
 from ._mcp_spec import MCPServerSpec, unique_servers
 from ._model_settings import ModelSettings, check_settings
+from ._route import FallbackModels, route_data
 from ._server_tools import server_tool
 from .compaction import Compaction, ContextEdits, context_settings
 from .errors import ConfigurationError
@@ -282,10 +283,11 @@ class LoopSpec(BaseModel):
         "(sent as output_config.format; an answer that does not match stops invalid_output).",
     )
 
-    fallback_model: Annotated[str, pydantic.BeforeValidator(_model_name)] | None = Field(
+    fallback_model: FallbackModels = Field(
         default=None,
-        description="A refused request (stop_reason refusal) is retried once on this model, with "
-        "the refusal's fallback_credit_token when the API gives one, before the run stops refused.",
+        description="The model route: a refused request (stop_reason refusal) is retried on this model, "
+        "or on each of these models in order, once each, with the refusal's fallback_credit_token when "
+        "the API gives one, before the run stops refused.",
     )
     version: str | None = Field(
         default=None,
@@ -368,7 +370,7 @@ class LoopSpec(BaseModel):
             count_tokens=self.count_tokens,
             settings=self.settings.data(),
             output_schema=self.output_schema,
-            fallback_model=self.fallback_model,
+            fallback_model=route_data(self.fallback_model),
             version=self.version,
             compaction=None if self.compaction is None else self.compaction.model_dump(exclude_defaults=True),
             context_editing=tuple(dict(edit) for edit in self.context_editing),

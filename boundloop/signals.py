@@ -157,7 +157,7 @@ def on_compaction(message: Message, ctx: SignalContext) -> Route:
 
 
 def on_refusal(message: Message, ctx: SignalContext) -> Route:
-    """The model refused: record the stop details (a `fallback_model` is tried once first)."""
+    """The model refused: record the stop details (each model of `fallback_model` is tried once first)."""
     details = message.stop_details
     detail = None if details is None else details.model_dump_json(exclude_none=True)
     return stop(StopReason.REFUSED, detail)

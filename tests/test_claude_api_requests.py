@@ -274,7 +274,7 @@ def test_fallback_model_is_a_setting_of_the_spec_and_the_contract() -> None:
     loop = AgentLoop(
         ScriptedClient([]), model=MODEL, fallback_model="claude-opus-4-5", budget=Budget(max_steps=1)
     )
-    assert loop.config.spec.fallback_model == "claude-opus-4-5"
+    assert loop.config.spec.fallback_model == ("claude-opus-4-5",)  # the spec holds the route
     assert loop.config.provenance.fallback_model == "claude-opus-4-5"
     assert loop.to_contract().to_dict()["fallback_model"] == "claude-opus-4-5"
     with pytest.raises(ConfigurationError):

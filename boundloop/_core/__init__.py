@@ -28,6 +28,7 @@ from .contracts import loop_settings as loop_settings
 from .driver import execute as drive
 from .envelope import new_state as new_state
 from .eventlog import event_log_of as event_log_of
+from .provenance import field_text as field_text
 from .registry import ToolRegistry as ToolRegistry
 from .resume import Decision as Decision
 from .resume import prepare as prepare
@@ -63,6 +64,7 @@ __all__ = [
     "new_state",
     "prepare",
     "resume_stored",
+    "field_text",
     "run_settings",
     "start",
     "start_new",

@@ -128,7 +128,7 @@ def build_config(
     redact_patterns: Iterable[str | re.Pattern[str]] = (),
     redact_checkpoints: bool = False,
     count_tokens: bool = False,
-    fallback_model: str | None = None,
+    fallback_model: str | Sequence[str] | None = None,
     version: str | None = None,
     tracer_provider: TracerProvider | Default | None = None,
     trace_content: bool = False,

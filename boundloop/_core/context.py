@@ -88,6 +88,8 @@ class Retry:
 
     model: str
     credit_token: str | None
+    position: int = 1
+    """The model's place in the fallback route, from 1."""
 
 
 @final
@@ -170,8 +172,8 @@ class RunContext:
         """The transcript's assistant message made from the last response (`_core/invariant.py`)."""
         self.fallback: Retry | None = None
         """The refused request is to be retried on the fallback model (`_core/refusals.py`)."""
-        self.retried = False
-        """The last response answered the retry on the fallback model."""
+        self.retried = 0
+        """The last response answered the retry on the N-th model of the fallback route (0: not a retry)."""
         self.compact_now = False
         """A full context window: the next request compacts first (`_core/compaction.py`)."""
         self.compacted_retry = False

@@ -140,7 +140,7 @@ async def propose(ctx: RunContext) -> Trigger:
         return Trigger.HALT
     started = time.perf_counter()
     response = await _call_model(ctx, request)
-    ctx.retried = ctx.fallback is not None  # the retry on the fallback model is made: once
+    ctx.retried = 0 if ctx.fallback is None else ctx.fallback.position  # once per model of the route
     ctx.fallback = None
     ctx.compacted_retry, ctx.compact_now = ctx.compact_now, False  # and the compacting retry
     if response is None:

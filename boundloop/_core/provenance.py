@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import typing
 from collections.abc import Mapping
 from typing import Any, Final
 
 from .._cache import cache_sha256
 from .._model_settings import BETA_ONLY, settings_sha256
+from .._route import route_data
 from ..compaction import context_settings
 from ..errors import ConfigurationError
 from ..model import Model
@@ -46,10 +48,18 @@ def provenance(spec: LoopSpec) -> Provenance:
         output_sha256=None
         if spec.output_schema is None
         else _sha256(json.dumps(spec.output_schema, sort_keys=True)),
-        fallback_model=spec.fallback_model,
+        fallback_model=route_data(spec.fallback_model),  # one model: its name, as before routes
         version=spec.version,
         cache_sha256=cache_sha256(spec.cache),
     )
+
+
+def field_text(provenance: Provenance, field: str) -> str:
+    """A provenance field as replay's diff names it: a route of fallback models as `[a, b]`."""
+    value: object = getattr(provenance, field)
+    if isinstance(value, tuple):
+        return f"[{', '.join(str(item) for item in typing.cast(tuple[object, ...], value))}]"
+    return str(value)
 
 
 def effective_settings(spec: LoopSpec, settings: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""A refusal retried once on `fallback_model`, with the refusal's fallback credit token.
+"""A refusal retried on each model of `fallback_model` in turn, with the refusal's fallback credit token.
 
 The API may answer a refusal with `stop_details.fallback_credit_token` (modelled by the SDK's
 beta `BetaRefusalStopDetails`; the plain `RefusalStopDetails` of this SDK keeps it as an extra
@@ -28,17 +28,23 @@ def credit_token(response: Message) -> str | None:
 def retry_on_fallback(ctx: RunContext, response: Message) -> bool:
     """Set up the retry of a refused request on the fallback model; False when not to retry.
 
-    Retried once per refusal: the fallback's own refusal stops the run. The refused turn
+    Each model of the route (`fallback_model`) is tried once, in order, per refusal: the last
+    one's refusal stops the run; a model that is the run's own is passed over. The refused turn
     leaves the transcript, so the retry's request body is the refused one's.
     """
-    model = ctx.config.spec.fallback_model
+    route = ctx.config.spec.fallback_model or ()
     turn = ctx.state.turn
-    if model is None or ctx.retried or model == ctx.config.spec.model or (turn is not None and turn.calls):
+    if turn is not None and turn.calls:
         return False  # a refused turn with client calls is answered and stops: it is not resent
+    position = next(
+        (at for at in range(ctx.retried + 1, len(route) + 1) if route[at - 1] != ctx.config.spec.model), None
+    )
+    if position is None:
+        return False
     messages = ctx.state.messages
     if messages and messages[-1]["role"] == "assistant" and messages[-1] is ctx.received:
         messages.pop()
-    ctx.fallback = Retry(model=model, credit_token=credit_token(response))
+    ctx.fallback = Retry(model=route[position - 1], credit_token=credit_token(response), position=position)
     return True
 
 
@@ -55,12 +61,13 @@ def fallback(ctx: RunContext, request: dict[str, Any]) -> None:
 
 
 def after_stop(ctx: RunContext, route: Route, context: SignalContext) -> Route:
-    """A refusal is retried once on the fallback model; a full context window keeps the
+    """A refusal is retried on the route's next fallback model; a full context window keeps the
     answer so far (not a complete one: the stop reason says so)."""
     response = ctx.state.responses[-1]
     if route.stop_reason is StopReason.REFUSED and retry_on_fallback(ctx, response):
         detail = f"{route.detail}; " if route.detail else ""
-        return Route(verdict=Verdict.RESUME, detail=f"{detail}retried on {ctx.config.spec.fallback_model}")
+        model = ctx.fallback.model if ctx.fallback is not None else ""
+        return Route(verdict=Verdict.RESUME, detail=f"{detail}retried on {model}")
     retried = retry_compacted(ctx, route)  # with compaction on: once, compacting first
     if retried is not route:
         return retried

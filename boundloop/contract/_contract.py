@@ -58,8 +58,8 @@ class Contract:
     """Server tool definitions (the API runs them), sent after `tools`."""
     mcp_servers: tuple[Mapping[str, Any], ...] = ()
     """MCP servers (`MCPServerSpec` as JSON), connected when a run starts; their tools after `tools`."""
-    fallback_model: str | None = None
-    """The model a refused request is retried on once."""
+    fallback_model: str | tuple[str, ...] | None = None
+    """The model route: the model, or the models in order, a refused request is retried on (once each)."""
     version: str | None = None
     """The loop's version: in provenance, on `RunStarted` and on spans (`gen_ai.agent.version`)."""
     compaction: Mapping[str, Any] | None = None
@@ -107,7 +107,9 @@ class Contract:
         optional = {
             "settings": dict(self.settings) if self.settings else None,
             "output_schema": None if self.output_schema is None else dict(self.output_schema),
-            "fallback_model": self.fallback_model,
+            "fallback_model": list(self.fallback_model)
+            if isinstance(self.fallback_model, tuple)
+            else self.fallback_model,
             "version": self.version,
             "compaction": None if self.compaction is None else dict(self.compaction),
             "context_editing": [dict(edit) for edit in self.context_editing] or None,
@@ -115,6 +117,11 @@ class Contract:
         }
         document.update({key: value for key, value in optional.items() if value is not None})
         return document
+
+
+def _route(raw: object) -> str | tuple[str, ...] | None:
+    """A contract's `fallback_model`: one name, or the names in order (checked by the schema)."""
+    return tuple(cast(list[str], raw)) if isinstance(raw, list) else cast(str | None, raw)
 
 
 def check_contract(
@@ -292,7 +299,7 @@ def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | N
         output_schema=raw.get("output_schema"),
         server_tools=tuple(dict(definition) for definition in raw.get("server_tools", ())),
         mcp_servers=tuple(dict(server) for server in raw.get("mcp_servers", ())),
-        fallback_model=raw.get("fallback_model"),
+        fallback_model=_route(raw.get("fallback_model")),
         version=raw.get("version"),
         compaction=raw.get("compaction"),
         context_editing=tuple(dict(edit) for edit in raw.get("context_editing", ())),
