@@ -4,8 +4,6 @@ prefix that stays byte for byte the same from one request to the next."""
 from __future__ import annotations
 
 import json
-import re
-import runpy
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from boundloop import (
 )
 from boundloop._cache import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, MessageMarkers, count_breakpoints
 from tests.api_rules import violations
+from tests.docrun import python_blocks, runs_as_promised
 from tests.helpers import text, tool_use
 from tests.sdk_scripted import SDKScripted
 
@@ -394,7 +393,7 @@ def test_cache_is_part_of_the_spec_the_contract_and_the_provenance() -> None:
 
 def prompt_caching_blocks() -> list[str]:
     section = COST.split("## Prompt caching", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    return python_blocks(section)
 
 
 @pytest.mark.parametrize("on_sdk", [False, True])
@@ -406,13 +405,7 @@ def test_the_prompt_caching_docs_run(
     if on_sdk:
         monkeypatch.setattr(boundloop, "ScriptedClient", SDKScripted)
     (source,) = prompt_caching_blocks()
-    script = tmp_path / "prompt_caching.py"
-    script.write_text(source, encoding="utf-8")
-    runpy.run_path(str(script), run_name="__main__")
-    printed = capsys.readouterr().out.splitlines()
-    promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
-    assert promised
-    assert printed == promised
+    runs_as_promised(source, tmp_path / "prompt_caching.py", capsys)
 
 
 def test_a_runs_marker_count_follows_its_transcript_as_it_grows_shrinks_and_is_extended() -> None:

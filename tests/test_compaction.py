@@ -4,8 +4,6 @@ block, the retry after a full context window, checkpoints, resume and replay."""
 
 from __future__ import annotations
 
-import re
-import runpy
 from pathlib import Path
 from typing import Any, cast
 
@@ -29,6 +27,7 @@ from boundloop import (
 from boundloop.events import Compacted
 from boundloop.testing import ScriptedClient
 from tests.api_rules import violations
+from tests.docrun import python_blocks, runs_as_promised
 from tests.helpers import text, tool_use
 from tests.sdk_scripted import SDKScripted
 
@@ -282,7 +281,7 @@ COST = Path(__file__).parent.parent / "docs" / "cost.md"
 def _section_blocks() -> list[str]:
     text_ = COST.read_text(encoding="utf-8")
     section = text_.split("## Compaction and context editing", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    return python_blocks(section)
 
 
 @pytest.mark.parametrize("on_sdk", [False, True])
@@ -294,10 +293,4 @@ def test_the_cost_guide_compaction_example_runs(
     if on_sdk:
         monkeypatch.setattr(boundloop, "ScriptedClient", SDKScripted)
     (source,) = _section_blocks()
-    script = tmp_path / "cost_compaction.py"
-    script.write_text(source, encoding="utf-8")
-    runpy.run_path(str(script), run_name="__main__")
-    printed = capsys.readouterr().out.splitlines()
-    promised = re.findall(r"^ *print\(.*\)  # (.*)$", source, flags=re.MULTILINE)
-    assert promised
-    assert printed == promised
+    runs_as_promised(source, tmp_path / "cost_compaction.py", capsys)

@@ -49,10 +49,11 @@ async def assemble(ctx: RunContext) -> Trigger:
     listed its tools again since the last request has the request offer the new list.
     """
     state = ctx.state
-    try:
-        ctx.config = await refresh_tools(ctx.config)
-    except ConfigurationError as exc:  # the run keeps the tools it has
-        ctx.error("tools_list_changed", exc)
+    if ctx.config.relisted is not None:  # a toolset that may list its tools again
+        try:
+            ctx.config = await refresh_tools(ctx.config)
+        except ConfigurationError as exc:  # the run keeps the tools it has
+            ctx.error("tools_list_changed", exc)
     if ctx.watch is not None and ctx.watch.after_turn and state.stop_reason is None:
         finish(ctx, StopReason.CANCELLED, "cancelled after the turn")  # the stream's cancel(after_turn=True)
         return Trigger.HALT
