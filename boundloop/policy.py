@@ -143,15 +143,16 @@ class Policy:
                 None if fn is None else f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
             )
 
-        destructive: dict[str, object] = (
-            {"require_approval_for_destructive": True} if self.require_approval_for_destructive else {}
-        )
+        # Settings added later, written only when not their default: every policy that leaves
+        # them keeps the hash it had.
+        later: dict[str, object] = {}
+        if self.require_approval_for_destructive:
+            later["require_approval_for_destructive"] = True
         if self.on_unknown_tool == "stop":
-            destructive["on_unknown_tool"] = "stop"
+            later["on_unknown_tool"] = "stop"
         return json.dumps(
             {
-                **destructive,  # only when set: the hash of every other policy is as before (so too
-                # on_unknown_tool="stop")
+                **later,
                 "allowed": None if self.allowed is None else sorted(self.allowed),
                 "forbidden": sorted(self.forbidden),
                 "requires_approval": sorted(self.requires_approval),
