@@ -44,11 +44,11 @@ def _usage_problem(usage: object) -> str | None:
         return "usage is missing"
     for field in _USAGE_FIELDS:
         value = getattr(usage, field, None)
-        required = field in ("input_tokens", "output_tokens")
-        if value is None and not required:
+        if type(value) is int and value >= 0:  # the usual: a count
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            return f"usage.{field} is {value!r}, not a count"
+        if value is None and field not in ("input_tokens", "output_tokens"):
+            continue
+        return f"usage.{field} is {value!r}, not a count"
     server = getattr(usage, "server_tool_use", None)
     if server is not None:
         counts: dict[str, object] = {
@@ -67,19 +67,19 @@ def _blocks_problem(content: list[object]) -> str | None:
     seen: set[str] = set()
     for index, block in enumerate(content):
         kind = getattr(block, "type", None)
-        if not isinstance(kind, str):
-            return f"content[{index}] has no type"
-        if kind == "text" and not isinstance(getattr(block, "text", None), str):
-            return f"content[{index}] is a text block without text"
         if kind != "tool_use":
+            if not isinstance(kind, str):
+                return f"content[{index}] has no type"
+            if kind == "text" and not isinstance(getattr(block, "text", None), str):
+                return f"content[{index}] is a text block without text"
             continue
         block_id = getattr(block, "id", None)
-        name = getattr(block, "name", None)
         if not isinstance(block_id, str) or not block_id:
             return f"content[{index}] is a tool_use without an id"
         if block_id in seen:
             return f"content[{index}] repeats the tool_use id {block_id!r}"
         seen.add(block_id)
+        name = getattr(block, "name", None)
         if not isinstance(name, str) or not name:
             return f"tool_use {block_id!r} has no name"
         tool_input = getattr(block, "input", None)
@@ -96,9 +96,9 @@ _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 
 def _input_problem(value: object) -> str | None:
     """Depth and size of a JSON value, walked without recursion."""
-    if isinstance(value, dict):
+    if type(value) is dict:
         items = cast(dict[object, object], value)
-        if len(items) < MAX_INPUT_NODES and all(item.__class__ in _SCALARS for item in items.values()):
+        if len(items) < MAX_INPUT_NODES and _SCALARS.issuperset(map(type, items.values())):
             return None  # the usual input: one flat object
     stack: list[tuple[object, int]] = [(value, 1)]
     nodes = 0

@@ -23,9 +23,10 @@ def spent(ctx: RunContext) -> Exceeded | None:
     budget = ctx.config.spec.budget
     if state.step >= budget.max_steps:
         return Exceeded(limit="max_steps", value=budget.max_steps, used=state.step)
-    uses = state.usage.total_server_tool_uses
-    if budget.max_server_tool_uses is not None and uses >= budget.max_server_tool_uses:
-        return Exceeded(limit="max_server_tool_uses", value=budget.max_server_tool_uses, used=uses)
+    if budget.max_server_tool_uses is not None:
+        uses = state.usage.total_server_tool_uses
+        if uses >= budget.max_server_tool_uses:
+            return Exceeded(limit="max_server_tool_uses", value=budget.max_server_tool_uses, used=uses)
     return ceiling_spent(ctx)
 
 
@@ -34,12 +35,14 @@ def ceiling_spent(ctx: RunContext) -> Exceeded | None:
     and every model call, the final answer included."""
     state = ctx.state
     budget = ctx.config.spec.budget
-    tokens = state.usage.total_tokens
-    if budget.max_total_tokens is not None and tokens >= budget.max_total_tokens:
-        return Exceeded(limit="max_total_tokens", value=budget.max_total_tokens, used=tokens)
-    cost = state.usage.cost_usd or 0.0  # None only without a price, so without a cost budget
-    if budget.max_cost_usd is not None and cost >= budget.max_cost_usd:
-        return Exceeded(limit="max_cost_usd", value=budget.max_cost_usd, used=cost)
+    if budget.max_total_tokens is not None:
+        tokens = state.usage.total_tokens
+        if tokens >= budget.max_total_tokens:
+            return Exceeded(limit="max_total_tokens", value=budget.max_total_tokens, used=tokens)
+    if budget.max_cost_usd is not None:
+        cost = state.usage.cost_usd or 0.0  # None only without a price, so without a cost budget
+        if cost >= budget.max_cost_usd:
+            return Exceeded(limit="max_cost_usd", value=budget.max_cost_usd, used=cost)
     if ctx.deadline is not None and anyio.current_time() >= ctx.deadline:
         return Exceeded(limit="timeout_s", value=budget.timeout_s or 0.0, used=ctx.elapsed_s)
     return None
@@ -114,11 +117,15 @@ def output_allowance(ctx: RunContext) -> int:
     budget = config.spec.budget
     state = ctx.state
     allowance = config.spec.max_tokens
+    if budget.max_total_tokens is None and (budget.max_cost_usd is None or config.price is None):
+        return allowance  # nothing to clamp it to
     estimate = next_input_estimate(ctx)
     if budget.max_total_tokens is not None:
         allowance = min(allowance, budget.max_total_tokens - state.usage.total_tokens - estimate)
-    price = None if config.price is None else config.price.at(estimate)  # a long-context tier
-    if budget.max_cost_usd is not None and price is not None and price.output_per_mtok > 0:
+    if budget.max_cost_usd is None or config.price is None:
+        return allowance
+    price = config.price.at(estimate)  # a long-context tier
+    if price.output_per_mtok > 0:
         spent = state.usage.cost_usd or 0.0
         left = budget.max_cost_usd - spent - estimate * price.input_per_mtok / 1_000_000
         allowance = min(allowance, math.floor(left * 1_000_000 / price.output_per_mtok))

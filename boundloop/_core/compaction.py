@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from anthropic.types import Message, Usage
+from pydantic import BaseModel
 
 from ..compaction import MIN_TRIGGER_TOKENS, context_settings
 from ..events import Compacted
@@ -111,13 +112,17 @@ def retry_compacted(ctx: RunContext, route: Route) -> Route:
 
 
 def _field(item: object, name: str) -> object:
-    """A field of a dict or of an SDK model: a modelled field, else one of its extra fields (read
-    without `getattr` of an absent name, which pydantic answers by raising, at ~2 µs a call)."""
+    """A field of a dict or of an SDK model: a modelled field (in the model's `__dict__`), else
+    one of its extra fields (read without `getattr` of an absent name, which pydantic answers by
+    raising, at ~2 µs a call)."""
     if type(item) is dict:
         return item.get(name)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if isinstance(item, BaseModel):
+        values: Mapping[str, object] = item.__dict__
+        if name in values:
+            return values[name]
+        extra = item.__pydantic_extra__
+        return extra.get(name) if extra else None
     if isinstance(item, Mapping):
         return cast(Mapping[str, object], item).get(name)
-    extra = cast("dict[str, object] | None", getattr(item, "model_extra", None))
-    if extra and name in extra:
-        return extra[name]
-    return getattr(item, name, None) if name in getattr(type(item), "model_fields", ()) else None
+    return None

@@ -71,7 +71,7 @@ class Watch:
 
 
 @final
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class Planned:
     """A call validation let through: its block index, its tool and the validated arguments."""
 

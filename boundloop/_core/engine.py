@@ -67,6 +67,9 @@ class StateMachine:
             InvalidTransition: no edge accepts the trigger with the run's facts.
         """
         for guards, dest, label in self._index.get((source, trigger), ()):
-            if all(guard(run) for guard in guards):
+            for guard in guards:
+                if not guard(run):
+                    break
+            else:  # every guard holds (or there is none)
                 return dest, label
         raise InvalidTransition(f"no transition for {trigger!r} from {source!r} with state {run.state!r}")

@@ -111,18 +111,17 @@ def request_problem(
     container = container_id(last)
     if container is not None and request.get("container") != container:
         return f"the last response's container {container!r} is not sent with the next request"
-    messages = cast("list[Mapping[str, Any]]", request.get("messages") or [])
+    messages: list[Mapping[str, Any]] = request.get("messages") or []
     previous: Mapping[str, Any] | None = messages[start - 1] if 0 < start <= len(messages) else None
     for index in range(max(start, 0), len(messages)):
         message = messages[index]
-        content = message.get("content")
         if message.get("role") == "assistant":
             if message is received and last is not None:
-                problem = _as_received(cast("list[object]", content), last)
+                problem = _as_received(message.get("content"), last)
                 if problem is not None:
                     return f"messages[{index}]: {problem}"
         elif previous is not None and previous.get("role") == "assistant":
-            problem = _answers(previous.get("content"), content)
+            problem = _answers(previous.get("content"), message.get("content"))
             if problem is not None:
                 return f"messages[{index}]: {problem}"
         previous = message
@@ -132,21 +131,19 @@ def request_problem(
 def _answers(previous: object, content: object) -> str | None:
     """What is wrong with a user turn after an assistant turn, or None."""
     blocks = _plain(previous)
-    if unfinished_server_call(blocks):
+    if blocks and blocks[-1].get("type") in SERVER_CALLS and unfinished_server_call(blocks):
         return (
             f"a user turn follows the unfinished {blocks[-1].get('type')} "
             f"{blocks[-1].get('id')!r}: only its continuation may"
         )
     calls = [block.get("id") for block in blocks if block.get("type") == "tool_use"]
     answers = _plain(content)
-    head = [block.get("tool_use_id") for block in answers[: len(calls)]]
-    if (
-        calls
-        and (
-            len(head) != len(calls)
-            or (head != calls and sorted(map(str, head)) != sorted(map(str, calls)))  # any order
-            or any(block.get("type") != "tool_result" for block in answers[: len(calls)])
-        )
+    first = answers[: len(calls)]
+    head = [block.get("tool_use_id") for block in first]
+    if calls and (
+        len(head) != len(calls)
+        or (head != calls and sorted(map(str, head)) != sorted(map(str, calls)))  # any order
+        or any(block.get("type") != "tool_result" for block in first)
     ):
         return f"the tool_use blocks {calls} are not answered first, once each (found {head})"
     for block in answers[len(calls) :]:
@@ -158,12 +155,10 @@ def _answers(previous: object, content: object) -> str | None:
 def _plain(content: object) -> list[Mapping[str, object]]:
     """A message's blocks, each as a mapping of its fields (the transcript's: the dicts as they
     are; a string's content: none)."""
-    if not isinstance(content, list):
+    if type(content) is not list:
         return []
-    return [
-        block if type(block) is dict else _fields(block)  # pyright: ignore[reportUnknownVariableType]
-        for block in cast("list[object]", content)
-    ]
+    blocks: list[object] = content  # pyright: ignore[reportUnknownVariableType]
+    return [block if type(block) is dict else _fields(block) for block in blocks]  # pyright: ignore[reportUnknownVariableType]
 
 
 def _fields(block: object) -> Mapping[str, object]:
@@ -174,29 +169,25 @@ def _fields(block: object) -> Mapping[str, object]:
     return {}
 
 
-def _as_received(content: list[object], response: Message) -> str | None:
+def _as_received(content: object, response: Message) -> str | None:
     """Each block of the turn is the response's: its type, and every field the API sent."""
-    blocks = cast("list[object]", response.content)
-    if len(content) != len(blocks):
-        return f"the assistant turn holds {len(content)} blocks, the response {len(blocks)}"
-    for position, sent in enumerate(_plain(content)):
-        got = blocks[position]
+    sent_blocks = _plain(content)
+    blocks: Sequence[object] = response.content
+    if len(sent_blocks) != len(blocks):
+        return f"the assistant turn holds {len(sent_blocks)} blocks, the response {len(blocks)}"
+    for position, (sent, got) in enumerate(zip(sent_blocks, blocks, strict=True)):
         kind: object = getattr(got, "type", None)  # the response's blocks: SDK models
         if sent.get("type") != kind:
             return f"block {position} is sent as {sent.get('type')!r}, received as {kind!r}"
-        if not _received_fields(got).issubset(sent):
-            missing = _received_fields(got).difference(sent)
+        keys = sent.keys()
+        fields = cast("set[str] | None", getattr(got, "__pydantic_fields_set__", None))  # a model's
+        if fields is None:  # a mapping's keys
+            fields = set(cast(Mapping[str, object], got)) if isinstance(got, Mapping) else set[str]()
+        extra = cast("dict[str, object] | None", getattr(got, "__pydantic_extra__", None))
+        if not (keys >= fields and (not extra or keys >= extra.keys())):
+            missing = (fields | set(extra or ())) - keys
             return f"block {position} ({kind}) is sent without the fields {sorted(missing)}"
     return None
-
-
-def _received_fields(block: object) -> set[str]:
-    """The fields the API sent in a block (a dict's keys; a model's set and extra fields)."""
-    fields = cast("set[str] | None", getattr(block, "model_fields_set", None))  # a model's
-    if fields is not None:
-        extra = cast("dict[str, object] | None", getattr(block, "model_extra", None))
-        return fields.union(extra) if extra else fields
-    return set(cast(Mapping[str, object], block)) if isinstance(block, Mapping) else set()
 
 
 _ABSENT: Final = object()

@@ -46,8 +46,11 @@ from .output import checked_final
 from .refusals import after_stop, earlier_text
 from .results import refused
 
-_CANONICAL_JSON: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
-"""Built once: `json.dumps` with options builds a new encoder on every call."""
+_CANONICAL_JSON: Final = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), default=str, check_circular=False
+).encode
+"""Built once: `json.dumps` with options builds a new encoder on every call. An input reaches
+it past the boundary (`boundary.problem`), which bounds its depth and size: it cannot be circular."""
 REPEAT_NOTE: Final = "\n[repeated call: this is the result of the identical earlier call]"
 HUMAN_APPROVED: Final = "human_approved"
 """The decision of a call a human approved on resume: it runs without asking again, once every
