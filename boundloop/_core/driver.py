@@ -255,8 +255,10 @@ def fire(ctx: RunContext, trigger: Trigger) -> Transition:
     duration = now - ctx.entered
     ctx.entered = now
     # One clock read per transition: `at` is derived from it.
+    seq = state.next_seq  # as in `RunContext.event`
+    state.next_seq = seq + 1
     transition = Transition(
-        seq=ctx.next_seq(),
+        seq=seq,
         task_id=state.task_id,
         at=ctx.epoch + now,
         step=state.step,

@@ -214,7 +214,7 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     ctx.received = assistant_message(response.content)
     state.messages.append(ctx.received)
     calls = [
-        ToolCall.of(block.id, block.name, block.input, state.step)
+        ToolCall(id=block.id, name=block.name, input=block.input, step=state.step)
         for block in response.content
         if isinstance(block, ToolUseBlock)
     ]

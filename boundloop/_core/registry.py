@@ -59,6 +59,13 @@ class ToolRegistry(Mapping[str, Tool]):
     def __getitem__(self, name: str) -> Tool:
         return self._tools[name]
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools  # the dict's own test: Mapping's runs `__getitem__` in a try
+
+    def get(self, name: str, default: Tool | None = None) -> Tool | None:  # type: ignore[override]  # pyright: ignore[reportIncompatibleMethodOverride]
+        """The tool named `name`, or `default` (the dict's own look-up, as `__contains__`)."""
+        return self._tools.get(name, default)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._tools)
 

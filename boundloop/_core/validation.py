@@ -49,12 +49,10 @@ from .results import refused
 _CANONICAL_JSON: Final = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), default=str, check_circular=False
 ).encode
-"""Built once: `json.dumps` with options builds a new encoder on every call. An input reaches
-it past the boundary (`boundary.problem`), which bounds its depth and size: it cannot be circular."""
+"""Built once (`json.dumps` builds one per call); unchecked for cycles: the boundary bounds inputs."""
 REPEAT_NOTE: Final = "\n[repeated call: this is the result of the identical earlier call]"
 HUMAN_APPROVED: Final = "human_approved"
-"""The decision of a call a human approved on resume: it runs without asking again, once every
-other check passes again."""
+"""A call a human approved on resume: it runs without asking again, once every other check passes."""
 _DECISIONS: Final = {
     Verdict.TOOL_CALLS: "execute",
     Verdict.RESUME: "resume",
@@ -85,8 +83,7 @@ async def validate(ctx: RunContext) -> Trigger:
         answer_open_calls(ctx, "denied", "not run: the budget is spent")
         return Trigger.VALIDATED
     context = SignalContext(policy=ctx.config.spec.policy, state=state, earlier_text=state.earlier_text)
-    # A turn decided before (continued from a checkpoint): its open calls are decided again.
-    again = bool(turn.decisions)
+    again = bool(turn.decisions)  # decided before (a continued run): its open calls are decided again
     if again:
         route = Route(verdict=Verdict.TOOL_CALLS)
     else:
