@@ -202,7 +202,7 @@ class Tool:
         """
         if not isinstance(tool_input, dict):
             raise ToolInputError(f"input must be a JSON object, got {type(tool_input).__name__}")
-        return self._validate(typing.cast(dict[str, Any], tool_input))
+        return self._validate(typing.cast("dict[str, Any]", tool_input))
 
     async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None) -> object:
         """Call the tool function with validated arguments (and the context, when it asks for one).
@@ -219,7 +219,7 @@ class Tool:
                 raise TypeError(f"tool {self.name!r} takes a ToolContext: invoke it with one")
             kwargs[self._context_param] = context
         if self._is_async:
-            return await typing.cast(Awaitable[object], self.handler(**kwargs))
+            return await typing.cast("Awaitable[object]", self.handler(**kwargs))
         # Sync tool functions never run on the event loop; a timeout abandons the thread's result.
         return await anyio.to_thread.run_sync(
             functools.partial(self.handler, **kwargs), abandon_on_cancel=True

@@ -36,7 +36,7 @@ def problem(response: object) -> str | None:
         return "stop_reason is missing (null)"
     if not isinstance(stop_reason, str):
         return f"stop_reason is {type(stop_reason).__name__}, not a string"
-    return _usage_problem(cast(object, response.usage)) or _blocks_problem(cast(list[object], content))
+    return _usage_problem(cast(object, response.usage)) or _blocks_problem(cast("list[object]", content))
 
 
 def _usage_problem(usage: object) -> str | None:
@@ -97,7 +97,7 @@ _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 def _input_problem(value: object) -> str | None:
     """Depth and size of a JSON value, walked without recursion."""
     if type(value) is dict:
-        items = cast(dict[object, object], value)
+        items = cast("dict[object, object]", value)
         if len(items) < MAX_INPUT_NODES and _SCALARS.issuperset(map(type, items.values())):
             return None  # the usual input: one flat object
     stack: list[tuple[object, int]] = [(value, 1)]
