@@ -195,6 +195,14 @@ def test_each_rule_names_what_it_finds() -> None:
     found = request_problem({"messages": [{"role": "user", "content": "q"}, partial]}, mcp, partial)
     assert found is not None
     assert "without the fields ['input', 'name', 'server_name']" in found
+    # A field the SDK does not model (kept as an extra) must be sent back too.
+    extra = parse_message(response("end_turn", {"type": "text", "text": "hi", "x_new": {"k": 1}}))
+    kept = {"role": "assistant", "content": [{"type": "text", "text": "hi", "x_new": {"k": 1}}]}
+    assert request_problem({"messages": [{"role": "user", "content": "q"}, kept]}, extra, kept) is None
+    dropped = {"role": "assistant", "content": [text("hi")]}
+    found = request_problem({"messages": [{"role": "user", "content": "q"}, dropped]}, extra, dropped)
+    assert found is not None
+    assert "without the fields ['x_new']" in found
 
 
 # -- every stop reason has a handler ---------------------------------------------------------------

@@ -13,10 +13,11 @@ first and the rest in the SDK's field order, then the extras as received).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
 from anthropic.types import AssistantMessageParam, ContentBlock, ContentBlockParam, TextBlock, ToolUseBlock
+from pydantic import BaseModel
 
 from .._recorded import is_sdk_object
 
@@ -47,3 +48,21 @@ def _block_json(block: ContentBlock) -> dict[str, Any]:
     dumped = block.model_dump(mode="json", exclude_unset=True, by_alias=True, warnings=False)
     kind = getattr(block, "type", None)  # every content block has one; a stray model may not
     return dumped if kind is None else {"type": kind, **dumped}
+
+
+def field_of(item: object, name: str) -> object:
+    """A field of a block (or of usage) as a dict, an SDK model or any mapping holds it: a dict's
+    key; a model's field (in its `__dict__`), else one of its extra fields (read without a
+    `getattr` of an absent name, which pydantic answers by raising, at ~2 µs a call); None
+    when it has none."""
+    if type(item) is dict:  # the transcript's blocks: plain dicts, past the ABC checks below
+        return item.get(name)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    if isinstance(item, BaseModel):
+        values: Mapping[str, object] = item.__dict__
+        if name in values:
+            return values[name]
+        extra = item.__pydantic_extra__
+        return extra.get(name) if extra else None
+    if isinstance(item, Mapping):
+        return cast(Mapping[str, object], item).get(name)
+    return getattr(item, name, None)

@@ -48,7 +48,8 @@ def _usage_problem(usage: object) -> str | None:
             continue
         if value is None and field not in ("input_tokens", "output_tokens"):
             continue
-        return f"usage.{field} is {value!r}, not a count"
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"usage.{field} is {value!r}, not a count"
     server = getattr(usage, "server_tool_use", None)
     if server is not None:
         counts: dict[str, object] = {

@@ -122,10 +122,8 @@ def output_allowance(ctx: RunContext) -> int:
     estimate = next_input_estimate(ctx)
     if budget.max_total_tokens is not None:
         allowance = min(allowance, budget.max_total_tokens - state.usage.total_tokens - estimate)
-    if budget.max_cost_usd is None or config.price is None:
-        return allowance
-    price = config.price.at(estimate)  # a long-context tier
-    if price.output_per_mtok > 0:
+    price = None if budget.max_cost_usd is None or config.price is None else config.price.at(estimate)
+    if budget.max_cost_usd is not None and price is not None and price.output_per_mtok > 0:
         spent = state.usage.cost_usd or 0.0
         left = budget.max_cost_usd - spent - estimate * price.input_per_mtok / 1_000_000
         allowance = min(allowance, math.floor(left * 1_000_000 / price.output_per_mtok))

@@ -16,32 +16,34 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from anthropic.types import Message, Usage
-from pydantic import BaseModel
 
 from ..compaction import MIN_TRIGGER_TOKENS, context_settings
 from ..events import Compacted
 from ..records import StopReason
 from ..signals import Route, Verdict
+from .blocks import field_of
 from .context import RunContext
 
 
 def compaction_usages(usage: object) -> list[Usage]:
     """The `compaction` entries of `usage.iterations`, each as the `Usage` it is billed as
     (at the response's speed, service tier and geography)."""
-    iterations = cast("list[object]", _field(usage, "iterations") or [])
+    iterations = cast("list[object]", field_of(usage, "iterations") or [])
     found: list[Usage] = []
     for entry in iterations:
-        if _field(entry, "type") != "compaction":
+        if field_of(entry, "type") != "compaction":
             continue
         found.append(
             Usage(
-                input_tokens=int(cast(int, _field(entry, "input_tokens") or 0)),
-                output_tokens=int(cast(int, _field(entry, "output_tokens") or 0)),
-                cache_read_input_tokens=int(cast(int, _field(entry, "cache_read_input_tokens") or 0)),
-                cache_creation_input_tokens=int(cast(int, _field(entry, "cache_creation_input_tokens") or 0)),
-                service_tier=cast(Any, _field(usage, "service_tier")),
-                inference_geo=cast(Any, _field(usage, "inference_geo")),
-                speed=cast(Any, _field(usage, "speed")),
+                input_tokens=int(cast(int, field_of(entry, "input_tokens") or 0)),
+                output_tokens=int(cast(int, field_of(entry, "output_tokens") or 0)),
+                cache_read_input_tokens=int(cast(int, field_of(entry, "cache_read_input_tokens") or 0)),
+                cache_creation_input_tokens=int(
+                    cast(int, field_of(entry, "cache_creation_input_tokens") or 0)
+                ),
+                service_tier=cast(Any, field_of(usage, "service_tier")),
+                inference_geo=cast(Any, field_of(usage, "inference_geo")),
+                speed=cast(Any, field_of(usage, "speed")),
             )
         )
     return found
@@ -69,7 +71,7 @@ def after_response(ctx: RunContext, response: Message, tokens_before: int) -> No
         u.input_tokens + (u.cache_read_input_tokens or 0) + (u.cache_creation_input_tokens or 0)
         for u in usages
     )
-    summary = cast(str, _field(blocks[-1], "content") or "")
+    summary = cast(str, field_of(blocks[-1], "content") or "")
     ctx.event(
         Compacted,
         tokens_before=max(tokens_before, read),
@@ -109,20 +111,3 @@ def retry_compacted(ctx: RunContext, route: Route) -> Route:
         messages.pop()  # the cut-off turn leaves the transcript: the request is sent again
     ctx.compact_now = True
     return Route(verdict=Verdict.RESUME, detail="context window full: retried, compacting first")
-
-
-def _field(item: object, name: str) -> object:
-    """A field of a dict or of an SDK model: a modelled field (in the model's `__dict__`), else
-    one of its extra fields (read without `getattr` of an absent name, which pydantic answers by
-    raising, at ~2 µs a call)."""
-    if type(item) is dict:
-        return item.get(name)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    if isinstance(item, BaseModel):
-        values: Mapping[str, object] = item.__dict__
-        if name in values:
-            return values[name]
-        extra = item.__pydantic_extra__
-        return extra.get(name) if extra else None
-    if isinstance(item, Mapping):
-        return cast(Mapping[str, object], item).get(name)
-    return None

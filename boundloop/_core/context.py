@@ -205,13 +205,18 @@ class RunContext:
         """Wall-clock seconds the run has taken, earlier sessions included."""
         return self.elapsed_before + time.perf_counter() - self.started
 
+    def next_seq(self) -> int:
+        """The next event's `seq` (counted in the state: it goes on across resumes)."""
+        state = self.state
+        seq = state.next_seq
+        state.next_seq = seq + 1
+        return seq
+
     def event(self, cls: type[BaseEvent], /, **fields: Any) -> None:
         """Record an event of type `cls` now: its `seq`, `task_id`, `at` and `step` filled in."""
         state = self.state
-        seq = state.next_seq  # counted in the state: it goes on across resumes
-        state.next_seq = seq + 1
         event = cls(
-            seq=seq,
+            seq=self.next_seq(),
             task_id=state.task_id,
             at=self.epoch + time.perf_counter(),
             step=state.step,
@@ -223,12 +228,10 @@ class RunContext:
         """A delta event of type `cls`, numbered like any event, neither recorded nor told to the
         hooks; kept for the event log only when its store logs deltas (`deltas` is a list)."""
         state = self.state
-        seq = state.next_seq  # as in `event`
-        state.next_seq = seq + 1
         event = cast(
             Event,
             cls(
-                seq=seq,
+                seq=self.next_seq(),
                 task_id=state.task_id,
                 at=self.epoch + time.perf_counter(),
                 step=state.step,

@@ -255,10 +255,8 @@ def fire(ctx: RunContext, trigger: Trigger) -> Transition:
     duration = now - ctx.entered
     ctx.entered = now
     # One clock read per transition: `at` is derived from it.
-    seq = state.next_seq  # as in `RunContext.event`
-    state.next_seq = seq + 1
     transition = Transition(
-        seq=seq,
+        seq=ctx.next_seq(),
         task_id=state.task_id,
         at=ctx.epoch + now,
         step=state.step,

@@ -26,6 +26,7 @@ from anthropic.types import Message
 from pydantic import BaseModel
 
 from ..errors import InvalidRequest
+from .blocks import field_of
 
 SERVER_CALLS: Final = frozenset({"server_tool_use", "mcp_tool_use"})
 """Blocks of a call the API runs itself; its result block comes in the same assistant turn."""
@@ -36,11 +37,11 @@ def unfinished_server_call(content: Sequence[object]) -> bool:
     if not content:
         return False
     last = content[-1]
-    kind = _field(last, "type")
+    kind = field_of(last, "type")
     if kind not in SERVER_CALLS:
         return False
-    call_id = _field(last, "id")
-    return not any(_field(block, "tool_use_id") == call_id for block in content)
+    call_id = field_of(last, "id")
+    return not any(field_of(block, "tool_use_id") == call_id for block in content)
 
 
 def container_id(response: Message | None) -> str | None:
@@ -81,7 +82,7 @@ class RequestChecker:
 
 def _size(message: object) -> int:
     """The number of blocks of a message (a string's content: 1)."""
-    content = message.get("content") if type(message) is dict else _field(message, "content")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    content = field_of(message, "content")
     return len(cast("list[object]", content)) if isinstance(content, list) else 1
 
 
@@ -131,7 +132,7 @@ def request_problem(
 def _answers(previous: object, content: object) -> str | None:
     """What is wrong with a user turn after an assistant turn, or None."""
     blocks = _plain(previous)
-    if blocks and blocks[-1].get("type") in SERVER_CALLS and unfinished_server_call(blocks):
+    if unfinished_server_call(blocks):
         return (
             f"a user turn follows the unfinished {blocks[-1].get('type')} "
             f"{blocks[-1].get('id')!r}: only its continuation may"
@@ -155,7 +156,7 @@ def _answers(previous: object, content: object) -> str | None:
 def _plain(content: object) -> list[Mapping[str, object]]:
     """A message's blocks, each as a mapping of its fields (the transcript's: the dicts as they
     are; a string's content: none)."""
-    if type(content) is not list:
+    if not isinstance(content, list):
         return []
     blocks: list[object] = content  # pyright: ignore[reportUnknownVariableType]
     return [block if type(block) is dict else _fields(block) for block in blocks]  # pyright: ignore[reportUnknownVariableType]
@@ -187,19 +188,4 @@ def _as_received(content: object, response: Message) -> str | None:
         if not (keys >= fields and (not extra or keys >= extra.keys())):
             missing = (fields | set(extra or ())) - keys
             return f"block {position} ({kind}) is sent without the fields {sorted(missing)}"
-    return None
-
-
-_ABSENT: Final = object()
-
-
-def _field(block: object, name: str) -> object:
-    """A block's field: a dict's key, a model's attribute (the response's blocks), a mapping's key."""
-    if type(block) is dict:  # the transcript's blocks: plain dicts, past the ABC check below
-        return block.get(name)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    value = getattr(block, name, _ABSENT)  # a model's field: no ABC check either
-    if value is not _ABSENT:
-        return value
-    if isinstance(block, Mapping):
-        return cast(Mapping[str, object], block).get(name)
     return None
