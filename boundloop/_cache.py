@@ -103,7 +103,7 @@ def add_breakpoints(
         return
     markers = MessageMarkers() if markers is None else markers
     head = markers.head(request, settings)
-    free = MAX_BREAKPOINTS - head.count - markers.count(cast("list[Mapping[str, Any]]", request["messages"]))
+    free = MAX_BREAKPOINTS - head.count - markers.count(request["messages"])
     if free <= 0:
         return
     request["cache_control"] = head.control  # automatic: the last cacheable block, moving with the transcript
@@ -130,7 +130,8 @@ class Head:
 
 def _head(request: Mapping[str, Any], settings: CacheSettings) -> Head:
     count = 0
-    for tool in cast("list[Mapping[str, Any]]", request.get("tools") or []):
+    tools: list[Mapping[str, Any]] = request.get("tools") or []
+    for tool in tools:
         count += 1 if tool.get("cache_control") else 0
     system = request.get("system")
     if isinstance(system, list):
@@ -145,7 +146,7 @@ def _head(request: Mapping[str, Any], settings: CacheSettings) -> Head:
 def count_breakpoints(request: Mapping[str, Any], markers: MessageMarkers | None = None) -> int:
     """The `cache_control` breakpoints in a request: top-level, tools, system, message blocks."""
     count = (1 if request.get("cache_control") else 0) + _head(request, CacheSettings(prefix=False)).count
-    messages = cast("list[Mapping[str, Any]]", request.get("messages") or [])
+    messages: list[Mapping[str, Any]] = request.get("messages") or []
     return count + (MessageMarkers() if markers is None else markers).count(messages)
 
 
@@ -228,7 +229,7 @@ def _mark_prefix(marked: dict[str, Any], request: Mapping[str, Any], control: di
     if isinstance(system, str) and system:
         marked["system"] = [{"type": "text", "text": system, "cache_control": control}]
         return
-    tools = cast("list[Mapping[str, Any]]", request.get("tools") or [])
+    tools: list[Mapping[str, Any]] = request.get("tools") or []
     if system is None and tools and not tools[-1].get("cache_control"):
         marked["tools"] = [*tools[:-1], {**tools[-1], "cache_control": control}]
 
@@ -237,7 +238,7 @@ def _mark_lookback(request: dict[str, Any], control: dict[str, str]) -> None:
     """When `LOOKBACK_BLOCKS` blocks or more follow the last user turn before the newest
     assistant turn, mark that turn's last block (on a copy): the previous request ended there,
     so this request reads its cache entry exactly."""
-    messages = cast("list[Mapping[str, Any]]", request.get("messages") or [])
+    messages: list[Mapping[str, Any]] = request.get("messages") or []
     after = 0
     assistant = False
     for index in range(len(messages) - 1, -1, -1):
@@ -259,4 +260,4 @@ def _mark_lookback(request: dict[str, Any], control: dict[str, str]) -> None:
             request["messages"] = copy
             return
         assistant = assistant or message.get("role") == "assistant"
-        after += len(cast("list[object]", content)) if isinstance(content, list) else 1
+        after += len(content) if isinstance(content, list) else 1  # pyright: ignore[reportUnknownArgumentType]

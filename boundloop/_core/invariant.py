@@ -68,13 +68,14 @@ class RequestChecker:
         Raises:
             InvalidRequest: the first rule the request breaks.
         """
-        messages = cast("list[object]", request.get("messages") or [])
+        messages: list[object] = request.get("messages") or []
         count = self._count
-        same = 0 < count <= len(messages) and messages[count - 1] is self._tail
         start = 0
-        if same:
+        if 0 < count <= len(messages) and messages[count - 1] is self._tail:
             start = count if _size(self._tail) == self._size else count - 1
-        check_request(request, last, received, start=start)
+        problem = request_problem(request, last, received, start=start)
+        if problem is not None:
+            raise InvalidRequest(problem)
         self._count = len(messages)
         self._tail = messages[-1] if messages else None
         self._size = _size(self._tail)
@@ -82,8 +83,8 @@ class RequestChecker:
 
 def _size(message: object) -> int:
     """The number of blocks of a message (a string's content: 1)."""
-    content = field_of(message, "content")
-    return len(cast("list[object]", content)) if isinstance(content, list) else 1
+    content = message.get("content") if type(message) is dict else field_of(message, "content")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return len(content) if isinstance(content, list) else 1  # pyright: ignore[reportUnknownArgumentType]
 
 
 def check_request(
@@ -114,40 +115,45 @@ def request_problem(
         return f"the last response's container {container!r} is not sent with the next request"
     messages: list[Mapping[str, Any]] = request.get("messages") or []
     previous: Mapping[str, Any] | None = messages[start - 1] if 0 < start <= len(messages) else None
+    plain: list[Mapping[str, object]] | None = None
+    """The blocks of `previous`, when the assistant turn was read as they are."""
     for index in range(max(start, 0), len(messages)):
         message = messages[index]
         if message.get("role") == "assistant":
+            plain = None
             if message is received and last is not None:
-                problem = _as_received(message.get("content"), last)
+                plain = _plain(message.get("content"))
+                problem = _as_received(plain, last)
                 if problem is not None:
                     return f"messages[{index}]: {problem}"
         elif previous is not None and previous.get("role") == "assistant":
-            problem = _answers(previous.get("content"), message.get("content"))
+            blocks = _plain(previous.get("content")) if plain is None else plain
+            problem = _answers(blocks, message.get("content"))
             if problem is not None:
                 return f"messages[{index}]: {problem}"
         previous = message
     return None
 
 
-def _answers(previous: object, content: object) -> str | None:
-    """What is wrong with a user turn after an assistant turn, or None."""
-    blocks = _plain(previous)
-    if unfinished_server_call(blocks):
+def _answers(blocks: list[Mapping[str, object]], content: object) -> str | None:
+    """What is wrong with a user turn after an assistant turn (its `blocks`), or None."""
+    if blocks and blocks[-1].get("type") in SERVER_CALLS and unfinished_server_call(blocks):
         return (
             f"a user turn follows the unfinished {blocks[-1].get('type')} "
             f"{blocks[-1].get('id')!r}: only its continuation may"
         )
     calls = [block.get("id") for block in blocks if block.get("type") == "tool_use"]
     answers = _plain(content)
-    first = answers[: len(calls)]
-    head = [block.get("tool_use_id") for block in first]
-    if calls and (
-        len(head) != len(calls)
+    count = len(calls)
+    # The ids of the tool_result blocks among the first `count`: fewer than `count` when a
+    # block there is not a tool_result, or the turn holds fewer blocks.
+    head = [block.get("tool_use_id") for block in answers[:count] if block.get("type") == "tool_result"]
+    if count and (
+        len(head) != count
         or (head != calls and sorted(map(str, head)) != sorted(map(str, calls)))  # any order
-        or any(block.get("type") != "tool_result" for block in first)
     ):
         return f"the tool_use blocks {calls} are not answered first, once each (found {head})"
-    for block in answers[len(calls) :]:
+    for block in answers[count:]:
         if block.get("type") == "tool_result":
             return f"a tool_result for no tool_use of the turn before: {block.get('tool_use_id')!r}"
     return None
@@ -170,21 +176,21 @@ def _fields(block: object) -> Mapping[str, object]:
     return {}
 
 
-def _as_received(content: object, response: Message) -> str | None:
-    """Each block of the turn is the response's: its type, and every field the API sent."""
-    sent_blocks = _plain(content)
+def _as_received(sent_blocks: list[Mapping[str, object]], response: Message) -> str | None:
+    """Each block of the turn (`sent_blocks`) is the response's: its type, and every field the API sent."""
     blocks: Sequence[object] = response.content
     if len(sent_blocks) != len(blocks):
         return f"the assistant turn holds {len(sent_blocks)} blocks, the response {len(blocks)}"
-    for position, (sent, got) in enumerate(zip(sent_blocks, blocks, strict=True)):
+    for position, got in enumerate(blocks):
+        sent = sent_blocks[position]
         kind: object = getattr(got, "type", None)  # the response's blocks: SDK models
         if sent.get("type") != kind:
             return f"block {position} is sent as {sent.get('type')!r}, received as {kind!r}"
-        keys = sent.keys()
-        fields = cast("set[str] | None", getattr(got, "__pydantic_fields_set__", None))  # a model's
+        fields: set[str] | None = getattr(got, "__pydantic_fields_set__", None)  # a model's
+        extra: dict[str, object] | None = getattr(got, "__pydantic_extra__", None)
         if fields is None:  # a mapping's keys
             fields = set(cast(Mapping[str, object], got)) if isinstance(got, Mapping) else set[str]()
-        extra = cast("dict[str, object] | None", getattr(got, "__pydantic_extra__", None))
+        keys = sent.keys()
         if not (keys >= fields and (not extra or keys >= extra.keys())):
             missing = (fields | set(extra or ())) - keys
             return f"block {position} ({kind}) is sent without the fields {sorted(missing)}"
