@@ -155,7 +155,8 @@ def _markers_in(message: Mapping[str, Any]) -> int:
     if not isinstance(content, list):
         return 0
     count = 0
-    for block in cast("list[object]", content):
+    blocks: list[object] = content  # pyright: ignore[reportUnknownVariableType]
+    for block in blocks:
         # the transcript's blocks are plain dicts: read past the ABC check of `_marked`
         if block.get("cache_control") if type(block) is dict else _marked(block):  # pyright: ignore[reportUnknownMemberType]
             count += 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import typing
 from collections.abc import Mapping
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from .errors import ConfigurationError
 
@@ -85,7 +85,7 @@ def server_tool(entry: Mapping[str, object]) -> dict[str, Any]:
 def server_tool_uses(usage: object) -> dict[str, int]:
     """The server tool uses of one response by kind (`web_search`, `web_fetch`, ...): every
     count `usage.server_tool_use` reports, those the SDK does not model included; zero left out."""
-    counted = cast(object, getattr(usage, "server_tool_use", None))
+    counted: object = getattr(usage, "server_tool_use", None)
     if counted is None:
         return {}
     fields: dict[str, object] = {

@@ -7,7 +7,7 @@ import functools
 import inspect
 import re
 import typing
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final, overload
 
 import anyio.to_thread
@@ -202,7 +202,7 @@ class Tool:
         """
         if not isinstance(tool_input, dict):
             raise ToolInputError(f"input must be a JSON object, got {type(tool_input).__name__}")
-        return self._validate(typing.cast("dict[str, Any]", tool_input))
+        return self._validate(tool_input)  # pyright: ignore[reportUnknownArgumentType]
 
     async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None) -> object:
         """Call the tool function with validated arguments (and the context, when it asks for one).
@@ -219,7 +219,8 @@ class Tool:
                 raise TypeError(f"tool {self.name!r} takes a ToolContext: invoke it with one")
             kwargs[self._context_param] = context
         if self._is_async:
-            return await typing.cast("Awaitable[object]", self.handler(**kwargs))
+            pending: Any = self.handler(**kwargs)  # an async tool function's coroutine
+            return await pending
         # Sync tool functions never run on the event loop; a timeout abandons the thread's result.
         return await anyio.to_thread.run_sync(
             functools.partial(self.handler, **kwargs), abandon_on_cancel=True

@@ -7,6 +7,7 @@ repeat history, the breaker's count, errors; and its `tool_result` event (the me
 
 from __future__ import annotations
 
+import time
 from typing import Final
 
 from .._recorded import Deferred
@@ -96,16 +97,22 @@ def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
                         message=ctx.redact(str(result.content)),
                     )
                 )
-        ctx.event(
-            ToolResult,
-            tool=name,
-            tool_use_id=call_id,
-            outcome=outcome,
-            is_error=result.is_error,
-            by_human=result.by_human,
-            reason=None if result.reason is None else ctx.redact(result.reason),
-            attempts=result.attempts,
-            duration_s=result.duration_s,
-            input=Deferred(call.input, redactor),
-            content=Deferred(result.content, redactor),
+        # Built here, not through `ctx.event(ToolResult, **fields)`: a turn records one per call.
+        ctx.emit(
+            ToolResult(
+                seq=ctx.next_seq(),
+                task_id=state.task_id,
+                at=ctx.epoch + time.perf_counter(),
+                step=state.step,
+                tool=name,
+                tool_use_id=call_id,
+                outcome=outcome,
+                is_error=result.is_error,
+                by_human=result.by_human,
+                reason=None if result.reason is None else ctx.redact(result.reason),
+                attempts=result.attempts,
+                duration_s=result.duration_s,
+                input=Deferred(call.input, redactor),
+                content=Deferred(result.content, redactor),
+            )
         )

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
-from anthropic.types import AssistantMessageParam, ContentBlock, ContentBlockParam, TextBlock, ToolUseBlock
+from anthropic.types import AssistantMessageParam, ContentBlock, TextBlock, ToolUseBlock
 from pydantic import BaseModel
 
 from .._recorded import is_sdk_object
@@ -27,8 +27,8 @@ _TEXT_FIELDS: Final = frozenset({"type", "text"})
 
 def assistant_message(content: Sequence[ContentBlock]) -> AssistantMessageParam:
     """The response as the transcript's assistant message: each block as the JSON the API sent."""
-    blocks = [_block_json(block) for block in content]
-    return {"role": "assistant", "content": cast("list[ContentBlockParam]", blocks)}
+    blocks: list[Any] = [_block_json(block) for block in content]  # each a `ContentBlockParam`
+    return {"role": "assistant", "content": blocks}
 
 
 def plain_block(block: object) -> object:

@@ -8,7 +8,8 @@ such fault; the run then stops as `failed` with it in `state.errors`, its state 
 
 from __future__ import annotations
 
-from typing import Final, cast
+from collections.abc import Sequence
+from typing import Any, Final, cast
 
 from anthropic.types import Message
 
@@ -28,15 +29,15 @@ def problem(response: object) -> str | None:
     """What is wrong with a response, or None when it is a usable Message."""
     if not isinstance(response, Message):
         return f"messages.create returned {type(response).__name__}, not an anthropic Message"
-    content = cast(object, response.content)
+    content: Any = response.content  # as received: the SDK does not validate a response
     if not isinstance(content, list):
         return f"content is {type(content).__name__}, not a list"
-    stop_reason = cast(object, response.stop_reason)
+    stop_reason: Any = response.stop_reason
     if stop_reason is None:  # only a stream's first event has none; a whole response always does
         return "stop_reason is missing (null)"
     if not isinstance(stop_reason, str):
         return f"stop_reason is {type(stop_reason).__name__}, not a string"
-    return _usage_problem(cast(object, response.usage)) or _blocks_problem(cast("list[object]", content))
+    return _usage_problem(response.usage) or _blocks_problem(response.content)
 
 
 def _usage_problem(usage: object) -> str | None:
@@ -64,7 +65,7 @@ def _usage_problem(usage: object) -> str | None:
     return None
 
 
-def _blocks_problem(content: list[object]) -> str | None:
+def _blocks_problem(content: Sequence[object]) -> str | None:
     seen: set[str] = set()
     for index, block in enumerate(content):
         kind = getattr(block, "type", None)
@@ -86,7 +87,7 @@ def _blocks_problem(content: list[object]) -> str | None:
         tool_input = getattr(block, "input", None)
         if not isinstance(tool_input, dict):
             return f"tool_use {block_id!r} input is {type(tool_input).__name__}, not an object"
-        shape = _input_problem(cast(object, tool_input))
+        shape = _input_problem(tool_input)  # pyright: ignore[reportUnknownArgumentType]
         if shape is not None:
             return f"tool_use {block_id!r} input {shape}"
     return None
@@ -98,7 +99,7 @@ _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 def _input_problem(value: object) -> str | None:
     """Depth and size of a JSON value, walked without recursion."""
     if type(value) is dict:
-        items = cast("dict[object, object]", value)
+        items: dict[Any, Any] = value  # pyright: ignore[reportUnknownVariableType]
         if len(items) < MAX_INPUT_NODES and _SCALARS.issuperset(map(type, items.values())):
             return None  # the usual input: one flat object
     stack: list[tuple[object, int]] = [(value, 1)]

@@ -28,7 +28,7 @@ from .context import RunContext
 def compaction_usages(usage: object) -> list[Usage]:
     """The `compaction` entries of `usage.iterations`, each as the `Usage` it is billed as
     (at the response's speed, service tier and geography)."""
-    iterations = cast("list[object]", field_of(usage, "iterations") or [])
+    iterations: Any = field_of(usage, "iterations") or []
     found: list[Usage] = []
     for entry in iterations:
         if field_of(entry, "type") != "compaction":

@@ -215,14 +215,14 @@ class RunContext:
     def event(self, cls: type[BaseEvent], /, **fields: Any) -> None:
         """Record an event of type `cls` now: its `seq`, `task_id`, `at` and `step` filled in."""
         state = self.state
-        event = cls(
+        event: Any = cls(  # one of `Event`'s classes
             seq=self.next_seq(),
             task_id=state.task_id,
             at=self.epoch + time.perf_counter(),
             step=state.step,
             **fields,
         )
-        self.emit(cast(Event, event))
+        self.emit(event)
 
     def delta(self, cls: type[BaseEvent], /, **fields: Any) -> Event:
         """A delta event of type `cls`, numbered like any event, neither recorded nor told to the

@@ -224,9 +224,7 @@ async def _attempt(
     ctx: RunContext, planned: Planned, call: ToolCall, call_context: ToolContext | None, attempt: int
 ) -> CallResult | _Retry:
     """One invocation of the tool function: its result, or the delay before a retry."""
-    config = ctx.config
-    budget = config.spec.budget
-    raise_errors = config.spec.on_tool_error == "raise"
+    spec = ctx.config.spec
     tool_span = ctx.tool_span
     try:
         if tool_span is None:  # an untraced run
@@ -236,15 +234,15 @@ async def _attempt(
                 value = await planned.tool.invoke(planned.arguments, call_context)
     except RetryableToolError as exc:
         error = f"{type(exc).__name__}: {exc}"
-        if attempt <= budget.max_tool_retries:
+        if attempt <= spec.budget.max_tool_retries:
             if exc.retry_after_s is not None:  # an explicit 0 means "retry now", not "use the backoff"
                 return _Retry(exc.retry_after_s, error)
-            return _Retry(budget.retry_backoff_s * 2.0 ** (attempt - 1), error)
-        if raise_errors:
+            return _Retry(spec.budget.retry_backoff_s * 2.0 ** (attempt - 1), error)
+        if spec.on_tool_error == "raise":
             raise
         return refused(call, "error", f"{error} (after {attempt} attempts)")
     except Exception as exc:  # the tool boundary: a failure becomes an is_error result
-        if raise_errors:
+        if spec.on_tool_error == "raise":
             raise
         return refused(call, "error", f"{type(exc).__name__}: {exc}")
     check = planned.tool.check_output
@@ -254,4 +252,4 @@ async def _attempt(
         fault = f"{type(exc).__name__}: {exc}"
     if fault is not None:
         return refused(call, "invalid_result", f"the tool's result does not match what it declares: {fault}")
-    return to_result(call, value, config.spec.max_tool_output_chars)
+    return to_result(call, value, spec.max_tool_output_chars)

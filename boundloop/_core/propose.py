@@ -161,7 +161,7 @@ async def _call_model(ctx: RunContext, request: dict[str, Any]) -> Message | Non
     model_span = ctx.model_span
     try:
         if model_span is None:  # an untraced run
-            response: object = as_message(await create(**request))
+            response: Any = as_message(await create(**request))  # checked by `problem` below
         else:
             with model_span(request):  # the call's chat span is the current span (the SDK's is its child)
                 response = as_message(await create(**request))
@@ -184,7 +184,8 @@ async def _call_model(ctx: RunContext, request: dict[str, Any]) -> Message | Non
         ctx.error("model_response", ValueError(fault))
         _failed(ctx, f"the model's response is not usable: {fault}")
         return None
-    return cast(Message, response)  # pyright: ignore[reportUnnecessaryCast]  # mypy keeps `object`
+    usable: Message = response
+    return usable
 
 
 def _unusable(ctx: RunContext, exc: Exception) -> None:
@@ -244,21 +245,26 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         totals.cache_savings_usd = (totals.cache_savings_usd or 0.0) + config.price.cache_savings(usage)
     else:
         totals.cost_usd = totals.cache_savings_usd = None  # no price for the model: not tracked
-    ctx.event(
-        Proposal,
-        stop_reason=response.stop_reason
-        if response.stop_reason in KNOWN_STOP_REASONS or response.stop_reason is None
-        else ctx.redact(str(response.stop_reason)),
-        stop_sequence=None if response.stop_sequence is None else ctx.redact(response.stop_sequence),
-        tools=[name for name, _ in ctx.recorded(turn)],
-        duration_s=duration_s,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_input_tokens=cache_read,
-        cache_creation_input_tokens=cache_creation,
-        server_tool_uses=server_uses,
-        final_answer=final,
-        response=ctx.deferred(response),
+    ctx.emit(  # built here, not through `ctx.event(Proposal, **fields)`: one a turn
+        Proposal(
+            seq=ctx.next_seq(),
+            task_id=state.task_id,
+            at=ctx.epoch + time.perf_counter(),
+            step=state.step,
+            stop_reason=response.stop_reason
+            if response.stop_reason in KNOWN_STOP_REASONS or response.stop_reason is None
+            else ctx.redact(str(response.stop_reason)),
+            stop_sequence=None if response.stop_sequence is None else ctx.redact(response.stop_sequence),
+            tools=[name for name, _ in ctx.recorded(turn)],
+            duration_s=duration_s,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_input_tokens=cache_read,
+            cache_creation_input_tokens=cache_creation,
+            server_tool_uses=server_uses,
+            final_answer=final,
+            response=ctx.deferred(response),
+        )
     )
     after_response(ctx, response, before)  # compaction's billed usage, its event, the transcript
 

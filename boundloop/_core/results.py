@@ -21,6 +21,8 @@ def refused(call: ToolCall, outcome: Outcome, text: str) -> CallResult:
 
 def to_result(call: ToolCall, value: object, max_chars: int) -> CallResult:
     """Turn a tool function's return value into a result: text, JSON, or a list of content blocks."""
+    if type(value) is str and len(value) <= max_chars:  # the usual: text within the limit
+        return CallResult(call=call, outcome="ok", content=value)
     content: Content
     try:
         if isinstance(value, str):

@@ -149,7 +149,11 @@ async def _plan(
     for index, (call, key) in enumerate(zip(turn.calls, turn.keys, strict=True)):
         if index and index % YIELD_EVERY == 0:  # a huge batch: the run's deadline can cut in
             await anyio.lowlevel.checkpoint()
-        decided = _decide_any(ctx, turn, index, call, key, first_of, again=again)
+        decided = (
+            _decide_again(ctx, turn, index, call, key)
+            if again
+            else _decide_first(ctx, turn, index, call, key, first_of)
+        )
         if decided is None:  # answered already (a result, a human's denial), or a copy
             continue
         decision, planned = decided
@@ -191,19 +195,10 @@ async def _plan(
     return list(decisions.values()), None, None
 
 
-def _decide_any(
-    ctx: RunContext,
-    turn: Turn,
-    index: int,
-    call: ToolCall,
-    key: str,
-    first_of: dict[str, int],
-    *,
-    again: bool,
+def _decide_again(
+    ctx: RunContext, turn: Turn, index: int, call: ToolCall, key: str
 ) -> tuple[Decision, Planned | None] | None:
-    """A call decided now; None for a call of a continued turn that needs no decision."""
-    if not again:
-        return _decide_first(ctx, turn, index, call, key, first_of)
+    """A call of a continued turn decided again; None for one that needs no decision."""
     if turn.answers[index] is not None or index in turn.same_as:
         return None
     approved = turn.decisions[index] == HUMAN_APPROVED
