@@ -37,7 +37,7 @@ def plain_block(block: object) -> object:
 
 
 def _block_json(block: ContentBlock) -> dict[str, Any]:
-    fields = block.model_fields_set
+    fields = block.__pydantic_fields_set__  # `model_fields_set`, without its property call
     if not block.__pydantic_extra__:  # a field the SDK does not model: dumped below, with the rest
         if isinstance(block, ToolUseBlock) and block.type == "tool_use" and fields <= _TOOL_USE_FIELDS:
             return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}

@@ -60,9 +60,14 @@ async def act(ctx: RunContext) -> Trigger:
     ctx.state.earlier_text = ""
     await dispatch(ctx, turn, plan)
     fill_copies(turn)
-    failed = [answer for answer in turn.answers if answer is not None and answer.attempts and answer.is_error]
+    stop_on_failure = ctx.config.spec.on_tool_error == "stop"
+    failed = (
+        [answer for answer in turn.answers if answer is not None and answer.attempts and answer.is_error]
+        if stop_on_failure
+        else None
+    )
     answer_open_calls(ctx, "cancelled", "not run")
-    if failed and ctx.config.spec.on_tool_error == "stop":
+    if failed:
         first = failed[0]
         finish(ctx, StopReason.TOOL_FAILURE, f"{first.call.name} failed: {first.content}")
     return Trigger.ACTED
@@ -114,13 +119,15 @@ async def _in_task_group(ctx: RunContext, batch: _Batch, plan: list[Planned]) ->
 
 
 async def _in_asyncio_tasks(ctx: RunContext, batch: _Batch, plan: list[Planned]) -> None:
-    """asyncio: one native task per call in an `asyncio.TaskGroup`, a third of anyio's cost per task.
+    """asyncio: the calls in native tasks of an `asyncio.TaskGroup`, a third of anyio's cost per task.
 
     The semantics are the task group's: a cancellation of this task (the caller's, or an anyio
     cancel scope's: the run's timeout) cancels every call and waits for all of them before it
-    propagates; a failure with `on_tool_error="raise"` cancels the other calls. Each call runs
-    in its own task, so cancelling the siblings never cancels this one. Calls that time out use
-    anyio's `move_on_after`, which works in native tasks.
+    propagates. With `on_tool_error="raise"` a failure cancels the other calls, so each call
+    runs in its own task (cancelling the siblings never cancels this one); otherwise only the
+    batch's own cancellation stops a call, and the last call runs in this task while the others,
+    started first, run in theirs (spawning costs more than running; as in `_in_task_group`).
+    Calls that time out use anyio's `move_on_after`, which works in native tasks.
     """
     tasks: list[asyncio.Task[None]] = []
 
@@ -130,13 +137,16 @@ async def _in_asyncio_tasks(ctx: RunContext, batch: _Batch, plan: list[Planned])
             if task is not current:
                 task.cancel()
 
+    inline = ctx.config.spec.on_tool_error != "raise"
     async with asyncio.TaskGroup() as group:
-        for position, planned in enumerate(plan, 1):
+        for position, planned in enumerate(plan[:-1] if inline else plan, 1):
             tasks.append(group.create_task(_run_call(ctx, batch, planned, cancel_siblings)))
             if position % YIELD_EVERY == 0:  # the started calls run; a deadline or a failure cuts in
                 await anyio.lowlevel.checkpoint()
                 if batch.failure:  # a call failed (on_tool_error="raise"): start no more
                     break
+        if inline:
+            await _run_call(ctx, batch, plan[-1], cancel_siblings)
 
 
 async def _run_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callable[[], None]) -> None:
