@@ -149,7 +149,11 @@ class Price:
             + write_1h * (base * 2 if write_1h_rate is None else write_1h_rate)
         ) / 1_000_000
         geo = getattr(usage, "inference_geo", None)
-        multiplier = next((factor for name, factor in self.inference_geo if name == geo), 1.0)
+        multiplier = 1.0
+        for name, factor in self.inference_geo:
+            if name == geo:
+                multiplier = factor
+                break
         server = getattr(usage, "server_tool_use", None)
         searches = 0 if server is None else getattr(server, "web_search_requests", 0) or 0
         return tokens * multiplier + searches * billed.web_search_per_1k / 1000

@@ -97,9 +97,10 @@ def on_tool_use(message: Message, ctx: SignalContext) -> Route:
     """Validate and run the tool calls."""
     from anthropic.types import ToolUseBlock  # a response exists: the SDK is loaded
 
-    if not any(isinstance(block, ToolUseBlock) for block in message.content):
-        return stop(StopReason.FAILED, "stop_reason tool_use without any tool_use block")
-    return _RUN_TOOLS
+    for block in message.content:
+        if isinstance(block, ToolUseBlock):
+            return _RUN_TOOLS
+    return stop(StopReason.FAILED, "stop_reason tool_use without any tool_use block")
 
 
 def on_end_turn(message: Message, ctx: SignalContext) -> Route:

@@ -87,7 +87,14 @@ def _blocks_problem(content: Sequence[object]) -> str | None:
         tool_input = getattr(block, "input", None)
         if not isinstance(tool_input, dict):
             return f"tool_use {block_id!r} input is {type(tool_input).__name__}, not an object"
-        shape = _input_problem(tool_input)  # pyright: ignore[reportUnknownArgumentType]
+        items: dict[Any, Any] = tool_input  # pyright: ignore[reportUnknownVariableType]
+        if (
+            type(items) is dict
+            and len(items) < MAX_INPUT_NODES
+            and _SCALARS.issuperset(map(type, items.values()))
+        ):
+            continue  # the usual input: one flat object
+        shape = _input_problem(items)
         if shape is not None:
             return f"tool_use {block_id!r} input {shape}"
     return None
@@ -98,10 +105,6 @@ _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 
 def _input_problem(value: object) -> str | None:
     """Depth and size of a JSON value, walked without recursion."""
-    if type(value) is dict:
-        items: dict[Any, Any] = value  # pyright: ignore[reportUnknownVariableType]
-        if len(items) < MAX_INPUT_NODES and _SCALARS.issuperset(map(type, items.values())):
-            return None  # the usual input: one flat object
     stack: list[tuple[object, int]] = [(value, 1)]
     nodes = 0
     while stack:

@@ -164,8 +164,11 @@ def _plain(content: object) -> list[Mapping[str, object]]:
     are; a string's content: none)."""
     if not isinstance(content, list):
         return []
-    blocks: list[object] = content  # pyright: ignore[reportUnknownVariableType]
-    return [block if type(block) is dict else _fields(block) for block in blocks]  # pyright: ignore[reportUnknownVariableType]
+    blocks: list[Any] = content  # pyright: ignore[reportUnknownVariableType]
+    for block in blocks:
+        if type(block) is not dict:
+            return [item if type(item) is dict else _fields(item) for item in blocks]
+    return blocks  # the transcript's: plain dicts, read as they are
 
 
 def _fields(block: object) -> Mapping[str, object]:

@@ -113,8 +113,9 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
     if ctx.state.model_settings:
         request.update(settings_params(request_settings(ctx, ctx.state.model_settings)))
         fit_thinking(request)
-    if config.tools.params:  # the loop's tools and the server tools
-        request["tools"] = config.tools.params
+    tools = config.tools.params
+    if tools:  # the loop's tools and the server tools
+        request["tools"] = tools
         if not tools_allowed:
             request["tool_choice"] = {"type": "none"}
     add_output_format(request, config.output)  # merged into the settings' output_config, if any

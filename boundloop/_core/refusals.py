@@ -63,6 +63,8 @@ def fallback(ctx: RunContext, request: dict[str, Any]) -> None:
 def after_stop(ctx: RunContext, route: Route, context: SignalContext) -> Route:
     """A refusal is retried on the route's next fallback model; a full context window keeps the
     answer so far (not a complete one: the stop reason says so)."""
+    if route.stop_reason is None:  # tool calls, an answer: nothing to retry
+        return route
     response = ctx.state.responses[-1]
     if route.stop_reason is StopReason.REFUSED and retry_on_fallback(ctx, response):
         detail = f"{route.detail}; " if route.detail else ""
