@@ -133,9 +133,10 @@ async def _in_asyncio_tasks(ctx: RunContext, batch: _Batch, plan: list[Planned])
     The semantics are the task group's: a cancellation of this task (the caller's, or an anyio
     cancel scope's: the run's timeout) cancels every call and waits for all of them before it
     propagates. With `on_tool_error="raise"` a failure cancels the other calls, so each call
-    runs in its own task (cancelling the siblings never cancels this one); otherwise only the
-    batch's own cancellation stops a call, and the last call runs in this task while the others,
-    started first, run in theirs (spawning costs more than running; as in `_in_task_group`).
+    runs in its own task (cancelling the siblings never cancels this one); so does a batch of
+    more than `YIELD_EVERY` calls. Otherwise only the batch's own cancellation stops a call: the
+    first call runs in this task once the others are started (spawning costs more than running),
+    and the calls still start in block order (a durable workflow numbers its steps so).
     Calls that time out use anyio's `move_on_after`, which works in native tasks.
     """
     tasks: list[asyncio.Task[None]] = []
@@ -146,16 +147,16 @@ async def _in_asyncio_tasks(ctx: RunContext, batch: _Batch, plan: list[Planned])
             if task is not current:
                 task.cancel()
 
-    inline = ctx.config.spec.on_tool_error != "raise"
+    inline = ctx.config.spec.on_tool_error != "raise" and len(plan) <= YIELD_EVERY
     async with asyncio.TaskGroup() as group:
-        for position, planned in enumerate(plan[:-1] if inline else plan, 1):
+        for position, planned in enumerate(plan[1:] if inline else plan, 1):
             tasks.append(group.create_task(_run_call(ctx, batch, planned, cancel_siblings)))
             if position % YIELD_EVERY == 0:  # the started calls run; a deadline or a failure cuts in
                 await anyio.lowlevel.checkpoint()
                 if batch.failure:  # a call failed (on_tool_error="raise"): start no more
                     break
-        if inline:
-            await _run_call(ctx, batch, plan[-1], cancel_siblings)
+        if inline:  # started before the tasks run: they run once it first waits
+            await _run_call(ctx, batch, plan[0], cancel_siblings)
 
 
 async def _run_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callable[[], None]) -> None:
