@@ -56,16 +56,7 @@ async def act(ctx: RunContext) -> Trigger:
     # Validation planned the batch in this session: a run continued in `act` is validated again.
     plan, records = ctx.plan, ctx.plan_records
     assert plan is not None
-    state = ctx.state  # the event built here, not through `ctx.event`'s keyword dict: one a turn
-    ctx.emit(
-        ToolStarted(
-            seq=ctx.next_seq(),
-            task_id=state.task_id,
-            at=ctx.epoch + time.perf_counter(),
-            step=state.step,
-            calls=records,
-        )
-    )
+    ctx.event(ToolStarted, calls=records)
     ctx.state.earlier_text = ""
     await dispatch(ctx, turn, plan)
     fill_copies(turn)
