@@ -120,7 +120,7 @@ class Proposal(BaseEvent):
     """The `Message` as the API sent it (replay reads it)."""
 
 
-@dataclasses.dataclass(slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True)
 class CallDecision:
     """What validation decided for one call."""
 

@@ -61,7 +61,7 @@ _RUN_TOOLS: Final = Route(verdict=Verdict.TOOL_CALLS)
 
 
 @final
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class SignalContext:
     """What a signal handler may consult besides the response."""
 

@@ -288,17 +288,15 @@ class RunContext:
         """Remove secrets (the default and your patterns, then your `redact` hook) from text."""
         return self.config.redactor(text)
 
-    def call_id(self, tool_use_id: str) -> str:
-        """A tool_use id as it may be recorded: the API's own ids as they are, anything else redacted."""
-        return recorded_call_id(tool_use_id, self.config.redactor)
-
     def recorded(self, turn: Turn) -> list[tuple[str, str]]:
-        """Each call of `turn` as the events record it, (tool name, tool_use id): computed once a turn."""
+        """Each call of `turn` as the events record it, (tool name, tool_use id), computed once a
+        turn: a registered name as it is, a name the model made up redacted; the API's own ids as
+        they are, anything else redacted."""
         if self._recorded_for is not turn:
-            self._recorded = [(self.tool_name(call.name), self.call_id(call.id)) for call in turn.calls]
+            tools, redact = self.config.tools, self.config.redactor
+            self._recorded = [
+                (call.name if call.name in tools else redact(call.name), recorded_call_id(call.id, redact))
+                for call in turn.calls
+            ]
             self._recorded_for = turn
         return self._recorded
-
-    def tool_name(self, name: str) -> str:
-        """A proposed tool name as it may be recorded: a registered name, or the model's redacted."""
-        return name if name in self.config.tools else self.config.redactor(name)

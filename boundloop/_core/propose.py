@@ -216,15 +216,12 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     ctx.received = assistant_message(response.content)
     state.messages.append(ctx.received)
     calls = [
-        ToolCall(id=block.id, name=block.name, input=block.input, step=state.step)
+        ToolCall(block.id, block.name, block.input, state.step)  # id, name, input, step
         for block in response.content
         if isinstance(block, ToolUseBlock)
     ]
-    state.turn = turn = Turn(
-        calls=calls,
-        keys=[canonical(call.name, call.input) for call in calls],
-        answers=[None] * len(calls),
-        final=final,
+    state.turn = turn = Turn(  # calls, keys, answers positionally: one keyword dict less
+        calls, [canonical(call.name, call.input) for call in calls], [None] * len(calls), final=final
     )
     ctx.plan = None
     ctx.counted_input = None

@@ -82,7 +82,7 @@ async def validate(ctx: RunContext) -> Trigger:
         ctx.event(Validation, decision="final_answer", stop_reason=str(state.stop_reason), calls=[])
         answer_open_calls(ctx, "denied", "not run: the budget is spent")
         return Trigger.VALIDATED
-    context = SignalContext(policy=ctx.config.spec.policy, state=state, earlier_text=state.earlier_text)
+    context = SignalContext(ctx.config.spec.policy, state, state.earlier_text)  # policy, state, earlier_text
     again = bool(turn.decisions)  # decided before (a continued run): its open calls are decided again
     if again:
         route = Route(verdict=Verdict.TOOL_CALLS)
@@ -345,7 +345,7 @@ def _decide(
         content = _with_note(state.observations[earlier].content)
         answers[index] = CallResult(call=call, outcome="repeated", content=content)
         return "repeat", None
-    planned = Planned(index=index, tool=tool, arguments=arguments)
+    planned = Planned(index, tool, arguments)  # positional: no keyword dict built per call
     if policy.needs_approval(name, requires_approval=tool.requires_approval, side_effect=tool.side_effect):
         if human_approved:
             return "human_approved", planned
@@ -382,7 +382,7 @@ def _record(ctx: RunContext, turn: Turn, index: int, decision: Decision) -> Call
     answer = turn.answers[index]
     name, call_id = ctx.recorded(turn)[index]
     if answer is None:
-        return CallDecision(tool=name, tool_use_id=call_id, decision=decision)
+        return CallDecision(name, call_id, decision)  # tool, tool_use_id, decision
     reason = ctx.redact(str(answer.content))
     if answer.outcome == "invalid":
         ctx.state.errors.append(ErrorRecord(kind="invalid_action", step=call.step, tool=name, message=reason))
