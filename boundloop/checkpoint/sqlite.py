@@ -81,6 +81,25 @@ class _Attempt:
         """That file's path."""
 
 
+_BUSY_TIMEOUT_S: Final = 30.0
+"""How long a connection waits for another's lock on the file."""
+
+
+def _use_wal(db: sqlite3.Connection) -> None:
+    """Put the file in WAL mode (outside a transaction, as SQLite requires). When other
+    connections switch it at the same moment, SQLite may answer "database is locked" at once,
+    without waiting out the busy timeout: the mode is read again and the switch retried, within
+    that timeout."""
+    deadline = time.monotonic() + _BUSY_TIMEOUT_S
+    while str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)  # noqa: TID251 - a worker thread (every caller runs in anyio.to_thread)
+
+
 @final
 class SQLiteStore(SQLiteEventLog):
     """Checkpoints in one SQLite file (WAL); every query runs in a worker thread, never on the loop.
@@ -111,7 +130,7 @@ class SQLiteStore(SQLiteEventLog):
         """One transaction: `BEGIN IMMEDIATE` for writes, a deferred read otherwise."""
         if not self._ready:
             self._migrate()
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
         try:
             db.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
@@ -134,11 +153,10 @@ class SQLiteStore(SQLiteEventLog):
         with self._setup:
             if self._ready:
                 return
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
             try:
                 if self._version(db) != SCHEMA_VERSION:  # a file up to date is only read: no write lock
-                    if str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
-                        db.execute("PRAGMA journal_mode=WAL")  # outside a transaction, as SQLite requires
+                    _use_wal(db)
                     db.execute("BEGIN IMMEDIATE")
                     try:
                         version = self._version(db)  # again: another connection may have migrated it
