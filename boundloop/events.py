@@ -46,9 +46,10 @@ Recorded: TypeAlias = Annotated[
 """A recorded payload: a `Deferred` in memory, its redacted JSON on the way out."""
 
 
-@dataclasses.dataclass(slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True)
 class BaseEvent:
-    """The fields every event has."""
+    """The fields every event has (in this order, positionally: the kinds a turn records several
+    of are built so; the others take their own fields by keyword only)."""
 
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")  # unknown fields refused on read
 
@@ -75,15 +76,18 @@ class RunStarted(BaseEvent):
     version: str | None = None
 
 
-@dataclasses.dataclass(slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True)
 class Transition(BaseEvent):
-    """The machine moved from `source` to `dest` on `trigger`."""
+    """The machine moved from `source` to `dest` on `trigger`.
 
-    kind: Literal["transition"] = "transition"
+    Positionally: the header, `source`, `dest`, `trigger`, `duration_s`; `kind` and `guard` by
+    keyword (five a turn: a class called with keywords gets a dict made for them)."""
+
+    kind: Literal["transition"] = dataclasses.field(default="transition", kw_only=True)
     source: str
     dest: str
     trigger: str
-    guard: str | None = None
+    guard: str | None = dataclasses.field(default=None, kw_only=True)
     """The guard that chose the edge; None on an unguarded edge."""
     duration_s: float
     """Time spent in `source`."""
@@ -99,13 +103,15 @@ class ModelRequest(BaseEvent):
     max_tokens: int
 
 
-@dataclasses.dataclass(slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True)
 class Proposal(BaseEvent):
-    """The model's response (`server_tool_uses`: its server tool uses by kind, `web_search`, ...)."""
+    """The model's response (`server_tool_uses`: its server tool uses by kind, `web_search`, ...).
 
-    kind: Literal["proposal"] = "proposal"
+    Positionally: the header, then the fields in order but `kind` and `stop_sequence` (by keyword)."""
+
+    kind: Literal["proposal"] = dataclasses.field(default="proposal", kw_only=True)
     stop_reason: str | None
-    stop_sequence: str | None = None
+    stop_sequence: str | None = dataclasses.field(default=None, kw_only=True)
     tools: list[str]
     """The tools the response calls, in order."""
     duration_s: float
@@ -151,11 +157,12 @@ class ToolStarted(BaseEvent):
     calls: list[CallDecision]
 
 
-@dataclasses.dataclass(slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True)
 class ToolResult(BaseEvent):
-    """One answered tool_use: run, refused, repeated, or decided by a human."""
+    """One answered tool_use: run, refused, repeated, or decided by a human (positionally: the
+    header, then the fields in order; `kind` by keyword)."""
 
-    kind: Literal["tool_result"] = "tool_result"
+    kind: Literal["tool_result"] = dataclasses.field(default="tool_result", kw_only=True)
     tool: str
     tool_use_id: str
     outcome: Outcome

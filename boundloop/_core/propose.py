@@ -243,25 +243,28 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         totals.cache_savings_usd = (totals.cache_savings_usd or 0.0) + config.price.cache_savings(usage)
     else:
         totals.cost_usd = totals.cache_savings_usd = None  # no price for the model: not tracked
-    ctx.emit(  # built here, not through `ctx.event(Proposal, **fields)`: one a turn
+    # Built here, positionally (one a turn; not `ctx.event`'s keywords): the header, stop_reason,
+    # tools, duration_s, input_tokens, output_tokens, cache_read_input_tokens,
+    # cache_creation_input_tokens, server_tool_uses, final_answer, response.
+    ctx.emit(
         Proposal(
-            seq=ctx.next_seq(),
-            task_id=state.task_id,
-            at=ctx.epoch + time.perf_counter(),
-            step=state.step,
-            stop_reason=response.stop_reason
+            ctx.next_seq(),
+            state.task_id,
+            ctx.epoch + time.perf_counter(),
+            state.step,
+            response.stop_reason
             if response.stop_reason in KNOWN_STOP_REASONS or response.stop_reason is None
             else ctx.redact(str(response.stop_reason)),
+            [name for name, _ in ctx.recorded(turn)],
+            duration_s,
+            usage.input_tokens,
+            usage.output_tokens,
+            cache_read,
+            cache_creation,
+            server_uses,
+            final,
+            ctx.deferred(response),
             stop_sequence=None if response.stop_sequence is None else ctx.redact(response.stop_sequence),
-            tools=[name for name, _ in ctx.recorded(turn)],
-            duration_s=duration_s,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_input_tokens=cache_read,
-            cache_creation_input_tokens=cache_creation,
-            server_tool_uses=server_uses,
-            final_answer=final,
-            response=ctx.deferred(response),
         )
     )
     after_response(ctx, response, before)  # compaction's billed usage, its event, the transcript
