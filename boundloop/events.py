@@ -48,8 +48,7 @@ Recorded: TypeAlias = Annotated[
 
 @dataclasses.dataclass(slots=True)
 class BaseEvent:
-    """The fields every event has (in this order, positionally: the kinds a turn records several
-    of are built so; the others take their own fields by keyword only)."""
+    """The fields every event has (positionally too: the events a turn records are built so)."""
 
     __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")  # unknown fields refused on read
 
@@ -78,10 +77,7 @@ class RunStarted(BaseEvent):
 
 @dataclasses.dataclass(slots=True)
 class Transition(BaseEvent):
-    """The machine moved from `source` to `dest` on `trigger`.
-
-    Positionally: the header, `source`, `dest`, `trigger`, `duration_s`; `kind` and `guard` by
-    keyword (five a turn: a class called with keywords gets a dict made for them)."""
+    """The machine moved from `source` to `dest` on `trigger` (`kind`, `guard`: keyword only)."""
 
     kind: Literal["transition"] = dataclasses.field(default="transition", kw_only=True)
     source: str
@@ -105,9 +101,8 @@ class ModelRequest(BaseEvent):
 
 @dataclasses.dataclass(slots=True)
 class Proposal(BaseEvent):
-    """The model's response (`server_tool_uses`: its server tool uses by kind, `web_search`, ...).
-
-    Positionally: the header, then the fields in order but `kind` and `stop_sequence` (by keyword)."""
+    """The model's response (`server_tool_uses`: its server tool uses by kind, `web_search`, ...;
+    `kind`, `stop_sequence`: keyword only)."""
 
     kind: Literal["proposal"] = dataclasses.field(default="proposal", kw_only=True)
     stop_reason: str | None
@@ -159,8 +154,7 @@ class ToolStarted(BaseEvent):
 
 @dataclasses.dataclass(slots=True)
 class ToolResult(BaseEvent):
-    """One answered tool_use: run, refused, repeated, or decided by a human (positionally: the
-    header, then the fields in order; `kind` by keyword)."""
+    """One answered tool_use: run, refused, repeated, or decided by a human (`kind`: keyword only)."""
 
     kind: Literal["tool_result"] = dataclasses.field(default="tool_result", kw_only=True)
     tool: str
