@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import anyio
@@ -19,7 +20,7 @@ from boundloop.checkpoint.conformance import (
     RawWriter,
     sample_state,
 )
-from boundloop.checkpoint.sqlite import SCHEMA_VERSION
+from boundloop.checkpoint.sqlite import SCHEMA_VERSION, _use_wal
 from boundloop.errors import CheckpointCorrupt
 from boundloop.statemachine.table import Phase
 from tests.helpers import scripted_loop, text, tool_use
@@ -180,6 +181,17 @@ async def test_sqlite_store_refuses_a_file_from_a_newer_boundloop(tmp_path: Path
 
 
 # -- SQLiteStore: first use, and a store that fails ------------------------------------------
+
+
+def test_a_database_that_cannot_use_wal_keeps_its_mode_and_the_switch_returns() -> None:
+    """SQLite answers `PRAGMA journal_mode=WAL` with the mode it keeps (an in-memory database:
+    `memory`): the switch returns at once instead of trying again (it spun forever once)."""
+    db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    switch = threading.Thread(target=_use_wal, args=(db,), daemon=True)
+    switch.start()
+    switch.join(timeout=5)
+    assert not switch.is_alive()
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "memory"
 
 
 async def test_twenty_concurrent_first_loads_migrate_a_new_file_once(tmp_path: Path) -> None:

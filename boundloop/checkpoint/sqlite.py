@@ -86,14 +86,15 @@ _BUSY_TIMEOUT_S: Final = 30.0
 
 
 def _use_wal(db: sqlite3.Connection) -> None:
-    """Put the file in WAL mode (outside a transaction, as SQLite requires). When other
-    connections switch it at the same moment, SQLite may answer "database is locked" at once,
-    without waiting out the busy timeout: the mode is read again and the switch retried, within
-    that timeout."""
+    """Put the file in WAL mode (outside a transaction, as SQLite requires; a database that
+    cannot use WAL keeps its mode). When other connections switch it at the same moment, SQLite
+    may answer "database is locked" at once, without waiting out the busy timeout: the mode is
+    read again and the switch retried, within that timeout."""
     deadline = time.monotonic() + _BUSY_TIMEOUT_S
     while str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
         try:
             db.execute("PRAGMA journal_mode=WAL")
+            return
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
