@@ -40,6 +40,7 @@ from boundloop.events import (
     to_json_line,
     write_events,
 )
+from tests.helpers import scripted_loop
 from tests.test_resume import TWO_REFUNDS, Ledger
 from tests.test_resume import make_loop as refund_loop
 
@@ -136,6 +137,25 @@ async def test_seq_increases_and_continues_over_a_resume() -> None:
     assert any(isinstance(event, ApprovalRequested) for event in first.events)
     assert isinstance(second.events[0], Resumed)
     assert {event.task_id for event in second.events} == {"t"}
+
+
+@pytest.mark.parametrize("field", ["stop_reason", "stop_sequence"])
+async def test_a_redact_hook_that_raises_leaves_no_gap_in_seq(field: str) -> None:
+    """The model's text in an event is redacted before the event takes its `seq`: a hook that
+    raises on it fails the run, and the events still number 0, 1, 2, ... without a gap."""
+
+    def redact(text: str) -> str:
+        if "odd" in text:
+            raise ValueError("the hook cannot redact this")
+        return text
+
+    response: dict[str, Any] = {"stop_reason": "odd_reason", "content": [{"type": "text", "text": "?"}]}
+    if field == "stop_sequence":
+        response = {"stop_reason": "stop_sequence", "stop_sequence": "odd", "content": response["content"]}
+    result = await scripted_loop([response], [], redact=redact).run("Why?")
+    seqs = [event.seq for event in result.events]
+    assert result.state.stop_reason == "failed"
+    assert seqs == list(range(len(seqs)))
 
 
 async def test_a_human_denial_is_read_from_by_human_not_from_the_text() -> None:

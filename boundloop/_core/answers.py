@@ -99,7 +99,8 @@ def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
                 )
         # Built here, positionally (a turn records one per call; not `ctx.event`'s keywords): the
         # header, tool, tool_use_id, outcome, is_error, by_human, reason, attempts, duration_s,
-        # input, content.
+        # input, content. Redacted first: a redact hook that raises takes no `seq`.
+        reason = None if result.reason is None else ctx.redact(result.reason)
         ctx.emit(
             ToolResult(
                 ctx.next_seq(),
@@ -111,7 +112,7 @@ def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
                 outcome,
                 result.is_error,
                 result.by_human,
-                None if result.reason is None else ctx.redact(result.reason),
+                reason,
                 result.attempts,
                 result.duration_s,
                 Deferred(call.input, redactor),

@@ -245,17 +245,21 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         totals.cost_usd = totals.cache_savings_usd = None  # no price for the model: not tracked
     # Built here, positionally (one a turn; not `ctx.event`'s keywords): the header, stop_reason,
     # tools, duration_s, input_tokens, output_tokens, cache_read_input_tokens,
-    # cache_creation_input_tokens, server_tool_uses, final_answer, response.
+    # cache_creation_input_tokens, server_tool_uses, final_answer, response. Redacted first: a
+    # redact hook that raises takes no `seq`.
+    stop_reason: str | None = response.stop_reason
+    if stop_reason not in KNOWN_STOP_REASONS and stop_reason is not None:
+        stop_reason = ctx.redact(stop_reason)
+    stop_sequence = None if response.stop_sequence is None else ctx.redact(response.stop_sequence)
+    tools = [name for name, _ in ctx.recorded(turn)]
     ctx.emit(
         Proposal(
             ctx.next_seq(),
             state.task_id,
             ctx.epoch + time.perf_counter(),
             state.step,
-            response.stop_reason
-            if response.stop_reason in KNOWN_STOP_REASONS or response.stop_reason is None
-            else ctx.redact(str(response.stop_reason)),
-            [name for name, _ in ctx.recorded(turn)],
+            stop_reason,
+            tools,
             duration_s,
             usage.input_tokens,
             usage.output_tokens,
@@ -264,7 +268,7 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
             server_uses,
             final,
             ctx.deferred(response),
-            stop_sequence=None if response.stop_sequence is None else ctx.redact(response.stop_sequence),
+            stop_sequence=stop_sequence,
         )
     )
     after_response(ctx, response, before)  # compaction's billed usage, its event, the transcript
