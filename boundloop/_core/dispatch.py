@@ -60,11 +60,10 @@ async def act(ctx: RunContext) -> Trigger:
     ctx.state.earlier_text = ""
     await dispatch(ctx, turn, plan)
     fill_copies(turn)
-    stop_on_failure = ctx.config.spec.on_tool_error == "stop"
-    failed = (
+    failed = (  # read only to stop the run at a failure
         [answer for answer in turn.answers if answer is not None and answer.attempts and answer.is_error]
-        if stop_on_failure
-        else None
+        if ctx.config.spec.on_tool_error == "stop"
+        else []
     )
     answer_open_calls(ctx, "cancelled", "not run")
     if failed:

@@ -73,9 +73,7 @@ class RequestChecker:
         start = 0
         if 0 < count <= len(messages) and messages[count - 1] is self._tail:
             start = count if _size(self._tail) == self._size else count - 1
-        problem = request_problem(request, last, received, start=start)
-        if problem is not None:
-            raise InvalidRequest(problem)
+        check_request(request, last, received, start=start)
         self._count = len(messages)
         self._tail = messages[-1] if messages else None
         self._size = _size(self._tail)
@@ -115,20 +113,15 @@ def request_problem(
         return f"the last response's container {container!r} is not sent with the next request"
     messages: list[Mapping[str, Any]] = request.get("messages") or []
     previous: Mapping[str, Any] | None = messages[start - 1] if 0 < start <= len(messages) else None
-    plain: list[Mapping[str, object]] | None = None
-    """The blocks of `previous`, when the assistant turn was read as they are."""
     for index in range(max(start, 0), len(messages)):
         message = messages[index]
         if message.get("role") == "assistant":
-            plain = None
             if message is received and last is not None:
-                plain = _plain(message.get("content"))
-                problem = _as_received(plain, last)
+                problem = _as_received(_plain(message.get("content")), last)
                 if problem is not None:
                     return f"messages[{index}]: {problem}"
         elif previous is not None and previous.get("role") == "assistant":
-            blocks = _plain(previous.get("content")) if plain is None else plain
-            problem = _answers(blocks, message.get("content"))
+            problem = _answers(_plain(previous.get("content")), message.get("content"))
             if problem is not None:
                 return f"messages[{index}]: {problem}"
         previous = message
@@ -137,7 +130,7 @@ def request_problem(
 
 def _answers(blocks: list[Mapping[str, object]], content: object) -> str | None:
     """What is wrong with a user turn after an assistant turn (its `blocks`), or None."""
-    if blocks and blocks[-1].get("type") in SERVER_CALLS and unfinished_server_call(blocks):
+    if unfinished_server_call(blocks):
         return (
             f"a user turn follows the unfinished {blocks[-1].get('type')} "
             f"{blocks[-1].get('id')!r}: only its continuation may"
