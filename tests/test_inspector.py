@@ -12,9 +12,10 @@ import anyio
 import httpx
 import pytest
 
-from boundloop import AgentLoop, Budget, ScriptedClient, SQLiteStore, StopReason
+from boundloop import AgentLoop, Budget, ScriptedClient, SQLiteStore, StopReason, Tool
 from boundloop.web import app as inspector_app
 from tests import inspector_runs
+from tests.helpers import tool_use
 from tests.inspector_runs import HOSTILE_GOAL, SECRET, build_loop
 
 pytestmark = pytest.mark.asyncio_only  # uvicorn and starlette's test client: asyncio
@@ -293,3 +294,35 @@ async def test_a_cancelled_run_is_continued_from_its_page(store: SQLiteStore) ->
     assert state is not None
     assert state.stop_reason is StopReason.COMPLETED
     assert state.answer == "Refunded O-104: 25 EUR."
+
+
+async def test_a_secret_used_as_a_key_of_a_waiting_calls_input_stays_redacted(tmp_path: Path) -> None:
+    """The model picks a tool input's keys: a key that is a secret is `[REDACTED]` on the
+    approvals page as on the run page."""
+    annotate = Tool(
+        name="annotate",
+        description="Attach notes to an order (needs a human's approval).",
+        input_schema={"type": "object", "additionalProperties": {"type": "string"}},
+        handler=lambda **notes: "noted",
+        requires_approval=True,
+    )
+    store = SQLiteStore(tmp_path / "runs.db")
+    waiting = AgentLoop(
+        ScriptedClient([tool_use(("annotate", {SECRET: "the customer's key", "order": "O-5"}))]),
+        model="claude-sonnet-4-6",
+        tools=[annotate],
+        budget=Budget(max_steps=3),
+        metrics=None,
+        store=store,
+    )
+    result = await waiting.run("Annotate order O-5", task_id="run-keyed")
+    assert result.stop_reason is StopReason.NEEDS_HUMAN
+    with anyio.fail_after(WAIT_S):
+        async with client_of(store, with_loop=False) as client:
+            approvals = (await client.get("/approvals")).text
+            run_page = (await client.get("/runs/run-keyed")).text
+    assert "annotate</b> [toolu_0_annotate]" in approvals
+    assert "O-5" in approvals
+    assert SECRET not in approvals
+    assert SECRET not in run_page
+    assert "[REDACTED]" in approvals

@@ -60,7 +60,7 @@ def waiting_card(
             Html(
                 f'<div class="card call" data-call="{e(name)}"><b>'
                 f"{e(pending.tool)}</b> [{e(name)}] at step {e(pending.step)}"
-                f"<pre>{e(as_json(redact_strings(pending.input, redact, all_keys=False)))}</pre>"
+                f"<pre>{e(as_json(redact_strings(pending.input, redact)))}</pre>"
                 f"<div>why: {e(redact(reasons.get(name, 'the policy requires approval')))}</div>"
                 "<div>idempotency key: <code>"
                 f"{e(redact(idempotency_key_of(state.task_id, pending.step, name)))}</code></div>"
