@@ -26,6 +26,7 @@ from boundloop import (
     SQLiteStore,
     StopReason,
     TaskExists,
+    Tool,
     tool,
 )
 from boundloop._scripted_stream import raw_events
@@ -374,3 +375,58 @@ async def test_a_store_logging_deltas_gets_the_streamed_deltas_in_their_place(
     else:
         assert [event.seq for event in logged] == [event.seq for event in result.events]
         assert not any(event.kind in DELTAS for event in logged)
+
+
+BEARER = "Bearer abcdefghijklmnop0123"
+"""A secret the stream splits: the scripted stream cuts after whitespace, so `Bearer ` and the
+token come in two deltas, neither of them a secret on its own."""
+
+
+@pytest.mark.parametrize("redact_checkpoints", [False, True])
+async def test_logged_deltas_are_redacted_a_secret_split_across_two_included(
+    redact_checkpoints: bool, tmp_path: Path
+) -> None:
+    """The event log of a store logging deltas holds no secret of the model's text or a tool
+    input's JSON, also one split across two deltas; every `seq` is still there, and the logged
+    pieces put together are the redacted text the recorded events hold."""
+    script: list[JSON] = [
+        {
+            "stop_reason": "tool_use",
+            "content": [
+                {"type": "text", "text": f"Calling with {BEARER} now."},
+                {"type": "tool_use", "name": "add", "input": {"a": 1, "b": 2.5, "note": BEARER}},
+            ],
+        },
+        text(f"Done; the header was {BEARER} and the key sk-ant-api03-abcdefghijklmnopqrst."),
+    ]
+    store = SQLiteStore(tmp_path / "runs.db", log_deltas=True)
+    loop = make_loop(
+        ScriptedClient(script),
+        store=store,
+        redact_checkpoints=redact_checkpoints,
+        tools=[
+            Tool(
+                name="add",
+                description="Add two numbers.",
+                input_schema={"type": "object", "additionalProperties": True},
+                handler=lambda a, b, note: a + b,
+            )
+        ],
+    )
+    streamed, result = await read_all(loop, "Add 1 and 2.5.", task_id="t-secret")
+    assert result.stop_reason is StopReason.COMPLETED
+    split = [piece(e) for e in streamed if isinstance(e, TextDelta | ToolInputDelta)]
+    assert "Bearer " in "".join(split)
+    assert not any(BEARER in part for part in split)  # the stream did split it
+    logged = await store.read("t-secret", after=-1, limit=1_000)
+    assert [event.seq for event in logged] == [event.seq for event in streamed]
+    for event in logged:
+        assert "abcdefghijklmnop" not in json.dumps(to_dict(event))
+    steps = sorted({e.step for e in logged if isinstance(e, TextDelta)})
+    texts = ["".join(e.text for e in logged if isinstance(e, TextDelta) and e.step == step) for step in steps]
+    assert texts == [
+        "Calling with [REDACTED] now.",
+        "Done; the header was [REDACTED] and the key [REDACTED].",
+    ]
+    inputs = "".join(e.partial_json for e in logged if isinstance(e, ToolInputDelta))
+    assert json.loads(inputs) == {"a": 1, "b": 2.5, "note": "[REDACTED]"}

@@ -5,7 +5,9 @@ the run records every event in `RunContext.events`, and the writer appends those
 appended yet, in one batch, before each checkpoint is saved (so a crash loses no event a
 checkpoint counts), after each model call (entering `validate`: a follower sees the model's
 answer when the run has it) and when the run stops. Deltas are left out unless the store
-has `log_deltas=True`.
+has `log_deltas=True`; those it logs are redacted as the recorded events are, each content
+block's pieces together (`redacted_deltas`), so a secret the stream split across two deltas is
+found too.
 
 A run continues its task's log: before its first event it takes up the `seq` after the
 log's last one, so the events a killed worker appended after its last checkpoint stay, and
@@ -14,11 +16,13 @@ no `seq` is appended twice.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast, final
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final, cast, final
 
 from ..checkpoint.eventlog import DELTA_KINDS, EventLog
 from ..checkpoint.signed import SignedStore
-from ..events import Transition
+from ..events import Event, Transition
 from ..statemachine.table import Phase
 from .context import RunContext
 
@@ -74,9 +78,43 @@ class EventLogWriter:
         end = len(events)
         batch = [event for event in events[self._done : end] if event.kind not in DELTA_KINDS]
         deltas = self._ctx.deltas
-        if deltas:  # the streamed deltas since the last flush, in their place by seq
-            batch = sorted([*batch, *deltas], key=lambda event: event.seq)
+        if deltas:  # the streamed deltas since the last flush, redacted, in their place by seq
+            batch = sorted([*batch, *redacted_deltas(deltas, self._ctx.redact)], key=lambda event: event.seq)
             deltas.clear()
         if batch:
             await self._log.append(batch)
         self._done = end
+
+
+PIECES: Final = {"text_delta": "text", "thinking_delta": "thinking", "tool_input_delta": "partial_json"}
+"""A delta's kind -> the field holding its piece."""
+
+
+def redacted_deltas(deltas: Sequence[Event], redact: Callable[[str], str]) -> list[Event]:
+    """The deltas as the log keeps them: the pieces of each content block (of each model call)
+    redacted together, so a secret split across two deltas is found as one.
+
+    A block the redaction leaves as it is keeps its pieces. One it changes keeps its deltas and
+    their `seq`s (the log stays without a gap): the first holds the block's redacted text, the
+    others an empty piece; put together they are the redacted text, as the recorded events
+    hold it.
+    """
+    blocks: dict[tuple[str, int, int], list[Event]] = {}
+    for event in deltas:
+        index: int = getattr(event, "index", -1)
+        blocks.setdefault((event.kind, event.step, index), []).append(event)
+    logged: list[Event] = []
+    for (kind, _, _), events in blocks.items():
+        field = PIECES.get(kind)
+        if field is None:  # not a delta: as it is
+            logged.extend(events)
+            continue
+        whole = "".join(getattr(event, field) for event in events)
+        clean = redact(whole)
+        if clean == whole:
+            logged.extend(events)
+            continue
+        for position, event in enumerate(events):
+            piece: dict[str, Any] = {field: clean if position == 0 else ""}
+            logged.append(dataclasses.replace(event, **piece))
+    return logged
