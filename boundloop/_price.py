@@ -136,7 +136,8 @@ class Price:
         billed = self.billed_as(usage)
         price = billed.at(usage.input_tokens + cache_read + cache_write) if billed.tiers else billed
         split = usage.cache_creation
-        write_1h = 0 if split is None else min(split.ephemeral_1h_input_tokens, cache_write)
+        # a count the API leaves out is zero (the SDK marks both of `cache_creation` required)
+        write_1h = 0 if split is None else min(split.ephemeral_1h_input_tokens or 0, cache_write)
         base = price.input_per_mtok
         read_rate = price.cache_read_per_mtok
         write_rate = price.cache_write_per_mtok

@@ -12,6 +12,9 @@ from collections.abc import Sequence
 from typing import Any, Final, cast
 
 from anthropic.types import Message
+from pydantic import BaseModel
+
+from .blocks import field_of
 
 MAX_INPUT_DEPTH: Final = 32
 """How deeply a tool_use input may nest objects and arrays."""
@@ -41,6 +44,10 @@ def problem(response: object) -> str | None:
 
 
 def _usage_problem(usage: object) -> str | None:
+    """What is wrong with `usage`: its two counts must be there; every other field is optional
+    (the SDK's `Optional`, or one the API leaves out: sonnet-4-0 and 4-5 send `server_tool_use`
+    with `web_search_requests` alone), a missing count is zero, and a count that is there is a
+    non-negative int."""
     if usage is None:
         return "usage is missing"
     for field in _USAGE_FIELDS:
@@ -51,17 +58,59 @@ def _usage_problem(usage: object) -> str | None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             return f"usage.{field} is {value!r}, not a count"
-    server = getattr(usage, "server_tool_use", None)
+    server = field_of(usage, "server_tool_use")
     if server is not None:
-        counts: dict[str, object] = {
-            **getattr(server, "__dict__", {}),
-            **(getattr(server, "model_extra", None) or {}),
-        }
-        for field, value in counts.items():
-            if field.endswith("_requests") and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 0
-            ):
-                return f"usage.server_tool_use.{field} is {value!r}, not a count"
+        found = _counts_problem(server, "usage.server_tool_use", "_requests")
+        if found is not None:
+            return found
+    split = field_of(usage, "cache_creation")
+    if split is not None:
+        found = _counts_problem(split, "usage.cache_creation", "_tokens")
+        if found is not None:
+            return found
+    iterations = field_of(usage, "iterations")
+    return None if iterations is None else _iterations_problem(iterations)
+
+
+def _counts_problem(counts: object, where: str, suffix: str) -> str | None:
+    """An object of counts (`server_tool_use`, `cache_creation`, an iteration): each field named
+    `*{suffix}` that is there is a count (one the SDK does not model included; None is absent)."""
+    if isinstance(counts, BaseModel):
+        fields: dict[str, object] = {**counts.__dict__, **(counts.__pydantic_extra__ or {})}
+    elif isinstance(counts, dict):
+        fields = cast(dict[str, object], counts)
+    else:
+        return f"{where} is {type(counts).__name__}, not an object"
+    for field, value in fields.items():
+        if (
+            field.endswith(suffix)
+            and value is not None
+            and (isinstance(value, bool) or not isinstance(value, int) or value < 0)
+        ):
+            return f"{where}.{field} is {value!r}, not a count"
+    return None
+
+
+def _iterations_problem(iterations: object) -> str | None:
+    """`usage.iterations` (beta: compaction, the advisor): a list of objects, each with a `type`,
+    its token counts and `cache_creation` checked as the top level's, its `model` a string."""
+    if not isinstance(iterations, list):
+        return f"usage.iterations is {type(iterations).__name__}, not a list"
+    for index, entry in enumerate(cast(list[object], iterations)):
+        where = f"usage.iterations[{index}]"
+        if not isinstance(field_of(entry, "type"), str):
+            return f"{where} has no type"
+        found = _counts_problem(entry, where, "_tokens")
+        if found is not None:
+            return found
+        model = field_of(entry, "model")
+        if model is not None and not isinstance(model, str):
+            return f"{where}.model is {type(model).__name__}, not a string"
+        split = field_of(entry, "cache_creation")
+        if split is not None:
+            found = _counts_problem(split, f"{where}.cache_creation", "_tokens")
+            if found is not None:
+                return found
     return None
 
 
