@@ -63,11 +63,13 @@ def _after(previous: Any, content: Any) -> list[str]:
     blocks: list[JSON] = list(previous or [])
     answers: list[JSON] = [] if isinstance(content, str) else list(content or [])
     problems: list[str] = []
-    if blocks and blocks[-1].get("type") in SERVER_CALLS:
+    calls = [block["id"] for block in blocks if block.get("type") == "tool_use"]
+    if blocks and blocks[-1].get("type") in SERVER_CALLS and not calls:
+        # With client calls in the turn, their results may follow: the API answers the server
+        # call first in the next response (a tool search ending a turn with a client tool_use).
         call_id = blocks[-1].get("id")
         if not any(block.get("tool_use_id") == call_id for block in blocks):
             problems.append(f"a user turn after the unfinished {blocks[-1]['type']} {call_id!r}")
-    calls = [block["id"] for block in blocks if block.get("type") == "tool_use"]
     head = answers[: len(calls)]
     if [block.get("type") for block in head] != ["tool_result"] * len(calls) or sorted(
         str(block.get("tool_use_id")) for block in head

@@ -6,10 +6,16 @@ loop only appends to the transcript, so each rule is a fact about what it append
 - each assistant turn is sent back as received: the response's blocks, in order, each of
   its type and with every field the API sent (a block type the SDK does not model included);
 - no user turn follows an assistant turn whose last block is a `server_tool_use` (or
-  `mcp_tool_use`) without its result: the API runs that call only on a continuation;
+  `mcp_tool_use`) without its result, unless the turn also calls client tools: the API runs
+  such a call on a continuation, or, when the turn waits for client tools (a tool search
+  ending a turn with a client `tool_use`), after their results, opening its next response
+  with the call's result;
 - a user turn after an assistant turn with client `tool_use` blocks opens with their
   `tool_result` blocks, one per call, ids matching, before anything else;
-- the last response's `container` is sent as `container` with the next request.
+- the last response's `container` is sent as `container` with the next request;
+- no 1-hour cache breakpoint comes after a 5-minute one (`_cache.ttl_order_problem`).
+
+Consecutive messages of one role are one turn to the API (it joins them), and are read so.
 
 A broken rule is a bug: `check_request` raises `InvalidRequest` and the request is not sent.
 The transcript only grows (its last user turn replaced by a longer one, a trailing turn
@@ -25,6 +31,7 @@ from typing import Any, Final, cast, final
 from anthropic.types import Message
 from pydantic import BaseModel
 
+from .._cache import ttl_order_problem
 from ..errors import InvalidRequest
 from .blocks import field_of
 
@@ -33,7 +40,9 @@ SERVER_CALLS: Final = frozenset({"server_tool_use", "mcp_tool_use"})
 
 
 def unfinished_server_call(content: Sequence[object]) -> bool:
-    """The turn ends in a server call without its result: only a continuation may follow it."""
+    """The turn ends in a server call without its result and calls no client tool: only a
+    continuation may follow it (with a client `tool_use`, their results may: the API then
+    answers the server call first in the next response)."""
     if not content:
         return False
     last = content[-1]
@@ -41,7 +50,10 @@ def unfinished_server_call(content: Sequence[object]) -> bool:
     if kind not in SERVER_CALLS:
         return False
     call_id = field_of(last, "id")
-    return not any(field_of(block, "tool_use_id") == call_id for block in content)
+    return not any(
+        field_of(block, "tool_use_id") == call_id or field_of(block, "type") == "tool_use"
+        for block in content
+    )
 
 
 def container_id(response: Message | None) -> str | None:
@@ -99,7 +111,7 @@ def check_request(
     Raises:
         InvalidRequest: the first rule the request breaks.
     """
-    problem = request_problem(request, last, received, start=start)
+    problem = request_problem(request, last, received, start=start) or ttl_order_problem(request)
     if problem is not None:
         raise InvalidRequest(problem)
 
@@ -112,8 +124,11 @@ def request_problem(
     if container is not None and request.get("container") != container:
         return f"the last response's container {container!r} is not sent with the next request"
     messages: list[Mapping[str, Any]] = request.get("messages") or []
-    previous: Mapping[str, Any] | None = messages[start - 1] if 0 < start <= len(messages) else None
-    for index in range(max(start, 0), len(messages)):
+    first = min(max(start, 0), len(messages))
+    while 0 < first < len(messages) and _joined(messages[first - 1], messages[first]):
+        first -= 1  # from the first message of the turn `start` is in
+    previous: Mapping[str, Any] | None = messages[first - 1] if first else None
+    for index in range(first, len(messages)):
         message = messages[index]
         if message.get("role") == "assistant":
             if message is received and last is not None:
@@ -121,22 +136,43 @@ def request_problem(
                 if problem is not None:
                     return f"messages[{index}]: {problem}"
         elif previous is not None and previous.get("role") == "assistant":
-            problem = _answers(_plain(previous.get("content")), message.get("content"))
+            problem = _answers(_turn(messages, index - 1, -1), _turn(messages, index, 1))
             if problem is not None:
                 return f"messages[{index}]: {problem}"
         previous = message
     return None
 
 
-def _answers(blocks: list[Mapping[str, object]], content: object) -> str | None:
-    """What is wrong with a user turn after an assistant turn (its `blocks`), or None."""
+def _joined(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Two messages the API reads as one turn: both the assistant's, or neither."""
+    return (before.get("role") == "assistant") == (after.get("role") == "assistant")
+
+
+def _turn(messages: list[Mapping[str, Any]], index: int, step: int) -> list[Mapping[str, object]]:
+    """The blocks of the turn holding `messages[index]`: its messages (walked from `index` by
+    `step`) joined, as the API joins consecutive messages of one role (a string's content: one
+    text block). The usual turn is one message: its blocks as they are."""
+    end = index + step
+    while 0 <= end < len(messages) and _joined(messages[index], messages[end]):
+        end += step
+    if end == index + step:
+        return _plain(messages[index].get("content"))
+    joined: list[Mapping[str, object]] = []
+    for position in sorted(range(index, end, step)):
+        content = messages[position].get("content")
+        joined += [{"type": "text"}] if isinstance(content, str) else _plain(content)
+    return joined
+
+
+def _answers(blocks: list[Mapping[str, object]], answers: list[Mapping[str, object]]) -> str | None:
+    """What is wrong with a user turn (its blocks, `answers`) after an assistant turn (its
+    `blocks`), or None."""
     if unfinished_server_call(blocks):
         return (
             f"a user turn follows the unfinished {blocks[-1].get('type')} "
             f"{blocks[-1].get('id')!r}: only its continuation may"
         )
     calls = [block.get("id") for block in blocks if block.get("type") == "tool_use"]
-    answers = _plain(content)
     count = len(calls)
     # The ids of the tool_result blocks among the first `count`: fewer than `count` when a
     # block there is not a tool_result, or the turn holds fewer blocks.
