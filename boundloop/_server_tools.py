@@ -22,7 +22,7 @@ from .errors import ConfigurationError
 
 SERVER_FAMILIES: Final = ("web_search_", "web_fetch_", "code_execution_", "tool_search_tool_", "advisor_")
 """The type prefixes of the tools the API runs (the others the SDK lists, such as bash, text
-editor, computer use and memory, are run by the client: a `Tool` of the loop's own)."""
+editor, computer use and memory, are run by the client: `Tool.defined(definition, handler)`)."""
 
 
 def _types(union: object) -> set[str]:
@@ -43,6 +43,25 @@ def server_tool_types() -> frozenset[str]:
 
     kinds = _types(ToolUnionParam) | _types(BetaToolUnionParam)
     return frozenset(kind for kind in kinds if kind.startswith(SERVER_FAMILIES))
+
+
+@functools.cache
+def client_tool_names() -> dict[str, frozenset[str]]:
+    """The tools the API defines and the client runs (memory, text editor, bash, computer use):
+    each type of the installed SDK's tool unions with a `name`, not a server tool's, and the
+    names the SDK gives it (empty: any)."""
+    from anthropic.types import ToolUnionParam
+    from anthropic.types.beta import BetaToolUnionParam
+
+    names: dict[str, frozenset[str]] = {}
+    for definition in (*typing.get_args(ToolUnionParam), *typing.get_args(BetaToolUnionParam)):
+        hints = typing.get_type_hints(definition)
+        for kind in typing.get_args(hints.get("type")):
+            if isinstance(kind, str) and "name" in hints and not kind.startswith(SERVER_FAMILIES):
+                names[kind] = frozenset(
+                    name for name in typing.get_args(hints["name"]) if isinstance(name, str)
+                )
+    return names
 
 
 @functools.cache
@@ -69,10 +88,8 @@ def server_tool(entry: Mapping[str, object]) -> dict[str, Any]:
     kind = entry.get("type")
     name = entry.get("name")
     if not isinstance(kind, str) or kind not in server_tool_types():
-        client_side = isinstance(kind, str) and kind.startswith(
-            ("memory_", "bash_", "text_editor_", "computer_")
-        )
-        hint = " (run by the client: give it a Tool with its handler)" if client_side else ""
+        client_side = isinstance(kind, str) and kind in client_tool_names()
+        hint = " (run by the client: give it as Tool.defined(definition, handler))" if client_side else ""
         raise ConfigurationError(
             f"{dict(entry)!r} is not a server tool{hint}; server tool types of the installed SDK: "
             f"{', '.join(sorted(server_tool_types()))}"

@@ -7,27 +7,22 @@ import functools
 import inspect
 import re
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final, overload
 
 import anyio.to_thread
 import jsonschema
-import jsonschema.exceptions
-import pydantic
+from typing_extensions import Unpack
 
 from ._outputs import OutputCheck, annotation_check, return_hint, schema_check
-from ._schemas import local_validator, unresolved_ref
+from ._schemas import unresolved_ref
+from ._tool_input import ToolFields, Validate, api_fields, defined_tool, jsonschema_validator, signature_input
+from ._tool_input import ToolInputError as ToolInputError
 from .errors import ConfigurationError
 from .records import ToolCall
 
 if TYPE_CHECKING:
-    from anthropic.types import ToolParam
-
-_best_match = cast(
-    "Callable[[Iterable[jsonschema.ValidationError]], jsonschema.ValidationError | None]",
-    # The stub leaves best_match's return type out; this cast is where it gets one.
-    jsonschema.exceptions.best_match,  # pyright: ignore[reportUnknownMemberType]
-)
+    from anthropic.types import ToolUnionParam
 
 TOOL_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """What the Messages API accepts as a tool name."""
@@ -62,10 +57,6 @@ class RetryableToolError(Exception):
         self.retry_after_s = retry_after_s
 
 
-class ToolInputError(ValueError):
-    """A tool_use input does not match the tool's schema; the message names the field."""
-
-
 def check_tool_name(name: str) -> str:
     """Return `name` if the Messages API accepts it.
 
@@ -85,14 +76,17 @@ class Tool:
 
     The tool function is called with the validated input as keyword arguments, plus the
     `ToolContext` when one parameter is annotated with it. Sync tool functions run in a
-    worker thread; async ones run on the event loop.
+    worker thread; async ones run on the event loop. A tool the API defines (the memory tool,
+    the text editor, bash, computer use) is made with `Tool.defined(definition, handler)`.
     """
 
     __slots__ = (
         "_context_param",
         "_is_async",
         "_validate",
+        "api_fields",
         "check_output",
+        "definition",
         "description",
         "handler",
         "input_schema",
@@ -114,17 +108,25 @@ class Tool:
         timeout_s: float | None = None,
         requires_approval: bool = False,
         output_schema: Mapping[str, Any] | None = None,
-        _validate: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
+        _validate: Validate | None = None,
         _check_output: OutputCheck | None = None,
+        _definition: dict[str, Any] | None = None,
+        **fields: Unpack[ToolFields],
     ) -> None:
         """Declare a tool with an explicit JSON schema (Draft 2020-12).
+
+        `strict`, `defer_loading` (tool search: the API shows the tool once a search finds it;
+        it is registered and gated from the start), `allowed_callers` (`"direct"`, a code
+        execution tool's type), `input_examples`, `cache_control` and `eager_input_streaming`
+        are the API's per-tool fields, sent in the tool's definition as given (None: not sent).
 
         Raises:
             ConfigurationError: a bad name, an empty description, an invalid schema (or one
                 with a `$ref` that does not resolve within it: nothing is fetched), a
-                non-callable handler, a side-effecting handler that takes no ToolContext, or
-                an invalid `output_schema` (what the tool returns; a result that does not
-                match it is answered as `invalid_result`).
+                non-callable handler, a side-effecting handler that takes no ToolContext, an
+                invalid `output_schema` (what the tool returns; a result that does not
+                match it is answered as `invalid_result`), or a per-tool field the API does
+                not take (an input example that does not match the schema among them).
         """
         self.name = check_tool_name(name)
         if not isinstance(cast(object, description), str) or not description.strip():
@@ -158,7 +160,11 @@ class Tool:
         self.requires_approval = requires_approval
         self._context_param = _context_parameter(handler)
         self._is_async = _is_async(handler)
-        self._validate = _validate or _jsonschema_validator(schema)
+        self._validate = _validate or jsonschema_validator(schema)
+        self.api_fields: dict[str, Any] = api_fields(name, fields, self._validate)
+        """The API's per-tool fields sent with the tool (`strict`, `defer_loading`, ...)."""
+        self.definition = _definition
+        """The API's definition of a tool it defines (`Tool.defined`), sent as is; None: a custom tool."""
         self.output_schema = None if output_schema is None else dict(output_schema)
         self.check_output: OutputCheck | None = (
             schema_check(name, output_schema) if output_schema is not None else _check_output
@@ -183,13 +189,55 @@ class Tool:
         """A sync tool function: it runs in a worker thread, which a timeout cannot stop."""
         return not self._is_async
 
-    def to_param(self) -> ToolParam:
-        """The tool as the Messages API `tools` entry."""
-        return {
-            "name": self.name,
-            "description": self.description,
-            "input_schema": self.input_schema,
-        }
+    @classmethod
+    def defined(
+        cls,
+        definition: Mapping[str, Any],
+        handler: Handler,
+        *,
+        side_effect: bool = False,
+        timeout_s: float | None = None,
+        requires_approval: bool = False,
+        input_schema: Mapping[str, Any] | None = None,
+    ) -> Tool:
+        """A tool the API defines and the client runs: the memory tool, the text editor, bash,
+        computer use (`Tool.defined({"type": "memory_20250818", "name": "memory"}, handler)`).
+
+        The request sends `definition` as it is; the calls pass the gate of any tool (policy,
+        approval, budget, timeout), their input checked against `input_schema` (default: any
+        object). `handler` gets the input as one dict (and a `ToolContext` parameter its context).
+
+        Raises:
+            ConfigurationError: the definition is not such a tool of the installed SDK (a
+                server tool goes in `tools=` as its dict), or what `Tool(...)` refuses.
+        """
+        checked = defined_tool(definition)
+        name = str(checked["name"])
+        if not callable(handler):
+            raise ConfigurationError(f"tool {name!r}: handler {handler!r} is not callable")
+        context = _context_parameter(handler)
+        if side_effect and context is None:
+            raise ConfigurationError(
+                f"tool {name!r} has side effects: its handler must take a ToolContext parameter "
+                "to read the idempotency key"
+            )
+        return cls(
+            name=name,
+            description=f"{checked['type']}, defined by the API",
+            input_schema={"type": "object"} if input_schema is None else input_schema,
+            handler=_whole_input(handler, context),
+            side_effect=side_effect,
+            timeout_s=timeout_s,
+            requires_approval=requires_approval,
+            _definition=checked,
+        )
+
+    def to_param(self) -> ToolUnionParam:
+        """The tool as the Messages API `tools` entry: its definition, with its per-tool fields."""
+        if self.definition is not None:
+            return cast("ToolUnionParam", dict(self.definition))
+        param = {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+        return cast("ToolUnionParam", param | self.api_fields)
 
     def validate(self, tool_input: object) -> dict[str, Any]:
         """Validate a tool_use input against the schema.
@@ -256,40 +304,25 @@ def _context_parameter(handler: Handler) -> str | None:
     return None
 
 
-def _jsonschema_validator(
-    schema: Mapping[str, Any],
-) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    validator = local_validator(schema)  # its references were checked: nothing is retrieved
+def _whole_input(handler: Handler, context: str | None) -> Handler:
+    """An API-defined tool's handler as a tool function: the input as one dict (and the
+    context under its own parameter's name, when it takes one)."""
 
-    def validate(tool_input: Mapping[str, Any]) -> dict[str, Any]:
-        error = _best_match(validator.iter_errors(tool_input))
-        if error is not None:
-            where = "/".join(str(part) for part in error.absolute_path) or "(input)"
-            raise ToolInputError(f"{where}: {error.message}")
-        return dict(tool_input)
+    def extra(value: ToolContext) -> dict[str, ToolContext]:
+        return {} if context is None else {context: value}
 
-    return validate
+    if _is_async(handler):
 
+        async def run_async(_boundloop_context: ToolContext, **tool_input: Any) -> object:
+            pending: Any = handler(tool_input, **extra(_boundloop_context))
+            return await pending
 
-def _pydantic_validator(
-    model: type[pydantic.BaseModel], parameters: Mapping[str, str]
-) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    """Validate with `model`; `parameters` maps each model field to its tool function's parameter."""
+        return run_async
 
-    parse = model.__pydantic_validator__.validate_python  # what model_validate calls, bound once
-    pairs = tuple(parameters.items())
+    def run(_boundloop_context: ToolContext, **tool_input: Any) -> object:
+        return handler(tool_input, **extra(_boundloop_context))
 
-    def validate(tool_input: Mapping[str, Any]) -> dict[str, Any]:
-        try:
-            parsed = parse(tool_input)
-        except pydantic.ValidationError as exc:
-            problems = "; ".join(
-                f"{'/'.join(str(p) for p in err['loc']) or '(input)'}: {err['msg']}" for err in exc.errors()
-            )
-            raise ToolInputError(problems) from None
-        return {param: getattr(parsed, field) for field, param in pairs}
-
-    return validate
+    return run
 
 
 def _from_function(
@@ -300,43 +333,10 @@ def _from_function(
     side_effect: bool,
     timeout_s: float | None,
     requires_approval: bool,
+    api: ToolFields,
 ) -> Tool:
     tool_name = check_tool_name(str(getattr(fn, "__name__", "")) if name is None else name)
-    try:
-        hints = typing.get_type_hints(fn, include_extras=True)
-    except Exception as exc:
-        raise ConfigurationError(f"tool {tool_name!r}: cannot resolve type hints: {exc}") from exc
-    # Model fields get neutral names, each aliased to its parameter: a parameter may be called
-    # `schema`, `json` or `_id` (BaseModel attributes, or private to pydantic) and still be a
-    # property of the schema, validated and passed under its own name.
-    fields: dict[str, Any] = {}
-    parameters: dict[str, str] = {}
-    for param in inspect.signature(fn).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
-            raise ConfigurationError(
-                f"tool {tool_name!r}: parameter {param.name!r} must be a plain keyword parameter"
-            )
-        hint = hints.get(param.name)
-        if hint is ToolContext:
-            continue
-        if hint is None:
-            raise ConfigurationError(
-                f"tool {tool_name!r}: parameter {param.name!r} needs a type annotation for its schema"
-            )
-        default = ... if param.default is param.empty else param.default
-        field = f"arg{len(fields)}"
-        fields[field] = (hint, pydantic.Field(default, alias=param.name))
-        parameters[field] = param.name
-    try:
-        model = pydantic.create_model(
-            f"{tool_name}_input",
-            __config__=pydantic.ConfigDict(extra="forbid"),
-            **fields,
-        )
-        schema = model.model_json_schema()
-    except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError, TypeError) as exc:
-        raise ConfigurationError(f"tool {tool_name!r}: no JSON schema for its parameters: {exc}") from exc
-    schema.pop("title", None)
+    schema, validate = signature_input(fn, tool_name, ToolContext)
     return Tool(
         name=tool_name,
         description=(inspect.getdoc(fn) or "") if description is None else description,
@@ -345,7 +345,8 @@ def _from_function(
         side_effect=side_effect,
         timeout_s=timeout_s,
         requires_approval=requires_approval,
-        _validate=_pydantic_validator(model, parameters),
+        **api,
+        _validate=validate,
         _check_output=annotation_check(tool_name, return_hint(fn)),
     )
 
@@ -360,6 +361,7 @@ def tool(
     side_effect: bool = False,
     timeout_s: float | None = None,
     requires_approval: bool = False,
+    **fields: Unpack[ToolFields],
 ) -> Callable[[Handler], Tool]: ...
 def tool(
     fn: Handler | None = None,
@@ -370,12 +372,15 @@ def tool(
     side_effect: bool = False,
     timeout_s: float | None = None,
     requires_approval: bool = False,
+    **fields: Unpack[ToolFields],
 ) -> Tool | Callable[[Handler], Tool]:
     """Make a `Tool` from a sync or async function.
 
     The name comes from the function, the description from its docstring, and the input
     schema from its type hints (through pydantic). A parameter annotated `ToolContext` gets
-    the call's context and is left out of the schema.
+    the call's context and is left out of the schema. `strict`, `defer_loading`,
+    `allowed_callers`, `input_examples`, `cache_control` and `eager_input_streaming` are the
+    API's per-tool fields (see `Tool`).
 
     Raises:
         ConfigurationError: a name the API rejects, a missing docstring or annotation.
@@ -389,6 +394,7 @@ def tool(
             side_effect=side_effect,
             timeout_s=timeout_s,
             requires_approval=requires_approval,
+            api=fields,
         )
 
     return make if fn is None else make(fn)

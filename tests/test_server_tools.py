@@ -82,7 +82,7 @@ def test_server_tools_are_part_of_the_spec_contract_and_provenance() -> None:
     ("definition", "message"),
     [
         ({"type": "web_serch_20250305", "name": "web_search"}, r"is not a server tool; server tool types"),
-        ({"type": "memory_20250818", "name": "memory"}, r"run by the client: give it a Tool"),
+        ({"type": "memory_20250818", "name": "memory"}, r"run by the client: give it as Tool.defined"),
         ({"name": "web_search"}, r"web_search_20250305"),
         ({"type": "web_search_20250305"}, r"needs a name"),
     ],

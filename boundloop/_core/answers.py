@@ -85,7 +85,8 @@ def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
         state.observations.append(Observation.of(result))
         if outcome == "ok":
             state.consecutive_tool_errors = 0
-            state.succeeded[key] = len(state.observations) - 1
+            if key:  # a call from code execution has none: it is not a repeat of anything
+                state.succeeded[key] = len(state.observations) - 1
         elif outcome in FAILED_OUTCOMES and not result.by_human:
             state.consecutive_tool_errors += 1
             if outcome != "invalid":  # invalid actions are recorded when validation decides them

@@ -19,7 +19,7 @@ from ..signals import KNOWN_STOP_REASONS
 from ..statemachine.table import Trigger
 from ..transcript import append_user
 from .answers import finish
-from .blocks import assistant_message
+from .blocks import assistant_message, field_of
 from .boundary import problem
 from .budget import (
     call_spent,
@@ -38,7 +38,7 @@ from .refusals import fallback
 from .request import as_message, fit_thinking, for_count, messages_of, settings_params, uses_beta
 from .setup import setup_error
 from .streaming import streamed
-from .validation import canonical
+from .validation import FROM_CODE, canonical
 
 
 async def assemble(ctx: RunContext) -> Trigger:
@@ -215,13 +215,11 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     # Exactly the JSON received (thinking signatures, server tool blocks), dumped once.
     ctx.received = assistant_message(response.content)
     state.messages.append(ctx.received)
-    calls = [
-        ToolCall(block.id, block.name, block.input, state.step)  # id, name, input, step
-        for block in response.content
-        if isinstance(block, ToolUseBlock)
-    ]
+    blocks = [block for block in response.content if isinstance(block, ToolUseBlock)]
+    # id, name, input, step; the keys: a call from code execution is never a repeat
+    calls = [ToolCall(block.id, block.name, block.input, state.step) for block in blocks]
     state.turn = turn = Turn(  # calls, keys, answers positionally: one keyword dict less
-        calls, [canonical(call.name, call.input) for call in calls], [None] * len(calls), final=final
+        calls, [repeat_key(block) for block in blocks], [None] * len(calls), final=final
     )
     ctx.plan = None
     ctx.counted_input = None
@@ -286,3 +284,12 @@ def drop_unfinished_server_turns(messages: list[MessageParam]) -> None:
         if isinstance(content, str) or not unfinished_server_call(list(content)):
             return
         messages.pop()
+
+
+def repeat_key(block: ToolUseBlock) -> str:
+    """A tool_use's key in the repeat history: `canonical`, or `FROM_CODE` for a call a program
+    made (programmatic tool calling: `caller` set, not `direct`), which runs each time."""
+    caller = block.caller
+    if caller is None or field_of(caller, "type") == "direct":
+        return canonical(block.name, block.input)
+    return FROM_CODE

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
+from .._sdk_tools import sdk_tool
 from .._server_tools import server_tool
 from ..errors import ConfigurationError
 from ..tools import Tool
@@ -24,12 +25,12 @@ class ToolRegistry(Mapping[str, Tool]):
 
     __slots__ = ("_params", "_tools", "server")
 
-    def __init__(self, tools: Iterable[Tool | Mapping[str, object]]) -> None:
-        """Register the tools.
+    def __init__(self, tools: Iterable[object]) -> None:
+        """Register the tools: `Tool`s, server tool definitions, and the SDK's tool helpers
+        (`@beta_tool` functions, its memory tool classes), each converted to a `Tool` once.
 
         Raises:
-            ConfigurationError: an entry is neither a `Tool` nor a server tool definition of the
-                installed SDK, or two tools share a name.
+            ConfigurationError: an entry is none of these, or two tools share a name.
         """
         if not isinstance(cast(object, tools), Iterable):
             raise ConfigurationError(f"tools takes a list of tools, got {type(tools).__name__}")
@@ -37,14 +38,16 @@ class ToolRegistry(Mapping[str, Tool]):
         server: dict[str, dict[str, Any]] = {}
         for entry in tools:
             if isinstance(entry, Mapping):
-                definition = server_tool(entry)
+                definition = server_tool(cast(Mapping[str, object], entry))
                 name = str(definition["name"])
-            elif not isinstance(cast(object, entry), Tool):
-                raise ConfigurationError(
-                    f"{entry!r} is not a Tool: decorate the function with @tool or build Tool(...)"
-                )
             else:
-                definition, name = None, entry.name
+                tool = entry if isinstance(entry, Tool) else sdk_tool(entry)
+                if tool is None:
+                    raise ConfigurationError(
+                        f"{entry!r} is not a Tool: decorate the function with @tool or build Tool(...)"
+                    )
+                definition, name = None, tool.name
+                entry = tool
             if name in self._tools or name in server:
                 raise ConfigurationError(f"two tools are named {name!r}")
             if definition is None:

@@ -50,6 +50,9 @@ _CANONICAL_JSON: Final = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), default=str, check_circular=False
 ).encode
 """Built once (`json.dumps` builds one per call); unchecked for cycles: the boundary bounds inputs."""
+FROM_CODE: Final = ""
+"""The repeat key of a call made from code execution: none (a program calling `roll_die()`
+seven times wants seven rolls; the repeat history is for the model repeating itself)."""
 REPEAT_NOTE: Final = "\n[repeated call: this is the result of the identical earlier call]"
 HUMAN_APPROVED: Final = "human_approved"
 """A call a human approved on resume: it runs without asking again, once every other check passes."""
@@ -217,7 +220,7 @@ def _decide_first(
             turn.same_as[index] = first_of[key]
             ctx.state.repeated_calls += 1
             decision, planned = "repeat", None
-        else:
+        elif key:  # a call from code (FROM_CODE) is never a copy of another
             first_of[key] = index
     turn.decisions.append(decision)
     return decision, planned
