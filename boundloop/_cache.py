@@ -106,13 +106,17 @@ def add_breakpoints(
     free = MAX_BREAKPOINTS - head.count - markers.count(request["messages"])
     if free <= 0:
         return
-    request["cache_control"] = head.control  # automatic: the last cacheable block, moving with the transcript
+    # 1-hour entries must come before 5-minute ones: after a 5-minute breakpoint of the caller's
+    # (tools, system prompt, history), the loop's own breakpoints are written for 5 minutes.
+    five = head.five or (head.control.get("ttl") == "1h" and _five_in(request["messages"]))
+    control = FIVE_MINUTES if five else head.control
+    request["cache_control"] = control  # automatic: the last cacheable block, moving with the transcript
     free -= 1
     if free and head.marked:
         request.update(head.marked)
         free -= 1
     if free:
-        _mark_lookback(request, head.control)
+        _mark_lookback(request, head.control, FIVE_MINUTES if head.five else None)
 
 
 @final
@@ -126,6 +130,9 @@ class Head:
     """The `cache_control` the loop sends."""
     marked: dict[str, Any]
     """The fixed breakpoint: `system` (or `tools`) with it, to put in the request; {}: none."""
+    five: bool = False
+    """With a 1-hour `control`: the tools or system prompt hold a 5-minute breakpoint, so every
+    breakpoint after them is written for 5 minutes."""
 
 
 def _head(request: Mapping[str, Any], settings: CacheSettings) -> Head:
@@ -138,9 +145,79 @@ def _head(request: Mapping[str, Any], settings: CacheSettings) -> Head:
         count += sum(1 for block in cast("list[Mapping[str, Any]]", system) if block.get("cache_control"))
     control = settings.control()
     marked: dict[str, Any] = {}
+    five = False
+    if control.get("ttl") == "1h":
+        five = any(_ttl(tool) == "5m" for tool in tools) or (
+            isinstance(system, list) and any(_ttl(block) == "5m" for block in cast("list[object]", system))
+        )
     if settings.prefix:
-        _mark_prefix(marked, request, control)
-    return Head(count=count, control=control, marked=marked)
+        before = five or any(_ttl(tool) == "5m" for tool in tools[:-1] if system is None)
+        _mark_prefix(marked, request, FIVE_MINUTES if before else control)
+    return Head(count=count, control=control, marked=marked, five=five)
+
+
+FIVE_MINUTES: Final = {"type": "ephemeral"}
+"""The `cache_control` of a 5-minute breakpoint (the API's default TTL)."""
+
+
+def _ttl(block: object) -> str | None:
+    """The TTL of a block's (or tool's) `cache_control` breakpoint; None: it has none."""
+    control: object = (
+        cast(Mapping[str, object], block).get("cache_control")
+        if isinstance(block, Mapping)
+        else getattr(block, "cache_control", None)
+    )
+    if not control:
+        return None
+    ttl = cast(Mapping[str, object], control).get("ttl") if isinstance(control, Mapping) else None
+    return ttl if isinstance(ttl, str) else "5m"
+
+
+def _five_in(messages: Sequence[Mapping[str, Any]], end: int | None = None) -> bool:
+    """A 5-minute breakpoint in the blocks of `messages[:end]`."""
+    for message in messages[:end]:
+        content = message.get("content")
+        if isinstance(content, list) and any(_ttl(block) == "5m" for block in cast("list[object]", content)):
+            return True
+    return False
+
+
+def ttl_order_problem(request: Mapping[str, Any]) -> str | None:
+    """A 1-hour breakpoint after a 5-minute one, which the API refuses (the order is tools,
+    system, messages, then the top-level automatic breakpoint on the last block); None: in order."""
+    five: str | None = None
+
+    def place(where: str, item: object) -> str | None:
+        nonlocal five
+        ttl = _ttl(item)
+        if ttl == "5m" and five is None:
+            five = where
+        elif ttl == "1h" and five is not None:
+            return f"{where} is a 1-hour cache breakpoint after the 5-minute one at {five}"
+        return None
+
+    system = request.get("system")
+    heads = [
+        *(request.get("tools") or ()),
+        *(cast("list[object]", system) if isinstance(system, list) else ()),
+    ]
+    for index, item in enumerate(heads):
+        problem = place(f"the tools and system's block {index}", item)
+        if problem is not None:
+            return problem
+    for index, message in enumerate(cast("list[Mapping[str, Any]]", request.get("messages") or ())):
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        blocks: list[object] = content  # pyright: ignore[reportUnknownVariableType]
+        for at, block in enumerate(blocks):
+            # the transcript's blocks are plain dicts: most have no breakpoint at all
+            if type(block) is dict and "cache_control" not in block:
+                continue
+            problem = place(f"messages[{index}].content[{at}]", block)  # pyright: ignore[reportUnknownArgumentType]
+            if problem is not None:
+                return problem
+    return place("the top-level cache_control", request)
 
 
 def count_breakpoints(request: Mapping[str, Any], markers: MessageMarkers | None = None) -> int:
@@ -235,10 +312,11 @@ def _mark_prefix(marked: dict[str, Any], request: Mapping[str, Any], control: di
         marked["tools"] = [*tools[:-1], {**tools[-1], "cache_control": control}]
 
 
-def _mark_lookback(request: dict[str, Any], control: dict[str, str]) -> None:
+def _mark_lookback(request: dict[str, Any], control: dict[str, str], five: dict[str, str] | None) -> None:
     """When `LOOKBACK_BLOCKS` blocks or more follow the last user turn before the newest
     assistant turn, mark that turn's last block (on a copy): the previous request ended there,
-    so this request reads its cache entry exactly."""
+    so this request reads its cache entry exactly. `five`: the 5-minute control a 1-hour
+    `control` gives way to after a 5-minute breakpoint (given: one is before the messages)."""
     messages: list[Mapping[str, Any]] = request.get("messages") or []
     after = 0
     assistant = False
@@ -255,6 +333,8 @@ def _mark_lookback(request: dict[str, Any], control: dict[str, str]) -> None:
             block = cast(Mapping[str, Any], last)
             if block.get("cache_control"):
                 return
+            if control.get("ttl") == "1h" and (five is not None or _five_in(messages, index + 1)):
+                control = FIVE_MINUTES
             marked = {**block, "cache_control": control}
             copy = list(messages)
             copy[index] = {**message, "content": [*blocks[:-1], marked]}

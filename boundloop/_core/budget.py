@@ -15,6 +15,7 @@ import anyio
 from ..records import Exceeded, Limit
 from .answers import finish
 from .context import RunContext
+from .pricing import call_price
 
 
 def spent(ctx: RunContext) -> Exceeded | None:
@@ -112,17 +113,19 @@ def next_input_estimate(ctx: RunContext) -> int:
 
 def output_allowance(ctx: RunContext) -> int:
     """`max_tokens` for the next call: the configured value, clamped so that the call's worst
-    case (the estimated input plus all of its output) fits in the token and cost budgets."""
+    case (the estimated input plus all of its output) fits in the token and cost budgets, at
+    the price of the model the call goes to (a refusal's retry: the fallback model's)."""
     config = ctx.config
     budget = config.spec.budget
     state = ctx.state
     allowance = config.spec.max_tokens
-    if budget.max_total_tokens is None and (budget.max_cost_usd is None or config.price is None):
+    if budget.max_total_tokens is None and budget.max_cost_usd is None:
         return allowance  # nothing to clamp it to
     estimate = next_input_estimate(ctx)
     if budget.max_total_tokens is not None:
         allowance = min(allowance, budget.max_total_tokens - state.usage.total_tokens - estimate)
-    price = None if budget.max_cost_usd is None or config.price is None else config.price.at(estimate)
+    model_price = None if budget.max_cost_usd is None else call_price(ctx)
+    price = None if model_price is None else model_price.at(estimate)
     if budget.max_cost_usd is not None and price is not None and price.output_per_mtok > 0:
         spent = state.usage.cost_usd or 0.0
         left = budget.max_cost_usd - spent - estimate * price.input_per_mtok / 1_000_000

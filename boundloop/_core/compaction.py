@@ -1,7 +1,8 @@
 """Server-side compaction in a run (`AgentLoop(compaction=...)`, docs/cost.md).
 
 - A response whose `usage.iterations` holds `compaction` entries billed them on top of its
-  top-level usage (which leaves them out): they are added to the run's usage and cost.
+  top-level usage (which leaves them out): they are added to the run's usage and cost
+  (`_core.pricing`, with the advisor's).
 - A response holding a `compaction` block emits `Compacted` and the transcript keeps what the
   API reads next: the run's opening messages, then the turn holding the block, as received, and
   what follows (the API drops every block before the compaction block; the trace keeps all).
@@ -50,19 +51,11 @@ def compaction_usages(usage: object) -> list[Usage]:
 
 
 def after_response(ctx: RunContext, response: Message, tokens_before: int) -> None:
-    """Count a response's compaction usage; on a `compaction` block, emit `Compacted` and keep
-    the transcript from the block's turn on. `tokens_before`: the request's input as the loop
-    estimated (or counted) it."""
+    """On a `compaction` block, emit `Compacted` and keep the transcript from the block's turn on
+    (its billed usage is counted with the response's, `_core.pricing`). `tokens_before`: the
+    request's input as the loop estimated (or counted) it."""
     state = ctx.state
-    totals = state.usage
-    usages = compaction_usages(response.usage)
-    for usage in usages:
-        totals.input_tokens += usage.input_tokens
-        totals.output_tokens += usage.output_tokens
-        totals.cache_read_input_tokens += usage.cache_read_input_tokens or 0
-        totals.cache_creation_input_tokens += usage.cache_creation_input_tokens or 0
-        if ctx.config.price is not None:
-            totals.cost_usd = (totals.cost_usd or 0.0) + ctx.config.price.cost(usage)
+    usages = compaction_usages(response.usage)  # counted in the run's usage by `_core.pricing`
     # every content block has its `type` (a type the SDK does not model included: as an attribute)
     blocks = [block for block in response.content if getattr(block, "type", None) == "compaction"]
     if not blocks:

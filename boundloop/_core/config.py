@@ -105,6 +105,9 @@ class LoopConfig:
     relisted: Callable[[LoopConfig], Awaitable[LoopConfig | None]] | None = None
     """A connected configuration's: `await relisted(config)` is `config` with the toolsets' tools
     as they list them now, or None when none listed them again since (`_core.connect`)."""
+    prices: Mapping[str, Price] | None = None
+    """The caller's `prices`: a model other than `spec.model` (a fallback, an advisor) is
+    priced from them, else from the built-in table (`_core.pricing`)."""
 
 
 def build_config(
@@ -216,9 +219,12 @@ def build_config(
     key = checkpoint_key_of(checkpoint_key)
     check_policy(spec.policy, registry, listed_later=bool(toolsets))
     price = resolve_price(spec.model, prices)
-    if spec.budget.max_cost_usd is not None and price is None:
+    unpriced = [model] if price is None else []
+    unpriced += [name for name in other_models(spec, registry) if resolve_price(name, prices) is None]
+    if spec.budget.max_cost_usd is not None and unpriced:  # the loop's model, a fallback, an advisor
+        name = unpriced[0]
         raise ConfigurationError(
-            f"max_cost_usd needs a price for model {model!r}: pass prices={{{model!r}: Price(...)}}"
+            f"max_cost_usd needs a price for model {name!r}: pass prices={{{name!r}: Price(...)}}"
         )
     chosen_metrics = default_metrics() if isinstance(metrics, Default) else metrics
     config = LoopConfig(
@@ -245,10 +251,22 @@ def build_config(
         checkpoint_key=key,
         output=output,
         toolsets=toolsets,
+        prices=prices,
     )
-    if price is None:  # last: a loop that fails to build does not warn
-        warn_unpriced(model)
+    for name in unpriced:  # last: a loop that fails to build does not warn
+        warn_unpriced(name)
     return config
+
+
+def other_models(spec: LoopSpec, tools: ToolRegistry) -> list[str]:
+    """The models a loop's calls may run on besides its own: the fallback route and the advisor
+    tools' models (each billed at its own price, `_core.pricing`)."""
+    named = [*(spec.fallback_model or ())]
+    for definition in tools.server:
+        advisor = definition.get("model")
+        if str(definition.get("type", "")).startswith("advisor_") and isinstance(advisor, str):
+            named.append(advisor)
+    return [name for name in dict.fromkeys(named) if name != spec.model]
 
 
 def with_store(config: LoopConfig, store: CheckpointStore | None) -> LoopConfig:

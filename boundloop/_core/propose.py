@@ -34,6 +34,7 @@ from .compaction import after_response, request_settings
 from .connect import refresh_tools
 from .context import RunContext
 from .invariant import container_id, unfinished_server_call
+from .pricing import count_response
 from .refusals import fallback
 from .request import as_message, fit_thinking, for_count, messages_of, settings_params, uses_beta
 from .setup import setup_error
@@ -151,7 +152,7 @@ async def propose(ctx: RunContext) -> Trigger:
     # The final answer at a spent budget is not a step (max_steps stays a ceiling), nor a retry.
     if not final and not ctx.retried:
         state.step += 1
-    _accept(ctx, response, time.perf_counter() - started, final=final)
+    _accept(ctx, response, time.perf_counter() - started, final=final, model=str(request["model"]))
     return Trigger.PROPOSED
 
 
@@ -206,10 +207,10 @@ def _failed(ctx: RunContext, detail: str) -> None:
         state.stop_detail = f"{state.stop_detail}; the final-answer call failed"
 
 
-def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: bool) -> None:
-    """Record a response: transcript (exactly as received), turn, usage, cost, and its event."""
+def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: bool, model: str) -> None:
+    """Record a response: transcript (exactly as received), turn, usage, cost (at `model`, the
+    model the request went to), and its event."""
     state = ctx.state
-    config = ctx.config
     before = input_estimate(ctx)  # the request's input, before this response is counted
     state.responses.append(response)
     # Exactly the JSON received (thinking signatures, server tool blocks), dumped once.
@@ -229,18 +230,10 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     cache_read = usage.cache_read_input_tokens or 0
     cache_creation = usage.cache_creation_input_tokens or 0
     totals = state.usage
-    totals.input_tokens += usage.input_tokens
-    totals.output_tokens += usage.output_tokens
-    totals.cache_read_input_tokens += cache_read
-    totals.cache_creation_input_tokens += cache_creation
+    count_response(ctx, usage, model)  # its iterations too, each at its own model's price
     server_uses = server_tool_uses(usage)
     for kind, count in server_uses.items():
         totals.server_tool_uses[kind] = totals.server_tool_uses.get(kind, 0) + count
-    if config.price is not None:
-        totals.cost_usd = (totals.cost_usd or 0.0) + config.price.cost(usage)
-        totals.cache_savings_usd = (totals.cache_savings_usd or 0.0) + config.price.cache_savings(usage)
-    else:
-        totals.cost_usd = totals.cache_savings_usd = None  # no price for the model: not tracked
     # Built here, positionally (one a turn; not `ctx.event`'s keywords): the header, stop_reason,
     # tools, duration_s, input_tokens, output_tokens, cache_read_input_tokens,
     # cache_creation_input_tokens, server_tool_uses, final_answer, response. Redacted first: a
@@ -269,7 +262,7 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
             stop_sequence=stop_sequence,
         )
     )
-    after_response(ctx, response, before)  # compaction's billed usage, its event, the transcript
+    after_response(ctx, response, before)  # a compaction's event and transcript
 
 
 def drop_unfinished_server_turns(messages: list[MessageParam]) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 
-from .. import CheckpointStore, LoopState
+from .. import AgentLoop, CheckpointStore, LoopState
 from ..errors import FixtureError
 from ..evals import Case, EvalReport, export_case, load_cases, render_html, run_cases, run_trials
 from ..prices import resolve_price
@@ -135,6 +135,13 @@ async def _run(
     app = None if loop is None else await make_loop(*loop)
     if live is None:
         return EvalReport(await run_cases(cases, concurrency=concurrency, app=app))
+    if live.max_cost_usd is not None:  # before any billed call
+        unpriced = _unpriced(cases, live.model, app)
+        if unpriced:
+            raise CommandError(
+                f"--max-cost-usd: no price is known for {', '.join(unpriced)}, which the live "
+                "cases call, so their cost is unknown: give the loop prices= for them (--loop)"
+            )
     scripted = await run_cases([case for case in cases if not case.live], concurrency=concurrency, app=app)
     options: dict[str, Any] = {
         "model": live.model,
@@ -152,6 +159,24 @@ async def _run(
 
     async with AsyncAnthropic() as client:  # ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL
         return EvalReport(scripted, live=await run_trials(cases, client, **options))
+
+
+def _unpriced(cases: list[Case], model: str | None, app: AgentLoop[Any] | None) -> list[str]:
+    """The models the live cases may call that have no price: each case's (`--model`, else the
+    fixture's `model_name`; with `--loop`, the application's), and with `--loop` the
+    application's fallback and advisor models, priced as the application prices them."""
+    from .._core.config import other_models  # a live run builds loops: loaded by then
+
+    if app is None:
+        named = [model or case.model_name for case in cases if case.live]
+        return [name for name in dict.fromkeys(named) if resolve_price(name) is None]
+    config = app.config
+    own = config.spec.model if model is None else model
+    prices = dict(config.prices or {})
+    if config.price is not None:
+        prices.setdefault(config.spec.model, config.price)
+    named = [own, *other_models(config.spec.model_copy(update={"model": own}), config.tools)]
+    return [name for name in dict.fromkeys(named) if resolve_price(name, prices) is None]
 
 
 def _write(path: str | None, text: str) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._price import Price
 from ..checkpoint.store import MemoryStore
 from ..loop import AgentLoop
 from ..model import Model
@@ -58,8 +59,9 @@ def app_loop(
         settings=spec.settings,
         output_type=None if spec.output_schema is None else dict(spec.output_schema),
         fallback_model=spec.fallback_model,
-        # its price (a model priced by the application, not in boundloop's table, keeps its cost)
-        prices=None if app.config.price is None else {spec.model: app.config.price},
+        # its prices (a model priced by the application, not in boundloop's table, keeps its
+        # cost: its own, its fallbacks' and advisors')
+        prices=_prices(app),
         count_tokens=spec.count_tokens,
         redact_checkpoints=spec.redact_checkpoints,
         version=spec.version,
@@ -70,6 +72,15 @@ def app_loop(
         tracer_provider=None,
         store=MemoryStore(),
     )
+
+
+def _prices(app: AgentLoop[Any]) -> dict[str, Price] | None:
+    """The prices the application's loop was given, its own model's as it prices it."""
+    config = app.config
+    prices = dict(config.prices or {})
+    if config.price is not None:
+        prices[config.spec.model] = config.price
+    return prices or None
 
 
 def _mocked(tool: Tool, mocks: Mocks) -> Tool:

@@ -1,0 +1,252 @@
+"""Ceilings that hold at every model a run calls, and requests the API would reject, refused.
+
+- A refusal retried on a fallback model is priced, and its `max_tokens` clamped, at the
+  fallback's price; an unpriced fallback under `max_cost_usd` is a `ConfigurationError`.
+- `usage.iterations` entries the top-level usage leaves out (the advisor's) are counted, each
+  at its own model's price.
+- `CacheSettings(ttl="1h")` after a caller's 5-minute breakpoint: no 1-hour breakpoint follows a
+  5-minute one; the request check refuses a request that has one.
+- `boundloop eval --live --max-cost-usd`: every model the live cases call has a price.
+
+Each runs the real `AsyncAnthropic` over the fake API (`tests/fake_api.py`), real prices.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anthropic.types import Message
+
+from boundloop import AgentLoop, Budget, CacheSettings
+from boundloop._core.invariant import check_request
+from boundloop.cli import main
+from boundloop.errors import ConfigurationError, InvalidRequest
+from boundloop.prices import UnpricedModelWarning, resolve_price
+from tests.fake_api import Body, FakeAPI, message, text_block
+from tests.sim_model import SimulatedModel, shipping_policy
+
+RECORDED = Path(__file__).parent / "recorded" / "advisor_exchange.json"
+SEED_CASE = (
+    Path(__file__).resolve().parents[1] / "examples" / "evals" / "shipping_lookup_repeated_failure.json"
+)
+
+
+def bill(response: Message) -> float:
+    """What the API bills for a response: its top-level usage at the model that answered, and
+    every advisor iteration at its own model."""
+    usage = response.usage
+    price = resolve_price(response.model)
+    assert price is not None
+    total = price.cost(usage)
+    for entry in usage.model_dump().get("iterations") or ():
+        if entry["type"] == "advisor_message":
+            advisor = resolve_price(entry["model"])
+            assert advisor is not None
+            total += advisor.cost(usage.model_copy(update={**_tokens(entry), "iterations": None}))
+    return total
+
+
+def _tokens(entry: dict[str, Any]) -> dict[str, Any]:
+    keys = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    return {key: entry.get(key) or 0 for key in keys} | {"cache_creation": None}
+
+
+# -- a refusal retried on a fallback model -----------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_fallback_retry_is_priced_and_clamped_at_the_fallbacks_price() -> None:
+    """haiku-4-5 refuses, opus-4-1 answers with all the output it is allowed: the retry's
+    `max_tokens` is what $0.02 buys at opus-4-1's rates, and the run's cost is the bill."""
+    refused = message([], "refusal", input_tokens=200, output_tokens=1, model="claude-haiku-4-5")
+    answer = message(
+        [text_block("the answer")], input_tokens=200, output_tokens=4096, model="claude-opus-4-1", n=2
+    )
+    api = FakeAPI([Body(json=refused), Body(json=answer)])  # output clamped to the request's max_tokens
+    loop = AgentLoop(
+        api.client(),
+        model="claude-haiku-4-5",
+        fallback_model="claude-opus-4-1",
+        budget=Budget(max_steps=10, max_cost_usd=0.02),
+        metrics=None,
+    )
+    result = await loop.run("a question the first model refuses")
+    assert [request["model"] for request in api.requests] == ["claude-haiku-4-5", "claude-opus-4-1"]
+    cost = result.state.usage.cost_usd
+    assert cost == pytest.approx(sum(bill(response) for response in result.state.responses))
+    assert cost is not None
+    assert cost <= 0.02  # was $0.30: clamped and priced at haiku's rates
+
+
+def test_an_unpriced_fallback_under_a_cost_budget_is_refused_at_construction() -> None:
+    with pytest.raises(ConfigurationError, match="claude-unpriced-9"):
+        AgentLoop(
+            FakeAPI().client(),
+            model="claude-haiku-4-5",
+            fallback_model="claude-unpriced-9",
+            budget=Budget(max_steps=10, max_cost_usd=1.0),
+            metrics=None,
+        )
+
+
+# -- the advisor tool ----------------------------------------------------------------------------
+
+
+def recorded() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(RECORDED.read_text("utf-8"))
+    return data
+
+
+@pytest.mark.anyio
+async def test_the_advisors_tokens_are_counted_at_the_advisors_price() -> None:
+    """A response whose `usage.iterations` holds an `advisor_message` (left out of the top-level
+    usage): the run's cost is the bill, its tokens the bill's tokens."""
+    exchange = recorded()
+    api = FakeAPI([Body(json=exchange["response"])], honour_max_tokens=False)
+    loop = AgentLoop(
+        api.client(),
+        model=exchange["response"]["model"],
+        tools=[exchange["advisor_tool"]],
+        budget=Budget(max_steps=1),
+        metrics=None,
+    )
+    result = await loop.run("a task the executor asks its advisor about")
+    response = result.state.responses[0]
+    assert result.state.usage.cost_usd == pytest.approx(bill(response))
+    advisor = [
+        entry for entry in exchange["response"]["usage"]["iterations"] if entry["type"] == "advisor_message"
+    ]
+    top = exchange["response"]["usage"]
+    assert result.state.usage.output_tokens == top["output_tokens"] + sum(e["output_tokens"] for e in advisor)
+
+
+def test_an_unpriced_advisor_under_a_cost_budget_is_refused_at_construction() -> None:
+    advisor = {"type": "advisor_20260301", "name": "advisor", "model": "claude-unpriced-9"}
+    with pytest.raises(ConfigurationError, match="claude-unpriced-9"):
+        AgentLoop(
+            FakeAPI().client(),
+            model="claude-haiku-4-5",
+            tools=[advisor],
+            budget=Budget(max_steps=10, max_cost_usd=1.0),
+        )
+
+
+@pytest.mark.anyio
+async def test_an_advisor_model_without_a_price_is_costed_at_the_highest_known_rates() -> None:
+    """Without a cost budget, an advisor model no table prices is not free: the highest known
+    rates, and an `unpriced_model` error in the run's record."""
+    body = message([text_block("done")], input_tokens=10, output_tokens=5, model="claude-haiku-4-5")
+    body["usage"]["iterations"] = [
+        {"type": "message", "input_tokens": 10, "output_tokens": 5},
+        {"type": "advisor_message", "model": "claude-unpriced-9", "input_tokens": 1000, "output_tokens": 100},
+    ]
+    api = FakeAPI([Body(json=body)])
+    with warnings.catch_warnings():  # warned once per process: not what this test is about
+        warnings.simplefilter("ignore", UnpricedModelWarning)
+        loop = AgentLoop(
+            api.client(),
+            model="claude-haiku-4-5",
+            tools=[{"type": "advisor_20260301", "name": "advisor", "model": "claude-unpriced-9"}],
+            budget=Budget(max_steps=1),
+            metrics=None,
+        )
+    result = await loop.run("go")
+    haiku = resolve_price("claude-haiku-4-5")
+    assert haiku is not None
+    own = haiku.cost(result.state.responses[0].usage)
+    cost = result.state.usage.cost_usd
+    assert cost is not None
+    assert cost - own >= (1000 * 15 + 100 * 75) / 1_000_000  # opus-4-1's rates or more
+    assert [error.kind for error in result.state.errors] == ["unpriced_model"]
+
+
+# -- cache TTL order ------------------------------------------------------------------------------
+
+
+def _ttls(request: dict[str, Any]) -> list[str]:
+    """The TTL of every breakpoint, in the order the API reads them."""
+    found: list[str] = []
+    blocks = [
+        *request.get("tools", []),
+        *(request["system"] if isinstance(request.get("system"), list) else []),
+    ]
+    for message_ in request["messages"]:
+        if isinstance(message_["content"], list):
+            blocks += message_["content"]
+    blocks.append(request)
+    for block in blocks:
+        control = block.get("cache_control")
+        if control:
+            found.append(control.get("ttl", "5m"))
+    return found
+
+
+@pytest.mark.anyio
+async def test_one_hour_breakpoints_never_follow_a_callers_five_minute_one() -> None:
+    """`ttl="1h"` and the caller's own 5-minute breakpoint in the history: every breakpoint the
+    loop adds after it is written for 5 minutes (the API refuses a 1-hour one there)."""
+    history: list[Any] = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "a long document", "cache_control": {"type": "ephemeral"}}],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "read it"}]},
+        {"role": "user", "content": "and now the question"},
+    ]
+    api = FakeAPI([Body(json=message([text_block("answer")]))])
+    loop = AgentLoop(
+        api.client(),
+        model="claude-sonnet-4-6",
+        system="a system prompt",
+        budget=Budget(max_steps=1),
+        cache=CacheSettings(ttl="1h"),
+        metrics=None,
+    )
+    await loop.run(messages=history)
+    ttls = _ttls(api.requests[0])
+    assert ttls == ["1h", "5m", "5m"]  # the system prompt's, the caller's, the automatic one
+
+
+def test_the_request_check_refuses_a_one_hour_breakpoint_after_a_five_minute_one() -> None:
+    request: dict[str, Any] = {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 10,
+        "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": "q"}],
+        "cache_control": {"type": "ephemeral", "ttl": "1h"},
+    }
+    with pytest.raises(InvalidRequest, match="1-hour cache breakpoint after the 5-minute one"):
+        check_request(request, None, None)
+    request["system"][0]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
+    check_request(request, None, None)  # 1 hour, then 1 hour: in order
+
+
+# -- eval --live --max-cost-usd ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimulatedModel]:
+    sim = SimulatedModel(shipping_policy(), seed=1)
+    with sim.serve() as url:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-simulated")
+        yield sim
+
+
+def test_eval_live_refuses_a_cost_ceiling_over_a_fixtures_unpriced_model(
+    served: SimulatedModel, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fixture's model has no price: exit 2 before any call (it reported "$0.0000 of the
+    ceiling" after billed calls)."""
+    fixture = json.loads(SEED_CASE.read_text("utf-8"))
+    fixture["model_name"] = "claude-unpriced-9"
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(fixture), "utf-8")
+    assert main(["eval", str(path), "--live", "--max-cost-usd", "1"]) == 2
+    assert "no price is known for claude-unpriced-9" in capsys.readouterr().err
+    assert served.requests == []
