@@ -91,7 +91,8 @@ class Transition(BaseEvent):
 
 @dataclasses.dataclass(slots=True, kw_only=True)
 class ModelRequest(BaseEvent):
-    """A request about to go to the model (not emitted yet)."""
+    """A request about to go to the model: the model it names (a refusal's retry: its fallback),
+    the messages it holds and its `max_tokens` (as clamped by the budgets)."""
 
     kind: Literal["model_request"] = "model_request"
     model: str

@@ -40,6 +40,11 @@ class StopReason(enum.StrEnum):
     INVALID_OUTPUT = "invalid_output"
 
 
+RESUMABLE: Final = frozenset({StopReason.NEEDS_HUMAN, StopReason.CANCELLED})
+"""The stops `resume` may continue (a run waiting for a human, a run a person cancelled); after
+any other, nothing follows in the run's event log."""
+
+
 def call_digest(call: str) -> str:
     """A call's identity as the repeat history keeps it: the SHA-256 (hex) of `tool NUL input
     JSON`, so a checkpoint holds no copy of the input (`redact_checkpoints` leaves it as is)."""

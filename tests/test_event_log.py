@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from boundloop import (
+    Budget,
     CheckpointStore,
     ConfigurationError,
     LoopState,
@@ -254,3 +255,42 @@ async def test_a_reader_reconnecting_follows_a_killed_postgres_worker_and_its_re
                 await second.tell()
                 await second.expect(pg_worker.DONE)
     assert_one_gapless_stream(seen)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_following_a_run_after_its_final_stop_ends_at_once(kind: str, tmp_path: Path) -> None:
+    """After a stop no resume can continue (completed, a budget, ...), `events(task_id,
+    after=its seq)` ends at once with nothing: a reconnecting reader holds no connection."""
+    store = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "runs.db")
+    done = await scripted_loop(list(SCRIPT), [lookup], store=store).run("goal", task_id="t-done")
+    limited = await scripted_loop(
+        [tool_use(("lookup", {"key": "a"}))], [lookup], store=store, budget=Budget(max_steps=1)
+    ).run("goal", task_id="t-steps")
+    assert str(limited.stop_reason) == "max_steps"
+    loop = scripted_loop([], [lookup], store=store)
+    for task_id, result in (("t-done", done), ("t-steps", limited)):
+        with anyio.fail_after(5):
+            assert [event async for event in loop.events(task_id, after=result.events[-1].seq)] == []
+            assert [event async for event in loop.events(task_id, after=10**6)] == []
+
+
+async def test_following_a_run_after_a_resumable_stop_waits_for_its_resume() -> None:
+    """After a `needs_human` stop the follower waits: the resumed run's events reach it, up to
+    the resumed run's own stop."""
+    store = MemoryStore()
+    first = await scripted_loop(
+        [tool_use(("refund", {"order_id": "O-1"}, "toolu_r"))], [refund], store=store
+    ).run("Refund O-1", task_id="t-wait")
+    assert str(first.stop_reason) == "needs_human"
+    loop = scripted_loop([text("refunded")], [refund], store=store)
+    followed: list[Event] = []
+    async with anyio.create_task_group() as group:
+
+        async def follow() -> None:
+            followed.extend(await collect(loop.events("t-wait", after=first.events[-1].seq)))
+
+        group.start_soon(follow)
+        await anyio.wait_all_tasks_blocked()
+        assert followed == []  # still waiting: a resume may follow
+        resumed = await loop.resume("t-wait", approvals={"toolu_r": True})
+    assert dicts(followed) == dicts(resumed.events)

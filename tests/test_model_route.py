@@ -21,6 +21,7 @@ from boundloop import (
     tool,
 )
 from boundloop.contract import check_contract, load_contract
+from boundloop.events import ModelRequest
 
 JSON = dict[str, Any]
 MODEL = "claude-sonnet-4-6"
@@ -152,3 +153,16 @@ def test_a_contract_names_a_route() -> None:
     assert contract.to_dict()["fallback_model"] == list(ROUTE)
     document["fallback_model"] = []
     assert check_contract(document) != []
+
+
+async def test_each_model_call_is_announced_by_a_model_request_naming_its_model() -> None:
+    """Before every call a `ModelRequest` event names the model the request goes to (a refusal's
+    retry: its fallback), the messages it holds and its `max_tokens`; a `Proposal` follows it."""
+    loop, client = loop_of([refusal("fct_1"), answer("Here it is.")], list(ROUTE))
+    result = await loop.run("Tell me.")
+    requests = [event for event in result.events if isinstance(event, ModelRequest)]
+    assert [(event.model, event.messages) for event in requests] == [(MODEL, 1), (ROUTE[0], 1)]
+    assert [event.max_tokens for event in requests] == [call["max_tokens"] for call in client.requests]
+    kinds = [event.kind for event in result.events]
+    for event in requests:
+        assert kinds[result.events.index(event) + 1] == "proposal"

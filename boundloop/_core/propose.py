@@ -12,7 +12,7 @@ from .._cache import add_breakpoints
 from .._output import add_output_format
 from .._server_tools import server_tool_uses
 from ..errors import ConfigurationError, InvalidRequest, ScriptExhausted
-from ..events import Proposal
+from ..events import ModelRequest, Proposal
 from ..model import TokenCounter
 from ..records import StopReason, ToolCall, Turn
 from ..signals import KNOWN_STOP_REASONS
@@ -141,6 +141,17 @@ async def propose(ctx: RunContext) -> Trigger:
         _failed(ctx, str(exc))
         state.final_call_due = False
         return Trigger.HALT
+    ctx.emit(  # the request as sent: a refusal's retry names its fallback model
+        ModelRequest(
+            seq=ctx.next_seq(),
+            task_id=state.task_id,
+            at=ctx.epoch + time.perf_counter(),
+            step=state.step,
+            model=str(request["model"]),
+            messages=len(request["messages"]),
+            max_tokens=int(request["max_tokens"]),
+        )
+    )
     started = time.perf_counter()
     response = await _call_model(ctx, request)
     ctx.retried = 0 if ctx.fallback is None else ctx.fallback.position  # once per model of the route
