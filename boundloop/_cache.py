@@ -108,7 +108,7 @@ def add_breakpoints(
         return
     # 1-hour entries must come before 5-minute ones: after a 5-minute breakpoint of the caller's
     # (tools, system prompt, history), the loop's own breakpoints are written for 5 minutes.
-    five = head.five or (head.control.get("ttl") == "1h" and _five_in(request["messages"]))
+    five = head.five or (head.control.get("ttl") == "1h" and markers.five_in(len(request["messages"])))
     control = FIVE_MINUTES if five else head.control
     request["cache_control"] = control  # automatic: the last cacheable block, moving with the transcript
     free -= 1
@@ -116,7 +116,7 @@ def add_breakpoints(
         request.update(head.marked)
         free -= 1
     if free:
-        _mark_lookback(request, head.control, FIVE_MINUTES if head.five else None)
+        _mark_lookback(request, head.control, FIVE_MINUTES if head.five else None, markers)
 
 
 @final
@@ -173,51 +173,76 @@ def _ttl(block: object) -> str | None:
     return ttl if isinstance(ttl, str) else "5m"
 
 
-def _five_in(messages: Sequence[Mapping[str, Any]], end: int | None = None) -> bool:
-    """A 5-minute breakpoint in the blocks of `messages[:end]`."""
-    for message in messages[:end]:
-        content = message.get("content")
-        if isinstance(content, list) and any(_ttl(block) == "5m" for block in cast("list[object]", content)):
-            return True
-    return False
+def _fives_in(message: Mapping[str, Any]) -> int:
+    """The 5-minute breakpoints in a message's blocks."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return 0
+    blocks = cast("list[object]", content)  # pyright: ignore[reportUnnecessaryCast]
+    return sum(1 for block in blocks if _ttl(block) == "5m")
 
 
 def ttl_order_problem(request: Mapping[str, Any]) -> str | None:
     """A 1-hour breakpoint after a 5-minute one, which the API refuses (the order is tools,
     system, messages, then the top-level automatic breakpoint on the last block); None: in order."""
-    five: str | None = None
+    return TTLOrder().problem(request)
 
-    def place(where: str, item: object) -> str | None:
-        nonlocal five
-        ttl = _ttl(item)
-        if ttl == "5m" and five is None:
-            five = where
-        elif ttl == "1h" and five is not None:
-            return f"{where} is a 1-hour cache breakpoint after the 5-minute one at {five}"
+
+@final
+class TTLOrder:
+    """`ttl_order_problem` for a run's requests in turn: the messages a request shares with the
+    one checked before (those before `start`, the same objects) are not read again."""
+
+    __slots__ = ("_fives", "_head")
+
+    def __init__(self) -> None:
+        self._head: str | None = None
+        """Where the tools and system prompt hold their first 5-minute breakpoint."""
+        self._fives: list[str | None] = []
+        """For each message checked: where the first 5-minute breakpoint of the messages up to it is."""
+
+    def problem(self, request: Mapping[str, Any], start: int = 0) -> str | None:
+        """The first 1-hour breakpoint after a 5-minute one, or None (messages from `start` read)."""
+        five: str | None = None
+        system = request.get("system")
+        heads = [
+            *(request.get("tools") or ()),
+            *(cast("list[object]", system) if isinstance(system, list) else ()),
+        ]
+        for index, item in enumerate(heads):
+            ttl = _ttl(item)
+            if ttl == "5m" and five is None:
+                five = f"the tools and system's block {index}"
+            elif ttl == "1h" and five is not None:
+                return _after(f"the tools and system's block {index}", five)
+        fives = self._fives
+        if five != self._head or start > len(fives):
+            start = 0  # the head changed: every message is read again against it
+        self._head = five
+        del fives[start:]
+        first = fives[-1] if fives else None  # the messages' own first 5-minute breakpoint
+        messages = cast("list[Mapping[str, Any]]", request.get("messages") or ())
+        for index in range(start, len(messages)):
+            content = messages[index].get("content")
+            blocks = cast("list[object]", content) if isinstance(content, list) else []
+            for at, block in enumerate(blocks):
+                # the transcript's blocks are plain dicts: most have no breakpoint at all
+                if type(block) is dict and "cache_control" not in block:
+                    continue
+                ttl = _ttl(block)  # pyright: ignore[reportUnknownArgumentType]
+                if ttl == "5m" and first is None:
+                    first = f"messages[{index}].content[{at}]"
+                elif ttl == "1h" and (five or first) is not None:
+                    del fives[:]
+                    return _after(f"messages[{index}].content[{at}]", five or first)
+            fives.append(first)
+        if _ttl(request) == "1h" and (five or first) is not None:
+            return _after("the top-level cache_control", five or first)
         return None
 
-    system = request.get("system")
-    heads = [
-        *(request.get("tools") or ()),
-        *(cast("list[object]", system) if isinstance(system, list) else ()),
-    ]
-    for index, item in enumerate(heads):
-        problem = place(f"the tools and system's block {index}", item)
-        if problem is not None:
-            return problem
-    for index, message in enumerate(cast("list[Mapping[str, Any]]", request.get("messages") or ())):
-        content = message.get("content")
-        if not isinstance(content, list):
-            continue
-        blocks: list[object] = content  # pyright: ignore[reportUnknownVariableType]
-        for at, block in enumerate(blocks):
-            # the transcript's blocks are plain dicts: most have no breakpoint at all
-            if type(block) is dict and "cache_control" not in block:
-                continue
-            problem = place(f"messages[{index}].content[{at}]", block)  # pyright: ignore[reportUnknownArgumentType]
-            if problem is not None:
-                return problem
-    return place("the top-level cache_control", request)
+
+def _after(where: str, five: str | None) -> str:
+    return f"{where} is a 1-hour cache breakpoint after the 5-minute one at {five}"
 
 
 def count_breakpoints(request: Mapping[str, Any], markers: MessageMarkers | None = None) -> int:
@@ -248,12 +273,14 @@ class MessageMarkers:
     transcript that kept its first message and the previous request's last-but-one is taken to
     have grown at its end; otherwise the shared prefix is looked for."""
 
-    __slots__ = ("_head", "_head_of", "_messages", "_totals")
+    __slots__ = ("_fives", "_head", "_head_of", "_messages", "_totals")
 
     def __init__(self) -> None:
         self._messages: list[object] = []
         self._totals: list[int] = []
         """The breakpoints in the first k+1 messages, for each k."""
+        self._fives: list[int] = []
+        """The 5-minute breakpoints among them."""
         self._head_of: tuple[object, object, object] | None = None
         self._head: Head | None = None
 
@@ -283,13 +310,21 @@ class MessageMarkers:
             same = 0
             while same < limit and seen[same] is messages[same]:
                 same += 1
-        del seen[same:], self._totals[same:]
+        del seen[same:], self._totals[same:], self._fives[same:]
         total = self._totals[-1] if self._totals else 0
+        fives = self._fives[-1] if self._fives else 0
         for message in messages[same:]:
             total += _markers_in(message)
+            fives += _fives_in(message)
             seen.append(message)
             self._totals.append(total)
+            self._fives.append(fives)
         return total
+
+    def five_in(self, end: int) -> bool:
+        """A 5-minute breakpoint in the first `end` messages `count` was last given."""
+        end = min(end, len(self._fives))
+        return end > 0 and self._fives[end - 1] > 0
 
 
 def _marked(block: object) -> bool:
@@ -312,11 +347,14 @@ def _mark_prefix(marked: dict[str, Any], request: Mapping[str, Any], control: di
         marked["tools"] = [*tools[:-1], {**tools[-1], "cache_control": control}]
 
 
-def _mark_lookback(request: dict[str, Any], control: dict[str, str], five: dict[str, str] | None) -> None:
+def _mark_lookback(
+    request: dict[str, Any], control: dict[str, str], five: dict[str, str] | None, markers: MessageMarkers
+) -> None:
     """When `LOOKBACK_BLOCKS` blocks or more follow the last user turn before the newest
     assistant turn, mark that turn's last block (on a copy): the previous request ended there,
     so this request reads its cache entry exactly. `five`: the 5-minute control a 1-hour
-    `control` gives way to after a 5-minute breakpoint (given: one is before the messages)."""
+    `control` gives way to after a 5-minute breakpoint (given: one is before the messages;
+    `markers`, counted on these messages, knows those in them)."""
     messages: list[Mapping[str, Any]] = request.get("messages") or []
     after = 0
     assistant = False
@@ -333,7 +371,7 @@ def _mark_lookback(request: dict[str, Any], control: dict[str, str], five: dict[
             block = cast(Mapping[str, Any], last)
             if block.get("cache_control"):
                 return
-            if control.get("ttl") == "1h" and (five is not None or _five_in(messages, index + 1)):
+            if control.get("ttl") == "1h" and (five is not None or markers.five_in(index + 1)):
                 control = FIVE_MINUTES
             marked = {**block, "cache_control": control}
             copy = list(messages)

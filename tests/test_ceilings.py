@@ -23,7 +23,7 @@ import pytest
 from anthropic.types import Message
 
 from boundloop import AgentLoop, Budget, CacheSettings
-from boundloop._core.invariant import check_request
+from boundloop._core.invariant import RequestChecker, check_request
 from boundloop.cli import main
 from boundloop.errors import ConfigurationError, InvalidRequest
 from boundloop.prices import UnpricedModelWarning, resolve_price
@@ -224,6 +224,30 @@ def test_the_request_check_refuses_a_one_hour_breakpoint_after_a_five_minute_one
         check_request(request, None, None)
     request["system"][0]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
     check_request(request, None, None)  # 1 hour, then 1 hour: in order
+
+
+def test_a_runs_request_checker_finds_a_one_hour_breakpoint_after_a_five_minute_one_it_read_before() -> None:
+    """A run's checker reads each message once: the 5-minute breakpoint of a message checked with
+    an earlier request still counts against a 1-hour one in a later message, and a head that
+    gains a 5-minute breakpoint has every message read again."""
+    five = {
+        "role": "user",
+        "content": [{"type": "text", "text": "q", "cache_control": {"type": "ephemeral"}}],
+    }
+    reply = {"role": "assistant", "content": [{"type": "text", "text": "a"}]}
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    later = {"role": "user", "content": [{"type": "text", "text": "q2", "cache_control": hour}]}
+    checker = RequestChecker()
+    checker.check({"messages": [five]}, None, None)
+    with pytest.raises(InvalidRequest, match=r"messages\[2\].content\[0\] is a 1-hour cache breakpoint"):
+        checker.check({"messages": [five, reply, later]}, None, None)
+    first = {"role": "user", "content": [{"type": "text", "text": "q", "cache_control": hour}]}
+    checker = RequestChecker()
+    checker.check({"messages": [first]}, None, None)
+    checker.check({"messages": [first, reply, later]}, None, None)  # 1 hour, then 1 hour
+    system = [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}]
+    with pytest.raises(InvalidRequest, match=r"messages\[0\].content\[0\] is a 1-hour cache breakpoint"):
+        checker.check({"system": system, "messages": [first, reply, later]}, None, None)
 
 
 # -- eval --live --max-cost-usd ---------------------------------------------------------------------

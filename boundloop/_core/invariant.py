@@ -13,7 +13,7 @@ loop only appends to the transcript, so each rule is a fact about what it append
 - a user turn after an assistant turn with client `tool_use` blocks opens with their
   `tool_result` blocks, one per call, ids matching, before anything else;
 - the last response's `container` is sent as `container` with the next request;
-- no 1-hour cache breakpoint comes after a 5-minute one (`_cache.ttl_order_problem`).
+- no 1-hour cache breakpoint comes after a 5-minute one (`_cache.TTLOrder`).
 
 Consecutive messages of one role are one turn to the API (it joins them), and are read so.
 
@@ -31,7 +31,7 @@ from typing import Any, Final, cast, final
 from anthropic.types import Message
 from pydantic import BaseModel
 
-from .._cache import ttl_order_problem
+from .._cache import TTLOrder
 from ..errors import InvalidRequest
 from .blocks import field_of
 
@@ -66,9 +66,10 @@ def container_id(response: Message | None) -> str | None:
 class RequestChecker:
     """`check_request` for a run's requests in turn, each from where the one before ended."""
 
-    __slots__ = ("_count", "_size", "_tail")
+    __slots__ = ("_count", "_size", "_tail", "_ttl")
 
     def __init__(self) -> None:
+        self._ttl = TTLOrder()
         self._count = 0
         self._tail: object = None
         self._size = -1
@@ -85,7 +86,7 @@ class RequestChecker:
         start = 0
         if 0 < count <= len(messages) and messages[count - 1] is self._tail:
             start = count if _size(self._tail) == self._size else count - 1
-        check_request(request, last, received, start=start)
+        check_request(request, last, received, start=start, ttl=self._ttl)
         self._count = len(messages)
         self._tail = messages[-1] if messages else None
         self._size = _size(self._tail)
@@ -98,7 +99,12 @@ def _size(message: object) -> int:
 
 
 def check_request(
-    request: Mapping[str, Any], last: Message | None, received: object, *, start: int = 0
+    request: Mapping[str, Any],
+    last: Message | None,
+    received: object,
+    *,
+    start: int = 0,
+    ttl: TTLOrder | None = None,
 ) -> None:
     """Check a request before it is sent (its messages from `start`, each with the one before).
 
@@ -107,11 +113,16 @@ def check_request(
         last: the last response, whose `container` the request must carry.
         received: the transcript's message made from `last` (its assistant turn), checked
             block by block against the response when the request holds it.
+        start: the first message to check (those before it were checked with the request before).
+        ttl: the run's cache-breakpoint order check, which read the messages before `start`.
 
     Raises:
         InvalidRequest: the first rule the request breaks.
     """
-    problem = request_problem(request, last, received, start=start) or ttl_order_problem(request)
+    order = TTLOrder() if ttl is None else ttl
+    problem = request_problem(request, last, received, start=start) or order.problem(
+        request, start if ttl is not None else 0
+    )
     if problem is not None:
         raise InvalidRequest(problem)
 
