@@ -15,7 +15,14 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 import anyio
-from anthropic.types import Message, MessageParam, TextBlock, ToolParam, ToolResultBlockParam, ToolUseBlock
+from anthropic.types import (
+    Message,
+    MessageParam,
+    TextBlock,
+    ToolResultBlockParam,
+    ToolUnionParam,
+    ToolUseBlock,
+)
 from prometheus_client import CollectorRegistry
 
 from boundloop import AgentLoop, Budget, LoopMetrics, LoopResult, Tool, tool
@@ -225,7 +232,7 @@ async def run_floor(
     handlers: Mapping[str, Handler],
     goal: str,
     *,
-    tools: Sequence[ToolParam] | None = None,
+    tools: Sequence[ToolUnionParam] | None = None,
     dump: bool = False,
 ) -> list[MessageParam]:
     """The hand-written loop: one run to the final answer; returns the transcript it kept.

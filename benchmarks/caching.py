@@ -230,7 +230,7 @@ async def run_tool_runner() -> Run:
     tool_list = tools()
     runner_tools = [
         beta_async_tool(
-            lookup, name=item.name, description=item.description, input_schema=item.to_param()["input_schema"]
+            lookup, name=item.name, description=item.description, input_schema=dict(item.input_schema)
         )
         for item in tool_list
     ]

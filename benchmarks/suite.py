@@ -45,7 +45,7 @@ from typing import Any, Final
 import anthropic
 import anyio
 import httpx2
-from anthropic.types import Message, ToolParam
+from anthropic.types import Message, ToolUnionParam
 from prometheus_client import CollectorRegistry
 
 from benchmarks._fixtures import (
@@ -536,7 +536,7 @@ def sdk_variants(turns: int) -> dict[str, Runner]:
     """The per-turn workload (3 tools) through the real SDK client: floors and boundloop alike."""
     bodies = body_bytes(raw_script(turns, 3))
     tools = tools_of(instant, 3)
-    params: list[ToolParam] = [tool.to_param() for tool in tools]
+    params: list[ToolUnionParam] = [tool.to_param() for tool in tools]
     handlers = handlers_of(instant, 3)
     variants: dict[str, Runner] = {}
     for name, batch in ((GATHER, FLOORS["gather"]), (ANYIO, FLOORS["anyio"])):

@@ -11,10 +11,27 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from ._tool_input import ToolFields
 from .tools import Tool
+
+if TYPE_CHECKING:
+    from anthropic.lib.tools import (
+        BetaAsyncBuiltinFunctionTool,
+        BetaAsyncFunctionTool,
+        BetaBuiltinFunctionTool,
+        BetaFunctionTool,
+    )
+
+    SDKTool: TypeAlias = (
+        BetaFunctionTool[Any]
+        | BetaAsyncFunctionTool[Any]
+        | BetaBuiltinFunctionTool
+        | BetaAsyncBuiltinFunctionTool
+    )
+    """The SDK's tool helpers `tools=` takes as they are: `@beta_tool` / `@beta_async_tool`
+    functions and the SDK's builtin tools (its memory tool classes)."""
 
 
 def sdk_tool(entry: object) -> Tool | None:

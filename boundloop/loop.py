@@ -32,6 +32,7 @@ from .tools import Handler, Tool
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from ._sdk_tools import SDKTool
     from .compaction import Compaction, ContextEdit
 
 
@@ -42,9 +43,8 @@ class AgentLoop(Generic[OutputT]):
     Args:
         client: `anthropic.AsyncAnthropic` or `ScriptedClient` (`messages.create`, `.stream`).
         model: the model name sent with every request.
-        tools: the tools the model may call (`@tool` functions or `Tool` objects), MCP servers
-            (`boundloop.mcp`: docs/mcp.md) and server tools, as the SDK's definitions
-            (`{"type": "web_search_20250305", "name": "web_search"}`; docs/claude-api.md).
+        tools: `@tool` functions, `Tool`s (`Tool.defined`: the memory tool, ...), the SDK's tool
+            helpers, MCP servers (docs/mcp.md) and server tool definitions (docs/claude-api.md).
         budget: the run's hard limits; required.
         policy: what may run, what needs approval, what counts as done.
         system: the system prompt.
@@ -89,7 +89,7 @@ class AgentLoop(Generic[OutputT]):
         client: Model,
         *,
         model: str,
-        tools: Iterable[Tool | Mapping[str, Any] | _core.Toolset] = (),
+        tools: Iterable[Tool | Mapping[str, Any] | _core.Toolset | SDKTool] = (),
         budget: Budget | None = None,
         policy: Policy | None = None,
         system: str | None = None,

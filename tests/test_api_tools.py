@@ -209,7 +209,7 @@ def test_a_per_tool_field_the_api_does_not_take_is_a_configuration_error(
         return city
 
     with pytest.raises(ConfigurationError, match=says):
-        tool(**{field: value})(city_weather)  # type: ignore[arg-type]
+        tool(**{field: value})(city_weather)  # type: ignore[call-overload]
 
 
 def memory_call(call_id: str, tool_input: JSON, n: int) -> Body:
@@ -240,7 +240,8 @@ async def test_the_sdks_local_filesystem_memory_tool_runs_end_to_end(tmp_path: P
     created, viewed, escaped = results_sent(api)
     assert created["content"] == "File created successfully at: /memories/notes.md"
     assert "likes coffee" in viewed["content"]
-    assert escaped["is_error"] is True and "must start with /memories" in escaped["content"]
+    assert escaped["is_error"] is True
+    assert "must start with /memories" in escaped["content"]
 
 
 async def test_a_memory_call_the_sdk_schema_refuses_is_answered_invalid(tmp_path: Path) -> None:
@@ -254,7 +255,8 @@ async def test_a_memory_call_the_sdk_schema_refuses_is_answered_invalid(tmp_path
     loop = AgentLoop(api.client(), model="claude-sonnet-4-6", tools=[memory], budget=Budget(max_steps=4))
     await loop.run("Write.")
     (answer,) = results_sent(api)
-    assert answer["is_error"] is True and "invalid input for memory" in answer["content"]
+    assert answer["is_error"] is True
+    assert "invalid input for memory" in answer["content"]
     assert not (tmp_path / "memories" / "x").exists()
 
 

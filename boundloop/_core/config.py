@@ -41,6 +41,8 @@ from .toolset import Toolset, declared_specs, split_toolsets
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from .._sdk_tools import SDKTool
+
 RedactHook = Callable[[str], str]
 EventHook = Callable[[Event], None]
 
@@ -114,7 +116,7 @@ def build_config(
     client: Model,
     *,
     model: str,
-    tools: Iterable[Tool | Mapping[str, object] | Toolset],
+    tools: Iterable[Tool | Mapping[str, object] | Toolset | SDKTool],
     budget: Budget | None,
     policy: Policy | None,
     system: str | None,

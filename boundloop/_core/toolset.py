@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, cast, final, overload, runtime_checkable
 
@@ -69,12 +69,13 @@ class ToolList(Sequence[Tool]):
 
 
 def split_toolsets(
-    tools: Iterable[Tool | Mapping[str, object] | Toolset],
-) -> tuple[list[Tool | Mapping[str, object]], tuple[Toolset, ...]]:
-    """The tools and server tools, and the toolsets, of `AgentLoop(tools=...)`."""
+    tools: Iterable[object],
+) -> tuple[list[object], tuple[Toolset, ...]]:
+    """The tools, server tools and SDK tool helpers (`ToolRegistry` checks each), and the
+    toolsets, of `AgentLoop(tools=...)`."""
     if not isinstance(cast(object, tools), Iterable) or isinstance(cast(object, tools), str | bytes):
-        return cast(list[Tool | Mapping[str, object]], tools), ()  # ToolRegistry names the mistake
-    plain: list[Tool | Mapping[str, object]] = []
+        return cast(list[object], tools), ()  # ToolRegistry names the mistake
+    plain: list[object] = []
     toolsets: list[Toolset] = []
     for entry in tools:
         if isinstance(entry, Toolset):
