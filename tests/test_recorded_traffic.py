@@ -52,7 +52,7 @@ def _sse(events: list[JSON]) -> Raw:
     return Raw(content=text.encode(), content_type="text/event-stream")
 
 
-def _client_tools(names: set[str], ran: list[tuple[str, JSON]]) -> list[Tool]:
+def _client_tools(names: set[str], ran: list[tuple[str, JSON]], *, deferred: bool = False) -> list[Tool]:
     def handler_for(name: str) -> Any:
         def answer(**arguments: object) -> str:
             ran.append((name, arguments))
@@ -62,7 +62,13 @@ def _client_tools(names: set[str], ran: list[tuple[str, JSON]]) -> list[Tool]:
 
     schema = {"type": "object", "additionalProperties": True}
     return [
-        Tool(name=name, description=f"{name} (replayed)", input_schema=schema, handler=handler_for(name))
+        Tool(
+            name=name,
+            description=f"{name} (replayed)",
+            input_schema=schema,
+            handler=handler_for(name),
+            defer_loading=True if deferred else None,
+        )
         for name in sorted(names)
     ]
 
@@ -118,14 +124,16 @@ async def test_a_response_counting_web_searches_alone_replays_and_is_priced(entr
 @pytest.mark.parametrize("entry", TOOL_SEARCH, ids=[e["server_tool"]["name"] for e in TOOL_SEARCH])
 async def test_a_turn_ending_in_a_tool_search_beside_a_client_call_runs_end_to_end(entry: JSON) -> None:
     """The client tool runs, its result goes back after the unfinished search, and the next
-    stream opens with the search's result; every request keeps the API's rules."""
+    stream opens with the search's result; every request keeps the API's rules. The client
+    tools are deferred (`defer_loading`, as recorded: the search found them), registered and
+    gated from the start."""
     streams: list[list[JSON]] = entry["streams"]
     fake = FakeAPI([_sse(events) for events in streams], honour_max_tokens=False)
     ran: list[tuple[str, JSON]] = []
     loop = AgentLoop(
         fake.client(),
         model=MODEL,
-        tools=[*_client_tools(set(entry["tools"]), ran), entry["server_tool"]],
+        tools=[*_client_tools(set(entry["tools"]), ran, deferred=True), entry["server_tool"]],
         budget=Budget(max_steps=len(streams)),
         metrics=None,
     )
@@ -138,6 +146,9 @@ async def test_a_turn_ending_in_a_tool_search_beside_a_client_call_runs_end_to_e
     assert str(result.stop_reason) == "completed"
     assert [name for name, _ in ran] == ["readNoteTree", "executeEditorOperation"]
     assert len(fake.requests) == 3
+    for request in fake.requests:
+        sent_tools = {tool["name"]: tool for tool in request["tools"]}
+        assert all(sent_tools[name]["defer_loading"] is True for name in entry["tools"])
     first = [e["content_block"] for e in streams[0] if e["type"] == "content_block_start"]
     search, call = first[-1], first[-2]
     assert (search["type"], call["type"]) == ("server_tool_use", "tool_use")
