@@ -159,16 +159,29 @@ class KeyedClient:
 
     The run is told by its goal (the first user message), its turn by the transcript's length
     (one assistant and one user message per turn): the client keeps no position of its own.
+    With `fresh`, each response is parsed from its JSON when it is served, as a client parses
+    what the API sends: a run that keeps its responses keeps objects of its own, which a memory
+    figure then counts (without: the script's objects, made before any measurement).
     """
 
-    def __init__(self, scripts: Mapping[str, Sequence[Message]]) -> None:
+    def __init__(self, scripts: Mapping[str, Sequence[Message]], *, fresh: bool = False) -> None:
         self._scripts = scripts
+        self._bodies = (
+            {
+                goal: [message.model_dump(mode="json") for message in script]
+                for goal, script in scripts.items()
+            }
+            if fresh
+            else None
+        )
         self.messages = _Messages(self._serve)
 
     async def _serve(self, **request: Any) -> Message:
         messages: Sequence[MessageParam] = request["messages"]
         goal = messages[0]["content"]
         assert isinstance(goal, str)
+        if self._bodies is not None:
+            return parse_message(self._bodies[goal][len(messages) // 2])
         return self._scripts[goal][len(messages) // 2]
 
 
