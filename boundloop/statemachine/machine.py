@@ -51,10 +51,13 @@ class RunState(StateFacts, Protocol):
 class RunModel:
     """One run as a model of the loop's machine: its phase, and the guards of the last edge taken.
 
-    The run's phase is its `LoopState`'s: the machine reads and sets it through `phase`. While the
-    run is a model, `add_model` has given it transitions' convenience methods in its `__dict__`
-    (`trigger`, `may_<trigger>`, `is_phase_<state>`); the runtime fires through `LoopMachine.fire`.
+    The run's phase is its `LoopState`'s: the machine reads and sets it through `phase`. Its own
+    fields are slots; its `__dict__` holds only what `add_model` gives a model, transitions'
+    convenience methods (`trigger`, `may_<trigger>`, `is_phase_<state>`: about 5 KiB), which the
+    runtime does not use (it fires through `LoopMachine.fire`) and `LoopMachine.end` drops.
     """
+
+    __slots__ = ("__dict__", "guard", "state")
 
     def __init__(self, state: RunState) -> None:
         self.state = state
@@ -170,5 +173,10 @@ class LoopMachine:
         return run.guard
 
     def end(self, run: RunModel) -> None:
-        """Remove a run from the machine (it ended: stopped, failed or cancelled)."""
+        """Remove a run from the machine (it ended: stopped, failed or cancelled).
+
+        The convenience methods `add_model` gave it each hold the run: they are dropped with it,
+        so an ended run is freed at once, not left for the cycle collector.
+        """
         self._machine.remove_model(run)
+        run.__dict__.clear()

@@ -238,6 +238,17 @@ def test_one_machine_holds_many_runs_each_in_its_own_phase() -> None:
     assert machine.runs == 0
 
 
+def test_an_ended_run_keeps_nothing_that_holds_it() -> None:
+    """What `add_model` gave a run (methods holding the run: a reference cycle) goes when it
+    ends, so an ended run is freed at once instead of waiting for the cycle collector."""
+    machine = LoopMachine()
+    run = machine.start(facts(None, None, False, "none"))
+    assert callable(run.__dict__["trigger"])  # transitions' convenience method, holding the run
+    machine.end(run)
+    assert vars(run) == {}
+    assert run.state.phase is Phase.ASSEMBLE  # its own fields stay
+
+
 def test_each_limit_carries_its_field_stop_reason_and_final_answer() -> None:
     """`Limit` is the one table of limits: a `Budget` field each, the stop reason it ends the run
     with, whether a final answer may follow it, whether it is a breaker, and the counter it reads."""
