@@ -35,6 +35,9 @@ _Machine = TypeVar("_Machine", bound=Machine)
 MODEL_ATTRIBUTE: Final = "phase"
 """The model attribute the machine keeps a run's state in (`RunModel.phase`)."""
 
+_PHASES: Final = {str(phase): phase for phase in Phase}
+"""A state's name, as the machine sets it -> the `Phase`."""
+
 
 class InvalidTransition(RuntimeError):
     """No edge of the table accepts the trigger in the run's state, or a saved run's phase is
@@ -72,7 +75,7 @@ class RunModel:
 
     @phase.setter
     def phase(self, value: str) -> None:
-        self.state.phase = Phase(value)
+        self.state.phase = _PHASES[value]
 
 
 def _took(guard: str | None, run: RunModel) -> None:
