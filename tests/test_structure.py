@@ -145,10 +145,10 @@ def test_no_module_imports_another_packages_private_module() -> None:
     assert _violations(TYPE_GRAPH) == []
 
 
-@pytest.mark.parametrize("name", ["table", "guards", "diagram"])
+@pytest.mark.parametrize("name", ["table", "guards", "machine", "diagram"])
 def test_the_state_machine_is_the_ground_floor(name: str) -> None:
-    """`statemachine/` holds data and drawing only: it imports neither the core, the loop, the
-    observers (metrics, OTel) nor the stores."""
+    """`statemachine/` holds the table, its machine and its drawing only: it imports neither the
+    core, the loop, the observers (metrics, OTel) nor the stores."""
     above = (
         "boundloop._core",
         "boundloop.loop",
@@ -161,5 +161,6 @@ def test_the_state_machine_is_the_ground_floor(name: str) -> None:
     assert sorted(m.rsplit(".", 1)[-1] for m in MODULES if m.startswith("boundloop.statemachine.")) == [
         "diagram",
         "guards",
+        "machine",
         "table",
     ]

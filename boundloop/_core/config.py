@@ -32,8 +32,8 @@ from ..settings import LoopSpec, ToolSpec
 from ..settings import ToolErrors as ToolErrors
 from ..signals import DEFAULT_HANDLERS, SignalHandler
 from ..state import Budget
+from ..statemachine.machine import LoopMachine
 from ..tools import Tool
-from .engine import StateMachine
 from .provenance import check_client, effective_settings, provenance
 from .registry import ToolRegistry
 from .toolset import Toolset, declared_specs, split_toolsets
@@ -86,7 +86,8 @@ class LoopConfig:
     metrics: BoundMetrics | None
     price: Price | None
     signal_handlers: Mapping[str, SignalHandler]
-    machine: StateMachine
+    machine: LoopMachine
+    """The transition table as a `transitions.Machine`, built once: every run of the loop is its model."""
     provenance: Provenance
     recorded: Mapping[tuple[int, str], Observation] | None
     """Replay only: recorded tool results by (step, tool_use_id), answered instead of running tools."""
@@ -242,7 +243,7 @@ def build_config(
         else chosen_metrics.bind(spec.name, registry, spec.version or ""),
         price=price,
         signal_handlers=_handlers(signal_handlers),
-        machine=StateMachine(),
+        machine=LoopMachine(),
         provenance=provenance(spec),
         recorded=None,
         tracing=None

@@ -1,6 +1,6 @@
 """The one per-run object: the configuration, the state, the events and the clock of a run.
 
-The driver drives a `RunContext`, the engine's guards read its state, and the work of every
+The driver drives a `RunContext`, the machine's guards read its state, and the work of every
 state is given it. It holds no decision of its own: facts go into `LoopState`. Besides the
 events it keeps only the clock and one transient cache (the validated arguments of the current
 turn's calls), which a continued run rebuilds from the state.
@@ -28,6 +28,7 @@ from .invariant import RequestChecker
 
 if TYPE_CHECKING:
     from ..state import LoopState
+    from ..statemachine.machine import RunModel
     from .config import EventHook, LoopConfig
 
 
@@ -114,6 +115,7 @@ class RunContext:
         "events",
         "fallback",
         "markers",
+        "model",
         "model_span",
         "on_asyncio",
         "plan",
@@ -132,6 +134,7 @@ class RunContext:
         self,
         config: LoopConfig,
         state: LoopState,
+        model: RunModel,
         *,
         on_event: EventHook | None = None,
         observer: EventHook | None = None,
@@ -141,6 +144,8 @@ class RunContext:
     ) -> None:
         self.config = config
         self.state = state
+        self.model = model
+        """The run as the model of the loop's machine (`config.machine`), which fires its triggers."""
         self.events: list[Event] = []
         metrics = None if config.metrics is None else RunMetrics(config.metrics, state.trace_id).observe
         hooks = (metrics, observer, config.on_event, on_event, None if watch is None else watch.deliver)

@@ -2,8 +2,10 @@
 
 A run is one `RunContext` (its configuration, `LoopState`, events and clock); the functions here
 drive it. The work of each state lives in the modules of `boundloop._core` (`WORK`) and records
-facts in the run's `LoopState`; the table's guards read them when the trigger fires. The engine
-never awaits, so anyio cancellation and timeouts propagate untouched.
+facts in the run's `LoopState`; the trigger it returns is fired through the loop's
+`transitions.Machine` (`statemachine/machine.py`), whose guards read them. The run is the
+machine's model from its start to its end; the machine never awaits, so anyio cancellation and
+timeouts propagate untouched.
 """
 
 from __future__ import annotations
@@ -119,19 +121,24 @@ async def _execute(
 ) -> LoopResult[Any]:
     if state.phase is Phase.ACT:  # a checkpoint's calls are decided again before any runs
         state.phase = Phase.VALIDATE
-    state.phase = config.machine.check(state.phase)
-    ctx = RunContext(
-        config,
-        state,
-        on_event=on_event,
-        observer=observer,
-        tool_span=tool_span,
-        model_span=model_span,
-        watch=watch,
-    )
-    if config.price is None:  # not tracked from the start, also when no model call succeeds
-        state.usage.cost_usd = state.usage.cache_savings_usd = None
-    await _run(ctx, cancel, failure, resumed)
+    machine = config.machine
+    model = machine.start(state)  # the run is the machine's model, in its phase, until it ends
+    try:
+        ctx = RunContext(
+            config,
+            state,
+            model,
+            on_event=on_event,
+            observer=observer,
+            tool_span=tool_span,
+            model_span=model_span,
+            watch=watch,
+        )
+        if config.price is None:  # not tracked from the start, also when no model call succeeds
+            state.usage.cost_usd = state.usage.cache_savings_usd = None
+        await _run(ctx, cancel, failure, resumed)
+    finally:  # stopped, failed, cancelled or raising: a long-lived loop keeps no ended run
+        machine.end(model)
     return loop_result(ctx)
 
 
@@ -246,11 +253,12 @@ async def drive(ctx: RunContext, checkpoints: CheckpointWriter | None) -> None:
 
 
 def fire(ctx: RunContext, trigger: Trigger) -> Transition:
-    """Fire a trigger: record the transition it took (its observers measure it)."""
+    """Fire a trigger through the loop's machine, which moves the run; record the transition it
+    took (its observers measure it)."""
     state = ctx.state
     source = state.phase
-    dest, guard = ctx.config.machine.edge(ctx, source, trigger)
-    state.phase = dest
+    guard = ctx.config.machine.fire(ctx.model, trigger)
+    dest = state.phase
     now = time.perf_counter()
     duration = now - ctx.entered
     ctx.entered = now

@@ -1,10 +1,11 @@
 """State diagrams of the loop, drawn from the transition table by transitions' diagram extension.
 
-The diagram is built from `table.STATES` and `table.TRANSITIONS`, the same data the driver
-runs, so it cannot drift from the loop. Guards are written on the edges as `[guard]`, the
-final state is marked (`--> [*]` in mermaid, a double border in graphviz), and a run's trace
-can be laid over it: the states the run visited are coloured, the state it ended in is
-highlighted and every edge it took is labelled with how often (`(2x)`).
+The diagram is drawn by a machine that `machine.build` makes, the builder of the machine every
+run fires, from the same `table.STATES` and `table.TRANSITIONS`, so it cannot drift from the
+loop. Guards are written on the edges as `[guard]`, the final state is marked (`--> [*]` in
+mermaid, a double border in graphviz), and a run's trace can be laid over it: the states the
+run visited are coloured, the state it ended in is highlighted and every edge it took is
+labelled with how often (`(2x)`).
 
 The engine is picked explicitly: mermaid text needs nothing; dot source needs the `graphviz`
 Python package; svg and png also need the `dot` binary (Debian package `graphviz`). transitions
@@ -28,8 +29,8 @@ from transitions.extensions.diagrams_mermaid import Graph as MermaidGraph
 from ..errors import GraphvizMissing
 from ..events import Event, Stop, Transition
 from ..records import Limit, StopReason
-from .guards import GUARDS
-from .table import FINAL, INITIAL, STATES, TRANSITIONS, TransitionRow
+from .machine import build
+from .table import INITIAL, STATES, TRANSITIONS, TransitionRow
 
 DiagramFormat = Literal["mermaid", "dot", "svg", "png"]
 FORMATS: Final[tuple[DiagramFormat, ...]] = ("mermaid", "dot", "svg", "png")
@@ -268,23 +269,11 @@ def _graph(engine: _Engine, trace: Iterable[Event] | None) -> Any:
     """A transitions graph of the table, styled with the trace's path (transitions is untyped here)."""
     path = None if trace is None else trace_path(trace)
     counts: Mapping[int, int] = {} if path is None else path.counts
-    transitions: list[dict[str, Any]] = [
-        {
-            "trigger": row["trigger"],
-            "source": row["source"],
-            "dest": row["dest"],
-            # Never fired: the diagram machine holds the real predicates only so it is the table.
-            "conditions": [GUARDS[name] for name in row["conditions"]],
-            "label": _label(row, counts.get(index, 0)),
-        }
-        for index, row in enumerate(TRANSITIONS)
-    ]
-    machine = _DiagramMachine(
-        model=None,
-        states=[{"name": str(state), "final": state is FINAL} for state in STATES],
-        transitions=transitions,
-        initial=str(INITIAL),
-        auto_transitions=False,
+    # The runtime's builder, with transitions' GraphMachine: the diagram is the machine runs fire.
+    machine = build(
+        _DiagramMachine,
+        TRANSITIONS,
+        labels=[_label(row, counts.get(index, 0)) for index, row in enumerate(TRANSITIONS)],
         graph_engine=engine,
         show_conditions=False,
         title=TITLE,

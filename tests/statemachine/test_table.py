@@ -1,7 +1,5 @@
-"""The transition table: reachability, one final state, an exit for every outcome, two equal engines.
-
-The runtime's engine is an index of the table's rows; `transitions.Machine`, built here from the
-same rows, is the oracle it is compared with.
+"""The transition table and its machine: reachability, one final state, an exit for every
+outcome, and the `transitions.Machine` every run fires, built from these rows.
 """
 
 from __future__ import annotations
@@ -17,10 +15,10 @@ from hypothesis import strategies as st
 from transitions import Machine
 
 from boundloop import StopReason, ToolCall
-from boundloop._core.engine import InvalidTransition, StateMachine
 from boundloop.records import Exceeded, Limit, Turn
 from boundloop.state import Budget, LoopState
 from boundloop.statemachine.guards import GUARDS
+from boundloop.statemachine.machine import InvalidTransition, LoopMachine, build
 from boundloop.statemachine.table import FINAL, INITIAL, STATES, TRANSITIONS, Phase, Trigger
 
 FACT_STOPS = (
@@ -29,6 +27,7 @@ FACT_STOPS = (
     StopReason.NEEDS_HUMAN,
     StopReason.MAX_STEPS,
     StopReason.MAX_TOOL_CALLS,
+    StopReason.TOOL_FAILURE,
 )
 FACT_LIMITS = (None, "max_steps", "max_tool_calls", "max_total_tokens", "max_consecutive_tool_errors")
 FACT_TURNS = ("none", "open", "answered")
@@ -36,26 +35,9 @@ FACT_TURNS = ("none", "open", "answered")
 
 @dataclasses.dataclass
 class Probe:
-    """A bare model for the machine: only the state the guards read."""
+    """What a guard reads: the run's state."""
 
     state: LoopState
-    phase: str = "assemble"
-
-
-def oracle() -> Machine:
-    """`transitions.Machine` built from the table's rows, the guards resolved by name."""
-    return Machine(
-        model=None,
-        states=[{"name": str(state), "final": state is FINAL} for state in STATES],
-        transitions=[
-            {**row, "conditions": [GUARDS[name] for name in row["conditions"]]} for row in TRANSITIONS
-        ],
-        initial=str(INITIAL),
-        auto_transitions=False,
-        send_event=False,
-        queued=False,
-        model_attribute="phase",
-    )
 
 
 def facts(stop: StopReason | None, limit: str | None, due: bool, turn: str) -> LoopState:
@@ -116,7 +98,7 @@ def test_stopped_is_the_only_final_state() -> None:
     """Only `stopped` has no outgoing edge, and it is marked final on the machine."""
     sources = {row["source"] for row in TRANSITIONS}
     assert {str(state) for state in STATES} - sources == {str(FINAL)}
-    machine = oracle()
+    machine = build(Machine)
     assert [name for name, state in machine.states.items() if state.final] == [str(FINAL)]
 
 
@@ -153,65 +135,118 @@ def test_halt_leaves_every_non_final_state_for_stopped(phase: Phase) -> None:
     assert {"trigger": "halt", "source": str(phase), "dest": "stopped", "conditions": []} in TRANSITIONS
 
 
+def table_edge(state: LoopState, source: Phase, trigger: Trigger) -> tuple[Phase, str | None] | None:
+    """The table's own meaning: the first row of (source, trigger) whose guards all pass, in
+    table order, with its guard names; None: no row accepts the trigger."""
+    for row in TRANSITIONS:
+        if row["source"] == source and row["trigger"] == trigger:
+            if all(GUARDS[name](Probe(state)) for name in row["conditions"]):
+                return Phase(row["dest"]), " & ".join(row["conditions"]) or None
+    return None
+
+
 @given(
     start=st.sampled_from([p for p in Phase if p is not FINAL]),
     trigger=st.sampled_from(list(Trigger)),
     combo=st.sampled_from(ALL_FACTS),
 )
-def test_the_engine_agrees_with_event_trigger(
+def test_the_machine_fires_the_edge_the_table_means(
     start: Phase, trigger: Trigger, combo: tuple[StopReason | None, str | None, bool, str]
 ) -> None:
-    """For any state, trigger and facts, the indexed engine and `Event.trigger` of a
-    `transitions.Machine` built from the same rows reach the same state, or both refuse."""
-    probe = Probe(facts(*combo))
-    try:
-        indexed = str(StateMachine().edge(probe, start, trigger)[0])
-    except InvalidTransition:
-        indexed = "refused"
-    machine = oracle()
-    machine.add_model(probe, initial=str(start))
-    try:
-        # Guards receive the run as the trigger's argument.
-        machine.events[str(trigger)].trigger(probe, probe)
-        reached = str(probe.phase)
-    except Exception:  # transitions raises MachineError for a trigger with no edge here
-        reached = "refused"
-    if indexed == "refused":  # Event.trigger returns False when no guard passes: the state stays
-        assert reached in ("refused", str(start))
+    """For any state, trigger and facts, the loop's `transitions.Machine` moves the run along the
+    first row whose guards pass and reports that row's guards, or refuses and leaves it where it was."""
+    machine = LoopMachine()
+    state = facts(*combo)
+    state.phase = start
+    run = machine.start(state)
+    expected = table_edge(state, start, trigger)
+    if expected is None:
+        with pytest.raises(InvalidTransition, match="no transition"):
+            machine.fire(run, trigger)
+        assert state.phase is start
     else:
-        assert indexed == reached
+        guard = machine.fire(run, trigger)
+        assert (state.phase, guard) == expected
+        assert type(state.phase) is Phase  # the machine keeps the state's phase a `Phase`
+    machine.end(run)
+    assert machine.runs == 0
 
 
-def test_the_engine_covers_every_row_of_the_table() -> None:
-    """Every row of the table fires for some consistent facts."""
-    machine = StateMachine()
-    fired: set[tuple[str, str, str]] = set()
+def test_the_machine_fires_every_row_of_the_table() -> None:
+    """Every row of the table fires for some consistent facts, its guard names reported."""
+    machine = LoopMachine()
+    fired: set[tuple[str, str, str, str | None]] = set()
     for row in TRANSITIONS:
         for combo in CONSISTENT_FACTS:
-            probe = Probe(facts(*combo))
+            state = facts(*combo)
+            state.phase = Phase(row["source"])
+            run = machine.start(state)
             try:
-                dest, _ = machine.edge(probe, Phase(row["source"]), Trigger(row["trigger"]))
-                fired.add((row["source"], row["trigger"], str(dest)))
+                guard = machine.fire(run, Trigger(row["trigger"]))
+                fired.add((row["source"], row["trigger"], str(state.phase), guard))
             except InvalidTransition:
                 pass
-    assert fired == {(row["source"], row["trigger"], row["dest"]) for row in TRANSITIONS}
+            machine.end(run)
+    assert fired == {
+        (row["source"], row["trigger"], row["dest"], " & ".join(row["conditions"]) or None)
+        for row in TRANSITIONS
+    }
 
 
-def test_check_refuses_a_phase_outside_the_table() -> None:
-    """A saved state with a phase the table does not have cannot start a run."""
-    with pytest.raises(InvalidTransition, match="not a state of the table"):
-        StateMachine.check(cast(Phase, "nowhere"))
-    assert StateMachine.check("act") is Phase.ACT
-
-
-def test_the_edge_label_names_the_guards_that_let_it_go() -> None:
-    """The trace's guard label is the row's guard names; an unguarded edge has none."""
-    machine = StateMachine()
-    probe = Probe(facts(None, None, False, "none"))
-    assert machine.edge(probe, Phase.ASSEMBLE, Trigger.ASSEMBLED) == (Phase.PROPOSE, "within_budget")
-    assert machine.edge(probe, Phase.PROPOSE, Trigger.PROPOSED) == (Phase.VALIDATE, None)
+def test_the_guard_reported_is_the_edge_that_fired_not_the_destination() -> None:
+    """Two edges from `assemble` on `assembled` go to `propose`: the machine tells which fired."""
+    machine = LoopMachine()
+    within, at_limit = (
+        facts(None, None, False, "none"),
+        facts(StopReason.MAX_STEPS, "max_steps", True, "none"),
+    )
+    runs = [machine.start(within), machine.start(at_limit)]
+    assert [machine.fire(run, Trigger.ASSEMBLED) for run in runs] == ["within_budget", "answer_at_limit"]
+    assert (within.phase, at_limit.phase) == (Phase.PROPOSE, Phase.PROPOSE)
+    assert machine.fire(runs[0], Trigger.PROPOSED) is None  # unguarded
     with pytest.raises(InvalidTransition):
-        machine.edge(probe, Phase.ASSEMBLE, Trigger.ACTED)
+        machine.fire(runs[0], Trigger.ACTED)  # no edge leaves validate on `acted`
+    assert within.phase is Phase.VALIDATE
+
+
+def test_start_refuses_a_phase_outside_the_table_and_keeps_no_run() -> None:
+    """A saved state with a phase the table does not have cannot start a run; a saved phase of
+    the table is where the run starts."""
+    machine = LoopMachine()
+    state = facts(None, None, False, "none")
+    state.phase = cast(Phase, "nowhere")
+    with pytest.raises(InvalidTransition, match="not a state of the table"):
+        machine.start(state)
+    assert machine.runs == 0
+    state.phase = Phase.OBSERVE
+    run = machine.start(state)
+    assert run.phase == "observe"
+    assert machine.runs == 1
+
+
+def test_one_machine_holds_many_runs_each_in_its_own_phase() -> None:
+    """A thousand runs are models of one machine at once; each moves alone, and each leaves."""
+    machine = LoopMachine()
+    states = [facts(None, None, False, "none") for _ in range(1000)]
+    runs = [machine.start(state) for state in states]
+    assert machine.runs == 1000
+    for run in runs[::2]:
+        machine.fire(run, Trigger.ASSEMBLED)
+    assert [state.phase for state in states[:4]] == [Phase.PROPOSE, Phase.ASSEMBLE] * 2
+    for run in runs:
+        machine.end(run)
+    assert machine.runs == 0
+
+
+def test_an_ended_run_keeps_nothing_that_holds_it() -> None:
+    """What `add_model` gave a run (methods holding the run: a reference cycle) goes when it
+    ends, so an ended run is freed at once instead of waiting for the cycle collector."""
+    machine = LoopMachine()
+    run = machine.start(facts(None, None, False, "none"))
+    assert callable(run.__dict__["trigger"])  # transitions' convenience method, holding the run
+    machine.end(run)
+    assert vars(run) == {}
+    assert run.state.phase is Phase.ASSEMBLE  # its own fields stay
 
 
 def test_each_limit_carries_its_field_stop_reason_and_final_answer() -> None:

@@ -1,0 +1,185 @@
+"""The loop's machine: the table's rows as a `transitions.Machine`, the engine of every run.
+
+`build` makes a machine of the table (`table.TRANSITIONS`, the guards of `guards.GUARDS` as
+each row's `conditions`); the runtime builds one `LoopMachine` per `AgentLoop` from it, and the
+diagrams (`diagram.py`) are drawn by the same builder with transitions' `GraphMachine`.
+
+A run is a model of its loop's machine while it runs: `LoopMachine.start` adds it
+(`add_model`, in the phase its state is in: a new run's `assemble`, or where a saved run
+stopped), `LoopMachine.fire` fires a trigger through `Machine.events[trigger].trigger`, and
+`LoopMachine.end` removes it (`remove_model`), whatever ended the run. The machine never
+awaits: the driver awaits each state's work under anyio (asyncio or trio) and fires the
+trigger the work returned, synchronously. Any number of runs share one machine.
+
+The guards receive the run as the trigger's argument (the machine calls its callbacks with
+the trigger's arguments), and each row's `after` callback writes its guard names on the run:
+which edge fired is the machine's answer, not a look-up of ours. This module is the only one
+that imports `transitions` at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any, Final, Protocol, TypeVar, final
+
+from transitions import Machine, MachineError
+
+from .guards import GUARDS, StateFacts
+from .table import FINAL, INITIAL, STATES, TRANSITIONS, Phase, TransitionRow, Trigger
+
+__all__ = ["InvalidTransition", "LoopMachine", "RunModel", "RunState", "build"]
+
+_Machine = TypeVar("_Machine", bound=Machine)
+
+MODEL_ATTRIBUTE: Final = "phase"
+"""The model attribute the machine keeps a run's state in (`RunModel.phase`)."""
+
+_PHASES: Final = {str(phase): phase for phase in Phase}
+"""A state's name, as the machine sets it -> the `Phase`."""
+
+
+class InvalidTransition(RuntimeError):
+    """No edge of the table accepts the trigger in the run's state, or a saved run's phase is
+    not a state of the table: a bug in boundloop, or a state that is not one of its runs'."""
+
+
+class RunState(StateFacts, Protocol):
+    """What a run's model needs of its `LoopState`: the facts the guards read, and the phase."""
+
+    phase: Phase
+
+
+@final
+class RunModel:
+    """One run as a model of the loop's machine: its phase, and the guards of the last edge taken.
+
+    The run's phase is its `LoopState`'s: the machine reads and sets it through `phase`. Its own
+    fields are slots; its `__dict__` holds only what `add_model` gives a model, transitions'
+    convenience methods (`trigger`, `may_<trigger>`, `is_phase_<state>`: about 5 KiB), which the
+    runtime does not use (it fires through `LoopMachine.fire`) and `LoopMachine.end` drops.
+    """
+
+    __slots__ = ("__dict__", "guard", "state")
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        """The run's state: what the guards read, and where its phase is kept."""
+        self.guard: str | None = None
+        """The guard names of the edge the last trigger took, set by the edge (None: unguarded)."""
+
+    @property
+    def phase(self) -> str:
+        """The run's state in the machine (as the machine names it: a plain string)."""
+        return str(self.state.phase)
+
+    @phase.setter
+    def phase(self, value: str) -> None:
+        self.state.phase = _PHASES[value]
+
+
+def _took(guard: str | None, run: RunModel) -> None:
+    """A row's `after` callback: the edge fired; its guard names go on the run."""
+    run.guard = guard
+
+
+def build(
+    cls: type[_Machine],
+    rows: Sequence[TransitionRow] = TRANSITIONS,
+    *,
+    labels: Sequence[str] | None = None,
+    **options: Any,
+) -> _Machine:
+    """A machine of class `cls` built from the table's rows, holding no model.
+
+    Every row is a transition whose `conditions` are its guards (from `GUARDS`, in order: all
+    must pass) and whose `after` callback records its guard names on the run it moved; rows
+    sharing a trigger and a source are tried in table order. `stopped` is marked final.
+
+    Args:
+        cls: `transitions.Machine` for the runtime, a `GraphMachine` for the diagrams.
+        rows: the transitions (the table's, unless a test gives others).
+        labels: a label per row (the diagrams' edge labels).
+        options: further keyword arguments of `cls` (a `GraphMachine`'s engine and title).
+    """
+    transitions: list[dict[str, Any]] = []
+    for index, row in enumerate(rows):
+        names = row["conditions"]
+        transition: dict[str, Any] = {
+            "trigger": row["trigger"],
+            "source": row["source"],
+            "dest": row["dest"],
+            "conditions": [GUARDS[name] for name in names],
+            "after": partial(_took, " & ".join(names) or None),
+        }
+        if labels is not None:
+            transition["label"] = labels[index]
+        transitions.append(transition)
+    return cls(
+        model=None,
+        states=[{"name": str(state), "final": state is FINAL} for state in STATES],
+        transitions=transitions,
+        initial=str(INITIAL),
+        auto_transitions=False,  # no `to_<state>` triggers: the table's edges only
+        send_event=False,  # the callbacks get the trigger's argument: the run
+        queued=False,
+        model_attribute=MODEL_ATTRIBUTE,
+        **options,
+    )
+
+
+@final
+class LoopMachine:
+    """The table as one `transitions.Machine`, shared by every run of a loop; each run is its
+    model from its start to its end."""
+
+    __slots__ = ("_machine",)
+
+    def __init__(self, rows: Sequence[TransitionRow] = TRANSITIONS) -> None:
+        self._machine = build(Machine, rows)
+
+    @property
+    def runs(self) -> int:
+        """How many runs are models of the machine now (runs in flight)."""
+        return len(self._machine.models)
+
+    def start(self, state: RunState) -> RunModel:
+        """Add a run to the machine in the phase its state is in; `end` must follow.
+
+        Raises:
+            InvalidTransition: the state's phase is not a state of the table.
+        """
+        run = RunModel(state)
+        try:
+            self._machine.add_model(run, initial=str(state.phase))
+        except ValueError as exc:  # the machine knows no such state; the run was not added
+            raise InvalidTransition(f"{state.phase!r} is not a state of the table") from exc
+        return run
+
+    def fire(self, run: RunModel, trigger: Trigger) -> str | None:
+        """Fire `trigger` for `run`: the machine moves its phase along the edge whose guards pass.
+
+        Returns:
+            The guard names of the edge taken (None: unguarded).
+
+        Raises:
+            InvalidTransition: no edge accepts the trigger in the run's phase with its facts.
+        """
+        try:
+            moved = self._machine.events[trigger].trigger(run, run)
+        except MachineError as exc:  # no edge leaves this phase on this trigger
+            raise InvalidTransition(f"no transition for {trigger!r} from {run.phase!r}") from exc
+        if not moved:  # edges leave this phase on this trigger, but no guard passed
+            raise InvalidTransition(
+                f"no transition for {trigger!r} from {run.phase!r} with state {run.state!r}"
+            )
+        return run.guard
+
+    def end(self, run: RunModel) -> None:
+        """Remove a run from the machine (it ended: stopped, failed or cancelled).
+
+        The convenience methods `add_model` gave it each hold the run: they are dropped with it,
+        so an ended run is freed at once, not left for the cycle collector.
+        """
+        self._machine.remove_model(run)
+        run.__dict__.clear()

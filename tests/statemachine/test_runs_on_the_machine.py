@@ -1,0 +1,150 @@
+"""Runs on the loop's machine: each run is a model of the one `transitions.Machine` its loop
+built, from its start to its end, however it ends; concurrent runs share it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from boundloop import AgentLoop, Budget, MemoryStore, StopReason, UnhandledStop, tool
+from boundloop.events import Event, Transition
+from boundloop.statemachine.table import Phase
+from tests.helpers import scripted_loop, text, tool_use
+
+pytestmark = pytest.mark.anyio
+
+WAIT_S = 10.0
+
+
+def counting(seen: list[int], loop_holder: list[AgentLoop]) -> Any:
+    """An `on_event` hook noting how many runs the loop's machine holds at each transition."""
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, Transition):
+            seen.append(loop_holder[0].config.machine.runs)
+
+    return on_event
+
+
+async def test_the_loop_machine_is_built_once_and_each_run_leaves_it() -> None:
+    """Two runs of one loop fire through the same machine, each a model of it while it runs only."""
+
+    @tool
+    async def lookup(order_id: str) -> str:
+        """Look an order up."""
+        return f"{order_id}: delivered"
+
+    holder: list[AgentLoop] = []
+    seen: list[int] = []
+    script = [tool_use(("lookup", {"order_id": "O-1"})), text("done"), text("again")]
+    loop = scripted_loop(script, [lookup], on_event=counting(seen, holder))
+    holder.append(loop)
+    machine = loop.config.machine
+    first = await loop.run("Look O-1 up.")
+    assert loop.config.machine is machine
+    assert machine.runs == 0
+    second = await loop.run("Once more.")
+    assert (first.stop_reason, second.stop_reason) == (StopReason.COMPLETED, StopReason.COMPLETED)
+    assert machine.runs == 0
+    assert seen
+    assert set(seen) == {1}
+
+
+async def test_a_failed_a_raising_and_a_cancelled_run_leave_the_machine() -> None:
+    """Whatever ends a run (a failing hook, an exception that leaves `run()`, the caller's
+    cancellation), it is no longer a model of the loop's machine: a long-lived loop keeps none."""
+
+    def failing(event: Event) -> None:
+        if isinstance(event, Transition):
+            raise RuntimeError("the hook failed")
+
+    loop = scripted_loop([text("done")], [], on_event=failing)
+    failed = await loop.run("Go.")
+    assert failed.stop_reason == StopReason.FAILED
+    assert loop.config.machine.runs == 0
+
+    loop = scripted_loop([text("?", stop_reason="no_such_stop")], [])
+    with pytest.raises(UnhandledStop):
+        await loop.run("Go.")
+    assert loop.config.machine.runs == 0
+
+    started = anyio.Event()
+
+    @tool
+    async def hang() -> str:
+        """Wait forever."""
+        started.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    loop = scripted_loop([tool_use(("hang", {}))], [hang])
+    with anyio.fail_after(WAIT_S):
+        async with anyio.create_task_group() as group:
+            group.start_soon(loop.run, "Hang.")
+            await started.wait()
+            assert loop.config.machine.runs == 1
+            group.cancel_scope.cancel()
+    assert loop.config.machine.runs == 0
+
+
+async def test_concurrent_runs_are_models_of_one_machine_at_once() -> None:
+    """Fifty runs of one loop are all on its machine at once (each tool waits for the others to
+    start); each moves alone, and all leave it."""
+    runs = 50
+    arrived = 0
+    everyone = anyio.Event()
+    on_machine: list[int] = []
+    holder: list[AgentLoop] = []
+
+    @tool
+    async def gather(n: int) -> str:
+        """Wait until every run's call has started."""
+        nonlocal arrived
+        arrived += 1
+        if arrived == runs:
+            on_machine.append(holder[0].config.machine.runs)
+            everyone.set()
+        await everyone.wait()
+        return f"{n} gathered"
+
+    script = [tool_use(("gather", {"n": n})) for n in range(runs)] + [text("done")] * runs
+    loop = scripted_loop(script, [gather])
+    holder.append(loop)
+    results: list[StopReason] = []
+
+    async def one(n: int) -> None:
+        results.append((await loop.run(f"Run {n}.")).stop_reason)
+
+    with anyio.fail_after(WAIT_S):
+        async with anyio.create_task_group() as group:
+            for n in range(runs):
+                group.start_soon(one, n)
+    assert on_machine == [runs]
+    assert results == [StopReason.COMPLETED] * runs
+    assert loop.config.machine.runs == 0
+
+
+async def test_a_resumed_run_joins_the_machine_in_its_saved_phase() -> None:
+    """A run stopped for a human's approval is resumed: it is added to the machine of the
+    resuming loop where its state says it is, and its first transition leaves that phase."""
+
+    @tool(requires_approval=True)
+    async def refund(order_id: str) -> str:
+        """Refund an order."""
+        return f"refunded {order_id}"
+
+    store = MemoryStore()
+    script = [tool_use(("refund", {"order_id": "O-1"})), text("refunded")]
+    loop = scripted_loop(script, [refund], store=store, budget=Budget(max_steps=3))
+    waiting = await loop.run("Refund O-1.")
+    assert waiting.stop_reason == StopReason.NEEDS_HUMAN
+    call_id = waiting.state.pending_approvals[0].tool_use_id
+    resumed = await loop.resume(waiting.state.task_id, approvals={call_id: True})
+    assert resumed.stop_reason == StopReason.COMPLETED
+    kinds = [event.kind for event in resumed.events]
+    after_resume = resumed.events[kinds.index("resumed") :]
+    first = next(event for event in after_resume if isinstance(event, Transition))
+    assert first.source == Phase.VALIDATE  # where the resume put the saved run
+    assert loop.config.machine.runs == 0
