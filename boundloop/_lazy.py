@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import warnings
 from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 
@@ -56,39 +55,5 @@ def lazy_getattr(
             if exc.name != f"{package}.{name}":
                 raise  # the submodule exists, and something it imports is missing
             raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
-
-    return __getattr__
-
-
-def moved_getattr(
-    module: str, moved: Mapping[str, tuple[str, str]], fallback: Callable[[str], object] | None = None
-) -> Callable[[str], object]:
-    """The `__getattr__` of a module whose names `moved` now live elsewhere (kept one release).
-
-    Args:
-        module: the module's `__name__` (the deprecated place).
-        moved: name -> (the module that defines it, the documented place to import it from);
-            `module:new_name` for a name that was renamed as well.
-        fallback: the module's own `__getattr__` for every other name, if it has one.
-
-    Returns:
-        A function that gives a moved name with a `DeprecationWarning` naming its home, and
-        raises `AttributeError` for anything else (or asks `fallback`).
-    """
-
-    def __getattr__(name: str) -> object:
-        if name in moved:
-            source, home = moved[name]
-            source, _, new_name = source.partition(":")
-            new_name = new_name or name
-            warnings.warn(
-                f"{module}.{name} is deprecated: import {new_name} from {home}",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return getattr(importlib.import_module(source), new_name)
-        if fallback is not None:
-            return fallback(name)
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__

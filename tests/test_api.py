@@ -17,8 +17,6 @@ import boundloop
 
 ROOT = Path(__file__).resolve().parent.parent
 API = ROOT / "docs" / "api.md"
-DEPRECATED_MODULES = ("boundloop.handlers", "boundloop.trace")
-"""Modules kept one release for their old names: no class's home."""
 
 ROW = re.compile(r"^\| `(\w+)` \| `from ([\w.]+) import (\w+)` \|", flags=re.MULTILINE)
 
@@ -35,11 +33,11 @@ def documented_homes() -> dict[str, str]:
 
 
 def public_modules() -> list[str]:
-    """boundloop and every module of it with no `_` in its path, but the deprecated ones."""
+    """boundloop and every module of it with no `_` in its path."""
     modules = ["boundloop"]
     for found in pkgutil.walk_packages(boundloop.__path__, "boundloop."):
         parts = found.name.split(".")
-        if not any(part.startswith("_") for part in parts) and not found.name.startswith(DEPRECATED_MODULES):
+        if not any(part.startswith("_") for part in parts):
             modules.append(found.name)
     return modules
 
@@ -67,7 +65,7 @@ def exported_classes() -> dict[type, set[str]]:
 
 def test_every_public_class_has_one_home_and_imports_from_it() -> None:
     """Each public class has a row in docs/api.md; its home gives that very class (the suite
-    turns a DeprecationWarning into an error, so not a deprecated alias); and no module exports
+    turns a DeprecationWarning into an error); and no module exports
     it but its home and the module that defines it."""
     homes = documented_homes()
     exports = exported_classes()
@@ -130,12 +128,10 @@ def test_doc_imports_sees_every_form() -> None:
 
 @pytest.mark.parametrize("path", DOCS, ids=[str(path.relative_to(ROOT)) for path in DOCS])
 def test_the_docs_import_each_class_from_its_home(path: Path) -> None:
-    """README.md, docs/*.md (docs/api.md's table of deprecated places aside) and examples/
+    """README.md, docs/*.md and examples/
     name a public class only at its home, in code and in prose."""
     homes = documented_homes()
     text = path.read_text(encoding="utf-8")
-    if path == API:
-        text = text.split("## Deprecated places", 1)[0] + text.split("## Where each class", 1)[1]
     wrong = [
         f"{module}.{name}" for module, name in doc_imports(text) if name in homes and homes[name] != module
     ]

@@ -6,9 +6,6 @@ the metrics. `check_contract` applies the schemas and the loop's rules;
 `AgentLoop.from_contract` builds the loop; `AgentLoop.to_contract` writes one back.
 """
 
-import typing
-
-from .._lazy import moved_getattr
 from ._check import BUILTIN_HANDLERS, CONTRACT_SCHEMA, HANDLER_NAME, POLICY_SCHEMA, UNHANDLED, Problem
 from ._compile import compile_module
 from ._contract import Contract, ContractTool, check_contract, load_contract
@@ -36,7 +33,3 @@ __all__ = [
     "lint_source",
     "load_contract",
 ]
-
-if not typing.TYPE_CHECKING:  # type checkers see no deprecated name
-    # `ContractError` was re-exported here until it got one home (docs/api.md): kept one release.
-    __getattr__ = moved_getattr(__name__, {"ContractError": ("boundloop.errors", "boundloop")})

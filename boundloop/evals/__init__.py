@@ -7,9 +7,6 @@ See docs/evals.md for the fixture format. In short::
     report = EvalReport(results)
 """
 
-import typing
-
-from .._lazy import moved_getattr
 from ._build import build_loop, load_cases, parse_case
 from ._export import export_case
 from ._fixture import Case, Decision, Expected, api_name, schema, schema_problems
@@ -46,7 +43,3 @@ __all__ = [
     "schema_problems",
     "wilson",
 ]
-
-if not typing.TYPE_CHECKING:  # type checkers see no deprecated name
-    # `FixtureError` was re-exported here until it got one home (docs/api.md): kept one release.
-    __getattr__ = moved_getattr(__name__, {"FixtureError": ("boundloop.errors", "boundloop")})

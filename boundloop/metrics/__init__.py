@@ -6,9 +6,6 @@ records a run's events into them; `serve()` and `asgi_app()` expose them. See do
 
 from __future__ import annotations
 
-import typing
-
-from .._lazy import moved_getattr
 from .exposition import MetricsApp as MetricsApp
 from .exposition import MetricsServer as MetricsServer
 from .exposition import asgi_app as asgi_app
@@ -32,7 +29,3 @@ __all__ = [
     "render",
     "serve",
 ]
-
-if not typing.TYPE_CHECKING:  # type checkers see no deprecated name
-    # `LoopMetrics` was re-exported here until it got one home (docs/api.md): kept one release.
-    __getattr__ = moved_getattr(__name__, {"LoopMetrics": ("boundloop.metrics.instruments", "boundloop")})
