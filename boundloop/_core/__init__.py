@@ -15,6 +15,7 @@ from .config import RedactHook as RedactHook
 from .config import ToolErrors as ToolErrors
 from .config import build_config as build_config
 from .config import escalation_tool as escalation_tool
+from .config import other_models as other_models
 from .config import run_settings as run_settings
 from .config import with_store as with_store
 from .connect import Entered as Entered
@@ -35,6 +36,7 @@ from .resume import prepare as prepare
 from .sessions import resume as resume_stored
 from .sessions import start as start
 from .sessions import start_new as start_new
+from .toolset import ToolList as ToolList
 from .toolset import Toolset as Toolset
 from .toolset import lone as lone
 
@@ -47,6 +49,7 @@ __all__ = [
     "LoopConfig",
     "RedactHook",
     "ToolErrors",
+    "ToolList",
     "ToolRegistry",
     "Toolset",
     "Watch",
@@ -62,6 +65,7 @@ __all__ = [
     "lone",
     "loop_settings",
     "new_state",
+    "other_models",
     "prepare",
     "resume_stored",
     "field_text",
