@@ -10,7 +10,8 @@ from pathlib import Path
 
 def public_names(init_file: str) -> dict[str, str]:
     """Public name -> the module defining it (relative), read from the `if TYPE_CHECKING:` block
-    of a package's `__init__.py`, where each is written once as `from .module import Name as Name`.
+    of a package's `__init__.py`, where each is written once as `from .module import Name as Name`
+    (`from .module import name as Public` gives `.module:name`).
 
     Reading the block, rather than keeping a second map in step with it, is what makes each
     name written once; it costs one parse of the file at import (about a millisecond).
@@ -22,7 +23,9 @@ def public_names(init_file: str) -> dict[str, str]:
             for statement in node.body:
                 if isinstance(statement, ast.ImportFrom) and statement.level:
                     module = "." * statement.level + (statement.module or "")
-                    names.update((alias.asname or alias.name, module) for alias in statement.names)
+                    for alias in statement.names:
+                        public = alias.asname or alias.name
+                        names[public] = module if public == alias.name else f"{module}:{alias.name}"
     return names
 
 
@@ -34,7 +37,7 @@ def lazy_getattr(
     Args:
         package: the package's `__name__`.
         namespace: its `globals()`, where a loaded name is kept (so it loads once).
-        sources: public name -> the module defining it, relative to the package.
+        sources: public name -> the module defining it, relative to the package (`public_names`).
 
     Returns:
         A function that imports a name of `sources` from its module alone, or else a submodule
@@ -43,7 +46,8 @@ def lazy_getattr(
 
     def __getattr__(name: str) -> object:
         if name in sources:
-            value = getattr(importlib.import_module(sources[name], package), name)
+            module, _, defined = sources[name].partition(":")
+            value = getattr(importlib.import_module(module, package), defined or name)
             namespace[name] = value
             return value
         if name.startswith("__"):
