@@ -197,11 +197,12 @@ def test_a_run_loads_the_runtime_on_first_use() -> None:
     """The runtime the import left out loads with the first run, and the run completes."""
     code = """
 import sys
+import anyio
 from boundloop import AgentLoop, Budget, ScriptedClient
 assert "boundloop._core.driver" not in sys.modules
 answer = {"stop_reason": "end_turn", "content": [{"type": "text", "text": "done"}]}
-loop = AgentLoop(ScriptedClient([answer]), model="claude-sonnet-4-6", budget=Budget(max_steps=2), metrics=None)
-import anyio
+client = ScriptedClient([answer])
+loop = AgentLoop(client, model="claude-sonnet-4-6", budget=Budget(max_steps=2), metrics=None)
 assert anyio.run(loop.run, "go").answer == "done"
 assert "boundloop._core.driver" in sys.modules
 """
