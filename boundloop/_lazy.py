@@ -61,3 +61,17 @@ def lazy_getattr(
             raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
 
     return __getattr__
+
+
+def claim(home: str, *values: object) -> None:
+    """Report the classes among `values` that a private module defines as `home`'s own:
+    reprs, tracebacks and pickles name the module users import them from (as anyio and trio do).
+
+    Args:
+        home: the public module's `__name__`.
+        values: its public names' values; functions, and classes a public module defines, are
+            left as they are.
+    """
+    for value in values:
+        if isinstance(value, type) and any(part.startswith("_") for part in value.__module__.split(".")):
+            value.__module__ = home

@@ -20,6 +20,7 @@ import anyio.lowlevel
 from anyio.abc import TaskGroup
 
 from . import _core
+from ._lazy import claim
 from .errors import ConfigurationError
 from .events import Event
 from .state import LoopResult, OutputT
@@ -246,3 +247,6 @@ class RunStream(Generic[OutputT]):
         self._deltas += 1
         self._peak = max(self._peak, self._deltas)
         self._send.send_nowait(event)
+
+
+claim("boundloop", RunStream, StreamStatistics)  # reported at its public home

@@ -28,6 +28,42 @@ from ._recorded import redact_strings as redact_strings
 from ._trace_v1 import v1_fields
 from .records import Decision, Outcome, Provenance
 
+__all__ = [
+    "ApprovalRequested",
+    "BaseEvent",
+    "CallDecision",
+    "Compacted",
+    "Deferred",
+    "EVENT_ADAPTER",
+    "EVENT_KINDS",
+    "Error",
+    "Event",
+    "EventKind",
+    "LimitHit",
+    "ModelRequest",
+    "PendingCall",
+    "Proposal",
+    "RENAMED_KINDS",
+    "Recorded",
+    "Resumed",
+    "RunStarted",
+    "SCHEMA_VERSION",
+    "Stop",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolInputDelta",
+    "ToolResult",
+    "ToolStarted",
+    "Transition",
+    "Validation",
+    "from_dict",
+    "read_events",
+    "redact_strings",
+    "to_dict",
+    "to_json_line",
+    "write_events",
+]
+
 SCHEMA_VERSION: Final = 2
 """The version of the events' JSON lines; lines without one are the earlier format (1)."""
 

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
     from .compaction import Compaction, ContextEdit
     from .contract import Contract
 
+__all__ = [
+    "AgentLoop",
+]
+
 
 @final
 class AgentLoop(Generic[OutputT]):

@@ -20,6 +20,31 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, final, get_arg
 if TYPE_CHECKING:
     from anthropic.types import ToolResultBlockParam
 
+__all__ = [
+    "CallResult",
+    "Content",
+    "DECISIONS",
+    "Decision",
+    "ErrorRecord",
+    "Escalation",
+    "Exceeded",
+    "FAILED_OUTCOMES",
+    "Limit",
+    "OUTCOMES",
+    "Observation",
+    "Outcome",
+    "PendingApproval",
+    "Provenance",
+    "RESUMABLE",
+    "StopReason",
+    "ToolCall",
+    "Turn",
+    "Usage",
+    "call_digest",
+    "empty_dict",
+    "empty_list",
+]
+
 
 class StopReason(enum.StrEnum):
     """Why a run ended: an outcome returned in `LoopResult`, never a string match on prose."""

@@ -42,6 +42,18 @@ from .state import Budget
 if TYPE_CHECKING:
     from .contract import Contract
 
+__all__ = [
+    "BudgetSpec",
+    "HistoryMessage",
+    "LoopSpec",
+    "PolicySpec",
+    "ServerToolSpec",
+    "ToolErrors",
+    "ToolSpec",
+    "budget_data",
+    "policy_data",
+]
+
 ToolErrors: TypeAlias = Literal["report", "raise", "stop"]
 """What a failing tool does: report it to the model, raise it from `run()`, or stop the run."""
 

@@ -36,6 +36,18 @@ if TYPE_CHECKING:
 
     from .events import Event
 
+__all__ = [
+    "BUDGET_COUNTS",
+    "Budget",
+    "LoopResult",
+    "LoopState",
+    "NonFinite",
+    "OutputT",
+    "SCHEMA_VERSION",
+    "ZERO",
+    "non_finite",
+]
+
 SCHEMA_VERSION: Final = 1
 """The version of `LoopState`'s JSON; `LoopState.from_json` refuses any other."""
 

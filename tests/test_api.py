@@ -76,6 +76,44 @@ def test_every_public_class_has_one_home_and_imports_from_it() -> None:
         assert modules - {home, cls.__module__} == set(), f"{cls.__name__} is exported by {modules}"
 
 
+def test_a_public_class_reports_the_module_it_is_imported_from() -> None:
+    """Every public class's `__module__` is a public module (its home when it is defined in a
+    private one): reprs, tracebacks and pickles name where users import it from."""
+    homes = documented_homes()
+    private = {
+        f"{cls.__module__}.{cls.__qualname__}": homes[cls.__name__]
+        for cls in exported_classes()
+        if any(part.startswith("_") for part in cls.__module__.split("."))
+    }
+    assert private == {}
+
+
+def _defined_names(module: str) -> set[str]:
+    """The public names a module's source defines at its top level (classes, functions, values)."""
+    source = importlib.import_module(module).__file__
+    assert source is not None
+    names: set[str] = set()
+    for node in ast.parse(Path(source).read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(target.id for target in node.targets if isinstance(target, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return {name for name in names if not name.startswith("_")}
+
+
+@pytest.mark.parametrize("module", public_modules())
+def test_every_public_module_lists_its_names_in_all(module: str) -> None:
+    """Each public module has an `__all__`; every name it lists is there, and every public name
+    its source defines is listed (a package's `__init__` lists what it re-exports as well)."""
+    imported = importlib.import_module(module)
+    listed: list[str] = getattr(imported, "__all__", None) or []
+    assert hasattr(imported, "__all__"), f"{module} has no __all__"
+    assert [name for name in listed if not hasattr(imported, name)] == []
+    assert sorted(_defined_names(module) - set(listed)) == []
+
+
 def test_the_names_of_boundloop_all_have_boundloop_as_home() -> None:
     """A class `boundloop.__all__` lists is imported from `boundloop`, and only a class it lists."""
     homes = documented_homes()

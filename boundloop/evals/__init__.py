@@ -7,6 +7,7 @@ See docs/evals.md for the fixture format. In short::
     report = EvalReport(results)
 """
 
+from .._lazy import claim as _claim
 from ._build import build_loop, load_cases, parse_case
 from ._export import export_case
 from ._fixture import Case, Decision, Expected, api_name, schema, schema_problems
@@ -43,3 +44,5 @@ __all__ = [
     "schema_problems",
     "wilson",
 ]
+
+_claim(__name__, *(globals()[name] for name in __all__))
