@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
@@ -73,21 +73,28 @@ def test_the_field_order_of_a_positionally_built_class_is_pinned(cls: type) -> N
     assert positional == POSITIONAL_FIELDS[cls]
 
 
-FACTORIES = [Transition, Proposal, ToolResult, CallDecision, ToolCall, CallResult, Turn]
-"""The classes whose factory takes each field by name (Observation's takes a `CallResult`)."""
+FACTORIES: list[Callable[..., object]] = [
+    Transition.of,
+    Proposal.of,
+    ToolResult.of,
+    CallDecision.of,
+    ToolCall.of,
+    CallResult.of,
+    Turn.of,
+]
+"""The factories that take each field by name (Observation's takes a `CallResult`)."""
 
 
-@pytest.mark.parametrize("cls", FACTORIES, ids=lambda cls: cls.__name__)
-def test_the_factory_puts_each_named_value_in_its_field(cls: type) -> None:
-    """Every parameter of `cls.of` gets a value of its own (a distinct object), and the built
+@pytest.mark.parametrize("factory", FACTORIES, ids=lambda factory: factory.__qualname__)
+def test_the_factory_puts_each_named_value_in_its_field(factory: Callable[..., object]) -> None:
+    """Every parameter of a factory gets a value of its own (a distinct object), and the built
     object holds each in the field of that name: no two fields trade values."""
-    factory: Any = cls.of
-    values = {name: object() for name in inspect.signature(factory).parameters}
-    if cls is Turn:
+    values: dict[str, object] = {name: object() for name in inspect.signature(factory).parameters}
+    if factory == Turn.of:
         values["calls"] = [object(), object()]
     built = factory(**values)
     assert [name for name, value in values.items() if getattr(built, name) is not value] == []
-    if cls is Turn:
+    if isinstance(built, Turn):
         assert built.answers == [None, None]  # one per call, none decided yet
 
 
