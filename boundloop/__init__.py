@@ -17,7 +17,6 @@ from __future__ import annotations
 import typing
 
 from ._lazy import lazy_getattr as _lazy_getattr
-from ._lazy import moved_getattr as _moved_getattr
 from ._lazy import public_names as _public_names
 
 if typing.TYPE_CHECKING:
@@ -94,12 +93,7 @@ _SOURCES: typing.Final[dict[str, str]] = _public_names(__file__)
 __all__ = sorted(_SOURCES)  # pyright: ignore[reportUnsupportedDunderAll]
 
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
-    # `TraceEvent` (the `Event` union's old name) is kept one release, with a DeprecationWarning.
-    __getattr__ = _moved_getattr(
-        __name__,
-        {"TraceEvent": ("boundloop.events:Event", "boundloop")},
-        _lazy_getattr(__name__, globals(), _SOURCES),
-    )
+    __getattr__ = _lazy_getattr(__name__, globals(), _SOURCES)
 
     def __dir__() -> list[str]:
         return sorted({*globals(), *__all__})

@@ -22,6 +22,7 @@ from typing import Any, Final, Literal, cast, final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._lazy import claim
 from .errors import ConfigurationError
 
 MAX_BREAKPOINTS: Final = 4
@@ -380,3 +381,6 @@ def _mark_lookback(
             return
         assistant = assistant or message.get("role") == "assistant"
         after += len(content) if isinstance(content, list) else 1  # pyright: ignore[reportUnknownArgumentType]
+
+
+claim("boundloop", CacheSettings)  # reported at its public home

@@ -6,17 +6,19 @@ Above `_core` (which `boundloop.mcp` imports): `AgentLoop.from_contract` is the 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _core
 from ._core import DEFAULT, Default, Toolset
 from ._mcp_spec import MCPServerSpec
-from .contract import Contract
 from .errors import ConfigurationError
 from .metrics.instruments import LoopMetrics
 from .policy import Approver, SuccessCheck
 from .signals import SignalHandler
 from .tools import Handler
+
+if TYPE_CHECKING:
+    from .contract import Contract
 
 
 def contract_settings(

@@ -1,5 +1,5 @@
 """The JSON Schema of the settings dataclasses (`Budget`, `Policy`), read from their fields:
-`LoopSpec` (boundloop/settings.py) and the contract's schema (boundloop/contract/schemas.py)
+`LoopSpec` (boundloop/settings.py) and the contract's schema (scripts/contract_schema.py)
 both use it."""
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ import math
 from collections.abc import Iterable
 from typing import cast
 
+from ._lazy import claim
+
 
 class NonFinite(ValueError):
     """JSON text holds NaN or an infinity; `field` is where (`elapsed_s`, `usage.cost_usd`)."""
@@ -68,3 +70,6 @@ def first_non_finite(floats: Iterable[tuple[str, float | None]]) -> tuple[str, s
         if value is not None and not math.isfinite(value):
             return field, f"{value!r} is not a finite number"
     return None
+
+
+claim("boundloop.state", NonFinite)  # reported at its public home

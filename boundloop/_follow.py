@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Final
 
-from ._core import event_log_of
+from . import _core
 from .checkpoint.eventlog import PAGE, EventLog
 from .checkpoint.store import CheckpointStore, check_task_id
 from .errors import ConfigurationError
@@ -33,7 +33,7 @@ def follow(store: CheckpointStore | None, task_id: str, *, after: int = -1) -> A
         ConfigurationError: the loop has no store, or its store keeps no event log.
         InvalidTaskId: `task_id` is no valid task id.
     """
-    log = event_log_of(store)
+    log = _core.event_log_of(store)
     if log is None:
         raise ConfigurationError(
             "loop.events needs a store that keeps an event log (MemoryStore, SQLiteStore, PostgresStore); "

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import ast
 import importlib
-import warnings
 from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 
 
 def public_names(init_file: str) -> dict[str, str]:
     """Public name -> the module defining it (relative), read from the `if TYPE_CHECKING:` block
-    of a package's `__init__.py`, where each is written once as `from .module import Name as Name`.
+    of a package's `__init__.py`, where each is written once as `from .module import Name as Name`
+    (`from .module import name as Public` gives `.module:name`).
 
     Reading the block, rather than keeping a second map in step with it, is what makes each
     name written once; it costs one parse of the file at import (about a millisecond).
@@ -23,7 +23,9 @@ def public_names(init_file: str) -> dict[str, str]:
             for statement in node.body:
                 if isinstance(statement, ast.ImportFrom) and statement.level:
                     module = "." * statement.level + (statement.module or "")
-                    names.update((alias.asname or alias.name, module) for alias in statement.names)
+                    for alias in statement.names:
+                        public = alias.asname or alias.name
+                        names[public] = module if public == alias.name else f"{module}:{alias.name}"
     return names
 
 
@@ -35,7 +37,7 @@ def lazy_getattr(
     Args:
         package: the package's `__name__`.
         namespace: its `globals()`, where a loaded name is kept (so it loads once).
-        sources: public name -> the module defining it, relative to the package.
+        sources: public name -> the module defining it, relative to the package (`public_names`).
 
     Returns:
         A function that imports a name of `sources` from its module alone, or else a submodule
@@ -44,7 +46,8 @@ def lazy_getattr(
 
     def __getattr__(name: str) -> object:
         if name in sources:
-            value = getattr(importlib.import_module(sources[name], package), name)
+            module, _, defined = sources[name].partition(":")
+            value = getattr(importlib.import_module(module, package), defined or name)
             namespace[name] = value
             return value
         if name.startswith("__"):
@@ -60,35 +63,15 @@ def lazy_getattr(
     return __getattr__
 
 
-def moved_getattr(
-    module: str, moved: Mapping[str, tuple[str, str]], fallback: Callable[[str], object] | None = None
-) -> Callable[[str], object]:
-    """The `__getattr__` of a module whose names `moved` now live elsewhere (kept one release).
+def claim(home: str, *values: object) -> None:
+    """Report the classes among `values` that a private module defines as `home`'s own:
+    reprs, tracebacks and pickles name the module users import them from (as anyio and trio do).
 
     Args:
-        module: the module's `__name__` (the deprecated place).
-        moved: name -> (the module that defines it, the documented place to import it from);
-            `module:new_name` for a name that was renamed as well.
-        fallback: the module's own `__getattr__` for every other name, if it has one.
-
-    Returns:
-        A function that gives a moved name with a `DeprecationWarning` naming its home, and
-        raises `AttributeError` for anything else (or asks `fallback`).
+        home: the public module's `__name__`.
+        values: its public names' values; functions, and classes a public module defines, are
+            left as they are.
     """
-
-    def __getattr__(name: str) -> object:
-        if name in moved:
-            source, home = moved[name]
-            source, _, new_name = source.partition(":")
-            new_name = new_name or name
-            warnings.warn(
-                f"{module}.{name} is deprecated: import {new_name} from {home}",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return getattr(importlib.import_module(source), new_name)
-        if fallback is not None:
-            return fallback(name)
-        raise AttributeError(f"module {module!r} has no attribute {name!r}")
-
-    return __getattr__
+    for value in values:
+        if isinstance(value, type) and any(part.startswith("_") for part in value.__module__.split(".")):
+            value.__module__ = home

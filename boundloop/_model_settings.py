@@ -37,6 +37,7 @@ from anthropic.types.beta import (
 from anthropic.types.message_create_params_container_param import MessageCreateParamsContainerParam
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._lazy import claim
 from .errors import ConfigurationError
 
 LOOP_OWN: Final = frozenset({"self", "model", "messages", "system", "tools", "max_tokens", "stream"})
@@ -209,3 +210,6 @@ def _check_thinking(
 
 def _broken(rule: str) -> None:
     raise ConfigurationError(f"model settings: {rule}")
+
+
+claim("boundloop", ModelSettings)  # reported at its public home

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Final, cast, final
 
+from ._lazy import claim
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -197,3 +198,6 @@ def _check_tiers(tiers: object) -> None:
                 f"the tier prices without tiers of their own; got {tier!r}"
             )
         previous = threshold
+
+
+claim("boundloop", Price)  # reported at its public home

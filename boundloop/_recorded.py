@@ -10,6 +10,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, TypeGuard, cast, final
 
+from ._lazy import claim
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
@@ -104,3 +106,6 @@ def json_default(value: object) -> object:
         # another model, and is dumped right (its fields kept as extras), but pydantic warns.
         return value.model_dump(mode="json", exclude_unset=True, warnings=False)
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+claim("boundloop.events", Deferred)  # reported at its public home

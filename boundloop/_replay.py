@@ -20,6 +20,7 @@ from anthropic.types import Message, MessageParam
 
 from ._core import LoopConfig, build_config, field_text, prepare
 from ._core import drive as execute
+from ._lazy import claim
 from .errors import ScriptExhausted, UnhandledStop
 from .events import (
     Event,
@@ -398,3 +399,6 @@ def _changes(recorded: Provenance | None, replaying: Provenance) -> list[str]:
         if getattr(recorded, field) != getattr(replaying, field):
             changes.append(f"the {what} differs from the recording's")
     return changes
+
+
+claim("boundloop", Divergence, ReplayReport)  # reported at its public home

@@ -13,13 +13,14 @@ import dataclasses
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Generic, TypedDict, final
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeAlias, TypedDict, final
 
 import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup
 
-from ._core import EventHook, LoopConfig, Watch, resume_stored, start_new
+from . import _core
+from ._lazy import claim
 from .errors import ConfigurationError
 from .events import Event
 from .state import LoopResult, OutputT
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from anthropic.types import MessageParam
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+    from ._core import EventHook, LoopConfig, Watch
     from ._model_settings import ModelSettings
 
 DEFAULT_BUFFER: Final = 64
@@ -35,7 +37,7 @@ DEFAULT_BUFFER: Final = 64
 
 DELTA_KINDS: Final = frozenset({"text_delta", "thinking_delta", "tool_input_delta"})
 
-RunTask = Callable[[Watch, anyio.Event], Awaitable[LoopResult[OutputT]]]
+RunTask: TypeAlias = "Callable[[Watch, anyio.Event], Awaitable[LoopResult[OutputT]]]"
 """The run a stream drives: `run(watch, cancel)`."""
 
 
@@ -61,14 +63,15 @@ class ResumeOptions(TypedDict, total=False):
 def stream_new(config: LoopConfig, goal: str | None, options: RunOptions, buffer: int) -> RunStream[Any]:
     """`AgentLoop.stream`: a new run as a stream."""
     return RunStream(
-        lambda watch, cancel: start_new(config, goal, cancel=cancel, watch=watch, **options), buffer=buffer
+        lambda watch, cancel: _core.start_new(config, goal, cancel=cancel, watch=watch, **options),
+        buffer=buffer,
     )
 
 
 def stream_resumed(config: LoopConfig, task_id: str, options: ResumeOptions, buffer: int) -> RunStream[Any]:
     """`AgentLoop.stream_resume`: a stored run continued as a stream."""
     return RunStream(
-        lambda watch, cancel: resume_stored(
+        lambda watch, cancel: _core.resume_stored(
             config,
             task_id,
             approvals=options.get("approvals"),
@@ -126,7 +129,7 @@ class RunStream(Generic[OutputT]):
         self._deltas = 0
         self._peak = 0
         self._group: TaskGroup | None = None
-        self._watch = Watch(self._deliver, self._delta)
+        self._watch = _core.Watch(self._deliver, self._delta)
         self._send: MemoryObjectSendStream[Event]
         self._receive: MemoryObjectReceiveStream[Event]
         self._room: anyio.Semaphore
@@ -244,3 +247,6 @@ class RunStream(Generic[OutputT]):
         self._deltas += 1
         self._peak = max(self._peak, self._deltas)
         self._send.send_nowait(event)
+
+
+claim("boundloop", RunStream, StreamStatistics)  # reported at its public home

@@ -24,6 +24,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ConfigurationError
 
+__all__ = [
+    "COMPACT_BETA",
+    "CONTEXT_EDITING_BETA",
+    "Compaction",
+    "ContextEdit",
+    "ContextEdits",
+    "MIN_TRIGGER_TOKENS",
+    "context_settings",
+]
+
 COMPACT_BETA: Final = "compact-2026-01-12"
 CONTEXT_EDITING_BETA: Final = "context-management-2025-06-27"
 MIN_TRIGGER_TOKENS: Final = 50_000

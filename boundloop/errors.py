@@ -41,6 +41,39 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .state import LoopResult
 
+__all__ = [
+    "ApprovalMissing",
+    "BudgetExceeded",
+    "CheckpointCorrupt",
+    "ConfigurationError",
+    "ContextExceeded",
+    "ContractError",
+    "EventExists",
+    "EvidenceMissing",
+    "FixtureError",
+    "GraphvizMissing",
+    "InvalidOutput",
+    "InvalidRequest",
+    "InvalidTaskId",
+    "LoopError",
+    "NeedsHuman",
+    "NotResumable",
+    "PolicyBlocked",
+    "Refused",
+    "RunCancelled",
+    "RunError",
+    "RunFailed",
+    "ScriptExhausted",
+    "SetupError",
+    "TaskBusy",
+    "TaskExists",
+    "TaskNotFound",
+    "ToolFailed",
+    "Truncated",
+    "UnhandledStop",
+    "error_for",
+]
+
 
 class LoopError(Exception):
     """Root of every boundloop exception."""

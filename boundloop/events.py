@@ -28,6 +28,42 @@ from ._recorded import redact_strings as redact_strings
 from ._trace_v1 import v1_fields
 from .records import Decision, Outcome, Provenance
 
+__all__ = [
+    "ApprovalRequested",
+    "BaseEvent",
+    "CallDecision",
+    "Compacted",
+    "Deferred",
+    "EVENT_ADAPTER",
+    "EVENT_KINDS",
+    "Error",
+    "Event",
+    "EventKind",
+    "LimitHit",
+    "ModelRequest",
+    "PendingCall",
+    "Proposal",
+    "RENAMED_KINDS",
+    "Recorded",
+    "Resumed",
+    "RunStarted",
+    "SCHEMA_VERSION",
+    "Stop",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolInputDelta",
+    "ToolResult",
+    "ToolStarted",
+    "Transition",
+    "Validation",
+    "from_dict",
+    "read_events",
+    "redact_strings",
+    "to_dict",
+    "to_json_line",
+    "write_events",
+]
+
 SCHEMA_VERSION: Final = 2
 """The version of the events' JSON lines; lines without one are the earlier format (1)."""
 
@@ -88,6 +124,27 @@ class Transition(BaseEvent):
     duration_s: float
     """Time spent in `source`."""
 
+    @classmethod
+    def of(
+        cls,
+        *,
+        seq: int,
+        task_id: str,
+        at: float,
+        step: int,
+        source: str,
+        dest: str,
+        trigger: str,
+        guard: str | None,
+        duration_s: float,
+    ) -> Transition:
+        """The run's one way to build a `Transition`: every field named here, passed by position
+        (one a transition; `tests/test_factories.py` pins the order). A keyword-only field is set
+        after: a class called with a keyword gets a dict built for the call."""
+        event = cls(seq, task_id, at, step, source, dest, trigger, duration_s)
+        event.guard = guard
+        return event
+
 
 @dataclasses.dataclass(slots=True, kw_only=True)
 class ModelRequest(BaseEvent):
@@ -121,6 +178,48 @@ class Proposal(BaseEvent):
     response: Recorded | None = None
     """The `Message` as the API sent it (replay reads it)."""
 
+    @classmethod
+    def of(
+        cls,
+        *,
+        seq: int,
+        task_id: str,
+        at: float,
+        step: int,
+        stop_reason: str | None,
+        stop_sequence: str | None,
+        tools: list[str],
+        duration_s: float,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read_input_tokens: int,
+        cache_creation_input_tokens: int,
+        server_tool_uses: dict[str, int],
+        final_answer: bool,
+        response: Deferred | None,
+    ) -> Proposal:
+        """The run's one way to build a `Proposal`: every field named here, passed by position
+        (one a turn; `tests/test_factories.py` pins the order; `stop_sequence`, keyword-only, set
+        after)."""
+        event = cls(
+            seq,
+            task_id,
+            at,
+            step,
+            stop_reason,
+            tools,
+            duration_s,
+            input_tokens,
+            output_tokens,
+            cache_read_input_tokens,
+            cache_creation_input_tokens,
+            server_tool_uses,
+            final_answer,
+            response,
+        )
+        event.stop_sequence = stop_sequence
+        return event
+
 
 @dataclasses.dataclass(slots=True)
 class CallDecision:
@@ -132,6 +231,13 @@ class CallDecision:
     decision: Decision
     reason: str | None = None
     """Why the call is answered without running (None when it runs)."""
+
+    @classmethod
+    def of(
+        cls, *, tool: str, tool_use_id: str, decision: Decision, reason: str | None = None
+    ) -> CallDecision:
+        """The run's one way to build a `CallDecision` (one a call), by position."""
+        return cls(tool, tool_use_id, decision, reason)
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)
@@ -170,6 +276,45 @@ class ToolResult(BaseEvent):
     duration_s: float = 0.0
     input: Recorded | None = None
     content: Recorded | None = None
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        seq: int,
+        task_id: str,
+        at: float,
+        step: int,
+        tool: str,
+        tool_use_id: str,
+        outcome: Outcome,
+        is_error: bool,
+        by_human: bool,
+        reason: str | None,
+        attempts: int,
+        duration_s: float,
+        input: Deferred | None,
+        content: Deferred | None,
+    ) -> ToolResult:
+        """The run's one way to build a `ToolResult`: every field named here, passed by position
+        (one a call; `tests/test_factories.py` pins the order, so `is_error` and `by_human` cannot
+        trade places unseen)."""
+        return cls(
+            seq,
+            task_id,
+            at,
+            step,
+            tool,
+            tool_use_id,
+            outcome,
+            is_error,
+            by_human,
+            reason,
+            attempts,
+            duration_s,
+            input,
+            content,
+        )
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)

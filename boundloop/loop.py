@@ -20,7 +20,6 @@ from ._model_settings import ModelSettings
 from ._price import Price
 from ._stream import DEFAULT_BUFFER, ResumeOptions, RunOptions, RunStream, stream_new, stream_resumed
 from .checkpoint.store import CheckpointStore
-from .contract import Contract, load_contract
 from .events import Event
 from .metrics.instruments import BoundMetrics, LoopMetrics
 from .model import Model
@@ -34,6 +33,11 @@ if TYPE_CHECKING:
 
     from ._sdk_tools import SDKTool
     from .compaction import Compaction, ContextEdit
+    from .contract import Contract
+
+__all__ = [
+    "AgentLoop",
+]
 
 
 @final
@@ -243,6 +247,8 @@ class AgentLoop(Generic[OutputT]):
             ConfigurationError: a declared tool has no tool function (or a function no tool), a
                 custom signal handler or an MCP server's `mcp` extra is missing, or the loop is invalid.
         """
+        from .contract import Contract, load_contract  # the contract's parts load when used
+
         # A `Contract` built in code is checked too (its files are already inline).
         source = contract.to_dict() if isinstance(contract, Contract) else contract
         loaded = load_contract(source, policy=policy, allow_outside=allow_outside)

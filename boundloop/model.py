@@ -8,6 +8,12 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from anthropic.types import Message, MessageTokensCount
 
+__all__ = [
+    "MessagesAPI",
+    "Model",
+    "TokenCounter",
+]
+
 
 class MessagesAPI(Protocol):
     """The one method the loop calls: `messages.create(**request) -> Message`."""

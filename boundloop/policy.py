@@ -12,6 +12,13 @@ from .errors import ConfigurationError
 from .records import ToolCall
 from .state import ZERO, LoopState
 
+__all__ = [
+    "ApprovalDecision",
+    "Approver",
+    "Policy",
+    "SuccessCheck",
+]
+
 _API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 ApprovalDecision: TypeAlias = bool | str

@@ -34,6 +34,17 @@ if TYPE_CHECKING:
     from genai_prices.data_snapshot import DataSnapshot
     from genai_prices.types import ModelInfo, ModelPrice
 
+__all__ = [
+    "PRICES",
+    "PROVIDER",
+    "UnpricedModelWarning",
+    "default_price",
+    "from_genai_prices",
+    "price_for",
+    "resolve_price",
+    "warn_unpriced",
+]
+
 _DATED: Final = re.compile(r"\d{8}")
 """The date suffix of a model snapshot id."""
 

@@ -4,8 +4,10 @@ Slotted dataclasses; pydantic reads and writes them as part of `LoopState`'s JSO
 built for every tool call (`ToolCall`, `CallResult`, `Observation`) and the turn are plain, like
 the events: a frozen dataclass's constructor sets each field through `object.__setattr__`, which
 made a 3-tool turn ~4 % dearer. Nothing changes them after creation; the rarer records stay
-frozen. They also take their fields positionally (in field order), which the loop does where it
-builds them: called with keywords, a class gets them as a dict built for the call (~2x the cost).
+frozen. They also take their fields positionally (in field order): called with keywords, a class
+gets them as a dict built for the call (~2x the cost). The loop builds each through its one factory
+(`ToolCall.of`, `CallResult.of`, `Turn.of`, `Observation.of`): a function called with keywords
+gets no dict, so the call sites name every field and only the factory knows the order.
 """
 
 from __future__ import annotations
@@ -17,6 +19,31 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, final, get_arg
 
 if TYPE_CHECKING:
     from anthropic.types import ToolResultBlockParam
+
+__all__ = [
+    "CallResult",
+    "Content",
+    "DECISIONS",
+    "Decision",
+    "ErrorRecord",
+    "Escalation",
+    "Exceeded",
+    "FAILED_OUTCOMES",
+    "Limit",
+    "OUTCOMES",
+    "Observation",
+    "Outcome",
+    "PendingApproval",
+    "Provenance",
+    "RESUMABLE",
+    "StopReason",
+    "ToolCall",
+    "Turn",
+    "Usage",
+    "call_digest",
+    "empty_dict",
+    "empty_list",
+]
 
 
 class StopReason(enum.StrEnum):
@@ -167,8 +194,8 @@ class ToolCall:
     """The model call (1-based) that proposed it."""
 
     @classmethod
-    def of(cls, id: str, name: str, input: dict[str, Any], step: int) -> ToolCall:
-        """`ToolCall(id=id, name=name, input=input, step=step)`, positionally."""
+    def of(cls, *, id: str, name: str, input: dict[str, Any], step: int) -> ToolCall:
+        """The run's one way to build a `ToolCall` (one a call), by position."""
         return cls(id, name, input, step)
 
 
@@ -187,6 +214,12 @@ class CallResult:
     """Decided by a human on resume: a denial is not the model's failure (no breaker count)."""
     reason: str | None = None
     """A human's denial: the reason they gave (None: denied without one)."""
+
+    @classmethod
+    def of(cls, *, call: ToolCall, outcome: Outcome, content: Content, attempts: int = 0) -> CallResult:
+        """The run's one way to build a `CallResult` (one a call), by position; a call that ran
+        gets its duration and attempts, and a human's decision its `by_human`, once known."""
+        return cls(call, outcome, content, 0.0, attempts)
 
     @property
     def is_error(self) -> bool:
@@ -227,6 +260,13 @@ class Turn:
     """The answers in the transcript are provisional: the run waits for a human to decide."""
     final: bool = False
     """This response is the final-answer call at a spent budget."""
+
+    @classmethod
+    def of(cls, *, calls: list[ToolCall], keys: list[str], final: bool) -> Turn:
+        """The run's one way to build a `Turn` (one a response), by position: no answer yet."""
+        turn = cls(calls, keys, [None] * len(calls))
+        turn.final = final
+        return turn
 
     @property
     def open(self) -> bool:

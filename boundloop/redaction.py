@@ -14,6 +14,13 @@ from typing import Final, cast, final
 
 from .errors import ConfigurationError
 
+__all__ = [
+    "DEFAULT_PATTERNS",
+    "REDACTED",
+    "Redactor",
+    "recorded_call_id",
+]
+
 DEFAULT_PATTERNS: Final[tuple[str, ...]] = (
     r"sk-ant-[A-Za-z0-9_\-]{8,}",  # Anthropic
     r"sk-(?:proj-)?[A-Za-z0-9_\-]{20,}",  # OpenAI

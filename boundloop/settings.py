@@ -11,7 +11,7 @@ on `dataclasses.replace` of them. The spec validates them by building them, and 
 is read from their fields (`field_schema`), so each is still written once.
 
 The contract's JSON Schema (boundloop/contract/loop-contract.schema.json) is generated from
-`LoopSpec` by `boundloop.contract.schemas.contract_schema()`; `scripts/contract-schema` writes
+`LoopSpec` by `scripts/contract_schema.py`'s `contract_schema()`; `scripts/contract-schema` writes
 it, a test keeps the committed file equal to it. The contract document spells three settings
 its own way: `system` is `{"text": ...}` (or `{"file": ...}`), `metrics` is `{"enabled": ...}`, and
 `on_tool_error` sits in the policy. `from_contract` and `to_contract` map them, and
@@ -41,6 +41,18 @@ from .state import Budget
 
 if TYPE_CHECKING:
     from .contract import Contract
+
+__all__ = [
+    "BudgetSpec",
+    "HistoryMessage",
+    "LoopSpec",
+    "PolicySpec",
+    "ServerToolSpec",
+    "ToolErrors",
+    "ToolSpec",
+    "budget_data",
+    "policy_data",
+]
 
 ToolErrors: TypeAlias = Literal["report", "raise", "stop"]
 """What a failing tool does: report it to the model, raise it from `run()`, or stop the run."""

@@ -19,6 +19,26 @@ from .state import LoopState
 if TYPE_CHECKING:
     from anthropic.types import Message
 
+__all__ = [
+    "CONTINUE_AFTER_MAX_TOKENS",
+    "DEFAULT_HANDLERS",
+    "KNOWN_STOP_REASONS",
+    "Route",
+    "SignalContext",
+    "SignalHandler",
+    "Verdict",
+    "answer_text",
+    "on_compaction",
+    "on_context_exceeded",
+    "on_end_turn",
+    "on_max_tokens",
+    "on_pause_turn",
+    "on_refusal",
+    "on_tool_use",
+    "stop",
+    "succeeded_tools",
+]
+
 
 class Verdict(enum.Enum):
     """Where a signal handler sends the run (`Route.verdict`)."""

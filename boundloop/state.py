@@ -25,7 +25,6 @@ from typing_extensions import TypeVar
 from . import errors, records
 from ._finite import NonFinite as NonFinite
 from ._finite import first_non_finite, strict_loads
-from ._lazy import moved_getattr
 from ._recorded import json_default
 from ._transcript_json import Messages, Responses
 from .records import call_digest, empty_dict, empty_list
@@ -36,6 +35,18 @@ if TYPE_CHECKING:
     from anthropic.types import MessageParam
 
     from .events import Event
+
+__all__ = [
+    "BUDGET_COUNTS",
+    "Budget",
+    "LoopResult",
+    "LoopState",
+    "NonFinite",
+    "OutputT",
+    "SCHEMA_VERSION",
+    "ZERO",
+    "non_finite",
+]
 
 SCHEMA_VERSION: Final = 1
 """The version of `LoopState`'s JSON; `LoopState.from_json` refuses any other."""
@@ -283,16 +294,6 @@ class LoopResult(Generic[OutputT]):
     the answer is blank or does not validate (a `completed` run always has one)."""
 
     @property
-    def trace(self) -> Sequence[Event]:
-        """Deprecated name of `events` (the same list)."""
-        import warnings
-
-        warnings.warn(
-            "LoopResult.trace is deprecated: read LoopResult.events", DeprecationWarning, stacklevel=2
-        )
-        return self.events
-
-    @property
     def messages(self) -> list[MessageParam]:
         """The full transcript as Messages API params."""
         return self.state.messages
@@ -331,17 +332,6 @@ class LoopResult(Generic[OutputT]):
 
         write_events(self.events, path)
 
-    def write_trace(self, path: str | Path) -> None:
-        """Deprecated name of `write_events`."""
-        import warnings
-
-        warnings.warn(
-            "LoopResult.write_trace is deprecated: call LoopResult.write_events",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        self.write_events(path)
-
     def to_dict(self) -> dict[str, Any]:
         """The result as a JSON object (`boundloop demo --json`)."""
         from .events import to_dict
@@ -358,31 +348,6 @@ class LoopResult(Generic[OutputT]):
     def to_json(self, *, indent: int | None = None) -> str:
         """The result as a JSON string."""
         return json.dumps(self.to_dict(), default=json_default, indent=indent)
-
-
-_MOVED: Final = {
-    **{
-        name: ("boundloop.records", "boundloop") for name in ("CallResult", "StopReason", "ToolCall", "Usage")
-    },
-    **{
-        name: ("boundloop.records", "boundloop.records")
-        for name in (
-            "ErrorRecord",
-            "Escalation",
-            "Exceeded",
-            "Limit",
-            "Observation",
-            "PendingApproval",
-            "Provenance",
-            "Turn",
-        )
-    },
-}
-"""The records this module re-exported until they got one home each (docs/api.md): kept one
-release, with a `DeprecationWarning`."""
-
-if not TYPE_CHECKING:  # type checkers see no deprecated name
-    __getattr__ = moved_getattr(__name__, _MOVED)
 
 
 def _json_output(output: object) -> object:

@@ -18,6 +18,14 @@ from .errors import ConfigurationError, ScriptExhausted
 if TYPE_CHECKING:  # at run time, imported where a response is built: `import boundloop` stays light
     from anthropic.types import Message
 
+__all__ = [
+    "Request",
+    "ScriptItem",
+    "ScriptedClient",
+    "Served",
+    "parse_message",
+]
+
 Request: TypeAlias = Mapping[str, object]
 """The keyword arguments of one `messages.create` call."""
 Served: TypeAlias = "Mapping[str, object] | Message"

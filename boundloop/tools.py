@@ -24,6 +24,18 @@ from .records import ToolCall
 if TYPE_CHECKING:
     from anthropic.types import ToolUnionParam
 
+__all__ = [
+    "Handler",
+    "RetryableToolError",
+    "TOOL_NAME",
+    "Tool",
+    "ToolContext",
+    "ToolInputError",
+    "check_tool_name",
+    "idempotency_key",
+    "tool",
+]
+
 TOOL_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """What the Messages API accepts as a tool name."""
 

@@ -7,6 +7,11 @@ from typing import TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:
     from anthropic.types import ContentBlockParam, MessageParam
 
+__all__ = [
+    "append_user",
+    "transcript_errors",
+]
+
 
 def append_user(messages: list[MessageParam], blocks: list[ContentBlockParam]) -> None:
     """Add user content, joining it to a trailing user message so roles keep alternating."""

@@ -17,8 +17,6 @@ import boundloop
 
 ROOT = Path(__file__).resolve().parent.parent
 API = ROOT / "docs" / "api.md"
-DEPRECATED_MODULES = ("boundloop.handlers", "boundloop.trace")
-"""Modules kept one release for their old names: no class's home."""
 
 ROW = re.compile(r"^\| `(\w+)` \| `from ([\w.]+) import (\w+)` \|", flags=re.MULTILINE)
 
@@ -35,11 +33,11 @@ def documented_homes() -> dict[str, str]:
 
 
 def public_modules() -> list[str]:
-    """boundloop and every module of it with no `_` in its path, but the deprecated ones."""
+    """boundloop and every module of it with no `_` in its path."""
     modules = ["boundloop"]
     for found in pkgutil.walk_packages(boundloop.__path__, "boundloop."):
         parts = found.name.split(".")
-        if not any(part.startswith("_") for part in parts) and not found.name.startswith(DEPRECATED_MODULES):
+        if not any(part.startswith("_") for part in parts):
             modules.append(found.name)
     return modules
 
@@ -67,7 +65,7 @@ def exported_classes() -> dict[type, set[str]]:
 
 def test_every_public_class_has_one_home_and_imports_from_it() -> None:
     """Each public class has a row in docs/api.md; its home gives that very class (the suite
-    turns a DeprecationWarning into an error, so not a deprecated alias); and no module exports
+    turns a DeprecationWarning into an error); and no module exports
     it but its home and the module that defines it."""
     homes = documented_homes()
     exports = exported_classes()
@@ -76,6 +74,44 @@ def test_every_public_class_has_one_home_and_imports_from_it() -> None:
         home = homes[cls.__name__]
         assert getattr(importlib.import_module(home), cls.__name__) is cls, home
         assert modules - {home, cls.__module__} == set(), f"{cls.__name__} is exported by {modules}"
+
+
+def test_a_public_class_reports_the_module_it_is_imported_from() -> None:
+    """Every public class's `__module__` is a public module (its home when it is defined in a
+    private one): reprs, tracebacks and pickles name where users import it from."""
+    homes = documented_homes()
+    private = {
+        f"{cls.__module__}.{cls.__qualname__}": homes[cls.__name__]
+        for cls in exported_classes()
+        if any(part.startswith("_") for part in cls.__module__.split("."))
+    }
+    assert private == {}
+
+
+def _defined_names(module: str) -> set[str]:
+    """The public names a module's source defines at its top level (classes, functions, values)."""
+    source = importlib.import_module(module).__file__
+    assert source is not None
+    names: set[str] = set()
+    for node in ast.parse(Path(source).read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(target.id for target in node.targets if isinstance(target, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return {name for name in names if not name.startswith("_")}
+
+
+@pytest.mark.parametrize("module", public_modules())
+def test_every_public_module_lists_its_names_in_all(module: str) -> None:
+    """Each public module has an `__all__`; every name it lists is there, and every public name
+    its source defines is listed (a package's `__init__` lists what it re-exports as well)."""
+    imported = importlib.import_module(module)
+    listed: list[str] = getattr(imported, "__all__", None) or []
+    assert hasattr(imported, "__all__"), f"{module} has no __all__"
+    assert [name for name in listed if not hasattr(imported, name)] == []
+    assert sorted(_defined_names(module) - set(listed)) == []
 
 
 def test_the_names_of_boundloop_all_have_boundloop_as_home() -> None:
@@ -130,12 +166,10 @@ def test_doc_imports_sees_every_form() -> None:
 
 @pytest.mark.parametrize("path", DOCS, ids=[str(path.relative_to(ROOT)) for path in DOCS])
 def test_the_docs_import_each_class_from_its_home(path: Path) -> None:
-    """README.md, docs/*.md (docs/api.md's table of deprecated places aside) and examples/
+    """README.md, docs/*.md and examples/
     name a public class only at its home, in code and in prose."""
     homes = documented_homes()
     text = path.read_text(encoding="utf-8")
-    if path == API:
-        text = text.split("## Deprecated places", 1)[0] + text.split("## Where each class", 1)[1]
     wrong = [
         f"{module}.{name}" for module, name in doc_imports(text) if name in homes and homes[name] != module
     ]

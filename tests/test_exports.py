@@ -7,8 +7,6 @@ import enum
 import importlib
 import inspect
 import json
-import subprocess
-import sys
 import types
 import typing
 from pathlib import Path
@@ -28,128 +26,39 @@ from tests.helpers import assert_valid_transcript, text, tool_use
 JSON = dict[str, Any]
 
 
-# -- deprecated aliases -----------------------------------------------------------------
+# -- no deprecated names ----------------------------------------------------------------
 
-DEPRECATED_ALIASES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "boundloop.handlers.tools": (
-        "boundloop.tools",
-        ("RetryableToolError", "Tool", "ToolContext", "ToolInputError", "idempotency_key", "tool"),
-    ),
-    "boundloop.handlers.stops": (
-        "boundloop.signals",
-        ("DEFAULT_HANDLERS", "Route", "SignalContext", "SignalHandler", "Verdict", "stop"),
-    ),
-    "boundloop.handlers.registry": ("boundloop._core", ("ToolRegistry",)),
-    "boundloop.trace": ("boundloop.events", ("Deferred", "json_default", "redact_strings")),
+REMOVED: dict[str, tuple[str, ...]] = {
+    "boundloop": ("TraceEvent",),
+    "boundloop.state": ("CallResult", "StopReason", "ToolCall", "Usage", "Observation", "Turn"),
+    "boundloop.checkpoint": ("CheckpointStore", "MemoryStore", "SQLiteStore", "StoredRun"),
+    "boundloop.metrics": ("LoopMetrics",),
+    "boundloop.contract": ("ContractError",),
+    "boundloop.evals": ("FixtureError",),
+    "boundloop.statemachine": ("read_trace",),
 }
-
-_ALIAS_PROBE = """
-import importlib, sys, warnings
-alias, home, names = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    module = importlib.import_module(alias)
-deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning) and alias in str(w.message)]
-assert len(deprecations) == 1, [str(w.message) for w in caught]
-target = importlib.import_module(home)
-assert all(getattr(module, name) is getattr(target, name) for name in names)
-print("ok")
-"""
+"""Names an unreleased version re-exported at a second place: each has one home now."""
 
 
-@pytest.mark.parametrize("alias", sorted(DEPRECATED_ALIASES))
-def test_a_deprecated_module_warns_and_gives_the_same_objects(alias: str) -> None:
-    """Importing an old path warns with a DeprecationWarning naming it, and its names are the very
-    objects of the new place; in a fresh interpreter, so no earlier import has cached the module."""
-    home, names = DEPRECATED_ALIASES[alias]
-    done = subprocess.run(
-        [sys.executable, "-c", _ALIAS_PROBE, alias, home, ",".join(names)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
+@pytest.mark.parametrize("module", sorted(REMOVED))
+def test_a_name_has_no_second_place(module: str) -> None:
+    """The names 0.1 never released at a second place are not there (nor warned about)."""
+    imported = importlib.import_module(module)
+    assert [name for name in REMOVED[module] if hasattr(imported, name)] == []
 
 
-MOVED_NAMES: dict[str, list[tuple[str, str, str]]] = {
-    "boundloop.state": [
-        *((name, "boundloop", name) for name in ("CallResult", "StopReason", "ToolCall", "Usage")),
-        *(
-            (name, "boundloop.records", name)
-            for name in (
-                "ErrorRecord",
-                "Escalation",
-                "Exceeded",
-                "Limit",
-                "Observation",
-                "PendingApproval",
-                "Provenance",
-                "Turn",
-            )
-        ),
-    ],
-    "boundloop.checkpoint": [
-        (name, "boundloop", name) for name in ("CheckpointStore", "MemoryStore", "SQLiteStore", "StoredRun")
-    ],
-    "boundloop.metrics": [("LoopMetrics", "boundloop", "LoopMetrics")],
-    "boundloop.contract": [("ContractError", "boundloop", "ContractError")],
-    "boundloop.evals": [("FixtureError", "boundloop", "FixtureError")],
-    "boundloop": [("TraceEvent", "boundloop", "Event")],
-    "boundloop.statemachine": [("read_trace", "boundloop.events", "read_events")],
-}
-"""Old place -> (name, its home (docs/api.md), its name there) of each name moved to one home."""
-
-_MOVED_PROBE = """
-import importlib, json, sys, warnings
-old, moved = sys.argv[1], json.loads(sys.argv[2])
-module = importlib.import_module(old)
-for name, home, new_name in moved:
-    namespace = {}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("default")  # once per line, as a user sees it (a package is asked twice)
-        exec(f"from {old} import {name} as value", namespace)
-    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
-    assert len(deprecations) == 1, (name, [str(w.message) for w in caught])
-    message = str(deprecations[0].message)
-    assert message.startswith(f"{old}.{name} is deprecated: "), message
-    assert message.endswith(f"import {new_name} from {home}"), message
-    assert deprecations[0].filename == "<string>", deprecations[0].filename  # the importing line
-    assert namespace["value"] is getattr(importlib.import_module(home), new_name), name
-    assert name not in getattr(module, "__all__", ()), name
-with warnings.catch_warnings():
-    warnings.simplefilter("error")
-    assert not hasattr(module, "NoSuchName")
-print("ok")
-"""
+@pytest.mark.parametrize("module", ["boundloop.trace", "boundloop.handlers"])
+def test_the_old_modules_are_gone(module: str) -> None:
+    """`boundloop.trace` and `boundloop.handlers` were never released: `boundloop.events`,
+    `boundloop.tools` and `boundloop.signals` are the modules."""
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(module)
 
 
-@pytest.mark.parametrize("old", sorted(MOVED_NAMES))
-def test_a_moved_name_warns_at_its_old_place_and_is_the_same_object(old: str) -> None:
-    """Each name moved to its one home still imports from its old place, one release, with a
-    DeprecationWarning naming the home and pointing at the importing line; it is the very
-    object of the home, and out of the old place's `__all__`. In a fresh interpreter."""
-    done = subprocess.run(
-        [sys.executable, "-c", _MOVED_PROBE, old, json.dumps(MOVED_NAMES[old])],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
-
-
-def test_write_trace_warns_and_writes_what_write_events_writes(tmp_path: Path) -> None:
-    """`LoopResult.write_trace` (deprecated) warns naming `write_events`, and writes the same file."""
-    result = result_for(StopReason.COMPLETED, answer="yes")
-    result.write_events(tmp_path / "events.jsonl")
-    with pytest.warns(
-        DeprecationWarning, match=r"LoopResult.write_trace is deprecated: call LoopResult.write_events"
-    ):
-        result.write_trace(tmp_path / "trace.jsonl")
-    assert (tmp_path / "trace.jsonl").read_bytes() == (tmp_path / "events.jsonl").read_bytes()
+def test_a_result_has_no_old_names() -> None:
+    """`LoopResult.events` and `write_events`, not the unreleased `trace` and `write_trace`."""
+    assert not hasattr(LoopResult, "trace")
+    assert not hasattr(LoopResult, "write_trace")
 
 
 # -- __all__ -----------------------------------------------------------------------------
@@ -169,7 +78,8 @@ def test_every_name_in_all_is_importable(name: str) -> None:
         assert members, f"{name} is an alias of no union"
         assert all(member.__module__.startswith("boundloop.") for member in members)
     else:
-        assert getattr(value, "__module__", "").startswith("boundloop.")
+        module = getattr(value, "__module__", "")
+        assert module == "boundloop" or module.startswith("boundloop.")
 
 
 def test_all_is_sorted_and_has_no_duplicates() -> None:
@@ -313,8 +223,6 @@ async def test_the_design_documents_example_runs() -> None:
     assert result.unwrap() == "Evidence is sufficient."
     assert isinstance(result.state, LoopState)
     assert all(isinstance(event, BaseEvent) for event in result.events)
-    with pytest.warns(DeprecationWarning, match="LoopResult.events"):
-        assert result.trace is result.events  # the deprecated name: the same list
     assert [m["role"] for m in result.messages] == ["user", "assistant", "user", "assistant"]
     assert_valid_transcript(result.messages)
     system = "You investigate refund requests."  # one text block, with the cache breakpoint

@@ -155,6 +155,63 @@ assert "anthropic" in sys.modules
     assert ran.returncode == 0, ran.stderr
 
 
+AGENT_LOOP_MODULES = 60
+"""At most this many of the package's modules load with `from boundloop import AgentLoop`."""
+
+NOT_FOR_A_LOOP = (
+    "boundloop.contract._lint",
+    "boundloop.contract._lint_more",
+    "boundloop.contract._lint_rules",
+    "boundloop.contract._compile",
+    "boundloop.contract._review",
+    "boundloop.contract._rules",
+    "boundloop.statemachine.diagram",
+    "boundloop.metrics.exposition",
+    "boundloop._core.driver",
+    "graphviz",
+)
+"""What a loop's import does not load: the linter, the compiler, the contract review, the
+diagrams and graphviz, the metrics' servers, and the runtime (loaded with the first run)."""
+
+
+def test_agent_loop_loads_a_bounded_part_of_the_package() -> None:
+    """`from boundloop import AgentLoop` in a fresh interpreter loads at most 60 of the package's
+    modules and none of `NOT_FOR_A_LOOP`; building a loop from a contract and running it then load
+    what they use (the contract's parts, the driver)."""
+    code = f"""
+import sys
+from boundloop import AgentLoop
+print(sorted(m for m in sys.modules if m == "boundloop" or m.startswith("boundloop.")))
+print(sorted(m for m in {NOT_FOR_A_LOOP!r} if m in sys.modules))
+"""
+    ran = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False, cwd=ROOT
+    )
+    assert ran.returncode == 0, ran.stderr
+    modules, absent = (ast.literal_eval(line) for line in ran.stdout.strip().splitlines())
+    assert len(modules) <= AGENT_LOOP_MODULES, modules
+    assert absent == []
+
+
+def test_a_run_loads_the_runtime_on_first_use() -> None:
+    """The runtime the import left out loads with the first run, and the run completes."""
+    code = """
+import sys
+import anyio
+from boundloop import AgentLoop, Budget, ScriptedClient
+assert "boundloop._core.driver" not in sys.modules
+answer = {"stop_reason": "end_turn", "content": [{"type": "text", "text": "done"}]}
+client = ScriptedClient([answer])
+loop = AgentLoop(client, model="claude-sonnet-4-6", budget=Budget(max_steps=2), metrics=None)
+assert anyio.run(loop.run, "go").answer == "done"
+assert "boundloop._core.driver" in sys.modules
+"""
+    ran = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False, cwd=ROOT
+    )
+    assert ran.returncode == 0, ran.stderr
+
+
 def test_a_state_round_trips_in_a_fresh_process() -> None:
     """The adapter built lazily still validates the SDK's responses into `Message` objects."""
     code = """

@@ -1,4 +1,5 @@
-"""The package's shape: no import cycles, small modules, and nothing below `loop.py` importing it."""
+"""The package's shape: no import cycles, no private import across packages, and nothing below
+`loop.py` importing it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "boundloop"
-MAX_LINES = 400
 
 
 def module_name(path: Path) -> str:
@@ -108,41 +108,71 @@ def test_errors_import_nothing_of_the_package_at_run_time() -> None:
     assert GRAPH["boundloop.errors"] == set()
 
 
-@pytest.mark.parametrize("name", sorted(MODULES))
-def test_no_module_is_over_400_lines(name: str) -> None:
-    """One concept per module: a module past 400 lines is two things."""
-    lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
-    assert lines <= MAX_LINES, f"{MODULES[name]} has {lines} lines"
-
-
-def _is_private(module: str) -> bool:
-    leaf = module.rsplit(".", 1)[-1]
-    return leaf.startswith("_") and not leaf.startswith("__")
-
-
 def _inside(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
 
 def _violations(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a private module from outside the package that holds it.
+
+    A name starting with `_` is private to its package: `boundloop.cli._parser` to `boundloop.cli`
+    (and its subpackages). A private package is entered only through its `__init__`: outside
+    `boundloop._core`, `boundloop._core.toolset` is private (the names the core exports are the way
+    in), as a private module of a private package is private twice."""
     found: list[str] = []
     for name, targets in sorted(graph.items()):
         for target in sorted(targets):
-            owner = target.rpartition(".")[0]
-            if _is_private(target) and not _inside(name, owner):
-                found.append(f"{name} imports {target}, private to {owner}")
-            core = "boundloop._core"
-            if _inside(target, core + ".") and not _inside(name, core) and target != core:
-                found.append(
-                    f"{name} imports {target}: outside the core, only `boundloop._core` is the way in"
-                )
+            parts = target.split(".")
+            for index, part in enumerate(parts):
+                if not part.startswith("_") or part.startswith("__"):
+                    continue
+                # `a._b` is private to `a`; a module under `a._b` is private to `a._b` itself.
+                owner = ".".join(parts[: index + 1] if index + 1 < len(parts) else parts[:index])
+                if not _inside(name, owner):
+                    found.append(f"{name} imports {target}, private to {owner}")
+                    break
     return found
+
+
+def test_the_private_rule_finds_what_it_is_for() -> None:
+    """The rule itself: a private module from another package, and a module inside a private
+    package from outside it, are found; a package's own private modules and a private package's
+    `__init__` are not."""
+    graph = {
+        "boundloop.mcp._link": {"boundloop._core.toolset", "boundloop._core", "boundloop.mcp._stdio"},
+        "boundloop.cli._ready": {"boundloop.contract._lint", "boundloop._price"},
+        "boundloop._core.driver": {"boundloop._core.toolset", "boundloop._core.engine"},
+    }
+    assert _violations(graph) == [
+        "boundloop.cli._ready imports boundloop.contract._lint, private to boundloop.contract",
+        "boundloop.mcp._link imports boundloop._core.toolset, private to boundloop._core",
+    ]
 
 
 def test_no_module_imports_another_packages_private_module() -> None:
     """A module named `_x` is private to the package holding it (and that package's subpackages);
     the core is entered only through `boundloop._core` itself. Type-only imports count too."""
     assert _violations(TYPE_GRAPH) == []
+
+
+def _private_names(path: Path) -> Iterator[str]:
+    """`from x import _name` where `_name` is a function, class or value rather than a module."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = f"{base}.{node.module or ''}".strip(".") if node.level else node.module or ""
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and f"{module}.{alias.name}" not in MODULES:
+                    yield f"{name} imports {alias.name} from {module}"
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    """A function or value named `_x` belongs to its module: a second module that needs it needs
+    it under a public name (in a private module if it is not for users)."""
+    assert [found for path in MODULES.values() for found in _private_names(path)] == []
 
 
 @pytest.mark.parametrize("name", ["table", "guards", "machine", "diagram"])

@@ -16,7 +16,7 @@ from tests.helpers import scripted_loop, text, tool_use
 
 def test_tool_call_of_is_the_record_the_constructor_builds() -> None:
     tool_input = {"key": "value"}
-    fast = ToolCall.of("toolu_1", "lookup", tool_input, 3)
+    fast = ToolCall.of(id="toolu_1", name="lookup", input=tool_input, step=3)
     public = ToolCall(id="toolu_1", name="lookup", input=tool_input, step=3)
     assert type(fast) is ToolCall
     assert fast == public

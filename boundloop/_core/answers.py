@@ -98,25 +98,24 @@ def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
                         message=ctx.redact(str(result.content)),
                     )
                 )
-        # Built here, positionally (a turn records one per call; not `ctx.event`'s keywords): the
-        # header, tool, tool_use_id, outcome, is_error, by_human, reason, attempts, duration_s,
-        # input, content. Redacted first: a redact hook that raises takes no `seq`.
+        # Built here (a turn records one per call; not `ctx.event`'s keywords). Redacted first: a
+        # redact hook that raises takes no `seq`.
         reason = None if result.reason is None else ctx.redact(result.reason)
         ctx.emit(
-            ToolResult(
-                ctx.next_seq(),
-                state.task_id,
-                ctx.epoch + time.perf_counter(),
-                state.step,
-                name,
-                call_id,
-                outcome,
-                result.is_error,
-                result.by_human,
-                reason,
-                result.attempts,
-                result.duration_s,
-                Deferred(call.input, redactor),
-                Deferred(result.content, redactor),
+            ToolResult.of(
+                seq=ctx.next_seq(),
+                task_id=state.task_id,
+                at=ctx.epoch + time.perf_counter(),
+                step=state.step,
+                tool=name,
+                tool_use_id=call_id,
+                outcome=outcome,
+                is_error=result.is_error,
+                by_human=result.by_human,
+                reason=reason,
+                attempts=result.attempts,
+                duration_s=result.duration_s,
+                input=Deferred(call.input, redactor),
+                content=Deferred(result.content, redactor),
             )
         )

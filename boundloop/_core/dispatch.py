@@ -218,7 +218,7 @@ def _replayed(ctx: RunContext, call: ToolCall, recorded: Observation | None) -> 
         return refused(call, "error", "replay: the recording has no result for this call")
     for _ in range(max(1, recorded.attempts)):
         take_tool_call(ctx)
-    return CallResult(
+    return CallResult.of(
         call=call, outcome=recorded.outcome, content=recorded.content, attempts=recorded.attempts
     )
 

@@ -263,16 +263,16 @@ def fire(ctx: RunContext, trigger: Trigger) -> Transition:
     duration = now - ctx.entered
     ctx.entered = now
     # One clock read per transition: `at` is derived from it.
-    transition = Transition(  # seq, task_id, at, step, source, dest, trigger, duration_s
-        ctx.next_seq(),
-        state.task_id,
-        ctx.epoch + now,
-        state.step,
-        str(source),  # plain strings in the event, as they read back from JSON
-        str(dest),
-        str(trigger),
-        duration,
+    transition = Transition.of(
+        seq=ctx.next_seq(),
+        task_id=state.task_id,
+        at=ctx.epoch + now,
+        step=state.step,
+        source=str(source),  # plain strings in the event, as they read back from JSON
+        dest=str(dest),
+        trigger=str(trigger),
         guard=guard,
+        duration_s=duration,
     )
     ctx.emit(transition)
     return transition

@@ -229,10 +229,10 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     state.messages.append(ctx.received)
     blocks = [block for block in response.content if isinstance(block, ToolUseBlock)]
     # id, name, input, step; the keys: a call from code execution is never a repeat
-    calls = [ToolCall(block.id, block.name, block.input, state.step) for block in blocks]
-    state.turn = turn = Turn(  # calls, keys, answers positionally: one keyword dict less
-        calls, [repeat_key(block) for block in blocks], [None] * len(calls), final=final
-    )
+    calls = [
+        ToolCall.of(id=block.id, name=block.name, input=block.input, step=state.step) for block in blocks
+    ]
+    state.turn = turn = Turn.of(calls=calls, keys=[repeat_key(block) for block in blocks], final=final)
     ctx.plan = None
     ctx.counted_input = None
     if final:
@@ -245,32 +245,30 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     server_uses = server_tool_uses(usage)
     for kind, count in server_uses.items():
         totals.server_tool_uses[kind] = totals.server_tool_uses.get(kind, 0) + count
-    # Built here, positionally (one a turn; not `ctx.event`'s keywords): the header, stop_reason,
-    # tools, duration_s, input_tokens, output_tokens, cache_read_input_tokens,
-    # cache_creation_input_tokens, server_tool_uses, final_answer, response. Redacted first: a
-    # redact hook that raises takes no `seq`.
+    # Built here (one a turn; not `ctx.event`'s keywords). Redacted first: a redact hook that
+    # raises takes no `seq`.
     stop_reason: str | None = response.stop_reason
     if stop_reason not in KNOWN_STOP_REASONS and stop_reason is not None:
         stop_reason = ctx.redact(stop_reason)
     stop_sequence = None if response.stop_sequence is None else ctx.redact(response.stop_sequence)
     tools = [name for name, _ in ctx.recorded(turn)]
     ctx.emit(
-        Proposal(
-            ctx.next_seq(),
-            state.task_id,
-            ctx.epoch + time.perf_counter(),
-            state.step,
-            stop_reason,
-            tools,
-            duration_s,
-            usage.input_tokens,
-            usage.output_tokens,
-            cache_read,
-            cache_creation,
-            server_uses,
-            final,
-            ctx.deferred(response),
+        Proposal.of(
+            seq=ctx.next_seq(),
+            task_id=state.task_id,
+            at=ctx.epoch + time.perf_counter(),
+            step=state.step,
+            stop_reason=stop_reason,
             stop_sequence=stop_sequence,
+            tools=tools,
+            duration_s=duration_s,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_input_tokens=cache_read,
+            cache_creation_input_tokens=cache_creation,
+            server_tool_uses=server_uses,
+            final_answer=final,
+            response=ctx.deferred(response),
         )
     )
     after_response(ctx, response, before)  # a compaction's event and transcript

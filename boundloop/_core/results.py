@@ -16,13 +16,13 @@ _STRICT_JSON: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False).enco
 
 def refused(call: ToolCall, outcome: Outcome, text: str) -> CallResult:
     """A call answered without running its tool function."""
-    return CallResult(call=call, outcome=outcome, content=text)
+    return CallResult.of(call=call, outcome=outcome, content=text)
 
 
 def to_result(call: ToolCall, value: object, max_chars: int) -> CallResult:
     """Turn a tool function's return value into a result: text, JSON, or a list of content blocks."""
     if type(value) is str and len(value) <= max_chars:  # the usual: text within the limit
-        return CallResult(call, "ok", value)  # call, outcome, content
+        return CallResult.of(call=call, outcome="ok", content=value)
     content: Content
     try:
         if isinstance(value, str):
@@ -40,7 +40,7 @@ def to_result(call: ToolCall, value: object, max_chars: int) -> CallResult:
             f"the tool returned a {type(value).__name__}, which is not text, JSON or content "
             f"blocks ({type(exc).__name__}: {exc})",
         )
-    return CallResult(call, "ok", truncate(content, max_chars))
+    return CallResult.of(call=call, outcome="ok", content=truncate(content, max_chars))
 
 
 def _is_block_list(value: object) -> TypeGuard[list[dict[str, Any]]]:

@@ -57,7 +57,7 @@ def prepare(
         decision = turn.decisions[index] if index < len(turn.decisions) else "deny"
         if state.escalation is not None and call.id == state.escalation.tool_use_id:
             assert reply is not None  # checked above
-            turn.answers[index] = CallResult(call=call, outcome="ok", content=reply)
+            turn.answers[index] = CallResult.of(call=call, outcome="ok", content=reply)
         elif decision in ("escalate", "approve"):
             turn.answers[index] = _approval(call.name, decided[call.id], turn, index)
             if turn.answers[index] is None:  # recorded: a crash before it ran does not ask again

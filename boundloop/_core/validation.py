@@ -179,12 +179,12 @@ async def _plan(
         answer = _approver_answer(call, await approve(call))
         if answer is None:
             plan.append(planned)
-            decisions[planned.index] = CallDecision(
+            decisions[planned.index] = CallDecision.of(
                 tool=record.tool, tool_use_id=record.tool_use_id, decision="execute"
             )
         else:
             turn.answers[planned.index] = answer
-            decisions[planned.index] = CallDecision(
+            decisions[planned.index] = CallDecision.of(
                 tool=record.tool,
                 tool_use_id=record.tool_use_id,
                 decision="deny",
@@ -281,9 +281,11 @@ def fill_copies(turn: Turn) -> None:
             continue
         call = turn.calls[copy]
         if source.outcome == "ok":
-            turn.answers[copy] = CallResult(call=call, outcome="repeated", content=_with_note(source.content))
+            turn.answers[copy] = CallResult.of(
+                call=call, outcome="repeated", content=_with_note(source.content)
+            )
         else:
-            turn.answers[copy] = CallResult(call=call, outcome=source.outcome, content=source.content)
+            turn.answers[copy] = CallResult.of(call=call, outcome=source.outcome, content=source.content)
 
 
 def _batch_stop(
@@ -346,7 +348,7 @@ def _decide(
     if earlier is not None:
         state.repeated_calls += 1
         content = _with_note(state.observations[earlier].content)
-        answers[index] = CallResult(call=call, outcome="repeated", content=content)
+        answers[index] = CallResult.of(call=call, outcome="repeated", content=content)
         return "repeat", None
     planned = Planned(index, tool, arguments)  # positional: no keyword dict built per call
     if policy.needs_approval(name, requires_approval=tool.requires_approval, side_effect=tool.side_effect):
@@ -385,11 +387,11 @@ def _record(ctx: RunContext, turn: Turn, index: int, decision: Decision) -> Call
     answer = turn.answers[index]
     name, call_id = ctx.recorded(turn)[index]
     if answer is None:
-        return CallDecision(name, call_id, decision)  # tool, tool_use_id, decision
+        return CallDecision.of(tool=name, tool_use_id=call_id, decision=decision)
     reason = ctx.redact(str(answer.content))
     if answer.outcome == "invalid":
         ctx.state.errors.append(ErrorRecord(kind="invalid_action", step=call.step, tool=name, message=reason))
-    return CallDecision(tool=name, tool_use_id=call_id, decision=decision, reason=reason)
+    return CallDecision.of(tool=name, tool_use_id=call_id, decision=decision, reason=reason)
 
 
 def _with_note(content: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import typing
 
-from .._lazy import moved_getattr
 from .eventlog import EventLog as EventLog
 from .store import LeasingStore as LeasingStore
 from .store import Status as Status
@@ -23,15 +22,6 @@ if typing.TYPE_CHECKING:
 # the extra; `from boundloop.checkpoint import PostgresStore` is how it is imported.
 __all__ = ["EventLog", "LeasingStore", "Status"]
 
-_MOVED: typing.Final = {
-    "CheckpointStore": ("boundloop.checkpoint.store", "boundloop"),
-    "MemoryStore": ("boundloop.checkpoint.store", "boundloop"),
-    "SQLiteStore": ("boundloop.checkpoint.sqlite", "boundloop"),
-    "StoredRun": ("boundloop.checkpoint.store", "boundloop"),
-}
-"""Names this package re-exported until each got one home (docs/api.md): kept one release,
-with a `DeprecationWarning`."""
-
 
 def _postgres(name: str) -> object:
     """`PostgresStore`, imported when first asked for (it needs the `postgres` extra)."""
@@ -42,5 +32,5 @@ def _postgres(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-if not typing.TYPE_CHECKING:  # type checkers see no deprecated name
-    __getattr__ = moved_getattr(__name__, _MOVED, _postgres)
+if not typing.TYPE_CHECKING:  # type checkers see the import above
+    __getattr__ = _postgres

@@ -42,6 +42,33 @@ from ._log_checks import INVALID_TASK_IDS as INVALID_TASK_IDS
 from ._log_checks import LogCheck as LogCheck
 from .store import CheckpointStore, LeasingStore
 
+__all__ = [
+    "CHECKS",
+    "Check",
+    "EVENT_LOG_CHECKS",
+    "INVALID_TASK_IDS",
+    "LEASE_CHECKS",
+    "LeaseCheck",
+    "LogCheck",
+    "RawWriter",
+    "deletes_a_task",
+    "gives_one_of_racing_leases_the_task",
+    "holds_a_task_exclusively",
+    "knows_nothing_of_an_unknown_task",
+    "leases_regardless_of_stored_state",
+    "leases_tasks_independently",
+    "lists_by_status_and_stop_reason",
+    "names_the_task_of_a_corrupt_row",
+    "refuses_a_foreign_schema_version",
+    "refuses_an_invalid_task_id",
+    "refuses_to_lease_an_invalid_task_id",
+    "releases_a_lease_however_the_block_exits",
+    "replaces_the_state_of_a_task",
+    "round_trips_a_state",
+    "sample_state",
+    "saves_concurrently",
+]
+
 RawWriter: TypeAlias = Callable[[str, str], Awaitable[None]]
 """`write_raw(task_id, text)`: store `text` as the task's state, unchecked."""
 Check: TypeAlias = Callable[[CheckpointStore, RawWriter], Awaitable[None]]

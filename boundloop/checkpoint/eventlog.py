@@ -20,6 +20,15 @@ from typing import Any, Final, Protocol, cast
 from ..errors import EventExists
 from ..events import BaseEvent, Event, from_dict, to_json_line
 
+__all__ = [
+    "DELTA_KINDS",
+    "EventLog",
+    "PAGE",
+    "decode",
+    "encode",
+    "first_duplicate",
+]
+
 DELTA_KINDS: Final = frozenset({"text_delta", "thinking_delta", "tool_input_delta"})
 """The kinds a run logs only when its store has `log_deltas=True`."""
 

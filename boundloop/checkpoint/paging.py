@@ -15,6 +15,19 @@ from typing import Final, Protocol, final, runtime_checkable
 from ..errors import ConfigurationError
 from .store import CheckpointStore, Status, StoredRun
 
+__all__ = [
+    "Cursor",
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "PagingStore",
+    "RunPage",
+    "after_cursor",
+    "check_limit",
+    "decode_cursor",
+    "encode_cursor",
+    "page_runs",
+]
+
 DEFAULT_LIMIT: Final = 50
 """Runs on a page unless asked otherwise."""
 

@@ -52,6 +52,15 @@ from ._pg_events import CREATE
 from ._pg_pages import INDEXES, PostgresPages
 from .store import Status, StoredRun, check_task_id, lease_in_thread, parse, summary
 
+__all__ = [
+    "MIGRATIONS",
+    "MIGRATION_LOCK",
+    "PostgresStore",
+    "SCHEMA_VERSION",
+    "lease_key",
+    "migrate",
+]
+
 SCHEMA_VERSION: Final = 3
 """The layout this boundloop reads and writes (`max(version)` of `boundloop_schema`)."""
 

@@ -26,6 +26,13 @@ from ..state import LoopState
 from .paging import DEFAULT_LIMIT, RunPage, page_runs
 from .store import CheckpointStore, Status, StoredRun, lease_of
 
+__all__ = [
+    "SignedStore",
+    "checkpoint_key",
+    "signature",
+    "signed",
+]
+
 _DOMAIN: Final = b"boundloop checkpoint v1\n"
 """Prefixed to the signed text, so a key shared with other uses signs nothing else alike."""
 

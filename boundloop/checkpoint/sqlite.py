@@ -31,6 +31,11 @@ from ._sqlite_pages import create_indexes, page_query, page_rows
 from .paging import DEFAULT_LIMIT, RunPage, after_cursor, check_limit, decode_cursor
 from .store import Status, StoredRun, check_task_id, lease_in_thread, parse, summary
 
+__all__ = [
+    "SCHEMA_VERSION",
+    "SQLiteStore",
+]
+
 SCHEMA_VERSION: Final = 4
 """The SQLite layout (`PRAGMA user_version`). 1: boundloop 0.1 (no status columns); 2: no event log;
 3: no indexes for pages of runs."""

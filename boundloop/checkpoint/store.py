@@ -30,6 +30,23 @@ from ..statemachine.table import Phase
 from ._integrity import check_state
 from .eventlog import PAGE, decode, encode, first_duplicate
 
+__all__ = [
+    "CheckpointStore",
+    "LeasingStore",
+    "MAX_TASK_ID_LENGTH",
+    "MemoryStore",
+    "Status",
+    "StoredRun",
+    "check_task_id",
+    "is_stored",
+    "lease_in_thread",
+    "lease_of",
+    "log_rows",
+    "parse",
+    "status_of",
+    "summary",
+]
+
 Status: TypeAlias = Literal["running", "waiting", "stopped"]
 """`running`: not stopped (in flight, or interrupted by a crash); `waiting`: stopped with
 `needs_human` and calls or a question for a human; `stopped`: any other stop."""

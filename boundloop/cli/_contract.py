@@ -9,20 +9,12 @@ import sys
 from pathlib import Path
 
 from ..contract import Problem, check_contract, compile_module, compile_report, lint_paths, load_contract
-from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, CommandError
+from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, CommandError, existing_file
 
 
-def _existing(path: str, what: str) -> Path:
-    file = Path(path)
-    if not file.exists():
-        raise CommandError(f"{path}: no such {what}")
-    if file.is_dir():
-        raise CommandError(f"{path} is a directory, not a {what}")
-    return file
-
-
-def _problems(contract: Path, policy: Path | None, *, allow_outside: bool) -> list[Problem]:
-    """The contract's problems; a file that cannot be read or is not JSON is a setup error.
+def contract_problems(contract: Path, policy: Path | None, *, allow_outside: bool) -> list[Problem]:
+    """The contract's problems (`check` and `ready`); a file that cannot be read or is not JSON
+    is a setup error.
 
     Raises:
         CommandError: the contract, its policy or its system prompt file cannot be read, or
@@ -48,9 +40,9 @@ def check_command(args: argparse.Namespace) -> int:
         CommandError: the contract (or the --policy file) does not exist, cannot be read or is
             not JSON.
     """
-    contract = _existing(args.contract, "contract file")
-    policy = None if args.policy is None else _existing(args.policy, "policy file")
-    problems = _problems(contract, policy, allow_outside=args.allow_outside)
+    contract = existing_file(args.contract, "contract file")
+    policy = None if args.policy is None else existing_file(args.policy, "policy file")
+    problems = contract_problems(contract, policy, allow_outside=args.allow_outside)
     for problem in problems:
         print(f"{contract}: {problem}")
     if problems:
@@ -72,9 +64,9 @@ def compile_command(args: argparse.Namespace) -> int:
     Raises:
         CommandError: a file is missing, or an output cannot be written.
     """
-    contract = _existing(args.contract, "contract file")
-    policy = None if args.policy is None else _existing(args.policy, "policy file")
-    problems = _problems(contract, policy, allow_outside=args.allow_outside)
+    contract = existing_file(args.contract, "contract file")
+    policy = None if args.policy is None else existing_file(args.policy, "policy file")
+    problems = contract_problems(contract, policy, allow_outside=args.allow_outside)
     if problems:
         for problem in problems:
             print(f"{contract}: {problem}")

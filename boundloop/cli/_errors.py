@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Final
 
 EXIT_OK: Final = 0
@@ -138,3 +139,24 @@ class CommandError(Exception):
         """
         self.code = code
         super().__init__(" ".join(message.split()))
+
+
+def existing_file(path: str, what: str) -> Path:
+    """A file named on the command line, which must exist and not be a folder.
+
+    Args:
+        path: the path as given.
+        what: what the file is, for the message ("contract file", "module").
+
+    Returns:
+        The path.
+
+    Raises:
+        CommandError: there is no such file, or it is a directory (code 2).
+    """
+    file = Path(path)
+    if not file.exists():
+        raise CommandError(f"{path}: no such {what}")
+    if file.is_dir():
+        raise CommandError(f"{path} is a directory, not a {what}")
+    return file

@@ -165,7 +165,7 @@ def _unpriced(cases: list[Case], model: str | None, app: AgentLoop[Any] | None) 
     """The models the live cases may call that have no price: each case's (`--model`, else the
     fixture's `model_name`; with `--loop`, the application's), and with `--loop` the
     application's fallback and advisor models, priced as the application prices them."""
-    from .._core.config import other_models  # a live run builds loops: loaded by then
+    from .._core import other_models  # a live run builds loops: loaded by then
 
     if app is None:
         named = [model or case.model_name for case in cases if case.live]

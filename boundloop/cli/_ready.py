@@ -18,8 +18,8 @@ import tempfile
 from pathlib import Path
 
 from ..contract import compile_module, lint_paths, load_contract
-from ._contract import _existing, _problems  # pyright: ignore[reportPrivateUsage]
-from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, CommandError
+from ._contract import contract_problems
+from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, CommandError, existing_file
 
 
 def ready_command(args: argparse.Namespace) -> int:
@@ -35,13 +35,13 @@ def ready_command(args: argparse.Namespace) -> int:
         CommandError: the contract, the --policy file or the --module is missing, or mypy is
             not installed.
     """
-    contract = _existing(args.contract, "contract file")
-    policy = None if args.policy is None else _existing(args.policy, "policy file")
-    given = None if args.module is None else _existing(args.module, "module")
+    contract = existing_file(args.contract, "contract file")
+    policy = None if args.policy is None else existing_file(args.policy, "policy file")
+    given = None if args.module is None else existing_file(args.module, "module")
     if importlib.util.find_spec("mypy") is None:
         raise CommandError("ready type-checks the module with mypy --strict: pip install mypy")
     failed: list[str] = []
-    problems = _problems(contract, policy, allow_outside=args.allow_outside)
+    problems = contract_problems(contract, policy, allow_outside=args.allow_outside)
     _step("check", [f"{contract}: {problem}" for problem in problems], failed)
     with tempfile.TemporaryDirectory(prefix="boundloop-ready-") as folder:
         compiled: Path | None = None

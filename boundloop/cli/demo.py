@@ -42,6 +42,34 @@ from ..events import Event
 from ._defaults import DEMO_MODEL
 from ._scenarios import scenarios
 
+__all__ = [
+    "ALLOWED",
+    "ANSWER",
+    "CUSTOMER_REPLIES",
+    "DELIVERIES",
+    "DRAFTS",
+    "FORBIDDEN",
+    "GOAL",
+    "LATENCY_S",
+    "MODEL",
+    "NAME",
+    "ORDERS",
+    "POLICY_SECTIONS",
+    "REQUIRED_EVIDENCE",
+    "SCENARIOS",
+    "SCRIPT",
+    "SYSTEM",
+    "TOOLS",
+    "ask_customer_clarifying_question",
+    "demo_budget",
+    "demo_loop",
+    "demo_policy",
+    "draft_refund_recommendation",
+    "read_delivery_status",
+    "read_order",
+    "search_refund_policy",
+]
+
 GOAL: Final = "Decide whether refund evidence is sufficient for order O-104."
 MODEL: Final = DEMO_MODEL
 """The model `--live` calls by default (defined in `_defaults`, which `--help` reads)."""

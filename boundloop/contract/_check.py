@@ -20,6 +20,7 @@ import jsonschema.protocols
 import referencing
 from anthropic.types import MessageParam
 
+from .._lazy import claim
 from .._schemas import unresolved_ref
 from ..signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS
 from ..state import BUDGET_COUNTS
@@ -389,3 +390,6 @@ def _history_problems(history: list[dict[str, Any]]) -> Iterator[Problem]:
     # The same transcript rules `run(goal, messages=history)` applies.
     for problem in transcript_errors(cast(list[MessageParam], history)):
         yield Problem(rule="history", where="history", message=problem)
+
+
+claim("boundloop.contract", Problem)  # reported at its public home

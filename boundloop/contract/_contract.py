@@ -10,6 +10,7 @@ from typing import Any, Final, cast, final
 
 from anthropic.types import MessageParam
 
+from .._lazy import claim
 from ..errors import ContractError
 from ._check import CONTRACT_SCHEMA, Problem, loop_problems, prose_problems, schema_problems
 
@@ -305,3 +306,6 @@ def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | N
         context_editing=tuple(dict(edit) for edit in raw.get("context_editing", ())),
         cache=raw.get("cache", "auto"),
     )
+
+
+claim("boundloop.contract", Contract, ContractTool)  # reported at its public home

@@ -7,9 +7,7 @@ See docs/evals.md for the fixture format. In short::
     report = EvalReport(results)
 """
 
-import typing
-
-from .._lazy import moved_getattr
+from .._lazy import claim as _claim
 from ._build import build_loop, load_cases, parse_case
 from ._export import export_case
 from ._fixture import Case, Decision, Expected, api_name, schema, schema_problems
@@ -47,6 +45,4 @@ __all__ = [
     "wilson",
 ]
 
-if not typing.TYPE_CHECKING:  # type checkers see no deprecated name
-    # `FixtureError` was re-exported here until it got one home (docs/api.md): kept one release.
-    __getattr__ = moved_getattr(__name__, {"FixtureError": ("boundloop.errors", "boundloop")})
+_claim(__name__, *(globals()[name] for name in __all__))

@@ -5,3 +5,5 @@
 
 Importing this package imports no engine.
 """
+
+__all__: list[str] = []

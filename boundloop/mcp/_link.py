@@ -28,8 +28,7 @@ import pydantic
 from mcp import ClientSession, MCPError
 from mcp.client.session import IncomingMessage, MessageHandlerFnT
 
-from .._core import lone
-from .._core.toolset import ToolList
+from .._core import ToolList, lone
 from ..errors import ConfigurationError
 from ..tools import Tool
 from ._stdio import MessageTooLarge, ServerExited

@@ -23,6 +23,20 @@ from prometheus_client.registry import Collector
 
 from .instruments import multiprocess_mode
 
+__all__ = [
+    "Message",
+    "MetricsApp",
+    "MetricsServer",
+    "Receive",
+    "Scope",
+    "Send",
+    "asgi_app",
+    "exposed_registry",
+    "multiprocess_registry",
+    "render",
+    "serve",
+]
+
 Scope: TypeAlias = MutableMapping[str, Any]
 """An ASGI connection scope (the same shape Starlette's `Scope` has)."""
 Message: TypeAlias = MutableMapping[str, Any]

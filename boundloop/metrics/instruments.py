@@ -40,6 +40,22 @@ from ._families import TOOL_BUCKETS as TOOL_BUCKETS
 from ._families import TRANSITION_BUCKETS as TRANSITION_BUCKETS
 from ._store import Backend, LocalStore, Observing, fits_exemplar
 
+__all__ = [
+    "API_STOP_REASONS",
+    "BoundMetrics",
+    "EXEMPLAR_MIN_S",
+    "LoopMetrics",
+    "MODEL_BUCKETS",
+    "RUN_BUCKETS",
+    "RUN_STOP_REASONS",
+    "TOKEN_KINDS",
+    "TOOL_BUCKETS",
+    "TOOL_OUTCOMES",
+    "TRANSITION_BUCKETS",
+    "UNKNOWN",
+    "multiprocess_mode",
+]
+
 EXEMPLAR_MIN_S: Final = 1e-3
 """Observations at least this long carry the run's `trace_id` as an exemplar (runs always do).
 

@@ -23,6 +23,10 @@ from ..events import BaseEvent, Proposal, Stop, ToolResult, Transition
 from ._store import Observing
 from .instruments import EXEMPLAR_MIN_S, BoundMetrics
 
+__all__ = [
+    "RunMetrics",
+]
+
 
 @final
 class RunMetrics:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._lazy import claim as _claim
 from ._request import request_attributes, server_attributes
 from ._setup import SCOPE, TracedLoop, Tracing, global_tracing, is_provider, tracing_for
 
@@ -37,3 +38,6 @@ def start_run(
     from ._run import start_run as spans_of
 
     return spans_of(config, state, tracing, adopt_trace_id=adopt_trace_id)
+
+
+_claim(__name__, *(globals()[name] for name in __all__))

@@ -49,16 +49,6 @@ _DIAGRAM: typing.Final = frozenset(
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
 
     def __getattr__(name: str) -> object:
-        if name == "read_trace":  # deprecated (one release): `boundloop.events.read_events`
-            import warnings
-
-            from ..events import read_events
-
-            message = (
-                "boundloop.statemachine.read_trace is deprecated: import read_events from boundloop.events"
-            )
-            warnings.warn(message, DeprecationWarning, stacklevel=2)
-            return read_events
         if name in _DIAGRAM:
             from . import diagram
 

@@ -32,6 +32,23 @@ from ..records import Limit, StopReason
 from .machine import build
 from .table import INITIAL, STATES, TRANSITIONS, TransitionRow
 
+__all__ = [
+    "DiagramFormat",
+    "FORMATS",
+    "ImageFormat",
+    "TITLE",
+    "TracePath",
+    "mermaid_block",
+    "render",
+    "render_dot",
+    "render_image",
+    "render_mermaid",
+    "replace_mermaid_block",
+    "require_dot",
+    "state_names",
+    "trace_path",
+]
+
 DiagramFormat = Literal["mermaid", "dot", "svg", "png"]
 FORMATS: Final[tuple[DiagramFormat, ...]] = ("mermaid", "dot", "svg", "png")
 ImageFormat = Literal["svg", "png"]

@@ -13,6 +13,22 @@ from typing import Final, Protocol
 
 from ..records import Limit
 
+__all__ = [
+    "Facts",
+    "GUARDS",
+    "Guard",
+    "StateFacts",
+    "answer_at_limit",
+    "breaker_open",
+    "budget_spent",
+    "final_answer",
+    "has_tool_calls",
+    "must_stop",
+    "resume_turn",
+    "tool_failed",
+    "within_budget",
+]
+
 
 class _Limit(Protocol):
     @property

@@ -11,6 +11,16 @@ from __future__ import annotations
 import enum
 from typing import Final, TypedDict
 
+__all__ = [
+    "FINAL",
+    "INITIAL",
+    "Phase",
+    "STATES",
+    "TRANSITIONS",
+    "TransitionRow",
+    "Trigger",
+]
+
 
 class Phase(enum.StrEnum):
     """The states of the loop."""

@@ -13,7 +13,7 @@ import pytest
 import boundloop.contract
 from boundloop import Budget, ConfigurationError, LoopSpec
 from boundloop.contract import CONTRACT_SCHEMA, POLICY_SCHEMA, load_contract
-from boundloop.contract.schemas import schema_files
+from scripts.contract_schema import schema_files
 from tests.contract.test_contract import EXAMPLE, contract
 
 JSON = dict[str, Any]

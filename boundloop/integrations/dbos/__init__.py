@@ -25,6 +25,7 @@ except ImportError as exc:
         "boundloop.integrations.dbos needs DBOS, which is not installed: pip install 'boundloop[dbos]'"
     ) from exc
 
+from ..._lazy import claim as _claim
 from ._failures import ReplayedError as ReplayedError
 from ._failures import StepFailure as StepFailure
 from ._loop import DurableLoop as DurableLoop
@@ -44,3 +45,5 @@ __all__ = [
     "retrieve",
     "submit",
 ]
+
+_claim(__name__, *(globals()[name] for name in __all__))

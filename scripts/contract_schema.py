@@ -1,7 +1,8 @@
 """The loop contract's and the loop policy's JSON Schemas, generated from `LoopSpec`.
 
-`scripts/contract-schema` writes them to boundloop/contract/*.schema.json; a test keeps the
-committed files equal to `schema_files()`.
+`scripts/contract-schema` runs this file, which writes them to boundloop/contract/*.schema.json;
+tests/contract/test_schemas.py keeps the committed files equal to `schema_files()`. The package
+ships the files and reads them; it never generates them.
 """
 
 from __future__ import annotations
@@ -11,9 +12,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from .._field_schema import TOOL_NAME_SCHEMA, field_schema
-from ..policy import Policy
-from ..settings import LoopSpec
+from boundloop import LoopSpec, Policy
+from boundloop._field_schema import TOOL_NAME_SCHEMA, field_schema
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _CONTRACT_REQUIRED = ["name", "model", "tools", "signals", "budget", "policy"]
@@ -146,8 +146,16 @@ def schema_files() -> dict[str, str]:
     }
 
 
+FOLDER = Path(__file__).resolve().parents[1] / "boundloop" / "contract"
+"""Where the package keeps the schema files."""
+
+
 def write_schema_files() -> None:
     """Write the schema files (scripts/contract-schema runs this after a change to the spec)."""
-    folder = Path(__file__).parent
+    folder = FOLDER
     for name, text in schema_files().items():
         (folder / name).write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write_schema_files()
