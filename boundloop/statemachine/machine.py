@@ -32,7 +32,7 @@ __all__ = ["InvalidTransition", "LoopMachine", "RunModel", "RunState", "build"]
 
 _Machine = TypeVar("_Machine", bound=Machine)
 
-MODEL_ATTRIBUTE: Final = "phase"
+_MODEL_ATTRIBUTE: Final = "phase"
 """The model attribute the machine keeps a run's state in (`RunModel.phase`)."""
 
 _PHASES: Final = {str(phase): phase for phase in Phase}
@@ -123,7 +123,7 @@ def build(
         auto_transitions=False,  # no `to_<state>` triggers: the table's edges only
         send_event=False,  # the callbacks get the trigger's argument: the run
         queued=False,
-        model_attribute=MODEL_ATTRIBUTE,
+        model_attribute=_MODEL_ATTRIBUTE,
         **options,
     )
 
