@@ -11,9 +11,11 @@ from .config import DEFAULT as DEFAULT
 from .config import Default as Default
 from .config import EventHook as EventHook
 from .config import LoopConfig as LoopConfig
-from .config import RedactHook as RedactHook
 from .config import ToolErrors as ToolErrors
+from .config import Wiring as Wiring
 from .config import build_config as build_config
+from .config import check_objects as check_objects
+from .config import declarations as declarations
 from .config import escalation_tool as escalation_tool
 from .config import run_settings as run_settings
 from .config import with_store as with_store
@@ -23,8 +25,8 @@ from .connect import enter as enter
 from .connect import leave as leave
 from .context import Watch as Watch
 from .contracts import contract_of as contract_of
+from .contracts import contract_parts as contract_parts
 from .contracts import declared_tool as declared_tool
-from .contracts import loop_settings as loop_settings
 from .driver import execute as drive
 from .envelope import new_state as new_state
 from .eventlog import event_log_of as event_log_of
@@ -45,14 +47,17 @@ __all__ = [
     "Default",
     "EventHook",
     "LoopConfig",
-    "RedactHook",
     "ToolErrors",
     "ToolRegistry",
     "Toolset",
     "Watch",
+    "Wiring",
     "build_config",
+    "check_objects",
     "connected",
     "contract_of",
+    "contract_parts",
+    "declarations",
     "declared_tool",
     "drive",
     "enter",
@@ -60,7 +65,6 @@ __all__ = [
     "event_log_of",
     "leave",
     "lone",
-    "loop_settings",
     "new_state",
     "prepare",
     "resume_stored",
