@@ -40,7 +40,7 @@ import time
 import tracemalloc
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import anthropic
 import anyio
@@ -602,7 +602,7 @@ async def sdk_path(config: Config, report: Report) -> None:
 TRACING_OFF: Final = "boundloop: tracing off (no provider set)"
 TRACING_NONE: Final = "boundloop: tracing off (tracing=None)"
 TRACING_ON: Final = "boundloop: tracing on"
-TRACING_CONTENT: Final = "boundloop: tracing on, trace_content=True"
+TRACING_CONTENT: Final = "boundloop: tracing on, TraceSettings(content=True)"
 
 
 def tracing_variants(responses: Sequence[Message], provider: object, batch: int = 1) -> dict[str, Runner]:
@@ -612,9 +612,9 @@ def tracing_variants(responses: Sequence[Message], provider: object, batch: int 
     variants = floor_variants(FastClient(responses), handlers_of(instant, 3))
     settings: dict[str, dict[str, Any]] = {
         TRACING_OFF: {},
-        TRACING_NONE: {"tracer_provider": None},
-        TRACING_ON: {"tracing": TraceSettings(provider=provider)},
-        TRACING_CONTENT: {"tracing": TraceSettings(provider=provider), "trace_content": True},
+        TRACING_NONE: {"tracing": None},
+        TRACING_ON: {"tracing": TraceSettings(provider=cast(Any, provider))},
+        TRACING_CONTENT: {"tracing": TraceSettings(provider=cast(Any, provider), content=True)},
     }
     for name, options in settings.items():
         client = FastClient(responses)
