@@ -112,7 +112,7 @@ async def measure(turns: int) -> dict[str, Any]:
         budget=Budget(max_steps=turns + 10),
         compaction=Compaction(trigger_tokens=TRIGGER),
         metrics=None,
-        tracer_provider=None,
+        tracing=None,
     )
     started = time.perf_counter()
     result = await agent.run("Read every page of the log, then say done.")

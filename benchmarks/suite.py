@@ -14,7 +14,7 @@ Usage::
 5. SDK path — the per-turn workload through the real `anthropic.AsyncAnthropic` over an
    in-process `httpx2.MockTransport`, for boundloop and for the floors alike.
 6. tracing — the per-turn workload and a one-turn run with OpenTelemetry tracing off (no
-   provider; `tracer_provider=None`) and on (an SDK `TracerProvider`, batch processor).
+   provider; `tracing=None`) and on (an SDK `TracerProvider`, batch processor).
 7. one huge batch — 1,000, 10,000 and 50,000 calls in one response: µs per call, and the time
    past `timeout_s` when the calls never finish (`benchmarks/batch.py`; `python -m benchmarks.batch`).
 8. a long transcript — 200 turns on the SDK path: a turn's cost at turn 10 and at turn 200, and
@@ -40,7 +40,7 @@ import time
 import tracemalloc
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import anthropic
 import anyio
@@ -70,6 +70,7 @@ from benchmarks._fixtures import (
 from benchmarks._harness import Runner, Timing, compare, machine, settle
 from boundloop import AgentLoop, Budget, LoopMetrics
 from boundloop.model import Model
+from boundloop.otel import TraceSettings
 
 RESULTS: Final = Path(__file__).with_name("RESULTS.md")
 GATHER: Final = "floor: asyncio.gather"
@@ -613,9 +614,9 @@ async def sdk_path(config: Config, report: Report) -> None:
 # -- 6. tracing ---------------------------------------------------------------------------
 
 TRACING_OFF: Final = "boundloop: tracing off (no provider set)"
-TRACING_NONE: Final = "boundloop: tracing off (tracer_provider=None)"
+TRACING_NONE: Final = "boundloop: tracing off (tracing=None)"
 TRACING_ON: Final = "boundloop: tracing on"
-TRACING_CONTENT: Final = "boundloop: tracing on, trace_content=True"
+TRACING_CONTENT: Final = "boundloop: tracing on, TraceSettings(content=True)"
 
 
 def tracing_variants(responses: Sequence[Message], provider: object, batch: int = 1) -> dict[str, Runner]:
@@ -625,9 +626,9 @@ def tracing_variants(responses: Sequence[Message], provider: object, batch: int 
     variants = floor_variants(FastClient(responses), handlers_of(instant, 3))
     settings: dict[str, dict[str, Any]] = {
         TRACING_OFF: {},
-        TRACING_NONE: {"tracer_provider": None},
-        TRACING_ON: {"tracer_provider": provider},
-        TRACING_CONTENT: {"tracer_provider": provider, "trace_content": True},
+        TRACING_NONE: {"tracing": None},
+        TRACING_ON: {"tracing": TraceSettings(provider=cast(Any, provider))},
+        TRACING_CONTENT: {"tracing": TraceSettings(provider=cast(Any, provider), content=True)},
     }
     for name, options in settings.items():
         client = FastClient(responses)
@@ -685,7 +686,7 @@ async def tracing(config: Config, report: Report) -> None:
         f"µs per turn ({config.turns} turns x 3 instant tools, median [min-max] of {config.turn_repeat} "
         f"repeats) and µs per one-turn run (batches of {batch}, {2 * config.startup_repeat} repeats); "
         "metrics and trace on throughout. *Off*: no tracer provider set anywhere (the default: a run looks "
-        "the global provider up once), or `tracer_provider=None`. *On*: an SDK `TracerProvider` "
+        "the global provider up once), or `tracing=None`. *On*: an SDK `TracerProvider` "
         "with a `BatchSpanProcessor` whose exporter drops the spans (its thread's work is not on "
         "the event loop's CPU clock): an `invoke_agent` span per run, a `chat` span per model "
         "call, an `execute_tool` span per tool call and a `transition` event per edge.",
@@ -695,7 +696,7 @@ async def tracing(config: Config, report: Report) -> None:
     for figures, what in ((per_turn, "per turn"), (one_turn, "per one-turn run")):
         cpu, wall = (ratio - 1 for ratio in figures[TRACING_OFF].ratio(figures[TRACING_NONE]))
         report.target(
-            f"tracing off costs nothing measurable {what} (no provider vs tracer_provider=None, ≤ 3 %)",
+            f"tracing off costs nothing measurable {what} (no provider vs tracing=None, ≤ 3 %)",
             f"{100 * cpu:+.1f} % CPU, {100 * wall:+.1f} % wall; tracing on: "
             f"{100 * (figures[TRACING_ON].ratio(figures[TRACING_NONE])[0] - 1):+.1f} % CPU",
             verdict(abs(cpu) <= 0.03, abs(wall) <= 0.03),

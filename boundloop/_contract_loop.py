@@ -1,19 +1,20 @@
-"""A contract's `AgentLoop` settings, its MCP servers built (`boundloop.mcp`, the `mcp` extra).
+"""A contract's spec and wiring, its MCP servers built (`boundloop.mcp`, the `mcp` extra).
 
 Above `_core` (which `boundloop.mcp` imports): `AgentLoop.from_contract` is the one caller.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import _core
-from ._core import DEFAULT, Default, Toolset
+from ._core import Toolset, Wiring
 from ._mcp_spec import MCPServerSpec
 from .errors import ConfigurationError
-from .metrics.instruments import LoopMetrics
 from .policy import Approver, SuccessCheck
+from .settings import LoopSpec
 from .signals import SignalHandler
 from .tools import Handler
 
@@ -21,29 +22,27 @@ if TYPE_CHECKING:
     from .contract import Contract
 
 
-def contract_settings(
+def contract_wiring(
     contract: Contract,
+    wiring: Wiring,
     handlers: Mapping[str, Handler],
     signal_handlers: Mapping[str, SignalHandler] | None = None,
     *,
-    metrics: LoopMetrics | Default | None = DEFAULT,
     approve: Approver | None = None,
     success: SuccessCheck | None = None,
-) -> dict[str, Any]:
-    """The `AgentLoop` keyword arguments of a checked contract: `_core.loop_settings`, with the
-    declared MCP servers built and in `tools`, and `metrics` unless the contract turns them off.
+) -> tuple[LoopSpec, Wiring]:
+    """The spec of a checked contract (`_core.contract_parts`) and `wiring` with its tools: the
+    declared tools bound to `handlers`, the declared MCP servers built; and its signal handlers.
 
     Raises:
-        ConfigurationError: what `loop_settings` raises; the contract declares MCP servers and
+        ConfigurationError: what `contract_parts` raises; the contract declares MCP servers and
             the `mcp` extra is not installed; a variable a server's declaration names is not set.
     """
-    settings = _core.loop_settings(
+    spec, tools, routes = _core.contract_parts(
         contract, handlers=handlers, signal_handlers=signal_handlers, approve=approve, success=success
     )
-    settings.setdefault("metrics", metrics)
-    servers = [MCPServerSpec.model_validate(server) for server in contract.mcp_servers]
-    settings["tools"] = [*settings["tools"], *declared_toolsets(servers)]
-    return settings
+    toolsets = declared_toolsets(list(spec.mcp_servers))
+    return spec, dataclasses.replace(wiring, tools=[*tools, *toolsets], signal_handlers=routes)
 
 
 def declared_toolsets(servers: list[MCPServerSpec]) -> list[Toolset]:

@@ -18,7 +18,7 @@ from typing import Any, cast, final
 import anyio.to_thread
 from anthropic.types import Message, MessageParam
 
-from ._core import LoopConfig, build_config, field_text, prepare
+from ._core import LoopConfig, Wiring, build_config, field_text, prepare
 from ._core import drive as execute
 from ._lazy import claim
 from .errors import ScriptExhausted, UnhandledStop
@@ -37,6 +37,7 @@ from .events import (
 from .loop import AgentLoop
 from .policy import Policy
 from .records import Observation, Provenance, StopReason
+from .settings import LoopSpec
 from .state import Budget, LoopResult, LoopState
 from .testing import ScriptedClient
 from .tools import Tool
@@ -312,24 +313,14 @@ def _config(recording: _Recording, loop: AgentLoop | None) -> LoopConfig:
         raise ValueError("the recording has no configuration to replay with: pass loop=")
     tools = [_stand_in(entry) for entry in recorded.tools]
     policy = _policy(recorded.policy)
-    config = build_config(
-        client,
+    spec = LoopSpec.of(
+        name="replay",
         model=recorded.model,
-        tools=tools,
         budget=Budget(**recorded.budget),
         policy=policy,
-        system=None,
-        max_tokens=4096,
-        name="replay",
         on_tool_error=recorded.policy.get("on_tool_error", "report"),
-        max_tool_output_chars=100_000,
-        redact=None,
-        metrics=None,
-        prices=None,
-        signal_handlers=None,
-        on_event=None,
-        store=None,
     )
+    config = build_config(spec, Wiring(client=client, tools=tools, metrics=None, tracing=None))
     # The recorded hashes stand: the system prompt itself is not recorded, only its hash.
     return dataclasses.replace(config, provenance=recorded, recorded=recording.results)
 

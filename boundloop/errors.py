@@ -218,7 +218,7 @@ class ApprovalMissing(LoopError):
 class CheckpointCorrupt(LoopError, ValueError):
     """Raised by a store when a saved state does not parse, has a schema version it cannot read,
     is inconsistent (a counter below what the state records, a negative or non-finite number,
-    a turn whose lists do not match its calls), or fails its signature (`checkpoint_key`).
+    a turn whose lists do not match its calls), or fails its signature (`SignedStore`).
 
     `field` names the field at fault (`tool_calls`, `turn.answers`, `signature`, ...), or is
     None when the row does not parse at all."""

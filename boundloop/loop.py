@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Self, Unpack, final
@@ -13,8 +12,8 @@ from anthropic.types import MessageParam
 
 from . import _core
 from ._cache import CacheMode, CacheSettings
-from ._contract_loop import contract_settings
-from ._core import DEFAULT, Default, EventHook, LoopConfig, RedactHook, ToolErrors, ToolRegistry
+from ._contract_loop import contract_wiring
+from ._core import DEFAULT, Default, EventHook, LoopConfig, ToolErrors, ToolRegistry
 from ._follow import follow
 from ._model_settings import ModelSettings
 from ._price import Price
@@ -23,14 +22,15 @@ from .checkpoint.store import CheckpointStore
 from .events import Event
 from .metrics.instruments import BoundMetrics, LoopMetrics
 from .model import Model
+from .otel import TraceSettings
 from .policy import Approver, Policy, SuccessCheck
+from .redaction import Redaction, Redactor
+from .settings import LoopSpec, default
 from .signals import SignalHandler
 from .state import Budget, LoopResult, LoopState, OutputT
 from .tools import Handler, Tool
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import TracerProvider
-
     from ._sdk_tools import SDKTool
     from .compaction import Compaction, ContextEdit
     from .contract import Contract
@@ -44,43 +44,29 @@ __all__ = [
 class AgentLoop(Generic[OutputT]):
     """A bounded agent loop: the model proposes, the loop validates, acts and decides.
 
+    The settings that are data (`model`, `budget`, `policy`, `system`, `max_tokens`, `name`,
+    `version`, `on_tool_error`, `max_tool_output_chars`, `count_tokens`, `fallback_model`,
+    `settings`, `compaction`, `context_editing`, `cache`) are the `LoopSpec` fields of the same
+    name, documented and defaulted there (`loop.spec`; a budget is required). The others:
+
     Args:
         client: `anthropic.AsyncAnthropic` or `ScriptedClient` (`messages.create`, `.stream`).
-        model: the model name sent with every request.
         tools: `@tool` functions, `Tool`s (`Tool.defined`: the memory tool, ...), the SDK's tool
             helpers, MCP servers (docs/mcp.md) and server tool definitions (docs/claude-api.md).
-        budget: the run's hard limits; required.
-        policy: what may run, what needs approval, what counts as done.
-        system: the system prompt.
-        max_tokens: `max_tokens` of every request.
-        name: the `loop` label on every metric. version: the loop's (provenance, spans, run metrics).
-        on_tool_error: `"report"` a failing tool to the model (`is_error`), `"stop"` the run
-            (`tool_failure`) once it fails after its retries, `"raise"` its exception.
-        max_tool_output_chars: longer tool results are cut with a visible marker (docs/contracts.md).
-        redact: a hook applied, after the secret patterns, to everything a run records (the
-            events, `state.errors`, stop details); the transcript and observations stay verbatim
-            in the state, and in checkpoints unless `redact_checkpoints` (docs/security.md).
+        output_type: structured output: a pydantic model class, a TypedDict or a JSON schema
+            dict; `run()` returns `LoopResult[output_type]` (docs/claude-api.md).
+        redaction: `Redaction(patterns=..., hook=..., checkpoints=...)`: your secrets' patterns
+            and a hook applied after them to everything a run records; `checkpoints=True` saves
+            checkpoints redacted too (`LoopSpec.redact_checkpoints`; docs/security.md).
         metrics: a `LoopMetrics`; default: shared instruments on the default registry; None: none.
+        tracing: `TraceSettings(provider=..., content=...)` (default: the global provider, when
+            one is set; docs/otel.md); None: no spans.
         prices: per-model prices merged over the built-in table (for `max_cost_usd`).
         signal_handlers: handlers by API stop_reason; None for one makes it raise `UnhandledStop`.
         on_event: called synchronously with every `Event` (`boundloop.events`) as it is recorded.
-        redact_patterns: regular expressions of your own secrets, added to the default ones.
-        redact_checkpoints: save checkpoints with every string redacted (the transcript,
-            observations and pending approvals too; a resumed run continues from them).
-        count_tokens: with a token or cost budget, count each request's input with
-            `messages.count_tokens` before the call (`AsyncAnthropic` only).
-        fallback_model: the model route: a refusal is retried on this model, or on each of these in order.
-        compaction, context_editing: the API's compaction and clearing edits (docs/cost.md).
-        store: where the state is checkpointed (`MemoryStore`, `SQLiteStore`, `PostgresStore`).
-        tracer_provider: the OpenTelemetry `TracerProvider` runs are traced to (docs/otel.md);
-            default: the global provider, when one is set; None: no spans.
-        trace_content: put message content (text, transcript, tool I/O) on the spans, redacted.
-        checkpoint_key: a secret (bytes, or str as UTF-8): checkpoints are signed with
-            HMAC-SHA256 and a row whose signature is missing or wrong is `CheckpointCorrupt`.
-        settings: the request settings of every model call (`ModelSettings`; docs/claude-api.md).
-        output_type: structured output: a pydantic model class, a TypedDict or a JSON schema
-            dict; `run()` returns `LoopResult[output_type]` (docs/claude-api.md).
-        cache: `"auto"`: prompt caching breakpoints; `"off"`; `CacheSettings` (docs/cost.md).
+        store: where the state is checkpointed (`MemoryStore`, `SQLiteStore`, `PostgresStore`);
+            `SignedStore(store, key)` signs every checkpoint (HMAC-SHA256) and refuses a row
+            whose signature is missing or wrong (`CheckpointCorrupt`).
 
     Raises:
         ConfigurationError: no budget, a bad tool, a duplicate tool name, a policy naming a
@@ -96,63 +82,85 @@ class AgentLoop(Generic[OutputT]):
         tools: Iterable[Tool | Mapping[str, Any] | _core.Toolset | SDKTool] = (),
         budget: Budget | None = None,
         policy: Policy | None = None,
-        system: str | None = None,
-        max_tokens: int = 4096,
-        name: str = "agent",
-        on_tool_error: ToolErrors = "report",
-        max_tool_output_chars: int = 100_000,
-        redact: RedactHook | None = None,
+        system: str | None = default("system"),
+        max_tokens: int = default("max_tokens"),
+        name: str = default("name"),
+        version: str | None = default("version"),
+        on_tool_error: ToolErrors = default("on_tool_error"),
+        max_tool_output_chars: int = default("max_tool_output_chars"),
+        count_tokens: bool = default("count_tokens"),
+        fallback_model: str | Sequence[str] | None = default("fallback_model"),
+        settings: ModelSettings | None = None,
+        output_type: type[OutputT] | Mapping[str, Any] | None = None,
+        compaction: Compaction | None = default("compaction"),
+        context_editing: Sequence[ContextEdit] = default("context_editing"),
+        cache: CacheMode | CacheSettings = default("cache"),
+        redaction: Redaction = Redaction(),
         metrics: LoopMetrics | Default | None = DEFAULT,
+        tracing: TraceSettings | None = TraceSettings(),
         prices: Mapping[str, Price] | None = None,
         signal_handlers: Mapping[str, SignalHandler | None] | None = None,
         on_event: EventHook | None = None,
         store: CheckpointStore | None = None,
-        redact_patterns: Iterable[str | re.Pattern[str]] = (),
-        redact_checkpoints: bool = False,
-        count_tokens: bool = False,
-        fallback_model: str | Sequence[str] | None = None,
-        version: str | None = None,
-        tracer_provider: TracerProvider | Default | None = DEFAULT,
-        trace_content: bool = False,
-        checkpoint_key: bytes | str | None = None,
-        settings: ModelSettings | None = None,
-        output_type: type[OutputT] | Mapping[str, Any] | None = None,
-        compaction: Compaction | None = None,
-        context_editing: Sequence[ContextEdit] = (),
-        cache: CacheMode | CacheSettings = "auto",
     ) -> None:
-        self._entered: _core.Entered | None = None
-        self._config: LoopConfig = _core.build_config(
-            client,
-            model=model,
+        _core.check_objects(budget=budget, policy=policy, redaction=redaction)
+        wiring = _core.Wiring(
+            client=client,
             tools=tools,
-            budget=budget,
-            policy=policy,
-            system=system,
-            max_tokens=max_tokens,
-            name=name,
-            on_tool_error=on_tool_error,
-            max_tool_output_chars=max_tool_output_chars,
-            redact=redact,
+            output_type=output_type,
+            store=store,
             metrics=metrics,
+            tracing=tracing,
+            redactor=Redactor(redaction.patterns, redaction.hook),
             prices=prices,
             signal_handlers=signal_handlers,
             on_event=on_event,
-            store=store,
-            redact_patterns=redact_patterns,
-            redact_checkpoints=redact_checkpoints,
+        )
+        spec = LoopSpec.of(  # the declarations first: the settings are checked against the tools
+            name=name,
+            model=model,
+            system=system,
+            max_tokens=max_tokens,
+            budget=budget,
+            policy=policy,
+            on_tool_error=on_tool_error,
+            max_tool_output_chars=max_tool_output_chars,
+            redact_checkpoints=redaction.checkpoints,
             count_tokens=count_tokens,
+            settings=ModelSettings() if settings is None else settings,
             fallback_model=fallback_model,
             version=version,
-            tracer_provider=tracer_provider,
-            trace_content=trace_content,
-            checkpoint_key=checkpoint_key,
-            settings=settings,
-            output_type=output_type,
             compaction=compaction,
             context_editing=context_editing,
             cache=cache,
+            **_core.declarations(policy, wiring),
         )
+        self._entered: _core.Entered | None = None
+        self._wiring = wiring
+        self._config: LoopConfig = _core.build_config(spec, wiring)
+
+    @classmethod
+    def from_spec(cls, spec: LoopSpec, wiring: _core.Wiring) -> AgentLoop[Any]:
+        """The loop `spec` declares, run with `wiring` (`dataclasses.replace(loop.wiring, ...)`).
+
+        Raises:
+            ConfigurationError: the wiring does not fit the spec (see `AgentLoop`).
+        """
+        loop: AgentLoop[Any] = cls.__new__(cls)
+        loop._entered = None
+        loop._wiring = wiring
+        loop._config = _core.build_config(spec, wiring)
+        return loop
+
+    @property
+    def spec(self) -> LoopSpec:
+        """Every setting of the loop that is data, validated (its tools as declared)."""
+        return self._config.spec
+
+    @property
+    def wiring(self) -> _core.Wiring:
+        """What the loop was given that is not data: the client, the tools, the store, the hooks."""
+        return self._wiring
 
     @property
     def config(self) -> LoopConfig:
@@ -196,7 +204,7 @@ class AgentLoop(Generic[OutputT]):
 
     @property
     def store(self) -> CheckpointStore | None:
-        """Where states are checkpointed, if anywhere (with a `checkpoint_key`, signing)."""
+        """Where states are checkpointed, if anywhere (a `SignedStore` signs)."""
         return self._config.store
 
     @property
@@ -220,9 +228,7 @@ class AgentLoop(Generic[OutputT]):
         prices: Mapping[str, Price] | None = None,
         store: CheckpointStore | None = None,
         on_event: EventHook | None = None,
-        tracer_provider: TracerProvider | Default | None = DEFAULT,
-        trace_content: bool = False,
-        checkpoint_key: bytes | str | None = None,
+        tracing: TraceSettings | None = TraceSettings(),
     ) -> AgentLoop[Any]:
         """Build the loop a contract declares (docs/contracts.md; a path is read here: in async
         code, `load_contract` in a thread and pass the `Contract`).
@@ -238,8 +244,8 @@ class AgentLoop(Generic[OutputT]):
             approve: `Policy.approve`, the in-process approver (code, not contract data):
                 `async (ToolCall) -> bool | str`; only `True` approves.
             success: `Policy.success`, the extra completion check (code, not contract data).
-            metrics, prices, store, on_event, tracer_provider, trace_content, checkpoint_key: as
-                for `AgentLoop` (a contract with metrics disabled turns them off).
+            metrics, prices, store, on_event, tracing: as for `AgentLoop` (a contract with
+                metrics disabled turns them off).
 
         Raises:
             ContractError: the contract breaks its schema or the loop's rules (every problem
@@ -252,19 +258,13 @@ class AgentLoop(Generic[OutputT]):
         # A `Contract` built in code is checked too (its files are already inline).
         source = contract.to_dict() if isinstance(contract, Contract) else contract
         loaded = load_contract(source, policy=policy, allow_outside=allow_outside)
-        settings = contract_settings(
-            loaded, handlers, signal_handlers, metrics=metrics, approve=approve, success=success
+        wiring = _core.Wiring(
+            client=client, store=store, metrics=metrics, tracing=tracing, prices=prices, on_event=on_event
         )
-        return cls(
-            client,
-            prices=prices,
-            store=store,
-            on_event=on_event,
-            tracer_provider=tracer_provider,
-            trace_content=trace_content,
-            checkpoint_key=checkpoint_key,
-            **settings,
+        spec, wiring = contract_wiring(
+            loaded, wiring, handlers, signal_handlers, approve=approve, success=success
         )
+        return cls.from_spec(spec, wiring)
 
     def to_contract(self) -> Contract:
         """The contract of this loop: `to_contract().to_dict()` is the JSON `boundloop check`

@@ -1,13 +1,14 @@
 """Redaction: secrets never reach what a run records (trace, errors, stop details).
 
 The default patterns cover Anthropic, OpenAI, AWS, Google, GitHub and Slack keys and bearer
-tokens; `AgentLoop(redact_patterns=[...])` adds yours, and `AgentLoop(redact=fn)` runs your
-own function after them. `boundloop.events.redact_strings` applies a `Redactor` to every string of JSON
-values, the keys of objects included.
+tokens; `AgentLoop(redaction=Redaction(patterns=[...]))` adds yours, and `Redaction(hook=fn)`
+runs your own function after them. `boundloop.events.redact_strings` applies a `Redactor` to
+every string of JSON values, the keys of objects included.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable
 from typing import Final, cast, final
@@ -54,6 +55,21 @@ def _scoped(pattern: object) -> str:
 
 
 @final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Redaction:
+    """What a loop redacts: `AgentLoop(redaction=Redaction(...))` (docs/security.md)."""
+
+    patterns: Iterable[str | re.Pattern[str]] = ()
+    """Regular expressions of your own secrets, added to the default ones."""
+    hook: Callable[[str], str] | None = None
+    """Applied, after the patterns, to everything a run records (the events, `state.errors`,
+    stop details); the transcript and observations stay verbatim in the state."""
+    checkpoints: bool = False
+    """Save checkpoints with every string redacted: the transcript, observations and pending
+    approvals too (a resumed run continues from them): `LoopSpec.redact_checkpoints`."""
+
+
+@final
 class Redactor:
     """The patterns and hook of one loop, compiled once into one expression."""
 
@@ -71,7 +87,7 @@ class Redactor:
         for pattern in patterns:
             source = _scoped(pattern)
             if not source:
-                raise ConfigurationError(f"redact_patterns takes regular expressions, got {pattern!r}")
+                raise ConfigurationError(f"Redaction.patterns takes regular expressions, got {pattern!r}")
             try:
                 re.compile(source)
             except re.error as exc:

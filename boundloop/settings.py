@@ -1,9 +1,8 @@
 """LoopSpec: every setting of a loop that is data, written once and validated once.
 
-A `LoopSpec` is what a loop contract declares (docs/contracts.md): the model, the system
-prompt, the tool manifest (the declarations, not the functions), the stop-signal handlers by
-name, the `Budget`, the `Policy`'s data and the loop's other settings. The code-only wiring
-(the client, the tool functions, the store, metrics, tracing, hooks) is passed beside it.
+A `LoopSpec` is what a loop contract declares (docs/contracts.md): the model, the prompt, the
+tool manifest (no functions), the signal handlers by name, `Budget`, `Policy`'s data and the
+rest; `AgentLoop` takes its defaults from here. The wiring (`_core.Wiring`) is passed beside it.
 
 `Budget` and `Policy` stay frozen dataclasses: `Budget(...)` and `Policy(...)` raise
 `ConfigurationError` themselves, importing `boundloop.state` loads no pydantic, and code relies
@@ -178,8 +177,7 @@ ServerToolSpec = Annotated[
         }
     ),
 ]
-"""A server tool definition of the SDK (`{"type": "web_search_20250305", "name": "web_search"}`),
-checked against the installed SDK's server tool types."""
+"""A server tool definition of the SDK (`{"type": "web_search_20250305", ...}`), checked."""
 
 
 @final
@@ -221,7 +219,9 @@ class LoopSpec(BaseModel):
     system: str | None = Field(
         default=None, description="The system prompt: inline text, or a file relative to the contract."
     )
-    max_tokens: Annotated[int, _count("max_tokens")] = Field(default=4096, ge=1)
+    max_tokens: Annotated[int, _count("max_tokens")] = Field(
+        default=4096, ge=1, description="`max_tokens` of every request."
+    )
     tools: tuple[ToolSpec, ...] = ()
     server_tools: tuple[ServerToolSpec, ...] = Field(
         default=(),
@@ -244,14 +244,20 @@ class LoopSpec(BaseModel):
         description="Names of signal handlers the code supplies "
         "(AgentLoop.from_contract(signal_handlers=...)).",
     )
-    budget: BudgetSpec
+    budget: BudgetSpec = Field(description="The run's hard limits: there is no unbounded loop.")
     policy: PolicySpec = Field(
         default_factory=Policy,
         description="The policy inline, or the path of a loop-policy.json file relative to the contract.",
     )
-    on_tool_error: Annotated[ToolErrors, pydantic.BeforeValidator(_tool_errors)] = "report"
+    on_tool_error: Annotated[ToolErrors, pydantic.BeforeValidator(_tool_errors)] = Field(
+        default="report",
+        description="'report' a failing tool to the model (is_error), 'stop' the run (tool_failure) "
+        "once it fails after its retries, 'raise' its exception.",
+    )
     metrics: bool = True
-    max_tool_output_chars: Annotated[int, _count("max_tool_output_chars")] = Field(default=100_000, ge=1)
+    max_tool_output_chars: Annotated[int, _count("max_tool_output_chars")] = Field(
+        default=100_000, ge=1, description="Longer tool results are cut with a visible marker."
+    )
     history: tuple[HistoryMessage, ...] = Field(
         default=(), description="Messages API messages every run starts from, before its goal."
     )
@@ -399,3 +405,8 @@ def _configuration_error(exc: pydantic.ValidationError) -> ConfigurationError:
         return cause
     where = ".".join(str(part) for part in error["loc"])
     return ConfigurationError(f"{where}: {error['msg']}, got {error['input']!r}")
+
+
+def default(field: str) -> Any:
+    """The default of `LoopSpec.<field>`, where `AgentLoop`'s keyword defaults are read from."""
+    return LoopSpec.model_fields[field].get_default(call_default_factory=True)

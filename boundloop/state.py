@@ -188,7 +188,7 @@ class LoopState:
     next_seq: int = 0
     """The `seq` of the run's next event: the event stream goes on across resumes."""
     signature: str | None = None
-    """HMAC-SHA256 of the rest of the state, in a store of a loop with a `checkpoint_key`
+    """HMAC-SHA256 of the rest of the state, in a `SignedStore`
     (which verifies it on load); a loop without a key ignores it."""
 
     def to_dict(self) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Rows are edited as someone with write access to the store would: counters lowered, numbers
 made negative or NaN, the turn's lists cut short, a waiting call renamed. Each is refused with
 `CheckpointCorrupt` naming the field, on load and on resume, in a `MemoryStore` and a
-`SQLiteStore`. With `AgentLoop(checkpoint_key=...)` any edit is refused (`signature`).
+`SQLiteStore`. With `AgentLoop(store=SignedStore(store, key))` any edit is refused (`signature`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from boundloop import (
     ToolContext,
     tool,
 )
+from boundloop.checkpoint.signed import SignedStore
 from boundloop.cli import main
 from tests.helpers import text, tool_use
 from tests.test_checkpoint import make_store
@@ -55,9 +56,15 @@ class Ledger:
 
 
 def make_loop(
-    ledger: Ledger, store: CheckpointStore, *, budget: Budget, script: list[JSON], **options: Any
+    ledger: Ledger,
+    store: CheckpointStore,
+    *,
+    budget: Budget,
+    script: list[JSON],
+    key: bytes | str | None = None,
+    **options: Any,
 ) -> AgentLoop:
-    """Reads, and a refund that waits for a human's approval."""
+    """Reads, and a refund that waits for a human's approval (its checkpoints signed with `key`)."""
 
     @tool
     async def read_order(order_id: str) -> str:
@@ -77,7 +84,7 @@ def make_loop(
         tools=[read_order, issue_refund],
         budget=budget,
         policy=Policy(escalation_tool="request_human"),
-        store=store,
+        store=store if key is None else SignedStore(store, key),
         metrics=None,
         **options,
     )
@@ -242,9 +249,9 @@ async def test_a_signed_run_round_trips_and_resumes(kind: str, tmp_path: Path) -
     """Saved with a signature; loaded and resumed by a loop with the same key."""
     store, _ = make_store(kind, tmp_path)
     budget = Budget(max_steps=6, max_tool_calls=6)
-    ledger, row = await waiting_run(store, budget, checkpoint_key=KEY)
+    ledger, row = await waiting_run(store, budget, key=KEY)
     assert isinstance(row["signature"], str)
-    loop = make_loop(ledger, store, budget=budget, script=[text("done")], checkpoint_key=KEY.decode())
+    loop = make_loop(ledger, store, budget=budget, script=[text("done")], key=KEY.decode())
     assert loop.store is not None
     loaded = await loop.store.load("t")
     assert loaded is not None
@@ -274,13 +281,13 @@ async def test_a_signed_loop_refuses_what_it_did_not_sign(
     store, write_raw = make_store(kind, tmp_path)
     budget = Budget(max_steps=6, max_tool_calls=6, timeout_s=60)
     signing = None if setup == "unsigned" else b"another key" if setup == "wrong-key" else KEY
-    ledger, row = await waiting_run(store, budget, checkpoint_key=signing)
+    ledger, row = await waiting_run(store, budget, key=signing)
     if setup == "elapsed":
         row["elapsed_s"] = 0.0
     elif setup == "garbage":
         row["signature"] = "é" * 64
     await write_raw("t", json.dumps(row))
-    loop = make_loop(ledger, store, budget=budget, script=[text("done")], checkpoint_key=KEY)
+    loop = make_loop(ledger, store, budget=budget, script=[text("done")], key=KEY)
     assert loop.store is not None
     with pytest.raises(CheckpointCorrupt, match=f"signature: {problem}") as loaded:
         await loop.store.load("t")
@@ -294,7 +301,7 @@ async def test_a_loop_without_a_key_ignores_signatures(kind: str, tmp_path: Path
     """A signed row reads as any other without a key (checked as every row is)."""
     store, _ = make_store(kind, tmp_path)
     budget = Budget(max_steps=6, max_tool_calls=6)
-    ledger, _ = await waiting_run(store, budget, checkpoint_key=KEY)
+    ledger, _ = await waiting_run(store, budget, key=KEY)
     result = await make_loop(ledger, store, budget=budget, script=[text("done")]).resume(
         "t", approvals={"toolu_refund": True}
     )
@@ -304,9 +311,7 @@ async def test_a_loop_without_a_key_ignores_signatures(kind: str, tmp_path: Path
 
 async def test_the_key_is_in_no_repr_contract_or_provenance() -> None:
     """The secret never leaves the loop's configuration."""
-    loop = make_loop(
-        Ledger(), MemoryStore(), budget=Budget(max_steps=2), script=[text("done")], checkpoint_key=KEY
-    )
+    loop = make_loop(Ledger(), MemoryStore(), budget=Budget(max_steps=2), script=[text("done")], key=KEY)
     result = await loop.run("goal")
     shown = [
         repr(loop),
@@ -318,7 +323,6 @@ async def test_the_key_is_in_no_repr_contract_or_provenance() -> None:
     ]
     assert not [text for text in shown if KEY.decode() in text or KEY.hex() in text]
     twin = loop.with_store(MemoryStore())
-    assert twin.config.checkpoint_key == KEY
     assert repr(twin.store).startswith("SignedStore(")
 
 
@@ -345,16 +349,15 @@ def cli_store(tmp_path: Path, *, key: bytes | None = None) -> Path:
     from tests.test_cli_store import TWO_REFUNDS, issue_refund, read_order
 
     path = tmp_path / "runs.db"
-    signing: dict[str, Any] = {} if key is None else {"checkpoint_key": key}  # no such option before it
+    store = SQLiteStore(path)
     loop = AgentLoop(
         ScriptedClient([TWO_REFUNDS]),
         model="claude-sonnet-4-6",
         tools=[read_order, issue_refund],
         budget=Budget(max_steps=6, max_tool_calls=6),
         policy=Policy(escalation_tool="request_human"),
-        store=SQLiteStore(path),
+        store=store if key is None else SignedStore(store, key),
         metrics=None,
-        **signing,
     )
 
     async def seed() -> None:
@@ -429,7 +432,7 @@ def test_the_cli_reads_the_key_from_the_environment(
         model="claude-sonnet-4-6",
         budget=Budget(max_steps=1),
         metrics=None,
-        checkpoint_key=KEY,
+        store=SignedStore(MemoryStore(), KEY),
     )
 
     async def load() -> LoopState | None:

@@ -20,6 +20,7 @@ from boundloop import (
     tool,
 )
 from boundloop.prices import PRICES, price_for
+from boundloop.redaction import Redaction
 from tests.helpers import text
 
 JSON = dict[str, Any]
@@ -161,7 +162,7 @@ def test_agent_loop_misconfiguration_raises_at_construction(overrides: JSON, exp
             id="metrics-not-loop-metrics",
         ),
         pytest.param(
-            {"redact": "[hidden]"},
+            {"redaction": Redaction(hook="[hidden]")},  # type: ignore[arg-type]
             r"redact must be a callable",
             id="redact-not-callable",
         ),
@@ -196,7 +197,7 @@ def test_the_settings_are_the_specs_validated_once() -> None:
     """The configuration's settings are its `LoopSpec`'s: the objects given, validated once."""
     policy = Policy(required_evidence={"lookup"}, escalation_tool="ask_human")
     budget = Budget(max_steps=4)
-    loop = make_loop(policy=policy, budget=budget, system="Be brief.", redact_checkpoints=True)
+    loop = make_loop(policy=policy, budget=budget, system="Be brief.", redaction=Redaction(checkpoints=True))
     spec = loop.config.spec
     assert isinstance(spec, LoopSpec)
     assert spec.policy is policy
@@ -211,7 +212,7 @@ def test_the_settings_are_the_specs_validated_once() -> None:
     )
     assert [declared.name for declared in spec.tools] == ["lookup", "refund", "ask_human"]
     with pytest.raises(ConfigurationError, match="redact_checkpoints: Input should be a valid boolean"):
-        make_loop(redact_checkpoints="yes")
+        make_loop(redaction=Redaction(checkpoints="yes"))  # type: ignore[arg-type]
 
 
 def test_the_provenance_hashes_are_the_specs_and_keep_their_values() -> None:

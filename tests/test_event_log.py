@@ -24,6 +24,7 @@ from boundloop import (
     tool,
 )
 from boundloop.checkpoint import PostgresStore, Status
+from boundloop.checkpoint.signed import SignedStore
 from boundloop.events import Event, Resumed, Stop
 from tests import crash_worker, pg_worker
 from tests.docrun import python_blocks, runs_as_promised
@@ -111,9 +112,9 @@ async def test_a_run_waiting_for_a_human_ends_the_iteration_and_its_resume_conti
 
 
 async def test_a_signed_store_logs_through_its_inner_store() -> None:
-    """With `checkpoint_key` the checkpoints are signed; the events go to the inner store's log."""
+    """With a `SignedStore` the checkpoints are signed; the events go to the inner store's log."""
     store = MemoryStore()
-    loop = scripted_loop(list(SCRIPT), [lookup], store=store, checkpoint_key=b"secret")
+    loop = scripted_loop(list(SCRIPT), [lookup], store=SignedStore(store, b"secret"))
     result = await loop.run("goal", task_id="t-signed")
     assert dicts(await store.read("t-signed")) == dicts(result.events)
 

@@ -40,6 +40,7 @@ from boundloop.events import (
     to_json_line,
     write_events,
 )
+from boundloop.redaction import Redaction
 from tests.helpers import scripted_loop
 from tests.test_resume import TWO_REFUNDS, Ledger
 from tests.test_resume import make_loop as refund_loop
@@ -152,7 +153,7 @@ async def test_a_redact_hook_that_raises_leaves_no_gap_in_seq(field: str) -> Non
     response: dict[str, Any] = {"stop_reason": "odd_reason", "content": [{"type": "text", "text": "?"}]}
     if field == "stop_sequence":
         response = {"stop_reason": "stop_sequence", "stop_sequence": "odd", "content": response["content"]}
-    result = await scripted_loop([response], [], redact=redact).run("Why?")
+    result = await scripted_loop([response], [], redaction=Redaction(hook=redact)).run("Why?")
     seqs = [event.seq for event in result.events]
     assert result.state.stop_reason == "failed"
     assert seqs == list(range(len(seqs)))
@@ -162,7 +163,7 @@ async def test_a_human_denial_is_read_from_by_human_not_from_the_text() -> None:
     """The denial's text is the redactor's business: a pattern that hides the word "human" must
     not turn the human's denial into an approval on replay (the earlier code parsed the text)."""
     store = MemoryStore()
-    hide = {"redact_patterns": [r"human"]}
+    hide = {"redaction": Redaction(patterns=[r"human"])}
     first = await refund_loop([TWO_REFUNDS], store, Ledger(), **hide).run("Refund?", task_id="t")
     later = refund_loop(
         [{"stop_reason": "end_turn", "content": [{"type": "text", "text": "ok"}]}], store, Ledger(), **hide

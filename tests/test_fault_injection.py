@@ -56,6 +56,7 @@ from boundloop import (
     tool,
 )
 from boundloop.checkpoint import Status
+from boundloop.redaction import Redaction
 from boundloop.transcript import transcript_errors
 from tests.fake_api import (
     ERROR_TYPES,
@@ -92,7 +93,7 @@ GOAL: Final = "Decide whether refund evidence is sufficient for order O-104."
 API_KEY_PREFIX: Final = "sk-ant-api03-"
 """Every API key the campaign plants starts with this; the built-in redactor removes them."""
 FAKE_SECRET: Final = "hunter2-c0ffee-5ecret"
-"""Not an API key: only the loop's own `redact=` hook removes it."""
+"""Not an API key: only the loop's own `Redaction.hook` removes it."""
 TOOL_ERROR_KEY: Final = API_KEY_PREFIX + "T00lErr0rS3cretT00lE"
 """An API key inside the tools' exception messages."""
 KEY_CHARS: Final = string.ascii_letters + string.digits + "_-"
@@ -120,7 +121,7 @@ fault the run must fail on (malformed, an error status, a drop, garbage, an empt
 
 
 def hide_fake_secret(text: str) -> str:
-    """The loop's `redact=` hook."""
+    """The loop's `Redaction.hook`."""
     return text.replace(FAKE_SECRET, "[fake secret]")
 
 
@@ -460,7 +461,7 @@ class FaultCampaign(RuleBasedStateMachine):
             max_tokens=max_tokens,
             on_tool_error=on_tool_error,
             name=LOOP_NAME,
-            redact=hide_fake_secret,
+            redaction=Redaction(hook=hide_fake_secret),
             metrics=LoopMetrics(registry=self.registry),
             store=self.store,
         )
@@ -877,7 +878,7 @@ def fault_loop(api: FakeAPI, world: World, **options: Any) -> AgentLoop:
         "budget": Budget(max_steps=4),
         "policy": Policy(forbidden={"issue_refund"}),
         "metrics": None,
-        "redact": hide_fake_secret,
+        "redaction": Redaction(hook=hide_fake_secret),
     }
     settings_.update(options)
     return AgentLoop(api.client(), **settings_)
@@ -955,7 +956,7 @@ async def test_a_slow_response_under_timeout_s_stops_the_run_with_timeout(reply:
 
 
 async def test_a_secret_in_a_tool_name_or_id_reaches_neither_the_trace_nor_the_errors() -> None:
-    """An API key or a redact= secret in an invented tool name or a tool_use id is redacted in the
+    """An API key or a `Redaction.hook` secret in an invented tool name or a tool_use id is redacted in the
     trace and state.errors."""
     key = API_KEY_PREFIX + "A" * 20
     calls = [

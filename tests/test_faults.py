@@ -28,6 +28,7 @@ from boundloop import (
 )
 from boundloop.events import Event, Stop, Validation
 from boundloop.records import PendingApproval
+from boundloop.redaction import Redaction
 from tests.helpers import ScriptedTransport, assert_valid_transcript, blocks, text, tool_use
 
 JSON = dict[str, Any]
@@ -513,7 +514,8 @@ async def test_api_keys_and_user_secrets_never_reach_the_trace_or_errors() -> No
 
     ledger = Ledger()
     client = ScriptedClient([tool_use(("leaky", {"order_id": "O-1"})), text("done")])
-    loop = loop_for(client, ledger, tools=[leaky], redact=lambda s: s.replace("4111-1111", "[CARD]"))
+    hide = Redaction(hook=lambda s: s.replace("4111-1111", "[CARD]"))
+    loop = loop_for(client, ledger, tools=[leaky], redaction=hide)
     result = await loop.run("goal")
     dumped = json.dumps([e.to_dict() for e in result.events]) + json.dumps(result.state.to_dict()["errors"])
     assert key not in dumped

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 import boundloop
 from boundloop import AgentLoop, Budget, MemoryStore, ScriptedClient, StopReason, Tool, tool
 from boundloop.events import Proposal, ToolResult, Transition, redact_strings
-from boundloop.redaction import Redactor
+from boundloop.redaction import Redaction, Redactor
 from boundloop.transcript import transcript_errors
 from tests.helpers import (
     ScriptedTransport,
@@ -419,8 +419,7 @@ async def test_your_patterns_and_redacted_checkpoints() -> None:
         budget=Budget(max_steps=2),
         metrics=None,
         store=store,
-        redact_patterns=[r"PIN-\d{4}-\d{4}"],
-        redact_checkpoints=True,
+        redaction=Redaction(patterns=[r"PIN-\d{4}-\d{4}"], checkpoints=True),
     )
     result = await loop.run("goal", task_id="t")
     assert result.answer == "customer PIN-4242-9999 is verified"  # the caller gets the answer
@@ -464,7 +463,7 @@ async def test_a_secret_in_a_key_of_a_tool_input_reaches_no_trace_checkpoint_or_
         "budget": Budget(max_steps=6),
         "metrics": None,
         "store": store,
-        "redact_checkpoints": True,
+        "redaction": Redaction(checkpoints=True),
     }
     script = [tool_use(("fetch", {"headers": HEADERS})), tool_use(("send", {"headers": HEADERS}, "toolu_s"))]
     first = await AgentLoop(ScriptedClient(script), **settings).run("goal", task_id="k")
@@ -503,8 +502,7 @@ async def test_a_redacted_checkpoint_keeps_its_own_field_names_whatever_your_pat
         budget=Budget(max_steps=3),
         metrics=None,
         store=store,
-        redact_patterns=[r"token"],
-        redact_checkpoints=True,
+        redaction=Redaction(patterns=[r"token"], checkpoints=True),
     )
     result = await loop.run("goal", task_id="u", metadata={"token": "x"})
     stored = await store.load("u")
@@ -522,7 +520,12 @@ def test_keys_that_redact_to_the_same_text_stay_apart() -> None:
 def test_a_redact_pattern_that_does_not_compile_is_a_configuration_error() -> None:
     """Bad patterns fail at construction."""
     with pytest.raises(boundloop.ConfigurationError, match="does not compile"):
-        AgentLoop(ScriptedClient([]), model="m", budget=Budget(max_steps=1), redact_patterns=["(unclosed"])
+        AgentLoop(
+            ScriptedClient([]),
+            model="m",
+            budget=Budget(max_steps=1),
+            redaction=Redaction(patterns=["(unclosed"]),
+        )
 
 
 # -- a malformed tool result -------------------------------------------------------------

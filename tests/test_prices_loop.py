@@ -16,6 +16,7 @@ from boundloop import prices as prices_module
 from boundloop.cli._view import RunView
 from boundloop.errors import ConfigurationError
 from boundloop.prices import PRICES, UnpricedModelWarning
+from boundloop.redaction import Redaction
 
 ANSWER = {
     "stop_reason": "end_turn",
@@ -99,7 +100,7 @@ def test_a_loop_that_fails_to_build_does_not_warn() -> None:
         with pytest.raises(ConfigurationError, match="max_cost_usd needs a price for model 'house-model-1'"):
             build("house-model-1", budget=Budget(max_steps=2, max_cost_usd=1.0))
         with pytest.raises(ConfigurationError):
-            build("house-model-1", redact_patterns=["(unclosed"])
+            build("house-model-1", redaction=Redaction(patterns=["(unclosed"]))
 
 
 def test_a_cost_budget_sees_the_long_context_rate() -> None:

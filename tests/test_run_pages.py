@@ -350,7 +350,7 @@ def _nodes(plan: dict[str, Any]) -> Any:
 async def test_a_signed_store_pages_as_its_inner_store(
     tmp_path: Path, kind: str, request: pytest.FixtureRequest
 ) -> None:
-    """`SignedStore` (a loop with a `checkpoint_key`) pages: from its inner store's index when
+    """`SignedStore` (a loop's signed store) pages: from its inner store's index when
     it has one, else from its list; the same pages either way."""
     async with a_store(kind, 20, tmp_path, request) as inner:
         signed = SignedStore(inner, b"a key")

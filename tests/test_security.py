@@ -27,6 +27,7 @@ from boundloop import (
     ToolContext,
     tool,
 )
+from boundloop.checkpoint.signed import SignedStore
 from boundloop.events import Validation
 from tests.helpers import text, tool_use
 
@@ -180,24 +181,24 @@ async def test_a_signature_proves_the_writer_not_that_the_row_is_the_newest() ->
     same row under another task id is refused."""
     ledger = Ledger()
     store = MemoryStore()
-    first = await refund_loop(ledger, store, [REFUND], checkpoint_key=KEY).run("Refund O-1?", task_id="t")
+    first = await refund_loop(ledger, SignedStore(store, KEY), [REFUND]).run("Refund O-1?", task_id="t")
     assert first.stop_reason is StopReason.NEEDS_HUMAN
     older = await store.load("t")  # the row as stored, its signature in it
     assert older is not None
     assert older.signature is not None
-    done = await refund_loop(ledger, store, [text("refunded")], checkpoint_key=KEY).resume(
+    done = await refund_loop(ledger, SignedStore(store, KEY), [text("refunded")]).resume(
         "t", approvals={"toolu_refund": True}
     )
     assert done.stop_reason is StopReason.COMPLETED
     await store.save(older)  # someone who can write the store puts the older row back
-    again = await refund_loop(ledger, store, [text("refunded")], checkpoint_key=KEY).resume(
+    again = await refund_loop(ledger, SignedStore(store, KEY), [text("refunded")]).resume(
         "t", approvals={"toolu_refund": True}
     )
     assert again.stop_reason is StopReason.COMPLETED
     assert len(ledger.refunds) == 2
     assert ledger.refunds[0] == ledger.refunds[1] == f"t:{REFUND_STEP}:toolu_refund"
     store.write_raw("t-other", older.to_json())
-    signed = refund_loop(ledger, store, [], checkpoint_key=KEY).store
+    signed = refund_loop(ledger, SignedStore(store, KEY), []).store
     assert signed is not None
     with pytest.raises(CheckpointCorrupt) as moved:
         await signed.load("t-other")

@@ -31,6 +31,7 @@ from boundloop import (
 )
 from boundloop._scripted_stream import raw_events
 from boundloop.events import EVENT_KINDS, BaseEvent, Event, TextDelta, ThinkingDelta, ToolInputDelta, to_dict
+from boundloop.redaction import Redaction
 from tests.docrun import python_blocks, runs_as_promised
 from tests.fake_api import Cut, FakeAPI
 from tests.helpers import assert_valid_transcript, text
@@ -403,7 +404,7 @@ async def test_logged_deltas_are_redacted_a_secret_split_across_two_included(
     loop = make_loop(
         ScriptedClient(script),
         store=store,
-        redact_checkpoints=redact_checkpoints,
+        redaction=Redaction(checkpoints=redact_checkpoints),
         tools=[
             Tool(
                 name="add",

@@ -16,6 +16,7 @@ from boundloop import AgentLoop, Budget, ScriptedClient, replay
 from boundloop.cli import demo
 from boundloop.contract import load_contract
 from boundloop.events import RunStarted
+from boundloop.otel import TraceSettings
 from tests.helpers import text
 from tests.otel.spans import finished, only
 
@@ -54,8 +55,8 @@ async def test_the_run_span_carries_gen_ai_agent_version() -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    await loop_of("v7", tracer_provider=provider).run("goal")
-    await loop_of(None, tracer_provider=provider).run("goal")
+    await loop_of("v7", tracing=TraceSettings(provider=provider)).run("goal")
+    await loop_of(None, tracing=TraceSettings(provider=provider)).run("goal")
     spans = [span for span in finished(exporter) if span.name.startswith("invoke_agent")]
     assert [(span.attributes or {}).get("gen_ai.agent.version") for span in spans] == ["v7", None]
     provider.shutdown()

@@ -21,9 +21,11 @@ if typing.TYPE_CHECKING:
     from .config import Default as Default
     from .config import EventHook as EventHook
     from .config import LoopConfig as LoopConfig
-    from .config import RedactHook as RedactHook
     from .config import ToolErrors as ToolErrors
+    from .config import Wiring as Wiring
     from .config import build_config as build_config
+    from .config import check_objects as check_objects
+    from .config import declarations as declarations
     from .config import escalation_tool as escalation_tool
     from .config import other_models as other_models
     from .config import run_settings as run_settings
@@ -34,8 +36,8 @@ if typing.TYPE_CHECKING:
     from .connect import leave as leave
     from .context import Watch as Watch
     from .contracts import contract_of as contract_of
+    from .contracts import contract_parts as contract_parts
     from .contracts import declared_tool as declared_tool
-    from .contracts import loop_settings as loop_settings
     from .driver import execute as drive  # noqa: F401  # pyright: ignore[reportUnusedImport]  (a renamed export)
     from .envelope import new_state as new_state
     from .eventlog import event_log_of as event_log_of

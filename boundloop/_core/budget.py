@@ -88,8 +88,8 @@ def stop_at(ctx: RunContext, exceeded: Exceeded, detail: str | None = None) -> N
 
 def input_estimate(ctx: RunContext) -> int:
     """The next request's input: counted, else the previous call's input and output."""
-    if ctx.counted_input is not None:
-        return ctx.counted_input
+    if ctx.scratch.counted_input is not None:
+        return ctx.scratch.counted_input
     if not ctx.state.responses:
         return 0
     usage = ctx.state.responses[-1].usage
@@ -106,7 +106,7 @@ def next_input_estimate(ctx: RunContext) -> int:
     which is now part of the transcript (twice when it will compact). 0 before the first call."""
     estimate = input_estimate(ctx)
     compaction = ctx.config.spec.compaction
-    if compaction is not None and (ctx.compact_now or estimate >= compaction.trigger_tokens):
+    if compaction is not None and (ctx.scratch.compact_now or estimate >= compaction.trigger_tokens):
         estimate *= 2  # the API's compaction reads the context once more before the answer
     return estimate
 

@@ -71,7 +71,7 @@ def after_response(ctx: RunContext, response: Message, tokens_before: int) -> No
         tokens_after=sum(u.output_tokens for u in usages) if usages else len(summary) // 4,
     )
     messages = state.messages
-    held = next(i for i in range(len(messages) - 1, -1, -1) if messages[i] is ctx.received)
+    held = next(i for i in range(len(messages) - 1, -1, -1) if messages[i] is ctx.scratch.received)
     if held > state.opening:  # what lies between is dropped by the API: not sent again
         del messages[state.opening : held]
 
@@ -80,7 +80,7 @@ def request_settings(ctx: RunContext, settings: Mapping[str, Any]) -> Mapping[st
     """The settings of the next request: a retry after a full context window compacts at the
     API's minimum trigger."""
     spec = ctx.config.spec
-    if not ctx.compact_now or spec.compaction is None:
+    if not ctx.scratch.compact_now or spec.compaction is None:
         return settings
     management = cast(Mapping[str, Any], settings.get("context_management") or {})
     edits = [edit for edit in management.get("edits") or () if edit.get("type") != "compact_20260112"]
@@ -95,12 +95,12 @@ def retry_compacted(ctx: RunContext, route: Route) -> Route:
     if (
         route.stop_reason is not StopReason.CONTEXT_EXCEEDED
         or ctx.config.spec.compaction is None
-        or ctx.compacted_retry
+        or ctx.scratch.compacted_retry
         or (turn is not None and turn.calls)
     ):
         return route
     messages = state.messages
-    if messages and messages[-1]["role"] == "assistant" and messages[-1] is ctx.received:
+    if messages and messages[-1]["role"] == "assistant" and messages[-1] is ctx.scratch.received:
         messages.pop()  # the cut-off turn leaves the transcript: the request is sent again
-    ctx.compact_now = True
+    ctx.scratch.compact_now = True
     return Route(verdict=Verdict.RESUME, detail="context window full: retried, compacting first")

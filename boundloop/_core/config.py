@@ -7,27 +7,24 @@ never reach back into the loop, so nothing below `loop.py` imports `loop.py`.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
-from .._cache import CacheMode, CacheSettings, check_cache
+from .._cache import CacheSettings, cache_settings, check_cache
 from .._model_settings import ModelSettings, check_settings, merged, settings_sha256
 from .._output import OutputCheck, OutputType
 from .._price import Price
-from ..checkpoint.signed import checkpoint_key as checkpoint_key_of
-from ..checkpoint.signed import signed
+from ..checkpoint.signed import resigned
 from ..checkpoint.store import CheckpointStore
-from ..compaction import Compaction, ContextEdit
 from ..errors import ConfigurationError
 from ..events import Event
 from ..metrics.instruments import BoundMetrics, LoopMetrics
 from ..model import Model
-from ..otel import Tracing, is_provider, tracing_for
+from ..otel import TraceSettings, Tracing, is_provider, tracing_for
 from ..policy import Policy
 from ..prices import resolve_price, warn_unpriced
 from ..records import Observation, Provenance
-from ..redaction import Redactor
+from ..redaction import Redaction, Redactor
 from ..settings import LoopSpec, ToolSpec
 from ..settings import ToolErrors as ToolErrors
 from ..signals import DEFAULT_HANDLERS, SignalHandler
@@ -39,8 +36,6 @@ from .registry import ToolRegistry
 from .toolset import Toolset, declared_specs, split_toolsets
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import TracerProvider
-
     from .._sdk_tools import SDKTool
 
 RedactHook = Callable[[str], str]
@@ -78,9 +73,8 @@ class LoopConfig:
     spec: LoopSpec
     client: Model
     tools: ToolRegistry
-    redact: RedactHook | None
     redactor: Redactor
-    """The default patterns, `redact_patterns` and the `redact` hook, compiled once."""
+    """The default patterns, `Redaction.patterns` and `Redaction.hook`, compiled once."""
     on_event: EventHook | None
     store: CheckpointStore | None
     metrics: BoundMetrics | None
@@ -92,13 +86,11 @@ class LoopConfig:
     recorded: Mapping[tuple[int, str], Observation] | None
     """Replay only: recorded tool results by (step, tool_use_id), answered instead of running tools."""
     tracing: Tracing | None = None
-    """The `tracer_provider` given and boundloop's tracer on it; None: see `traces_global`."""
+    """`TraceSettings.provider` and boundloop's tracer on it; None: see `traces_global`."""
     traces_global: bool = False
     """Without a provider of its own: trace each run to the global provider, when one is set."""
     trace_content: bool = False
     """Spans carry message content (redacted): the model's text, tool inputs and results."""
-    checkpoint_key: bytes | None = dataclasses.field(default=None, repr=False)
-    """Checkpoints are signed with it and verified on load (`store` is then a `SignedStore`)."""
     output: OutputCheck | None = None
     """Structured output: the check of the final answer against `output_type` (its schema is
     `spec.output_schema`)."""
@@ -111,118 +103,139 @@ class LoopConfig:
     prices: Mapping[str, Price] | None = None
     """The caller's `prices`: a model other than `spec.model` (a fallback, an advisor) is
     priced from them, else from the built-in table (`_core.pricing`)."""
+    cache: CacheSettings | None = None
+    """The breakpoints each request gets (`_cache.add_breakpoints`), from `spec.cache` once (one
+    object for every request: the run's `MessageMarkers` know it by identity); None: caching off."""
 
 
-def build_config(
-    client: Model,
-    *,
-    model: str,
-    tools: Iterable[Tool | Mapping[str, object] | Toolset | SDKTool],
-    budget: Budget | None,
-    policy: Policy | None,
-    system: str | None,
-    max_tokens: int,
-    name: str,
-    on_tool_error: ToolErrors,
-    max_tool_output_chars: int,
-    redact: RedactHook | None,
-    metrics: LoopMetrics | Default | None,
-    prices: Mapping[str, Price] | None,
-    signal_handlers: Mapping[str, SignalHandler | None] | None,
-    on_event: EventHook | None,
-    store: CheckpointStore | None,
-    redact_patterns: Iterable[str | re.Pattern[str]] = (),
-    redact_checkpoints: bool = False,
-    count_tokens: bool = False,
-    fallback_model: str | Sequence[str] | None = None,
-    version: str | None = None,
-    tracer_provider: TracerProvider | Default | None = None,
-    trace_content: bool = False,
-    checkpoint_key: bytes | str | None = None,
-    settings: ModelSettings | None = None,
-    output_type: OutputType | None = None,
-    compaction: Compaction | None = None,
-    context_editing: Sequence[ContextEdit] = (),
-    cache: CacheMode | CacheSettings = "auto",
-) -> LoopConfig:
-    """Validate the settings once (`LoopSpec.of`), check the wiring, build the configuration.
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Wiring:
+    """What a loop is given that is not data: the code beside its `LoopSpec`.
+
+    `AgentLoop` builds one from its arguments; `AgentLoop.from_spec(spec, wiring)` builds a loop
+    from a spec and a wiring (another loop's `loop.wiring`, its fields replaced).
+    """
+
+    client: Model
+    tools: Iterable[Tool | Mapping[str, object] | Toolset | SDKTool] = ()
+    """The tool functions, the SDK's tool helpers, MCP servers and server tool definitions."""
+    output_type: OutputType | None = None
+    store: CheckpointStore | None = None
+    metrics: LoopMetrics | Default | None = DEFAULT
+    tracing: TraceSettings | None = TraceSettings()
+    redactor: Redactor = dataclasses.field(default_factory=Redactor)
+    """The default patterns, `Redaction.patterns` and `Redaction.hook`, compiled once."""
+    prices: Mapping[str, Price] | None = None
+    signal_handlers: Mapping[str, SignalHandler | None] | None = None
+    on_event: EventHook | None = None
+
+
+def check_objects(*, budget: object, policy: object, redaction: object) -> None:
+    """In code the budget, the policy and the redaction are objects (a spec also reads JSON).
+
+    Raises:
+        ConfigurationError: one is not.
+    """
+    _require(
+        budget is None or isinstance(budget, Budget), f"budget must be a Budget, got {type(budget).__name__}"
+    )
+    _require(
+        policy is None or isinstance(policy, Policy), f"policy must be a Policy, got {type(policy).__name__}"
+    )
+    _require(isinstance(redaction, Redaction), f"redaction must be a Redaction, got {_kind(redaction)}")
+
+
+def declarations(policy: Policy | None, wiring: Wiring) -> dict[str, Any]:
+    """The declarations `wiring` makes for a spec of `policy`: its `tools` (the escalation tool
+    the policy names included), `server_tools`, `mcp_servers` and `output_schema`.
+
+    Raises:
+        ConfigurationError: a tool is not one, two share a name, the output type has no schema.
+    """
+    return _declare(policy or Policy(), wiring, (), None)[3]
+
+
+def _declare(
+    policy: Policy, wiring: Wiring, server_tools: Sequence[Mapping[str, Any]], schema: dict[str, Any] | None
+) -> tuple[ToolRegistry, tuple[Toolset, ...], OutputCheck | None, dict[str, Any]]:
+    tools = wiring.tools
+    _require(not isinstance(cast(object, tools), Tool), "tools takes a list of tools: tools=[my_tool]")
+    plain, toolsets = split_toolsets(tools)
+    given = {str(definition["name"]) for definition in ToolRegistry(plain).server}
+    registry = ToolRegistry([*plain, *(dict(item) for item in server_tools if item["name"] not in given)])
+    output_type = schema if wiring.output_type is None else wiring.output_type
+    output = None if output_type is None else OutputCheck(output_type)
+    escalation = policy.escalation_tool
+    if escalation is not None and escalation not in registry:
+        registry = ToolRegistry([*registry.values(), escalation_tool(escalation), *registry.server])
+    declared = {
+        "tools": [tool_spec(tool) for tool in registry.values()],
+        "server_tools": registry.server,
+        "mcp_servers": declared_specs(toolsets),
+        "output_schema": None if output is None else output.schema,
+    }
+    return registry, toolsets, output, declared
+
+
+def _kind(value: object) -> str:
+    return type(value).__name__
+
+
+def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
+    """Check the wiring and build the configuration of `spec` run with it.
+
+    The spec's tool declarations are those of `wiring.tools` (with the escalation tool the policy
+    names), its server tools and those in `wiring.tools`; `wiring.output_type`, when given, sets
+    `output_schema`; `metrics` is off when either turns it off. Every other setting is the
+    spec's, as it is.
 
     Raises:
         ConfigurationError: the first setting the loop cannot run with, named.
     """
+    client, metrics, tracing = wiring.client, wiring.metrics, wiring.tracing
     create = getattr(getattr(client, "messages", None), "create", None)
     _require(
         callable(create),
         f"client {client!r} has no messages.create: pass anthropic.AsyncAnthropic() or ScriptedClient",
     )
-    # In code the budget and the policy are objects (the spec reads a contract's JSON objects).
-    _require(
-        budget is None or isinstance(cast(object, budget), Budget),
-        f"budget must be a Budget, got {type(budget).__name__}",
+    if not spec.metrics:  # a spec with metrics turned off (a contract's `metrics.enabled: false`)
+        metrics = None
+    registry, toolsets, output, declared = _declare(
+        spec.policy, wiring, spec.server_tools, spec.output_schema
     )
-    _require(
-        policy is None or isinstance(cast(object, policy), Policy),
-        f"policy must be a Policy, got {type(policy).__name__}",
-    )
-    _require(not isinstance(cast(object, tools), Tool), "tools takes a list of tools: tools=[my_tool]")
-    plain, toolsets = split_toolsets(tools)
-    registry = ToolRegistry(plain)
-    output = None if output_type is None else OutputCheck(output_type)
-    escalation = None if policy is None else policy.escalation_tool
-    if escalation is not None and escalation not in registry:
-        registry = ToolRegistry([*registry.values(), escalation_tool(escalation), *registry.server])
-    spec = LoopSpec.of(
-        name=name,
-        model=model,
-        system=system,
-        max_tokens=max_tokens,
-        tools=[tool_spec(tool) for tool in registry.values()],
-        server_tools=registry.server,
-        mcp_servers=declared_specs(toolsets),
-        budget=budget,
-        policy=policy,
-        on_tool_error=on_tool_error,
-        metrics=metrics is not None,
-        max_tool_output_chars=max_tool_output_chars,
-        redact_checkpoints=redact_checkpoints,
-        count_tokens=count_tokens,
-        settings=ModelSettings() if settings is None else settings,
-        output_schema=None if output is None else output.schema,
-        fallback_model=fallback_model,
-        version=version,
-        compaction=compaction,
-        context_editing=context_editing,
-        cache=cache,
-    )
+    spec = LoopSpec.of(**{**dict(spec), **declared, "metrics": metrics is not None})
     check_client(client, effective_settings(spec, spec.settings.data()))
     _require(
         isinstance(cast(object, metrics), Default | LoopMetrics | None),
         f"metrics must be a LoopMetrics or None, got {type(metrics).__name__}",
     )
     _require(
-        redact is None or callable(redact),
-        f"redact must be a callable taking and returning a str, got {redact!r}",
-    )
-    _require(
-        on_event is None or callable(on_event),
-        f"on_event must be a callable taking an Event, got {on_event!r}",
+        wiring.on_event is None or callable(wiring.on_event),
+        f"on_event must be a callable taking an Event, got {wiring.on_event!r}",
     )
     _require(
         not spec.count_tokens or callable(getattr(getattr(client, "messages", None), "count_tokens", None)),
         f"count_tokens=True needs a client with messages.count_tokens (AsyncAnthropic), not {client!r}",
     )
     _require(
-        tracer_provider is None or isinstance(tracer_provider, Default) or is_provider(tracer_provider),
-        f"tracer_provider must be an OpenTelemetry TracerProvider or None, got {tracer_provider!r}",
+        tracing is None or isinstance(cast(object, tracing), TraceSettings),
+        f"tracing must be a TraceSettings or None, got {tracing!r}",
     )
+    provider = None if tracing is None else tracing.provider
     _require(
-        isinstance(cast(object, trace_content), bool),
-        f"trace_content must be True or False, got {trace_content!r}",
+        provider is None or is_provider(provider),
+        f"TraceSettings.provider must be an OpenTelemetry TracerProvider or None, got {provider!r}",
     )
-    key = checkpoint_key_of(checkpoint_key)
+    content = tracing is not None and tracing.content
+    _require(
+        isinstance(cast(object, content), bool),
+        f"TraceSettings.content must be True or False, got {content!r}",
+    )
     check_policy(spec.policy, registry, listed_later=bool(toolsets))
+    prices = wiring.prices
     price = resolve_price(spec.model, prices)
-    unpriced = [model] if price is None else []
+    unpriced = [spec.model] if price is None else []
     unpriced += [name for name in other_models(spec, registry) if resolve_price(name, prices) is None]
     if spec.budget.max_cost_usd is not None and unpriced:  # the loop's model, a fallback, an advisor
         name = unpriced[0]
@@ -234,27 +247,24 @@ def build_config(
         spec=spec,
         client=client,
         tools=registry,
-        redact=redact,
-        redactor=Redactor(redact_patterns, redact),
-        on_event=on_event,
-        store=signed(store, key),
+        redactor=wiring.redactor,
+        on_event=wiring.on_event,
+        store=wiring.store,
         metrics=None
         if chosen_metrics is None
         else chosen_metrics.bind(spec.name, registry, spec.version or ""),
         price=price,
-        signal_handlers=_handlers(signal_handlers),
+        signal_handlers=_handlers(wiring.signal_handlers),
         machine=LoopMachine(),
         provenance=provenance(spec),
         recorded=None,
-        tracing=None
-        if tracer_provider is None or isinstance(tracer_provider, Default)
-        else tracing_for(tracer_provider),
-        traces_global=isinstance(tracer_provider, Default),
-        trace_content=trace_content,
-        checkpoint_key=key,
+        tracing=None if provider is None else tracing_for(provider),
+        traces_global=tracing is not None and provider is None,
+        trace_content=content,
         output=output,
         toolsets=toolsets,
         prices=prices,
+        cache=cache_settings(spec.cache),
     )
     for name in unpriced:  # last: a loop that fails to build does not warn
         warn_unpriced(name)
@@ -274,7 +284,7 @@ def other_models(spec: LoopSpec, tools: ToolRegistry) -> list[str]:
 
 def with_store(config: LoopConfig, store: CheckpointStore | None) -> LoopConfig:
     """The configuration checkpointing to `store` (signed with the loop's key, when it has one)."""
-    return dataclasses.replace(config, store=signed(store, config.checkpoint_key))
+    return dataclasses.replace(config, store=resigned(store, config.store))
 
 
 def escalation_tool(name: str) -> Tool:

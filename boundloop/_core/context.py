@@ -1,9 +1,13 @@
-"""The one per-run object: the configuration, the state, the events and the clock of a run.
+"""The one per-run object: what a run was given, its state, its events, its clock, and one
+turn's scratch.
 
 The driver drives a `RunContext`, the machine's guards read its state, and the work of every
-state is given it. It holds no decision of its own: facts go into `LoopState`. Besides the
-events it keeps only the clock and one transient cache (the validated arguments of the current
-turn's calls), which a continued run rebuilds from the state.
+state is given it. It holds no decision of its own: facts go into `LoopState`. Its fields are
+of two lifetimes. `RunContext`'s own are fixed for the session (the wiring `drive` was given,
+the clock, the run's caches); `Scratch` holds what one state's work hands the next within a
+turn (the planned calls, a pending retry), none of it needed to continue a run: a continued
+run starts with a fresh one and rebuilds it (a run saved in `act` is validated again). Each
+field says why it is not part of the `LoopState`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final
 import anthropic
 import sniffio
 
-from .._cache import MessageMarkers, cache_settings
+from .._cache import MessageMarkers
 from .._recorded import Deferred
 from ..events import BaseEvent, CallDecision, Error, Event
 from ..metrics.observer import RunMetrics
@@ -94,35 +98,74 @@ class Retry:
 
 
 @final
+class Scratch:
+    """What one state's work hands the next within a turn; never checkpointed (see the module)."""
+
+    __slots__ = (
+        "compact_now",
+        "compacted_retry",
+        "counted_input",
+        "fallback",
+        "plan",
+        "plan_records",
+        "received",
+        "recorded",
+        "recorded_for",
+        "retried",
+    )
+
+    def __init__(self) -> None:
+        self.plan: list[Planned] | None = None
+        """The calls of the current turn that validation let through in this session; `act`
+        runs only these (not state: holds `Tool` objects; a run continued in `act` is validated
+        again)."""
+        self.plan_records: list[CallDecision] = []
+        """The validation event's decision of each call in `plan`, in its order: the
+        `ToolStarted` event lists these same objects (one record per call in memory, not two);
+        not state: the events hold them."""
+        self.recorded: list[tuple[str, str]] = []
+        """`RunContext.recorded(turn)` of `recorded_for`: derived from the turn, cached."""
+        self.recorded_for: Turn | None = None
+        self.counted_input: int | None = None
+        """The next request's input tokens, as `messages.count_tokens` counted them: read by the
+        request it was counted for (not state: a continued run counts again)."""
+        self.received: object = None
+        """The transcript's assistant message made from the last response (`_core/invariant.py`);
+        not state: the transcript holds it, this is the object to compare by identity."""
+        self.fallback: Retry | None = None
+        """The refused request is to be retried on the fallback model (`_core/refusals.py`); not
+        state: a continued run sends its next request to the loop's model."""
+        self.retried = 0
+        """The last response answered the retry on the N-th model of the fallback route (0: not
+        a retry); priced and recorded at once, so not state."""
+        self.compact_now = False
+        """A full context window: the next request compacts first (`_core/compaction.py`); not
+        state: a continued run that still overflows is told so again by the API."""
+        self.compacted_retry = False
+        """The last response answered a request that compacted first (read as it is handled)."""
+
+
+@final
 class RunContext:
-    """One run's configuration, state, events and clock, handed to each state's work."""
+    """One run's wiring, state, events and clock, handed to each state's work; `scratch` holds
+    one turn's hand-overs between states."""
 
     __slots__ = (
         "_hooks",
-        "_recorded",
-        "_recorded_for",
-        "cache",
         "cancel_requested",
-        "compact_now",
-        "compacted_retry",
         "config",
-        "counted_input",
         "deadline",
         "deltas",
         "elapsed_before",
         "entered",
         "epoch",
         "events",
-        "fallback",
         "markers",
         "model",
         "model_span",
         "on_asyncio",
-        "plan",
-        "plan_records",
-        "received",
         "request_checker",
-        "retried",
+        "scratch",
         "started",
         "state",
         "tool_raised",
@@ -143,67 +186,60 @@ class RunContext:
         watch: Watch | None = None,
     ) -> None:
         self.config = config
+        """The loop's spec and wiring, as `drive` was given them: fixed for the run (not state: code
+        and settings; the state records their provenance)."""
         self.state = state
+        """The run: everything needed to continue it."""
         self.model = model
-        """The run as the model of the loop's machine (`config.machine`), which fires its triggers."""
+        """The run as the model of the loop's machine (`config.machine`), which fires its
+        triggers (not state: the machine's handle on the run, added at its start, removed at its end)."""
         self.events: list[Event] = []
+        """The session's recorded events (not state: the event log and the result hold them)."""
         metrics = None if config.metrics is None else RunMetrics(config.metrics, state.trace_id).observe
         hooks = (metrics, observer, config.on_event, on_event, None if watch is None else watch.deliver)
         self._hooks: tuple[EventHook, ...] = tuple(hook for hook in hooks if hook is not None)
         """Called with every event as it is recorded: the run's metrics (first: a hook raising on
         the `Stop` event cannot leave `runs_active` up), the run's `observer` (its spans, set only
         when the run is traced), neither ever raising; then the loop's hook, then the run's, then
-        a streamed run's `watch` (never raising)."""
+        a streamed run's `watch` (never raising). Code, not state."""
         self.watch = watch
         """Set only when the run is streamed (`AgentLoop.stream`): the model is called with
-        `messages.stream`, its deltas handed to the watch (`_core/streaming.py`)."""
+        `messages.stream`, its deltas handed to the watch (`_core/streaming.py`). Wiring."""
         self.tool_span = tool_span
         """Set only when the run is traced: each tool function runs in `tool_span(call)`, so a span
-        the tool function starts is a child of the call's `execute_tool` span. None: nothing per call."""
+        the tool function starts is a child of the call's `execute_tool` span. Wiring."""
         self.model_span = model_span
-        """Set only when the run is traced: each model call runs in `model_span(request)`."""
+        """Set only when the run is traced: each model call runs in `model_span(request)`. Wiring."""
         self.started = time.perf_counter()
+        """The session's start on the process clock (not state: meaningless in another process)."""
         self.epoch = time.time() - self.started
         """Add `time.perf_counter()` to get epoch seconds: the events' `at`, one clock read per event."""
         self.elapsed_before = state.elapsed_s
-        """Wall-clock seconds the run spent before this session (a continued run)."""
+        """Wall-clock seconds the run spent before this session (a copy: the state's is updated
+        as it is saved)."""
         self.deadline: float | None = None
-        """The run's time limit on anyio's clock, when `Budget.timeout_s` is set."""
-        self.tool_raised: BaseException | None = None
-        """A tool function's exception with `on_tool_error="raise"`: the one that leaves `run()`."""
-        self.counted_input: int | None = None
-        self.request_checker = RequestChecker()
-        self.received: object = None
-        """The transcript's assistant message made from the last response (`_core/invariant.py`)."""
-        self.fallback: Retry | None = None
-        """The refused request is to be retried on the fallback model (`_core/refusals.py`)."""
-        self.retried = 0
-        """The last response answered the retry on the N-th model of the fallback route (0: not a retry)."""
-        self.compact_now = False
-        """A full context window: the next request compacts first (`_core/compaction.py`)."""
-        self.compacted_retry = False
-        """The last response answered a request that compacted first."""
-        """The next request's input tokens, as `messages.count_tokens` counted them."""
-        self.plan: list[Planned] | None = None
-        """The calls of the current turn that validation let through in this session; `act`
-        runs only these (a run continued in `act` goes through validation again first)."""
-        self.cache = cache_settings(config.spec.cache)
-        """The breakpoints each request gets (`_cache.add_breakpoints`); None: caching off."""
-        self.markers = MessageMarkers()
-        """The breakpoints the transcript holds, counted once per message."""
-        self.deltas: list[Event] | None = None
-        """The streamed deltas not yet in the event log; None: the run's store logs none."""
-        self.plan_records: list[CallDecision] = []
-        """The validation event's decision of each call in `plan`, in its order: the
-        `ToolStarted` event lists these same objects (one record per call in memory, not two)."""
-        self._recorded: list[tuple[str, str]] = []
-        self._recorded_for: Turn | None = None
+        """The run's time limit on anyio's clock, when `Budget.timeout_s` is set (process clock)."""
         self.entered = self.started
         """When the run entered its current state (`time.perf_counter()`): the transition's duration."""
         self.cancel_requested = False
-        """The run's cancel event was set: a cancelled scope means `cancelled`, not `timeout`."""
+        """The run's cancel event was set: a cancelled scope means `cancelled`, not `timeout`
+        (this session's cancel event, not the run's)."""
+        self.tool_raised: BaseException | None = None
+        """A tool function's exception with `on_tool_error="raise"`: the one that leaves `run()`
+        (an exception object; the state records it in `errors`)."""
         self.on_asyncio = _on_asyncio()
-        """Whether the run is on asyncio (not trio), where a batch runs in native tasks."""
+        """Whether the run is on asyncio (not trio), where a batch runs in native tasks (this
+        session's event loop)."""
+        self.request_checker = RequestChecker()
+        """The request invariant's incremental check (derived from the transcript, rebuilt by a
+        continued run)."""
+        self.markers = MessageMarkers()
+        """The breakpoints the transcript holds, counted once per message (derived, rebuilt)."""
+        self.deltas: list[Event] | None = None
+        """The streamed deltas not yet in the event log; None: the run's store logs none
+        (written to the log, never to the state)."""
+        self.scratch = Scratch()
+        """One turn's hand-overs between states (see `Scratch`)."""
 
     @property
     def elapsed_s(self) -> float:
@@ -297,11 +333,12 @@ class RunContext:
         """Each call of `turn` as the events record it, (tool name, tool_use id), computed once a
         turn: a registered name as it is, a name the model made up redacted; the API's own ids as
         they are, anything else redacted."""
-        if self._recorded_for is not turn:
+        scratch = self.scratch
+        if scratch.recorded_for is not turn:
             tools, redact = self.config.tools, self.config.redactor
-            self._recorded = [
+            scratch.recorded = [
                 (call.name if call.name in tools else redact(call.name), recorded_call_id(call.id, redact))
                 for call in turn.calls
             ]
-            self._recorded_for = turn
-        return self._recorded
+            scratch.recorded_for = turn
+        return scratch.recorded

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..contract import HANDLER_NAME, UNHANDLED, Contract, ContractTool
 from ..errors import ConfigurationError
@@ -20,15 +20,16 @@ if TYPE_CHECKING:
 _BUILTIN: dict[str, SignalHandler] = {handler.__name__: handler for handler in DEFAULT_HANDLERS.values()}
 
 
-def loop_settings(
+def contract_parts(
     contract: Contract,
     *,
     handlers: Mapping[str, Handler],
     signal_handlers: Mapping[str, SignalHandler] | None = None,
     approve: Approver | None = None,
     success: SuccessCheck | None = None,
-) -> dict[str, Any]:
-    """The `AgentLoop` keyword arguments a contract stands for (all but the client and wiring).
+) -> tuple[LoopSpec, list[Tool], dict[str, SignalHandler | None]]:
+    """The spec a contract declares (its policy with the code's hooks), its tools bound to
+    `handlers`, and its signal handlers by stop_reason.
 
     Raises:
         ConfigurationError: a declared tool has no handler, a handler has no declared tool, or
@@ -41,34 +42,10 @@ def loop_settings(
     for stop_reason, name in contract.signals.items():
         routes[stop_reason] = None if name == UNHANDLED else custom.get(name) or _BUILTIN[name]
     spec = LoopSpec.from_contract(contract)
-    settings: dict[str, Any] = {
-        "model": spec.model,
-        "tools": [
-            *(declared_tool(tool, handlers[tool.name]) for tool in spec.tools),
-            *spec.server_tools,
-        ],
-        "budget": spec.budget,
-        "policy": dataclasses.replace(spec.policy, approve=approve, success=success),
-        "system": spec.system,
-        "name": spec.name,
-        "on_tool_error": spec.on_tool_error,
-        "signal_handlers": routes,
-        "max_tokens": spec.max_tokens,
-        "max_tool_output_chars": spec.max_tool_output_chars,
-        "redact_checkpoints": spec.redact_checkpoints,
-        "count_tokens": spec.count_tokens,
-        "settings": spec.settings,
-        "fallback_model": spec.fallback_model,
-        "version": spec.version,
-        "compaction": spec.compaction,
-        "context_editing": spec.context_editing,
-        "cache": spec.cache,
-    }
-    if spec.output_schema is not None:
-        settings["output_type"] = spec.output_schema
-    if not spec.metrics:
-        settings["metrics"] = None
-    return settings
+    spec = spec.model_copy(
+        update={"policy": dataclasses.replace(spec.policy, approve=approve, success=success)}
+    )
+    return spec, [declared_tool(tool, handlers[tool.name]) for tool in spec.tools], routes
 
 
 def _same_names(kind: str, declared: set[str], given: Mapping[str, object]) -> None:

@@ -54,7 +54,7 @@ async def act(ctx: RunContext) -> Trigger:
     turn = ctx.state.turn
     assert turn is not None  # validate let tool calls through, so there is a turn
     # Validation planned the batch in this session: a run continued in `act` is validated again.
-    plan, records = ctx.plan, ctx.plan_records
+    plan, records = ctx.scratch.plan, ctx.scratch.plan_records
     assert plan is not None
     ctx.event(ToolStarted, calls=records)
     ctx.state.earlier_text = ""

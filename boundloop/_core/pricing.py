@@ -45,7 +45,7 @@ def price_of(ctx: RunContext, model: str) -> Price | None:
 
 def call_model(ctx: RunContext) -> str:
     """The model the next call goes to: a refusal's fallback model, or the loop's."""
-    return ctx.fallback.model if ctx.fallback is not None else ctx.config.spec.model
+    return ctx.scratch.fallback.model if ctx.scratch.fallback is not None else ctx.config.spec.model
 
 
 def call_price(ctx: RunContext) -> Price | None:

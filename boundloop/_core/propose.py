@@ -60,7 +60,7 @@ async def assemble(ctx: RunContext) -> Trigger:
         return Trigger.HALT
     if state.exceeded is None:
         # Steps, and the ceilings as they stand; a refusal's retry is the same step again.
-        exceeded = spent(ctx) if ctx.fallback is None else ceiling_spent(ctx)
+        exceeded = spent(ctx) if ctx.scratch.fallback is None else ceiling_spent(ctx)
         if exceeded is not None:
             stop_at(ctx, exceeded)
     if state.exceeded is not None and not state.final_call_due:
@@ -79,7 +79,7 @@ async def assemble(ctx: RunContext) -> Trigger:
 
 async def _count_input(ctx: RunContext) -> None:
     """With `count_tokens=True` and a token or cost budget: the next request's exact input."""
-    ctx.counted_input = None
+    ctx.scratch.counted_input = None
     config = ctx.config
     budget = config.spec.budget
     if not config.spec.count_tokens or (budget.max_total_tokens is None and budget.max_cost_usd is None):
@@ -92,7 +92,7 @@ async def _count_input(ctx: RunContext) -> None:
     try:
         # Checked at construction: the client has messages.count_tokens.
         counter = cast(TokenCounter, messages_of(config.client, beta=beta))
-        ctx.counted_input = (await counter.count_tokens(**for_count(request, beta=beta))).input_tokens
+        ctx.scratch.counted_input = (await counter.count_tokens(**for_count(request, beta=beta))).input_tokens
     except anthropic.APIError as exc:  # the estimate stands in: a count is a refinement, not a need
         ctx.error("count_tokens", exc)
 
@@ -125,8 +125,8 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
     container = container_id(last)
     if container is not None:  # code execution's pending calls continue in the same container
         request["container"] = container
-    add_breakpoints(request, ctx.cache, ctx.markers)  # copies: the transcript stays as is
-    ctx.request_checker.check(request, last, ctx.received)
+    add_breakpoints(request, ctx.config.cache, ctx.markers)  # copies: the transcript stays as is
+    ctx.request_checker.check(request, last, ctx.scratch.received)
     return request
 
 
@@ -154,14 +154,19 @@ async def propose(ctx: RunContext) -> Trigger:
     )
     started = time.perf_counter()
     response = await _call_model(ctx, request)
-    ctx.retried = 0 if ctx.fallback is None else ctx.fallback.position  # once per model of the route
-    ctx.fallback = None
-    ctx.compacted_retry, ctx.compact_now = ctx.compact_now, False  # and the compacting retry
+    ctx.scratch.retried = (
+        0 if ctx.scratch.fallback is None else ctx.scratch.fallback.position
+    )  # once per model of the route
+    ctx.scratch.fallback = None
+    ctx.scratch.compacted_retry, ctx.scratch.compact_now = (
+        ctx.scratch.compact_now,
+        False,
+    )  # and the compacting retry
     if response is None:
         state.final_call_due = False
         return Trigger.HALT
     # The final answer at a spent budget is not a step (max_steps stays a ceiling), nor a retry.
-    if not final and not ctx.retried:
+    if not final and not ctx.scratch.retried:
         state.step += 1
     _accept(ctx, response, time.perf_counter() - started, final=final, model=str(request["model"]))
     return Trigger.PROPOSED
@@ -225,16 +230,16 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     before = input_estimate(ctx)  # the request's input, before this response is counted
     state.responses.append(response)
     # Exactly the JSON received (thinking signatures, server tool blocks), dumped once.
-    ctx.received = assistant_message(response.content)
-    state.messages.append(ctx.received)
+    ctx.scratch.received = assistant_message(response.content)
+    state.messages.append(ctx.scratch.received)
     blocks = [block for block in response.content if isinstance(block, ToolUseBlock)]
     # id, name, input, step; the keys: a call from code execution is never a repeat
     calls = [
         ToolCall.of(id=block.id, name=block.name, input=block.input, step=state.step) for block in blocks
     ]
     state.turn = turn = Turn.of(calls=calls, keys=[repeat_key(block) for block in blocks], final=final)
-    ctx.plan = None
-    ctx.counted_input = None
+    ctx.scratch.plan = None
+    ctx.scratch.counted_input = None
     if final:
         state.final_call_due = False  # made: the run stops after its validation
     usage = response.usage

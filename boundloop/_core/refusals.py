@@ -36,21 +36,22 @@ def retry_on_fallback(ctx: RunContext, response: Message) -> bool:
     turn = ctx.state.turn
     if turn is not None and turn.calls:
         return False  # a refused turn with client calls is answered and stops: it is not resent
-    position = next(
-        (at for at in range(ctx.retried + 1, len(route) + 1) if route[at - 1] != ctx.config.spec.model), None
-    )
+    scratch, model = ctx.scratch, ctx.config.spec.model
+    position = next((at for at in range(scratch.retried + 1, len(route) + 1) if route[at - 1] != model), None)
     if position is None:
         return False
     messages = ctx.state.messages
-    if messages and messages[-1]["role"] == "assistant" and messages[-1] is ctx.received:
+    if messages and messages[-1]["role"] == "assistant" and messages[-1] is scratch.received:
         messages.pop()
-    ctx.fallback = Retry(model=route[position - 1], credit_token=credit_token(response), position=position)
+    scratch.fallback = Retry(
+        model=route[position - 1], credit_token=credit_token(response), position=position
+    )
     return True
 
 
 def fallback(ctx: RunContext, request: dict[str, Any]) -> None:
     """The retry's request: the fallback model, and the credit token in the body."""
-    retry = ctx.fallback
+    retry = ctx.scratch.fallback
     if retry is None:
         return
     request["model"] = retry.model
@@ -68,7 +69,7 @@ def after_stop(ctx: RunContext, route: Route, context: SignalContext) -> Route:
     response = ctx.state.responses[-1]
     if route.stop_reason is StopReason.REFUSED and retry_on_fallback(ctx, response):
         detail = f"{route.detail}; " if route.detail else ""
-        model = ctx.fallback.model if ctx.fallback is not None else ""
+        model = ctx.scratch.fallback.model if ctx.scratch.fallback is not None else ""
         return Route(verdict=Verdict.RESUME, detail=f"{detail}retried on {model}")
     retried = retry_compacted(ctx, route)  # with compaction on: once, compacting first
     if retried is not route:
@@ -81,7 +82,7 @@ def after_stop(ctx: RunContext, route: Route, context: SignalContext) -> Route:
 def earlier_text(ctx: RunContext, response: Message, context: SignalContext) -> str:
     """The text of the turn so far, before a resumed response: a paused, cut-off or compacted
     turn goes on in the next response; a refusal retried keeps the turn before it."""
-    if ctx.fallback is not None:
+    if ctx.scratch.fallback is not None:
         return ctx.state.earlier_text
     resumed = response.stop_reason in ("pause_turn", "max_tokens", "compaction")
     return context.answer(response) if resumed else ""

@@ -192,8 +192,8 @@ async def _plan(
             )
     if to_approve:  # approved calls joined the plan after the others
         plan.sort(key=lambda planned: planned.index)
-    ctx.plan = plan
-    ctx.plan_records = [decisions[planned.index] for planned in plan]
+    ctx.scratch.plan = plan
+    ctx.scratch.plan_records = [decisions[planned.index] for planned in plan]
     fill_copies(turn)
     return list(decisions.values()), None, None
 
@@ -269,8 +269,8 @@ def _hold(ctx: RunContext, turn: Turn, to_approve: list[Planned], stop: tuple[St
     for index, call in enumerate(turn.calls):
         if turn.answers[index] is None:
             turn.answers[index] = refused(call, "denied", f"not run: {stop[1]}")
-    ctx.plan = []
-    ctx.plan_records = []
+    ctx.scratch.plan = []
+    ctx.scratch.plan_records = []
 
 
 def fill_copies(turn: Turn) -> None:

@@ -9,7 +9,7 @@ and every call waiting for a human is a call of the turn. A state that fails is 
 (`CheckpointCorrupt`, naming the field) before anything acts on it.
 
 What cannot be cross-checked (`elapsed_s` lowered, a counter lowered to exactly what the rest
-records, a row replaced by an older one of the same run) needs `AgentLoop(checkpoint_key=...)`:
+records, a row replaced by an older one of the same run) needs `AgentLoop(store=SignedStore(store, key))`:
 a signature over the whole state.
 """
 

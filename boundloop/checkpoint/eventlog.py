@@ -8,7 +8,7 @@ checkpoint counts is in the log first. A resumed run continues the log after its
 did), so a reader never sees a `seq` twice. `AgentLoop.events` reads and follows the log;
 docs/streaming.md says what is logged (deltas only with `log_deltas=True`).
 
-A `SignedStore` (`checkpoint_key`) logs through its inner store: events are not signed.
+A `SignedStore` logs through its inner store: events are not signed.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""Signed checkpoints: `AgentLoop(checkpoint_key=...)`, for a store others can write to.
+"""Signed checkpoints: `AgentLoop(store=SignedStore(store, key))`, for a store others can write to.
 
-The loop wraps its store in a `SignedStore`, so every save and load of the loop goes through
-it: `run`, `resume`, the driver's checkpoints, the DBOS integration, `loop.store`. A save puts
-an HMAC-SHA256 of the state (canonical JSON: sorted keys, no whitespace) in the state's
-`signature` field; a load recomputes it and refuses a row whose signature is missing or does
-not match with `CheckpointCorrupt` (field `signature`). A loop without a key ignores
-signatures: a signed row reads as any other.
+Every save and load of the loop goes through the `SignedStore` it is given: `run`, `resume`,
+the driver's checkpoints, the DBOS integration, `loop.store`. A save puts an HMAC-SHA256 of
+the state (canonical JSON: sorted keys, no whitespace) in the state's `signature` field; a load
+recomputes it and refuses a row whose signature is missing or does not match with
+`CheckpointCorrupt` (field `signature`). A loop without a `SignedStore` ignores signatures: a
+signed row reads as any other.
 
 The signature proves the row was written by a holder of the key; it does not prove it is the
 newest row of its run (an older signed row of the same task, put back, verifies).
@@ -29,8 +29,8 @@ from .store import CheckpointStore, Status, StoredRun, lease_of
 __all__ = [
     "SignedStore",
     "checkpoint_key",
+    "resigned",
     "signature",
-    "signed",
 ]
 
 _DOMAIN: Final = b"boundloop checkpoint v1\n"
@@ -48,7 +48,7 @@ def checkpoint_key(key: bytes | str | None) -> bytes | None:
     if isinstance(cast(object, key), str):
         key = cast(str, key).encode()
     if not isinstance(cast(object, key), bytes) or not key:
-        raise ConfigurationError("checkpoint_key must be a non-empty bytes or str secret")
+        raise ConfigurationError("a SignedStore key must be a non-empty bytes or str secret")
     return cast(bytes, key)
 
 
@@ -60,12 +60,11 @@ def signature(state: LoopState, key: bytes) -> str:
     return hmac.new(key, _DOMAIN + text.encode(), hashlib.sha256).hexdigest()
 
 
-def signed(store: CheckpointStore | None, key: bytes | None) -> CheckpointStore | None:
-    """`store` signing with `key`; the store itself without a key (a signed one stays signed)."""
-    if store is None or key is None:
+def resigned(store: CheckpointStore | None, old: CheckpointStore | None) -> CheckpointStore | None:
+    """`store` signing with `old`'s key when `old` is a `SignedStore` (a signed one stays signed)."""
+    if store is None or not isinstance(old, SignedStore):
         return store
-    inner = store.inner if isinstance(store, SignedStore) else store
-    return SignedStore(inner, key)
+    return old.over(store)
 
 
 @final
@@ -77,9 +76,18 @@ class SignedStore:
 
     __slots__ = ("_key", "inner")
 
-    def __init__(self, inner: CheckpointStore, key: bytes) -> None:
-        self.inner = inner
-        self._key = key
+    def __init__(self, inner: CheckpointStore, key: bytes | str) -> None:
+        """Sign `inner`'s states with `key` (a str is UTF-8 encoded).
+
+        Raises:
+            ConfigurationError: the key is empty, or neither bytes nor str.
+        """
+        self.inner: CheckpointStore = inner.inner if isinstance(inner, SignedStore) else inner
+        self._key = cast(bytes, checkpoint_key(key))
+
+    def over(self, store: CheckpointStore) -> SignedStore:
+        """`store`, signed with this store's key."""
+        return SignedStore(store, self._key)
 
     def __repr__(self) -> str:
         return f"SignedStore({self.inner!r})"

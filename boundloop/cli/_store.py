@@ -18,7 +18,7 @@ from ..checkpoint.signed import SignedStore
 from ._errors import CommandError
 
 KEY_ENV: Final = "BOUNDLOOP_CHECKPOINT_KEY"
-"""The environment variable holding the `checkpoint_key` of a signed store: set, every row the
+"""The environment variable holding the key of a signed store (`SignedStore`): set, every row the
 command reads is verified, and a resumed run signs what it saves."""
 
 URI_SCHEMES: Final = ("postgresql://", "postgres://")

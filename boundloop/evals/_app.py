@@ -12,6 +12,7 @@ application's.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from .._price import Price
@@ -38,40 +39,22 @@ def app_loop(
     Raises:
         ConfigurationError: the loop cannot be built (as `AgentLoop` raises it).
     """
-    spec = app.config.spec
-    tools: list[Tool | dict[str, Any]] = [
+    spec = app.spec if model is None else app.spec.model_copy(update={"model": model})
+    tools: list[Tool] = [
         _mocked(tool, mocks) if name in case.mocked else tool for name, tool in app.tools.items()
     ]
-    tools += [dict(definition) for definition in app.tools.server]
-    return AgentLoop(
-        client,
-        model=spec.model if model is None else model,
-        tools=tools,
-        budget=spec.budget,
-        policy=spec.policy,
-        system=spec.system,
-        max_tokens=spec.max_tokens,
-        name=spec.name,
-        on_tool_error=spec.on_tool_error,
-        max_tool_output_chars=spec.max_tool_output_chars,
-        redact=app.config.redactor,  # its patterns and hook (a `Redactor` is such a hook)
-        signal_handlers=app.config.signal_handlers,
-        settings=spec.settings,
-        output_type=None if spec.output_schema is None else dict(spec.output_schema),
-        fallback_model=spec.fallback_model,
+    wiring = dataclasses.replace(
+        app.wiring,
+        client=client,
+        tools=tools,  # its server tools are the spec's
         # its prices (a model priced by the application, not in boundloop's table, keeps its
         # cost: its own, its fallbacks' and advisors')
         prices=_prices(app),
-        count_tokens=spec.count_tokens,
-        redact_checkpoints=spec.redact_checkpoints,
-        version=spec.version,
-        compaction=spec.compaction,
-        context_editing=spec.context_editing,
-        cache=spec.cache,
         metrics=None,
-        tracer_provider=None,
+        tracing=None,
         store=MemoryStore(),
     )
+    return AgentLoop.from_spec(spec, wiring)
 
 
 def _prices(app: AgentLoop[Any]) -> dict[str, Price] | None:

@@ -1,6 +1,6 @@
 """OpenTelemetry tracing of runs, following the GenAI semantic conventions (docs/otel.md).
 
-`AgentLoop(tracer_provider=...)` traces every run to that provider; by default a run is traced
+`AgentLoop(tracing=TraceSettings(provider=...))` traces every run to that provider; by default a run is traced
 to the global provider when one is set (`opentelemetry.trace.set_tracer_provider`), and costs
 nothing otherwise: this package imports OpenTelemetry only once a run is traced.
 """
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .._lazy import claim as _claim
 from ._request import request_attributes, server_attributes
-from ._setup import SCOPE, TracedLoop, Tracing, global_tracing, is_provider, tracing_for
+from ._setup import SCOPE, TracedLoop, TraceSettings, Tracing, global_tracing, is_provider, tracing_for
 
 if TYPE_CHECKING:
     from ..state import LoopState
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCOPE",
+    "TraceSettings",
     "TracedLoop",
     "Tracing",
     "global_tracing",

@@ -24,6 +24,21 @@ SCOPE: Final = "boundloop"
 
 
 @final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class TraceSettings:
+    """How a loop's runs are traced: `AgentLoop(tracing=TraceSettings(...))` (docs/otel.md).
+
+    `AgentLoop(tracing=None)` traces nothing.
+    """
+
+    provider: TracerProvider | None = None
+    """The OpenTelemetry `TracerProvider` runs are traced to; None: the global provider, when
+    one is set (looked up once per run)."""
+    content: bool = False
+    """Put message content (text, transcript, tool I/O) on the spans, redacted."""
+
+
+@final
 @dataclasses.dataclass(frozen=True, slots=True)
 class Tracing:
     """A provider and the tracer boundloop asked it for."""

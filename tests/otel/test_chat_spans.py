@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from boundloop import AgentLoop, Budget, ScriptedClient, StopReason, tool
-from boundloop.otel import request_attributes, server_attributes
+from boundloop.otel import TraceSettings, request_attributes, server_attributes
 from tests.fake_api import MODEL, Body, FakeAPI, Hang, message, text_block, tool_use_block
 from tests.helpers import text
 from tests.otel.spans import finished, named, only
@@ -43,7 +43,7 @@ def sdk_loop(api: FakeAPI, provider: TracerProvider, sdk_option: object, **optio
         "tools": [read_order],
         "budget": Budget(max_steps=4),
         "metrics": None,
-        "tracer_provider": provider,
+        "tracing": TraceSettings(provider=provider),
     }
     client = api.client().with_options(open_telemetry=sdk_option)  # type: ignore[arg-type]  # the SDK's option
     return AgentLoop(client, **(settings | options))
@@ -138,7 +138,7 @@ async def test_no_reasoning_tokens_when_the_usage_reports_none(
         ScriptedClient([text("Done.")]),
         model=MODEL,
         metrics=None,
-        tracer_provider=provider,
+        tracing=TraceSettings(provider=provider),
         budget=Budget(max_steps=2),
     )
     await loop.run("Go.")
@@ -170,7 +170,9 @@ async def test_server_tool_calls_are_server_tool_call_parts(
         text_block("Delivered."),
     ]
     api = FakeAPI([Body(json=message(content, "end_turn"))])
-    await sdk_loop(api, provider, False, trace_content=True).run("Where is O-1?")
+    await sdk_loop(api, provider, False, tracing=TraceSettings(provider=provider, content=True)).run(
+        "Where is O-1?"
+    )
     chat = only(finished(exporter), "chat ")
     [output] = json.loads(attributes(chat)["gen_ai.output.messages"])
     assert "finish_reason" not in output

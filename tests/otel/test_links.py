@@ -29,6 +29,7 @@ from boundloop import (
 )
 from boundloop.events import Stop
 from boundloop.metrics import render
+from boundloop.otel import TraceSettings
 from tests.helpers import ScriptedTransport, text, tool_use
 from tests.otel.spans import finished, named, only
 
@@ -86,7 +87,7 @@ async def test_a_new_run_takes_its_span_trace_id(
     everywhere: state, tools, the JSON-lines stop event, the exemplar."""
     registry = CollectorRegistry()
     seen = Seen()
-    loop = make_loop(seen, tracer_provider=provider, metrics=LoopMetrics(registry=registry))
+    loop = make_loop(seen, tracing=TraceSettings(provider=provider), metrics=LoopMetrics(registry=registry))
     result = await loop.run("Check O-1.")
     run = only(finished(exporter), "invoke_agent")
     assert run.parent is None
@@ -109,7 +110,7 @@ async def test_a_run_under_the_callers_span_is_in_its_trace(
     """The caller's current span is the run span's parent, and its trace id is the run's."""
     seen = Seen()
     with provider.get_tracer("app").start_as_current_span("POST /refunds") as request:
-        result = await make_loop(seen, tracer_provider=provider).run("Check O-1.")
+        result = await make_loop(seen, tracing=TraceSettings(provider=provider)).run("Check O-1.")
     run = only(finished(exporter), "invoke_agent")
     assert run.parent is not None
     assert run.parent.span_id == request.get_span_context().span_id
@@ -120,7 +121,9 @@ async def test_a_given_trace_id_wins_and_is_joined(
     provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
     """A caller's W3C trace id: the state keeps it, and the run span joins that trace."""
-    result = await make_loop(Seen(), tracer_provider=provider).run("Check O-1.", trace_id=INCOMING)
+    result = await make_loop(Seen(), tracing=TraceSettings(provider=provider)).run(
+        "Check O-1.", trace_id=INCOMING
+    )
     assert result.state.trace_id == INCOMING
     run = only(finished(exporter), "invoke_agent")
     assert run.context is not None
@@ -135,7 +138,9 @@ async def test_a_given_trace_id_wins_over_the_callers_span(
     """A given id is the state's even under a caller's span; the span tree stays the caller's
     and the run span names the run's id."""
     with provider.get_tracer("app").start_as_current_span("POST /refunds") as request:
-        result = await make_loop(Seen(), tracer_provider=provider).run("Check O-1.", trace_id="order-42")
+        result = await make_loop(Seen(), tracing=TraceSettings(provider=provider)).run(
+            "Check O-1.", trace_id="order-42"
+        )
     assert result.state.trace_id == "order-42"
     run = only(finished(exporter), "invoke_agent")
     assert run.parent is not None
@@ -161,7 +166,7 @@ async def test_a_resumed_run_continues_its_trace(
         budget=Budget(max_steps=4),
         metrics=None,
         store=MemoryStore(),
-        tracer_provider=provider,
+        tracing=TraceSettings(provider=provider),
     )
     waiting = await loop.run("Refund O-1.")
     assert waiting.stop_reason is StopReason.NEEDS_HUMAN
@@ -202,7 +207,7 @@ async def test_one_chat_span_per_model_call(
         tools=[Seen().tool()],
         budget=Budget(max_steps=4),
         metrics=None,
-        tracer_provider=provider,
+        tracing=TraceSettings(provider=provider),
     )
     result = await loop.run("Check O-1.")
     assert result.stop_reason is StopReason.COMPLETED
@@ -233,10 +238,10 @@ async def test_without_a_provider_nothing_is_traced(exporter: InMemorySpanExport
 
 
 async def test_tracer_provider_none_is_off(provider: TracerProvider, exporter: InMemorySpanExporter) -> None:
-    """tracer_provider=None: no spans, even under a caller's span (whose trace the run ignores)."""
+    """tracing=None: no spans, even under a caller's span (whose trace the run ignores)."""
     seen = Seen()
     with provider.get_tracer("app").start_as_current_span("POST /refunds") as request:
-        result = await make_loop(seen, tracer_provider=None).run("Check O-1.")
+        result = await make_loop(seen, tracing=None).run("Check O-1.")
     assert [span.name for span in finished(exporter)] == ["POST /refunds"]
     assert seen.spans == [request]
     assert result.state.trace_id != hex_id(request.get_span_context().trace_id)
@@ -280,7 +285,7 @@ GLOBAL = textwrap.dedent(
     seen["trace_id_matches"] = traced.state.trace_id == format(
         exporter.get_finished_spans()[-1].context.trace_id, "032x")
     exporter.clear()
-    anyio.run(loop(tracer_provider=None).run, "go", backend=backend)
+    anyio.run(loop(tracing=None).run, "go", backend=backend)
     seen["off"] = [span.name for span in exporter.get_finished_spans()]
     print(json.dumps(seen))
     """
@@ -308,7 +313,7 @@ def test_the_global_provider_and_the_cost_of_none(anyio_backend: str) -> None:
 def test_the_settings_are_checked() -> None:
     """A provider must have get_tracer; trace_content is a bool."""
     client = ScriptedClient([text("Done.")])
-    with pytest.raises(ConfigurationError, match="tracer_provider must be"):
-        AgentLoop(client, model=MODEL, budget=Budget(max_steps=2), tracer_provider="otlp")  # type: ignore[arg-type]
-    with pytest.raises(ConfigurationError, match="trace_content must be"):
-        AgentLoop(client, model=MODEL, budget=Budget(max_steps=2), trace_content="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"TraceSettings\.provider must be"):
+        AgentLoop(client, model=MODEL, budget=Budget(max_steps=2), tracing=TraceSettings(provider="otlp"))  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"TraceSettings\.content must be"):
+        AgentLoop(client, model=MODEL, budget=Budget(max_steps=2), tracing=TraceSettings(content="yes"))  # type: ignore[arg-type]

@@ -14,6 +14,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from boundloop import AgentLoop, Budget, LoopState, Policy, ScriptedClient, StopReason, tool
+from boundloop.otel import TraceSettings
+from boundloop.redaction import Redaction
 from boundloop.testing import ScriptItem
 from tests.helpers import text, tool_use
 from tests.otel.spans import finished, named, only
@@ -75,7 +77,7 @@ def traced_loop(provider: TracerProvider, script: list[ScriptItem], **options: A
         "budget": Budget(max_steps=4),
         "metrics": None,
         "name": "refunds",
-        "tracer_provider": provider,
+        "tracing": TraceSettings(provider=provider),
     }
     return AgentLoop(ScriptedClient(script), **(settings | options))
 
@@ -301,8 +303,8 @@ async def test_content_on_opt_in_is_redacted(
         provider,
         content_script(),
         system="You investigate refunds.",
-        trace_content=True,
-        redact_patterns=[r"Ada Lovelace"],
+        tracing=TraceSettings(provider=provider, content=True),
+        redaction=Redaction(patterns=[r"Ada Lovelace"]),
     )
     result = await loop.run("Check order O-1 for customer Ada Lovelace.")
     spans = finished(exporter)

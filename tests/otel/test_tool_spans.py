@@ -22,6 +22,7 @@ from boundloop import (
     Tool,
     tool,
 )
+from boundloop.otel import TraceSettings
 from boundloop.testing import ScriptItem
 from tests.helpers import text, tool_use
 from tests.otel.spans import finished, named, only
@@ -52,7 +53,7 @@ def loop_of(
         "tools": tools,
         "budget": Budget(max_steps=4),
         "metrics": None,
-        "tracer_provider": provider,
+        "tracing": TraceSettings(provider=provider),
     }
     return AgentLoop(ScriptedClient(script), **(settings | options))
 
