@@ -18,6 +18,7 @@ from .errors import ConfigurationError
 __all__ = [
     "DEFAULT_PATTERNS",
     "REDACTED",
+    "Redaction",
     "Redactor",
     "recorded_call_id",
 ]

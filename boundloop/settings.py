@@ -50,6 +50,7 @@ __all__ = [
     "ToolErrors",
     "ToolSpec",
     "budget_data",
+    "default",
     "policy_data",
 ]
 

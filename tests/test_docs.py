@@ -12,6 +12,7 @@ import pytest
 import boundloop
 import boundloop.testing
 from boundloop.events import EVENT_KINDS
+from scripts import module_map
 from tests.docrun import python_blocks, runs_as_promised
 from tests.sdk_scripted import SDKScripted
 
@@ -113,3 +114,9 @@ def test_the_claude_api_guide_runs_on_the_sdk(
     monkeypatch.setattr(boundloop, "ScriptedClient", SDKScripted)
     monkeypatch.setattr(boundloop.testing, "ScriptedClient", SDKScripted)
     runs_as_promised(python_blocks(CLAUDE_API)[index], tmp_path / f"claude_api_sdk_{index}.py", capsys)
+
+
+def test_the_module_map_lists_every_module_with_its_docstring() -> None:
+    """docs/architecture.md's module map is the one `scripts/module_map.py` generates from the
+    package: a module added, moved or removed, or a docstring changed, without running it fails."""
+    assert module_map.committed() == module_map.module_map()
