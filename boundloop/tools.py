@@ -14,10 +14,10 @@ import anyio.to_thread
 import jsonschema
 from typing_extensions import Unpack
 
-from ._outputs import OutputCheck, annotation_check, return_hint, schema_check
 from ._schemas import unresolved_ref
 from ._tool_input import ToolFields, Validate, api_fields, defined_tool, jsonschema_validator, signature_input
 from ._tool_input import ToolInputError as ToolInputError
+from ._tool_output import OutputCheck, annotation_check, return_hint, schema_check
 from .errors import ConfigurationError
 from .records import ToolCall
 

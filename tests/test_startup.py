@@ -160,7 +160,6 @@ AGENT_LOOP_MODULES = 60
 
 NOT_FOR_A_LOOP = (
     "boundloop.contract._lint",
-    "boundloop.contract._lint_more",
     "boundloop.contract._lint_rules",
     "boundloop.contract._compile",
     "boundloop.contract._review",

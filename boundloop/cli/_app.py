@@ -10,8 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
 from ._errors import EXIT_INTERRUPTED, EXIT_OK, CommandError
-from ._parser import build_parser
-from ._parser_base import Command
+from ._parser import Command, build_parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

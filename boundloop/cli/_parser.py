@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import textwrap
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -13,6 +15,7 @@ from ._errors import (
     COMPILE_EXIT_CODES,
     DEMO_EXIT_CODES,
     DIAGRAM_EXIT_CODES,
+    EVAL_EXIT_CODES,
     EXIT_CODES,
     LINT_EXIT_CODES,
     PENDING_EXIT_CODES,
@@ -22,9 +25,42 @@ from ._errors import (
     RUN_EXIT_CODES,
     CommandError,
 )
-from ._parser_base import add_app_dir, add_store, command, wrap
-from ._parser_more import add_eval_command, add_inspector_commands
 from ._scenarios import SCENARIO_NAMES
+
+Command = Callable[[argparse.Namespace], int]
+"""A subcommand: its parsed arguments in, the exit code out."""
+
+
+def command(module: str, name: str) -> Command:
+    """The subcommand `name` of `boundloop.cli.<module>`, imported only when it runs.
+
+    Building the parser imports no command: `--help`, `--version` and a usage error never load
+    the loop, the Anthropic SDK, pydantic or rich.
+    """
+
+    def run(args: argparse.Namespace) -> int:
+        found: Command = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+        return found(args)
+
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
+def wrap(text: str) -> str:
+    return textwrap.fill(text, width=79)
+
+
+def add_store(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+    parser.add_argument(
+        "--store",
+        required=required,
+        metavar="PATH",
+        help="the store: a SQLite file or a postgresql:// URI (a file must exist)",
+    )
+
+
+def add_app_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--app-dir", default=".", help="directory to import SPEC's module from (default: .)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -94,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(run_parser)
     run_parser.set_defaults(command=command("_run", "run_command"))
     _add_store_commands(commands.add_parser)
-    add_inspector_commands(commands.add_parser)
+    _add_inspector_commands(commands.add_parser)
 
     diagram_parser = commands.add_parser(
         "diagram",
@@ -121,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace", metavar="FILE", help="a JSON-lines trace (from --trace) whose path to highlight"
     )
     diagram_parser.set_defaults(command=command("_diagram", "diagram_command"))
-    add_eval_command(commands.add_parser)
+    _add_eval_command(commands.add_parser)
     _add_contract_commands(commands.add_parser)
     return parser
 
@@ -300,3 +336,107 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print the LoopResult as JSON instead of the live view"
     )
+
+
+def _add_inspector_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+    """Add `runs` and `serve` (docs/inspector.md)."""
+    runs_parser = add_parser(
+        "runs",
+        help="list every run in a store, newest first",
+        description=wrap(
+            "List the runs in a store (a SQLite file or a PostgreSQL database), newest save first: "
+            "task id, status (running, waiting, stopped), stop reason, steps, cost, save time, goal."
+        ),
+    )
+    add_store(runs_parser, required=True)
+    runs_parser.add_argument("--status", choices=("running", "waiting", "stopped"), help="only these runs")
+    runs_parser.add_argument("--stop-reason", metavar="REASON", help="only runs stopped for this reason")
+    runs_parser.add_argument("--limit", type=int, default=50, metavar="N", help="runs listed (default: 50)")
+    runs_parser.add_argument("--cursor", metavar="CURSOR", help="list the runs after this one (from `more:`)")
+    runs_parser.add_argument("--json", action="store_true", help="print JSON instead")
+    runs_parser.set_defaults(command=command("_serve", "runs_command"))
+
+    serve_parser = add_parser(
+        "serve",
+        help="serve the inspector: the runs, each run's page, and the approvals",
+        description=wrap(
+            "Serve the inspector over a store in the browser (the web extra). With --loop SPEC "
+            "(module:factory, your application's loop), Approve and Deny resume waiting runs "
+            "through it, in this process; without it the pages are read-only. Bound to "
+            "127.0.0.1 unless --host says otherwise, which needs --token."
+        ),
+    )
+    add_store(serve_parser, required=True)
+    serve_parser.add_argument("--loop", metavar="SPEC", help="resume approved runs through this loop")
+    serve_parser.add_argument(
+        "--dbos-url",
+        metavar="URL",
+        help="the DBOS system database of your workers: a run waiting in its DBOS workflow gets the "
+        "decision sent there (the dbos extra)",
+    )
+    add_app_dir(serve_parser)
+    serve_parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serve_parser.add_argument("--port", type=int, default=8321, help="port (default: 8321)")
+    serve_parser.add_argument("--token", metavar="T", help="require this token (bearer, or the login form)")
+    serve_parser.set_defaults(command=command("_serve", "serve_command"))
+
+
+def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
+    eval_parser = add_parser(
+        "eval",
+        help="run trajectory eval fixtures (JSON cases) and report; --export a stored run as one",
+        description=wrap(
+            "Run eval cases: JSON fixtures with a goal, the model's turns, mocked tool results "
+            "and what the run must do (stop reason, tools that ran or must not, trace events, "
+            "answer). Every case runs in process on the scripted model, concurrently; each is "
+            "then replayed from its own trace. Prints a line per case and the aggregate figures. "
+            "A case without model turns is a live case: with --live it runs --trials times on "
+            "the live model (ANTHROPIC_API_KEY; the tools are still the fixture's mocks) and the "
+            "report gives its rates with 95% confidence intervals; without --live it is skipped. "
+            "PATH is a fixture file or a folder of them. See docs/evals.md for the format."
+        ),
+        epilog=EVAL_EXIT_CODES,
+    )
+    eval_parser.add_argument("paths", nargs="*", metavar="PATH", help="fixture files or folders")
+    eval_parser.add_argument("--check", action="store_true", help="validate the fixtures only; run nothing")
+    eval_parser.add_argument("--case", action="append", metavar="ID", help="run only this case (repeatable)")
+    eval_parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        metavar="N",
+        help="cases (and live trials) run at once (default: 8)",
+    )
+    live = eval_parser.add_argument_group("live cases (no model turns)")
+    live.add_argument("--live", action="store_true", help="run live cases on the model (ANTHROPIC_API_KEY)")
+    live.add_argument("--model", metavar="M", help="the live model (default: each case's model_name)")
+    live.add_argument("--trials", type=int, metavar="N", help="trials per live case (default: 5)")
+    live.add_argument(
+        "--max-cost-usd", type=float, metavar="X", help="no trial starts once the trials cost this much"
+    )
+    live.add_argument("--seed", type=int, metavar="S", help="shuffle the order trials start in, reproducibly")
+    live.add_argument(
+        "--min-pass-rate",
+        type=float,
+        default=1.0,
+        metavar="R",
+        help="a live case passes when this share of its trials pass (default: 1.0)",
+    )
+    live.add_argument(
+        "--require-live", action="store_true", help="a live case that does not run fails the eval (exit 1)"
+    )
+    eval_parser.add_argument("--junit", metavar="FILE", help="write JUnit XML here")
+    eval_parser.add_argument("--json", metavar="FILE", help="write the report as JSON here")
+    eval_parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report here")
+    eval_parser.add_argument(
+        "--export", metavar="TASK_ID", help="print the stored run TASK_ID (with --store) as a fixture"
+    )
+    eval_parser.add_argument(
+        "--loop",
+        metavar="SPEC",
+        help="run every case through your loop (module:factory): its model, prompt, policy, budget and "
+        "settings; the fixture's mocks replace the tools they name, its model turns the model",
+    )
+    add_app_dir(eval_parser)
+    add_store(eval_parser)
+    eval_parser.set_defaults(command=command("_eval", "eval_command"))

@@ -23,7 +23,6 @@ from types import MappingProxyType
 from typing import Final, final
 
 from .._lazy import claim
-from . import _lint_more as more
 from . import _lint_rules as rules
 
 __all__ = ["RULES", "Finding", "lint_paths", "lint_source"]
@@ -118,7 +117,7 @@ class _Walk(ast.NodeVisitor):
 
     def __init__(self) -> None:
         self.hits: list[tuple[ast.AST, str, str]] = []
-        self.scopes: list[more.Scope] = []
+        self.scopes: list[rules.Scope] = []
         self.loops: list[ast.For | ast.AsyncFor | ast.While] = []
         self.timeouts = 0
         self.asserting = False
@@ -134,13 +133,13 @@ class _Walk(ast.NodeVisitor):
         return self._agent_loops[id(loop)]
 
     def visit_Module(self, node: ast.Module) -> None:
-        self.scopes.append(more.scope_of(node))
+        self.scopes.append(rules.scope_of(node))
         self.generic_visit(node)
 
     def _visit_function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         saved = self.loops, self.timeouts
         self.loops, self.timeouts = [], 0
-        self.scopes.append(more.scope_of(node))
+        self.scopes.append(rules.scope_of(node))
         self.generic_visit(node)
         self.scopes.pop()
         self.loops, self.timeouts = saved
@@ -221,7 +220,7 @@ class _Walk(ast.NodeVisitor):
     def visit_Subscript(self, node: ast.Subscript) -> None:
         """BL004: `.content[0]` in a function that handles tool calls, `.content[-1]` in one that names
         "tool_use", unless it iterates over `.content` too (or in an `assert`)."""
-        index, scope = more.block_index(node), self.scopes[-1]
+        index, scope = rules.block_index(node), self.scopes[-1]
         if index is not None and not self.asserting and not scope.iterates_content:
             if scope.tool_aware if index == 0 else scope.last_block_as_call:
                 which = "first" if index == 0 else "last"
@@ -234,9 +233,9 @@ class _Walk(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _message_shape(self, node: ast.Dict | ast.Call) -> None:
-        if more.result_without_id(node):
+        if rules.result_without_id(node):
             self.hit(node, "BL006", "a tool_result without tool_use_id: the API cannot pair it with its call")
-        if (role := more.assistant_results(node, self.scopes[-1])) is not None:
+        if (role := rules.assistant_results(node, self.scopes[-1])) is not None:
             self.hit(
                 role, "BL005", "a tool_result in an assistant message: the API takes them in user messages"
             )
@@ -244,12 +243,12 @@ class _Walk(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         """BL004 on `next(<the tool_use blocks>)`; BL005 and BL006 on `dict(...)`; BL007 on a user
         message appended per tool result."""
-        if more.first_tool_call(node) and not self.asserting:
+        if rules.first_tool_call(node) and not self.asserting:
             taken = f"next{_snippet(node.args[0], 56)}" if len(node.args) == 1 else _snippet(node)
             self.hit(node, "BL004", f"`{taken}` handles only the first tool_use block of a response")
         self._message_shape(node)
         loop = self.loops[-1] if self.loops else None
-        if (appended := more.per_result_message(node, loop, self.scopes[-1])) is not None:
+        if (appended := rules.per_result_message(node, loop, self.scopes[-1])) is not None:
             self.hit(
                 appended, "BL007", "a user message per tool result, appended inside the loop over the blocks"
             )

@@ -1,4 +1,4 @@
-"""Declared tool outputs: a result that does not match what the tool declares is caught.
+"""What a tool returns, checked: a result that does not match what the tool declares is caught.
 
 A `@tool` function's return annotation, or `Tool(output_schema=...)`, declares what the
 tool returns. A result that does not match is answered as an error the model sees, with the
