@@ -194,28 +194,33 @@ class TTLOrder:
     """`ttl_order_problem` for a run's requests in turn: the messages a request shares with the
     one checked before (those before `start`, the same objects) are not read again."""
 
-    __slots__ = ("_fives", "_head")
+    __slots__ = ("_fives", "_head", "_head_of")
 
     def __init__(self) -> None:
         self._head: str | None = None
         """Where the tools and system prompt hold their first 5-minute breakpoint."""
+        self._head_of: tuple[object, object] | None = None
+        """The tools and system prompt `_head` was read from (a run sends the same objects)."""
         self._fives: list[str | None] = []
         """For each message checked: where the first 5-minute breakpoint of the messages up to it is."""
 
     def problem(self, request: Mapping[str, Any], start: int = 0) -> str | None:
         """The first 1-hour breakpoint after a 5-minute one, or None (messages from `start` read)."""
-        five: str | None = None
-        system = request.get("system")
-        heads = [
-            *(request.get("tools") or ()),
-            *(cast("list[object]", system) if isinstance(system, list) else ()),
-        ]
-        for index, item in enumerate(heads):
-            ttl = _ttl(item)
-            if ttl == "5m" and five is None:
-                five = f"the tools and system's block {index}"
-            elif ttl == "1h" and five is not None:
-                return _after(f"the tools and system's block {index}", five)
+        tools, system = request.get("tools"), request.get("system")
+        known = self._head_of
+        if known is not None and known[0] is tools and known[1] is system:
+            five = self._head  # the same tools and system prompt as the request before
+        else:
+            five = None
+            heads = [*(tools or ()), *(cast("list[object]", system) if isinstance(system, list) else ())]
+            for index, item in enumerate(heads):
+                ttl = _ttl(item)
+                if ttl == "5m" and five is None:
+                    five = f"the tools and system's block {index}"
+                elif ttl == "1h" and five is not None:
+                    self._head_of = None
+                    return _after(f"the tools and system's block {index}", five)
+            self._head_of = (tools, system)
         fives = self._fives
         if five != self._head or start > len(fives):
             start = 0  # the head changed: every message is read again against it
