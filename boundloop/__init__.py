@@ -33,6 +33,7 @@ if typing.TYPE_CHECKING:
     from .checkpoint.store import MemoryStore as MemoryStore
     from .checkpoint.store import StoredRun as StoredRun
     from .compaction import Compaction as Compaction
+    from .compaction import ContextManagement as ContextManagement
     from .errors import ApprovalMissing as ApprovalMissing
     from .errors import BudgetExceeded as BudgetExceeded
     from .errors import CheckpointCorrupt as CheckpointCorrupt

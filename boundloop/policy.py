@@ -5,18 +5,26 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Awaitable, Callable, Collection, Iterable
-from typing import Literal, TypeAlias, cast, final
+import types
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, cast, final
 
 from .errors import ConfigurationError
 from .records import ToolCall
 from .state import ZERO, LoopState
 
+if TYPE_CHECKING:
+    from anthropic.types import Message
+
+    from .signals import Route, SignalContext
+
 __all__ = [
     "ApprovalDecision",
     "Approver",
     "Policy",
+    "SignalHandler",
     "SuccessCheck",
+    "ToolErrors",
 ]
 
 _API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -31,6 +39,19 @@ string answers it as denied, the string being the reason the model sees ("yes" t
 other value (None, 1, ...) raises `ConfigurationError`: the run ends as `failed`, the error
 recorded in `state.errors`, and no call of the batch runs."""
 SuccessCheck = Callable[[LoopState, "str | None"], bool]
+
+
+class SignalHandler(Protocol):
+    """`Policy.signal_handlers`' handler of one API stop_reason: `(message, ctx) -> Route`
+    (`boundloop.signals`: `stop`, `Route`, the built-in handlers)."""
+
+    def __call__(self, message: Message, ctx: SignalContext, /) -> Route:
+        """The route of a response that stopped for this stop_reason."""
+        ...
+
+
+ToolErrors: TypeAlias = Literal["report", "raise", "stop"]
+"""What a failing tool does: report it to the model, raise it from `run()`, or stop the run."""
 
 
 @final
@@ -65,6 +86,15 @@ class Policy:
     require_approval_for_destructive: bool = False
     """Every side-effecting tool needs a human, as in `requires_approval`: the `side_effect=True`
     tools and the MCP tools marked `destructiveHint` (and not `readOnlyHint`)."""
+    on_tool_error: ToolErrors = "report"
+    """A tool that still fails after its retries: `report` answers the model with the error
+    (`is_error`) and goes on; `stop` ends the run `tool_failure`; `raise` raises its exception
+    from `run()` (the other calls of the batch are cancelled)."""
+    signal_handlers: Mapping[str, SignalHandler | None] = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({}), hash=False
+    )
+    """Handlers by API stop_reason, over the built-in ones (`boundloop.signals`); None for one
+    makes that stop_reason raise `UnhandledStop`. Code, as `success` and `approve` are."""
 
     def __init__(
         self,
@@ -82,6 +112,8 @@ class Policy:
         max_continuations: int = 2,
         escalation_tool: str | None = None,
         require_approval_for_destructive: bool = False,
+        on_tool_error: ToolErrors = "report",
+        signal_handlers: Mapping[str, SignalHandler | None] | None = None,
     ) -> None:
         sets = {
             "allowed": allowed,
@@ -106,6 +138,7 @@ class Policy:
             "on_missing_evidence": (on_missing_evidence, ("stop", "continue")),
             "on_max_tokens": (on_max_tokens, ("stop", "continue")),
             "on_unknown_tool": (on_unknown_tool, ("stop", "report")),
+            "on_tool_error": (on_tool_error, ("report", "raise", "stop")),
         }
         for name, (value, options) in choices.items():
             if value not in options:
@@ -123,6 +156,7 @@ class Policy:
                 f"Policy.max_continuations must be an int >= 0, got {max_continuations!r}"
             )
         object.__setattr__(self, "success", success)
+        object.__setattr__(self, "signal_handlers", _signal_handlers(signal_handlers))
         object.__setattr__(self, "approve", approve)
         object.__setattr__(self, "max_continuations", max_continuations)
         if not isinstance(cast(object, require_approval_for_destructive), bool):
@@ -190,6 +224,23 @@ class Policy:
     def is_allowed(self, name: str) -> bool:
         """The tool passes the allow-list (when there is one)."""
         return self.allowed is None or name in self.allowed
+
+
+def _signal_handlers(
+    given: Mapping[str, SignalHandler | None] | None,
+) -> Mapping[str, SignalHandler | None]:
+    """`Policy.signal_handlers`, checked and read once (a stop_reason str to a handler or None)."""
+    if given is None:
+        return types.MappingProxyType({})
+    if not isinstance(cast(object, given), Mapping):
+        raise ConfigurationError(f"Policy.signal_handlers maps stop_reasons to handlers, got {given!r}")
+    for stop_reason, handler in given.items():
+        if not isinstance(cast(object, stop_reason), str) or not (handler is None or callable(handler)):
+            raise ConfigurationError(
+                "Policy.signal_handlers maps a stop_reason str to a handler, got "
+                f"{stop_reason!r}: {handler!r}"
+            )
+    return types.MappingProxyType(dict(given))
 
 
 def _tool_names(field: str, value: object) -> frozenset[str]:

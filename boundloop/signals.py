@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final, TypeAlias, final
+from typing import TYPE_CHECKING, Final, final
 
-from .policy import Policy
+from .policy import Policy, SignalHandler
 from .records import StopReason
 from .state import LoopState
 
@@ -93,9 +93,6 @@ class SignalContext:
     def answer(self, message: Message) -> str:
         """The whole turn's text: what came before a pause or continuation, then this response."""
         return self.earlier_text + answer_text(message)
-
-
-SignalHandler: TypeAlias = Callable[["Message", SignalContext], Route]
 
 
 def stop(reason: StopReason, detail: str | None = None) -> Route:
@@ -191,7 +188,7 @@ def on_context_exceeded(message: Message, ctx: SignalContext) -> Route:
     return stop(StopReason.CONTEXT_EXCEEDED, "the model's context window was exceeded")
 
 
-DEFAULT_HANDLERS: Final[Mapping[str, SignalHandler]] = {
+DEFAULT_HANDLERS: Final[Mapping[str, Callable[[Message, SignalContext], Route]]] = {
     "tool_use": on_tool_use,
     "end_turn": on_end_turn,
     "stop_sequence": on_end_turn,
