@@ -1,8 +1,14 @@
-"""Policy: what the model may do, what needs a human, and what counts as done."""
+"""Policy: what the model may do, what needs a human, and what counts as done.
+
+A policy's signal handlers route each response by its API stop_reason: `SignalHandler`,
+`SignalContext`, `Route` and `Verdict` are written here, beside it (`boundloop.signals` holds
+the built-in handlers and re-exports them).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import re
 import types
@@ -10,21 +16,23 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, cast, final
 
 from .errors import ConfigurationError
-from .records import ToolCall
+from .records import StopReason, ToolCall
 from .state import ZERO, LoopState
 
 if TYPE_CHECKING:
     from anthropic.types import Message
 
-    from .signals import Route, SignalContext
-
 __all__ = [
     "ApprovalDecision",
     "Approver",
     "Policy",
+    "Route",
+    "SignalContext",
     "SignalHandler",
     "SuccessCheck",
     "ToolErrors",
+    "Verdict",
+    "answer_text",
 ]
 
 _API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -39,6 +47,62 @@ string answers it as denied, the string being the reason the model sees ("yes" t
 other value (None, 1, ...) raises `ConfigurationError`: the run ends as `failed`, the error
 recorded in `state.errors`, and no call of the batch runs."""
 SuccessCheck = Callable[[LoopState, "str | None"], bool]
+
+
+class Verdict(enum.Enum):
+    """Where a signal handler sends the run (`Route.verdict`)."""
+
+    TOOL_CALLS = "tool_calls"
+    """Validate the response's tool calls and run the allowed ones."""
+    RESUME = "resume"
+    """Another model turn without tools: pause_turn, a max_tokens continuation, a nudge."""
+    FINAL = "final"
+    """The answer is accepted: the run completes."""
+    STOP = "stop"
+    """The run stops with `Route.stop_reason`."""
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Route:
+    """Where a response sends the run."""
+
+    verdict: Verdict
+    """`TOOL_CALLS`, `RESUME`, `FINAL` or `STOP`."""
+    stop_reason: StopReason | None = None
+    detail: str | None = None
+    nudge: str | None = None
+    """For RESUME: a user message to send first (e.g. which evidence is missing)."""
+    continuation: bool = False
+    """For RESUME: counts against `Policy.max_continuations`."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.verdict, Verdict):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ValueError(f"Route.verdict must be a Verdict, not {self.verdict!r}")
+        if self.verdict is Verdict.STOP and (
+            self.stop_reason is None or self.stop_reason is StopReason.COMPLETED
+        ):
+            raise ValueError("a STOP route needs a stop_reason other than completed")
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True)
+class SignalContext:
+    """What a signal handler may consult besides the response."""
+
+    policy: Policy
+    state: LoopState
+    earlier_text: str = ""
+    """Text of the same assistant turn before this response (a paused or cut-off turn)."""
+
+    def answer(self, message: Message) -> str:
+        """The whole turn's text: what came before a pause or continuation, then this response."""
+        return self.earlier_text + answer_text(message)
+
+
+def answer_text(message: Message) -> str:
+    """The text blocks of a response, joined: the answer, never a control signal."""
+    return "".join(block.text for block in message.content if block.type == "text")
 
 
 class SignalHandler(Protocol):

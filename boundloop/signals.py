@@ -7,12 +7,14 @@ run raise `UnhandledStop`.
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final, final
+from typing import TYPE_CHECKING, Final
 
-from .policy import Policy, SignalHandler
+from .policy import Route as Route
+from .policy import SignalContext as SignalContext
+from .policy import SignalHandler as SignalHandler
+from .policy import Verdict as Verdict
+from .policy import answer_text as answer_text
 from .records import StopReason
 from .state import LoopState
 
@@ -40,69 +42,13 @@ __all__ = [
 ]
 
 
-class Verdict(enum.Enum):
-    """Where a signal handler sends the run (`Route.verdict`)."""
-
-    TOOL_CALLS = "tool_calls"
-    """Validate the response's tool calls and run the allowed ones."""
-    RESUME = "resume"
-    """Another model turn without tools: pause_turn, a max_tokens continuation, a nudge."""
-    FINAL = "final"
-    """The answer is accepted: the run completes."""
-    STOP = "stop"
-    """The run stops with `Route.stop_reason`."""
-
-
-@final
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Route:
-    """Where a response sends the run."""
-
-    verdict: Verdict
-    """`TOOL_CALLS`, `RESUME`, `FINAL` or `STOP`."""
-    stop_reason: StopReason | None = None
-    detail: str | None = None
-    nudge: str | None = None
-    """For RESUME: a user message to send first (e.g. which evidence is missing)."""
-    continuation: bool = False
-    """For RESUME: counts against `Policy.max_continuations`."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.verdict, Verdict):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise ValueError(f"Route.verdict must be a Verdict, not {self.verdict!r}")
-        if self.verdict is Verdict.STOP and (
-            self.stop_reason is None or self.stop_reason is StopReason.COMPLETED
-        ):
-            raise ValueError("a STOP route needs a stop_reason other than completed")
-
-
 _RUN_TOOLS: Final = Route(verdict=Verdict.TOOL_CALLS)
 """Every tool_use response's route: a route is immutable, so one serves them all."""
-
-
-@final
-@dataclasses.dataclass(frozen=True, slots=True)
-class SignalContext:
-    """What a signal handler may consult besides the response."""
-
-    policy: Policy
-    state: LoopState
-    earlier_text: str = ""
-    """Text of the same assistant turn before this response (a paused or cut-off turn)."""
-
-    def answer(self, message: Message) -> str:
-        """The whole turn's text: what came before a pause or continuation, then this response."""
-        return self.earlier_text + answer_text(message)
 
 
 def stop(reason: StopReason, detail: str | None = None) -> Route:
     """A route that ends the run."""
     return Route(verdict=Verdict.STOP, stop_reason=reason, detail=detail)
-
-
-def answer_text(message: Message) -> str:
-    """The text blocks of a response, joined: the answer, never a control signal."""
-    return "".join(block.text for block in message.content if block.type == "text")
 
 
 def succeeded_tools(state: LoopState) -> set[str]:

@@ -20,7 +20,7 @@ from boundloop import (
     StopReason,
     tool,
 )
-from boundloop.compaction import Compaction
+from boundloop.compaction import Compaction, ContextManagement
 from boundloop.prices import PRICES, price_for
 from boundloop.redaction import Redaction
 from tests.helpers import text
@@ -543,3 +543,15 @@ def test_agent_loop_takes_at_most_20_parameters_and_loop_spec_s_defaults() -> No
     assert {name: getattr(loop.spec, name) for name in LoopSpec.model_fields} == {
         name: getattr(spec, name) for name in LoopSpec.model_fields
     }
+
+
+def test_context_management_is_checked_when_built() -> None:
+    """`ContextManagement` takes a `Compaction` (or None) and a sequence of edits, read once."""
+    with pytest.raises(
+        ConfigurationError, match=r"ContextManagement\.compaction must be a Compaction or None"
+    ):
+        ContextManagement(compaction={"trigger_tokens": 60_000})  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"ContextManagement\.edits must be a sequence of edits"):
+        ContextManagement(edits={"type": "clear_thinking_20251015"})  # type: ignore[arg-type]
+    edits = (edit for edit in [{"type": "clear_thinking_20251015"}])
+    assert ContextManagement(edits=list(edits)).edits == ({"type": "clear_thinking_20251015"},)
