@@ -11,9 +11,9 @@ is read from their fields (`field_schema`), so each is still written once.
 
 The contract's JSON Schema (boundloop/contract/loop-contract.schema.json) is generated from
 `LoopSpec` by `scripts/contract_schema.py`'s `contract_schema()`; `scripts/contract-schema` writes
-it, a test keeps the committed file equal to it. The contract document spells three settings
+it, a test keeps the committed file equal to it. The contract document spells four settings
 its own way: `system` is `{"text": ...}` (or `{"file": ...}`), `metrics` is `{"enabled": ...}`, and
-`count_tokens` and `max_tool_output_chars` (the budget's here) sit at its top level.
+`Budget.count_tokens` and `Budget.max_tool_output_chars` sit at its top level.
 `from_contract` and `to_contract` map them, and `contract_schema` maps their schema: those are
 the only places that know.
 """

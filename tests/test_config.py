@@ -20,7 +20,7 @@ from boundloop import (
     StopReason,
     tool,
 )
-from boundloop.compaction import Compaction, ContextManagement
+from boundloop.compaction import Compaction, ContextEdit, ContextManagement
 from boundloop.prices import PRICES, price_for
 from boundloop.redaction import Redaction
 from tests.helpers import text
@@ -553,5 +553,5 @@ def test_context_management_is_checked_when_built() -> None:
         ContextManagement(compaction={"trigger_tokens": 60_000})  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match=r"ContextManagement\.edits must be a sequence of edits"):
         ContextManagement(edits={"type": "clear_thinking_20251015"})  # type: ignore[arg-type]
-    edits = (edit for edit in [{"type": "clear_thinking_20251015"}])
-    assert ContextManagement(edits=list(edits)).edits == ({"type": "clear_thinking_20251015"},)
+    clear: ContextEdit = {"type": "clear_thinking_20251015"}
+    assert ContextManagement(edits=[clear]).edits == (clear,)
