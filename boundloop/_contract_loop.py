@@ -13,9 +13,8 @@ from . import _core
 from ._core import Toolset, Wiring
 from ._mcp_spec import MCPServerSpec
 from .errors import ConfigurationError
-from .policy import Approver, SuccessCheck
+from .policy import Approver, SignalHandler, SuccessCheck
 from .settings import LoopSpec
-from .signals import SignalHandler
 from .tools import Handler
 
 if TYPE_CHECKING:

@@ -24,10 +24,9 @@ from .events import Event
 from .metrics.instruments import BoundMetrics, LoopMetrics
 from .model import Model
 from .otel import TraceSettings
-from .policy import Approver, Policy, SuccessCheck
+from .policy import Approver, Policy, SignalHandler, SuccessCheck
 from .redaction import Redaction, Redactor
 from .settings import LoopSpec, default
-from .signals import SignalHandler
 from .state import Budget, LoopResult, LoopState, OutputT
 from .tools import Handler, Tool
 

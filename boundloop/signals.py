@@ -10,11 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
-from .policy import Route as Route
-from .policy import SignalContext as SignalContext
-from .policy import SignalHandler as SignalHandler
-from .policy import Verdict as Verdict
-from .policy import answer_text as answer_text
+from .policy import Route, SignalContext, Verdict
 from .records import StopReason
 from .state import LoopState
 
@@ -25,11 +21,6 @@ __all__ = [
     "CONTINUE_AFTER_MAX_TOKENS",
     "DEFAULT_HANDLERS",
     "KNOWN_STOP_REASONS",
-    "Route",
-    "SignalContext",
-    "SignalHandler",
-    "Verdict",
-    "answer_text",
     "on_compaction",
     "on_context_exceeded",
     "on_end_turn",

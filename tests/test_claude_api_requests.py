@@ -24,7 +24,8 @@ from boundloop import (
     tool,
 )
 from boundloop._core.invariant import RequestChecker, request_problem
-from boundloop.signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS, Route, SignalContext, Verdict
+from boundloop.policy import Route, SignalContext, Verdict
+from boundloop.signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS
 from boundloop.testing import parse_message
 from tests.api_rules import violations
 

@@ -22,13 +22,13 @@ from ..events import Event
 from ..metrics.instruments import BoundMetrics, LoopMetrics
 from ..model import Model
 from ..otel import TraceSettings, Tracing, is_provider, tracing_for
-from ..policy import Policy
+from ..policy import Policy, SignalHandler
 from ..policy import ToolErrors as ToolErrors
 from ..prices import resolve_price, warn_unpriced
 from ..records import Observation, Provenance
 from ..redaction import Redaction, Redactor
 from ..settings import LoopSpec, ToolSpec
-from ..signals import DEFAULT_HANDLERS, SignalHandler
+from ..signals import DEFAULT_HANDLERS
 from ..state import Budget
 from ..statemachine.machine import LoopMachine
 from ..tools import Tool

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 from ..contract import HANDLER_NAME, UNHANDLED, Contract, ContractTool
 from ..errors import ConfigurationError
-from ..policy import Approver, Policy, SuccessCheck
+from ..policy import Approver, Policy, SignalHandler, SuccessCheck
 from ..settings import LoopSpec, ToolSpec
-from ..signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS, SignalHandler
+from ..signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS
 from ..tools import Handler, Tool
 from .config import escalation_tool
 

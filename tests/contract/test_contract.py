@@ -25,7 +25,8 @@ from boundloop import (
 from boundloop.cli import demo
 from boundloop.contract import RULES, Contract, check_contract, compile_module, compile_report, load_contract
 from boundloop.errors import UnhandledStop
-from boundloop.signals import Route, SignalContext, SignalHandler, stop
+from boundloop.policy import Route, SignalContext, SignalHandler
+from boundloop.signals import stop
 from tests.helpers import text, tool_use
 
 JSON = dict[str, Any]
