@@ -33,6 +33,7 @@ if typing.TYPE_CHECKING:
     from .checkpoint.store import MemoryStore as MemoryStore
     from .checkpoint.store import StoredRun as StoredRun
     from .compaction import Compaction as Compaction
+    from .compaction import ContextManagement as ContextManagement
     from .errors import ApprovalMissing as ApprovalMissing
     from .errors import BudgetExceeded as BudgetExceeded
     from .errors import CheckpointCorrupt as CheckpointCorrupt
@@ -67,15 +68,15 @@ if typing.TYPE_CHECKING:
     from .metrics.instruments import LoopMetrics as LoopMetrics
     from .model import Model as Model
     from .policy import Policy as Policy
+    from .policy import Route as Route
+    from .policy import SignalContext as SignalContext
+    from .policy import Verdict as Verdict
     from .prices import UnpricedModelWarning as UnpricedModelWarning
     from .records import CallResult as CallResult
     from .records import StopReason as StopReason
     from .records import ToolCall as ToolCall
     from .records import Usage as Usage
     from .settings import LoopSpec as LoopSpec
-    from .signals import Route as Route
-    from .signals import SignalContext as SignalContext
-    from .signals import Verdict as Verdict
     from .state import Budget as Budget
     from .state import LoopResult as LoopResult
     from .state import LoopState as LoopState

@@ -13,9 +13,8 @@ from . import _core
 from ._core import Toolset, Wiring
 from ._mcp_spec import MCPServerSpec
 from .errors import ConfigurationError
-from .policy import Approver, SuccessCheck
+from .policy import Approver, SignalHandler, SuccessCheck
 from .settings import LoopSpec
-from .signals import SignalHandler
 from .tools import Handler
 
 if TYPE_CHECKING:
@@ -32,17 +31,17 @@ def contract_wiring(
     success: SuccessCheck | None = None,
 ) -> tuple[LoopSpec, Wiring]:
     """The spec of a checked contract (`_core.contract_parts`) and `wiring` with its tools: the
-    declared tools bound to `handlers`, the declared MCP servers built; and its signal handlers.
+    declared tools bound to `handlers`, the declared MCP servers built.
 
     Raises:
         ConfigurationError: what `contract_parts` raises; the contract declares MCP servers and
             the `mcp` extra is not installed; a variable a server's declaration names is not set.
     """
-    spec, tools, routes = _core.contract_parts(
+    spec, tools = _core.contract_parts(
         contract, handlers=handlers, signal_handlers=signal_handlers, approve=approve, success=success
     )
     toolsets = declared_toolsets(list(spec.mcp_servers))
-    return spec, dataclasses.replace(wiring, tools=[*tools, *toolsets], signal_handlers=routes)
+    return spec, dataclasses.replace(wiring, tools=[*tools, *toolsets])
 
 
 def declared_toolsets(servers: list[MCPServerSpec]) -> list[Toolset]:

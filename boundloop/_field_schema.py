@@ -15,7 +15,7 @@ from .state import Budget
 
 TOOL_NAME_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1}
 
-_HOOKS = ("success", "approve")
+_HOOKS = ("success", "approve", "signal_handlers")
 """`Policy`'s fields that are code, not data."""
 
 
@@ -24,7 +24,8 @@ def field_schema(
 ) -> dict[str, Any]:
     """The JSON Schema of a settings dataclass, from its fields' types: a count is an integer
     >= 1, a time or an amount a number > 0 (>= 0 with `metadata={"zero": True}`), a choice an
-    enum, a set of tools an array of unique `tool_name`s. `Policy`'s hooks are left out."""
+    enum, a flag a boolean, a set of tools an array of unique `tool_name`s. `Policy`'s hooks
+    (code) are left out."""
     hints = typing.get_type_hints(cls)
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -37,7 +38,9 @@ def field_schema(
         if isinstance(kind, types.UnionType):  # `X | None`: None is the default, never written
             kind = next(option for option in get_args(kind) if option is not type(None))
         zero = bool(field.metadata.get("zero"))
-        if get_origin(kind) is Literal:
+        if kind is bool:
+            properties[field.name] = {"type": "boolean"}
+        elif get_origin(kind) is Literal:
             properties[field.name] = {"enum": list(get_args(kind))}
         elif kind is int:
             properties[field.name] = {"type": "integer", "minimum": 0 if zero else 1}

@@ -318,7 +318,6 @@ def _config(recording: _Recording, loop: AgentLoop | None) -> LoopConfig:
         model=recorded.model,
         budget=Budget(**recorded.budget),
         policy=policy,
-        on_tool_error=recorded.policy.get("on_tool_error", "report"),
     )
     config = build_config(spec, Wiring(client=client, tools=tools, metrics=None, tracing=None))
     # The recorded hashes stand: the system prompt itself is not recorded, only its hash.
@@ -349,6 +348,7 @@ def _policy(raw: Mapping[str, Any]) -> Policy:
         on_unknown_tool=raw.get("on_unknown_tool", "report"),
         max_continuations=int(raw.get("max_continuations", 2)),
         escalation_tool=raw.get("escalation_tool"),
+        on_tool_error=raw.get("on_tool_error", "report"),
     )
 
 

@@ -5,12 +5,14 @@
 a `compaction` block, which later requests send back in place of what it summarizes.
 `ContextEdit` is one of the API's clearing edits (`clear_tool_uses_20250919`,
 `clear_thinking_20251015`, beta `context-management-2025-06-27`), the SDK's own param type.
+`ContextManagement` holds both for `AgentLoop(context=...)`.
 docs/cost.md ("Compaction and context editing") says how each shows in the budget, the events
 and the state.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Final, TypeAlias, cast, final
 
@@ -30,6 +32,7 @@ __all__ = [
     "Compaction",
     "ContextEdit",
     "ContextEdits",
+    "ContextManagement",
     "MIN_TRIGGER_TOKENS",
     "context_settings",
 ]
@@ -84,7 +87,34 @@ ContextEdits: TypeAlias = Annotated[
     pydantic.AfterValidator(_one_of_each),
     pydantic.PlainSerializer(lambda edits: [dict(edit) for edit in edits]),
 ]
-"""`AgentLoop(context_editing=...)`: the clearing edits, one of each type."""
+"""`LoopSpec.context_editing`: the clearing edits, one of each type."""
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ContextManagement:
+    """What the API does to keep a run's context small: `AgentLoop(context=ContextManagement(...))`.
+
+    Its fields are `LoopSpec.compaction` and `LoopSpec.context_editing`, checked there (docs/cost.md).
+
+    Raises:
+        ConfigurationError: `compaction` is not a `Compaction`, or `edits` not a sequence of edits.
+    """
+
+    compaction: Compaction | None = None
+    """Server-side compaction (`Compaction(trigger_tokens=...)`); None: off."""
+    edits: Sequence[ContextEdit] = ()
+    """The API's clearing edits (old tool results, old thinking), one of each type."""
+
+    def __post_init__(self) -> None:
+        if self.compaction is not None and not isinstance(cast(object, self.compaction), Compaction):
+            raise ConfigurationError(
+                f"ContextManagement.compaction must be a Compaction or None, got {self.compaction!r}"
+            )
+        edits = cast(object, self.edits)
+        if isinstance(edits, str | Mapping) or not isinstance(edits, Sequence):
+            raise ConfigurationError(f"ContextManagement.edits must be a sequence of edits, got {edits!r}")
+        object.__setattr__(self, "edits", tuple(cast(Sequence[ContextEdit], edits)))
 
 
 def context_settings(
@@ -117,7 +147,7 @@ def context_settings(
     if clash:
         raise ConfigurationError(
             f"ModelSettings.context_management already has the edits {clash}: set them there or "
-            "with AgentLoop(compaction=..., context_editing=...), not both"
+            "with AgentLoop(context=ContextManagement(...)), not both"
         )
     edits = sorted([*theirs, *ours], key=lambda edit: _ORDER.get(str(edit.get("type")), 1))
     merged = dict(settings)

@@ -290,7 +290,7 @@ class Truncated(RunError):
 
 
 class ToolFailed(RunError):
-    """A tool failed after its retries and `on_tool_error="stop"` ends the run."""
+    """A tool failed after its retries and `Policy(on_tool_error="stop")` ends the run."""
 
 
 class ContextExceeded(RunError):

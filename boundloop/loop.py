@@ -13,26 +13,25 @@ from anthropic.types import MessageParam
 from . import _core
 from ._cache import CacheMode, CacheSettings
 from ._contract_loop import contract_wiring
-from ._core import DEFAULT, Default, EventHook, LoopConfig, ToolErrors, ToolRegistry
+from ._core import DEFAULT, Default, EventHook, LoopConfig, ToolRegistry
 from ._follow import follow
 from ._model_settings import ModelSettings
 from ._price import Price
 from ._stream import DEFAULT_BUFFER, ResumeOptions, RunOptions, RunStream, stream_new, stream_resumed
 from .checkpoint.store import CheckpointStore
+from .compaction import ContextManagement
 from .events import Event
 from .metrics.instruments import BoundMetrics, LoopMetrics
 from .model import Model
 from .otel import TraceSettings
-from .policy import Approver, Policy, SuccessCheck
+from .policy import Approver, Policy, SignalHandler, SuccessCheck
 from .redaction import Redaction, Redactor
 from .settings import LoopSpec, default
-from .signals import SignalHandler
 from .state import Budget, LoopResult, LoopState, OutputT
 from .tools import Handler, Tool
 
 if TYPE_CHECKING:
     from ._sdk_tools import SDKTool
-    from .compaction import Compaction, ContextEdit
     from .contract import Contract
 
 __all__ = [
@@ -45,9 +44,10 @@ class AgentLoop(Generic[OutputT]):
     """A bounded agent loop: the model proposes, the loop validates, acts and decides.
 
     The settings that are data (`model`, `budget`, `policy`, `system`, `max_tokens`, `name`,
-    `version`, `on_tool_error`, `max_tool_output_chars`, `count_tokens`, `fallback_model`,
-    `settings`, `compaction`, `context_editing`, `cache`) are the `LoopSpec` fields of the same
-    name, documented and defaulted there (`loop.spec`; a budget is required). The others:
+    `version`, `fallback_model`, `settings`, `cache`) are the `LoopSpec` fields of the same name,
+    documented and defaulted there (`loop.spec`; a budget is required). `Budget` holds the
+    run's limits with `max_tool_output_chars` and `count_tokens`; `Policy` the decisions with
+    `on_tool_error` and the `signal_handlers` by stop_reason. The others:
 
     Args:
         client: `anthropic.AsyncAnthropic` or `ScriptedClient` (`messages.create`, `.stream`).
@@ -55,6 +55,8 @@ class AgentLoop(Generic[OutputT]):
             helpers, MCP servers (docs/mcp.md) and server tool definitions (docs/claude-api.md).
         output_type: structured output: a pydantic model class, a TypedDict or a JSON schema
             dict; `run()` returns `LoopResult[output_type]` (docs/claude-api.md).
+        context: `ContextManagement(compaction=..., edits=...)`: server-side compaction and the
+            API's clearing edits (`LoopSpec.compaction`, `LoopSpec.context_editing`; docs/cost.md).
         redaction: `Redaction(patterns=..., hook=..., checkpoints=...)`: your secrets' patterns
             and a hook applied after them to everything a run records; `checkpoints=True` saves
             checkpoints redacted too (`LoopSpec.redact_checkpoints`; docs/security.md).
@@ -62,7 +64,6 @@ class AgentLoop(Generic[OutputT]):
         tracing: `TraceSettings(provider=..., content=...)` (default: the global provider, when
             one is set; docs/otel.md); None: no spans.
         prices: per-model prices merged over the built-in table (for `max_cost_usd`).
-        signal_handlers: handlers by API stop_reason; None for one makes it raise `UnhandledStop`.
         on_event: called synchronously with every `Event` (`boundloop.events`) as it is recorded.
         store: where the state is checkpointed (`MemoryStore`, `SQLiteStore`, `PostgresStore`);
             `SignedStore(store, key)` signs every checkpoint (HMAC-SHA256) and refuses a row
@@ -86,24 +87,19 @@ class AgentLoop(Generic[OutputT]):
         max_tokens: int = default("max_tokens"),
         name: str = default("name"),
         version: str | None = default("version"),
-        on_tool_error: ToolErrors = default("on_tool_error"),
-        max_tool_output_chars: int = default("max_tool_output_chars"),
-        count_tokens: bool = default("count_tokens"),
         fallback_model: str | Sequence[str] | None = default("fallback_model"),
         settings: ModelSettings | None = None,
         output_type: type[OutputT] | Mapping[str, Any] | None = None,
-        compaction: Compaction | None = default("compaction"),
-        context_editing: Sequence[ContextEdit] = default("context_editing"),
+        context: ContextManagement = ContextManagement(),
         cache: CacheMode | CacheSettings = default("cache"),
         redaction: Redaction = Redaction(),
         metrics: LoopMetrics | Default | None = DEFAULT,
         tracing: TraceSettings | None = TraceSettings(),
         prices: Mapping[str, Price] | None = None,
-        signal_handlers: Mapping[str, SignalHandler | None] | None = None,
         on_event: EventHook | None = None,
         store: CheckpointStore | None = None,
     ) -> None:
-        _core.check_objects(budget=budget, policy=policy, redaction=redaction)
+        _core.check_objects(budget=budget, policy=policy, redaction=redaction, context=context)
         wiring = _core.Wiring(
             client=client,
             tools=tools,
@@ -113,7 +109,6 @@ class AgentLoop(Generic[OutputT]):
             tracing=tracing,
             redactor=Redactor(redaction.patterns, redaction.hook),
             prices=prices,
-            signal_handlers=signal_handlers,
             on_event=on_event,
         )
         spec = LoopSpec.of(  # the declarations first: the settings are checked against the tools
@@ -123,15 +118,12 @@ class AgentLoop(Generic[OutputT]):
             max_tokens=max_tokens,
             budget=budget,
             policy=policy,
-            on_tool_error=on_tool_error,
-            max_tool_output_chars=max_tool_output_chars,
             redact_checkpoints=redaction.checkpoints,
-            count_tokens=count_tokens,
             settings=ModelSettings() if settings is None else settings,
             fallback_model=fallback_model,
             version=version,
-            compaction=compaction,
-            context_editing=context_editing,
+            compaction=context.compaction,
+            context_editing=context.edits,
             cache=cache,
             **_core.declarations(policy, wiring),
         )

@@ -30,7 +30,7 @@ class Model(Protocol):
 
 
 class TokenCounter(Protocol):
-    """`messages.count_tokens`, which `AgentLoop(count_tokens=True)` calls before each request."""
+    """`messages.count_tokens`, which `Budget(count_tokens=True)` makes the loop call before each request."""
 
     @property
     def count_tokens(self) -> Callable[..., Awaitable[MessageTokensCount]]: ...

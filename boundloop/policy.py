@@ -1,22 +1,38 @@
-"""Policy: what the model may do, what needs a human, and what counts as done."""
+"""Policy: what the model may do, what needs a human, and what counts as done.
+
+A policy's signal handlers route each response by its API stop_reason: `SignalHandler`,
+`SignalContext`, `Route` and `Verdict` are written here, beside it (`boundloop.signals` holds
+the built-in handlers and re-exports them).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import re
-from collections.abc import Awaitable, Callable, Collection, Iterable
-from typing import Literal, TypeAlias, cast, final
+import types
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, cast, final
 
 from .errors import ConfigurationError
-from .records import ToolCall
+from .records import StopReason, ToolCall
 from .state import ZERO, LoopState
+
+if TYPE_CHECKING:
+    from anthropic.types import Message
 
 __all__ = [
     "ApprovalDecision",
     "Approver",
     "Policy",
+    "Route",
+    "SignalContext",
+    "SignalHandler",
     "SuccessCheck",
+    "ToolErrors",
+    "Verdict",
+    "answer_text",
 ]
 
 _API_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -31,6 +47,75 @@ string answers it as denied, the string being the reason the model sees ("yes" t
 other value (None, 1, ...) raises `ConfigurationError`: the run ends as `failed`, the error
 recorded in `state.errors`, and no call of the batch runs."""
 SuccessCheck = Callable[[LoopState, "str | None"], bool]
+
+
+class Verdict(enum.Enum):
+    """Where a signal handler sends the run (`Route.verdict`)."""
+
+    TOOL_CALLS = "tool_calls"
+    """Validate the response's tool calls and run the allowed ones."""
+    RESUME = "resume"
+    """Another model turn without tools: pause_turn, a max_tokens continuation, a nudge."""
+    FINAL = "final"
+    """The answer is accepted: the run completes."""
+    STOP = "stop"
+    """The run stops with `Route.stop_reason`."""
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Route:
+    """Where a response sends the run."""
+
+    verdict: Verdict
+    """`TOOL_CALLS`, `RESUME`, `FINAL` or `STOP`."""
+    stop_reason: StopReason | None = None
+    detail: str | None = None
+    nudge: str | None = None
+    """For RESUME: a user message to send first (e.g. which evidence is missing)."""
+    continuation: bool = False
+    """For RESUME: counts against `Policy.max_continuations`."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.verdict, Verdict):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ValueError(f"Route.verdict must be a Verdict, not {self.verdict!r}")
+        if self.verdict is Verdict.STOP and (
+            self.stop_reason is None or self.stop_reason is StopReason.COMPLETED
+        ):
+            raise ValueError("a STOP route needs a stop_reason other than completed")
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True)
+class SignalContext:
+    """What a signal handler may consult besides the response."""
+
+    policy: Policy
+    state: LoopState
+    earlier_text: str = ""
+    """Text of the same assistant turn before this response (a paused or cut-off turn)."""
+
+    def answer(self, message: Message) -> str:
+        """The whole turn's text: what came before a pause or continuation, then this response."""
+        return self.earlier_text + answer_text(message)
+
+
+def answer_text(message: Message) -> str:
+    """The text blocks of a response, joined: the answer, never a control signal."""
+    return "".join(block.text for block in message.content if block.type == "text")
+
+
+class SignalHandler(Protocol):
+    """`Policy.signal_handlers`' handler of one API stop_reason: `(message, ctx) -> Route`
+    (`boundloop.signals`: `stop`, `Route`, the built-in handlers)."""
+
+    def __call__(self, message: Message, ctx: SignalContext, /) -> Route:
+        """The route of a response that stopped for this stop_reason."""
+        ...
+
+
+ToolErrors: TypeAlias = Literal["report", "raise", "stop"]
+"""What a failing tool does: report it to the model, raise it from `run()`, or stop the run."""
 
 
 @final
@@ -65,6 +150,15 @@ class Policy:
     require_approval_for_destructive: bool = False
     """Every side-effecting tool needs a human, as in `requires_approval`: the `side_effect=True`
     tools and the MCP tools marked `destructiveHint` (and not `readOnlyHint`)."""
+    on_tool_error: ToolErrors = "report"
+    """A tool that still fails after its retries: `report` answers the model with the error
+    (`is_error`) and goes on; `stop` ends the run `tool_failure`; `raise` raises its exception
+    from `run()` (the other calls of the batch are cancelled)."""
+    signal_handlers: Mapping[str, SignalHandler | None] = dataclasses.field(
+        default_factory=lambda: types.MappingProxyType({}), hash=False
+    )
+    """Handlers by API stop_reason, over the built-in ones (`boundloop.signals`); None for one
+    makes that stop_reason raise `UnhandledStop`. Code, as `success` and `approve` are."""
 
     def __init__(
         self,
@@ -82,6 +176,8 @@ class Policy:
         max_continuations: int = 2,
         escalation_tool: str | None = None,
         require_approval_for_destructive: bool = False,
+        on_tool_error: ToolErrors = "report",
+        signal_handlers: Mapping[str, SignalHandler | None] | None = None,
     ) -> None:
         sets = {
             "allowed": allowed,
@@ -106,6 +202,7 @@ class Policy:
             "on_missing_evidence": (on_missing_evidence, ("stop", "continue")),
             "on_max_tokens": (on_max_tokens, ("stop", "continue")),
             "on_unknown_tool": (on_unknown_tool, ("stop", "report")),
+            "on_tool_error": (on_tool_error, ("report", "raise", "stop")),
         }
         for name, (value, options) in choices.items():
             if value not in options:
@@ -123,6 +220,7 @@ class Policy:
                 f"Policy.max_continuations must be an int >= 0, got {max_continuations!r}"
             )
         object.__setattr__(self, "success", success)
+        object.__setattr__(self, "signal_handlers", _signal_handlers(signal_handlers))
         object.__setattr__(self, "approve", approve)
         object.__setattr__(self, "max_continuations", max_continuations)
         if not isinstance(cast(object, require_approval_for_destructive), bool):
@@ -190,6 +288,23 @@ class Policy:
     def is_allowed(self, name: str) -> bool:
         """The tool passes the allow-list (when there is one)."""
         return self.allowed is None or name in self.allowed
+
+
+def _signal_handlers(
+    given: Mapping[str, SignalHandler | None] | None,
+) -> Mapping[str, SignalHandler | None]:
+    """`Policy.signal_handlers`, checked and read once (a stop_reason str to a handler or None)."""
+    if given is None:
+        return types.MappingProxyType({})
+    if not isinstance(cast(object, given), Mapping):
+        raise ConfigurationError(f"Policy.signal_handlers maps stop_reasons to handlers, got {given!r}")
+    for stop_reason, handler in given.items():
+        if not isinstance(cast(object, stop_reason), str) or not (handler is None or callable(handler)):
+            raise ConfigurationError(
+                "Policy.signal_handlers maps a stop_reason str to a handler, got "
+                f"{stop_reason!r}: {handler!r}"
+            )
+    return types.MappingProxyType(dict(given))
 
 
 def _tool_names(field: str, value: object) -> frozenset[str]:

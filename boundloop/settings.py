@@ -11,10 +11,11 @@ is read from their fields (`field_schema`), so each is still written once.
 
 The contract's JSON Schema (boundloop/contract/loop-contract.schema.json) is generated from
 `LoopSpec` by `scripts/contract_schema.py`'s `contract_schema()`; `scripts/contract-schema` writes
-it, a test keeps the committed file equal to it. The contract document spells three settings
+it, a test keeps the committed file equal to it. The contract document spells four settings
 its own way: `system` is `{"text": ...}` (or `{"file": ...}`), `metrics` is `{"enabled": ...}`, and
-`on_tool_error` sits in the policy. `from_contract` and `to_contract` map them, and
-`contract_schema` maps their schema: those are the only places that know.
+`Budget.count_tokens` and `Budget.max_tool_output_chars` sit at its top level.
+`from_contract` and `to_contract` map them, and `contract_schema` maps their schema: those are
+the only places that know.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, final, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, final
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,7 +36,7 @@ from ._route import FallbackModels, route_data
 from ._server_tools import server_tool
 from .compaction import Compaction, ContextEdits, context_settings
 from .errors import ConfigurationError
-from .policy import Policy
+from .policy import Policy, ToolErrors
 from .state import Budget
 
 if TYPE_CHECKING:
@@ -53,9 +54,6 @@ __all__ = [
     "default",
     "policy_data",
 ]
-
-ToolErrors: TypeAlias = Literal["report", "raise", "stop"]
-"""What a failing tool does: report it to the model, raise it from `run()`, or stop the run."""
 
 _HANDLER = Annotated[str, Field(pattern="^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)]
 """A signal handler's name: `contract.HANDLER_NAME`."""
@@ -89,9 +87,19 @@ def _policy(value: object) -> Policy:
     return Policy(**typing.cast(Mapping[str, Any], value))
 
 
+_CONTRACT_TOP: Final = ("max_tool_output_chars", "count_tokens")
+"""`Budget` settings a contract writes at its top level."""
+
+
 def budget_data(budget: Budget) -> dict[str, Any]:
-    """The budget as JSON: its limits that are set."""
-    return {key: value for key, value in dataclasses.asdict(budget).items() if value is not None}
+    """The budget as JSON: its limits that are set (`max_tool_output_chars` and `count_tokens`
+    only when not their default)."""
+    defaults = {field.name: field.default for field in dataclasses.fields(Budget)}
+    return {
+        key: value
+        for key, value in dataclasses.asdict(budget).items()
+        if value is not None and (key not in _CONTRACT_TOP or value != defaults[key])
+    }
 
 
 def policy_data(policy: Policy) -> dict[str, Any]:
@@ -107,7 +115,13 @@ def policy_data(policy: Policy) -> dict[str, Any]:
         document["require_approval_for_destructive"] = True
     if policy.on_unknown_tool != "report":
         document["on_unknown_tool"] = policy.on_unknown_tool
-    for field in ("on_forbidden", "on_missing_evidence", "on_max_tokens", "max_continuations"):
+    for field in (
+        "on_forbidden",
+        "on_missing_evidence",
+        "on_max_tokens",
+        "max_continuations",
+        "on_tool_error",
+    ):
         document[field] = getattr(policy, field)
     return document
 
@@ -142,12 +156,6 @@ def _server_tool(value: object) -> object:
     if not isinstance(value, Mapping):
         raise ConfigurationError(f"a server tool is a definition (a dict), got {value!r}")
     return server_tool(typing.cast(Mapping[str, object], value))
-
-
-def _tool_errors(value: object) -> object:
-    if value not in get_args(ToolErrors):
-        raise ConfigurationError(f"on_tool_error must be 'report', 'raise' or 'stop', got {value!r}")
-    return value
 
 
 BudgetSpec = Annotated[
@@ -250,15 +258,7 @@ class LoopSpec(BaseModel):
         default_factory=Policy,
         description="The policy inline, or the path of a loop-policy.json file relative to the contract.",
     )
-    on_tool_error: Annotated[ToolErrors, pydantic.BeforeValidator(_tool_errors)] = Field(
-        default="report",
-        description="'report' a failing tool to the model (is_error), 'stop' the run (tool_failure) "
-        "once it fails after its retries, 'raise' its exception.",
-    )
     metrics: bool = True
-    max_tool_output_chars: Annotated[int, _count("max_tool_output_chars")] = Field(
-        default=100_000, ge=1, description="Longer tool results are cut with a visible marker."
-    )
     history: tuple[HistoryMessage, ...] = Field(
         default=(), description="Messages API messages every run starts from, before its goal."
     )
@@ -267,12 +267,6 @@ class LoopSpec(BaseModel):
         strict=True,
         description="Checkpoints store every string redacted: the transcript, observations and "
         "pending approvals too (a resumed run continues from them).",
-    )
-    count_tokens: bool = Field(
-        default=False,
-        strict=True,
-        description="With a token or cost budget, count each request's input with the API's "
-        "messages.count_tokens before the call (one more request per model call).",
     )
     settings: ModelSettings = Field(
         default_factory=ModelSettings,
@@ -332,8 +326,7 @@ class LoopSpec(BaseModel):
     @classmethod
     def from_contract(cls, contract: Contract) -> LoopSpec:
         """The spec a loaded contract declares (its files already read)."""
-        policy = dict(contract.policy)
-        on_tool_error = policy.pop("on_tool_error", "report")
+        top = {"max_tool_output_chars": contract.max_tool_output_chars, "count_tokens": contract.count_tokens}
         settings: dict[str, Any] = {
             "name": contract.name,
             "description": contract.description,
@@ -344,13 +337,11 @@ class LoopSpec(BaseModel):
             "mcp_servers": [dict(server) for server in contract.mcp_servers],
             "signals": dict(contract.signals),
             "custom_handlers": contract.custom_handlers,
-            "budget": dict(contract.budget),
-            "policy": policy,
-            "on_tool_error": on_tool_error,
+            "budget": {**contract.budget, **{key: value for key, value in top.items() if value is not None}},
+            "policy": dict(contract.policy),
             "metrics": contract.metrics,
             "history": [dict(message) for message in contract.history],
             "redact_checkpoints": contract.redact_checkpoints,
-            "count_tokens": contract.count_tokens,
             "settings": dict(contract.settings),
             "output_schema": None if contract.output_schema is None else dict(contract.output_schema),
             "fallback_model": contract.fallback_model,
@@ -361,8 +352,6 @@ class LoopSpec(BaseModel):
         }
         if contract.max_tokens is not None:
             settings["max_tokens"] = contract.max_tokens
-        if contract.max_tool_output_chars is not None:
-            settings["max_tool_output_chars"] = contract.max_tool_output_chars
         return cls.of(**settings)
 
     def to_contract(self) -> Contract:
@@ -380,13 +369,15 @@ class LoopSpec(BaseModel):
             mcp_servers=tuple(server.data() for server in self.mcp_servers),
             signals=dict(self.signals),
             custom_handlers=self.custom_handlers,
-            budget=budget_data(self.budget),
-            policy={**policy_data(self.policy), "on_tool_error": self.on_tool_error},
+            budget={
+                key: value for key, value in budget_data(self.budget).items() if key not in _CONTRACT_TOP
+            },
+            policy=policy_data(self.policy),
             metrics=self.metrics,
-            max_tool_output_chars=self.max_tool_output_chars,
+            max_tool_output_chars=self.budget.max_tool_output_chars,
             history=tuple(typing.cast(Any, message.model_dump()) for message in self.history),
             redact_checkpoints=self.redact_checkpoints,
-            count_tokens=self.count_tokens,
+            count_tokens=self.budget.count_tokens,
             settings=self.settings.data(),
             output_schema=self.output_schema,
             fallback_model=route_data(self.fallback_model),

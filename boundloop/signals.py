@@ -7,12 +7,10 @@ run raise `UnhandledStop`.
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final, TypeAlias, final
+from typing import TYPE_CHECKING, Final
 
-from .policy import Policy
+from .policy import Route, SignalContext, Verdict
 from .records import StopReason
 from .state import LoopState
 
@@ -23,11 +21,6 @@ __all__ = [
     "CONTINUE_AFTER_MAX_TOKENS",
     "DEFAULT_HANDLERS",
     "KNOWN_STOP_REASONS",
-    "Route",
-    "SignalContext",
-    "SignalHandler",
-    "Verdict",
-    "answer_text",
     "on_compaction",
     "on_context_exceeded",
     "on_end_turn",
@@ -40,72 +33,13 @@ __all__ = [
 ]
 
 
-class Verdict(enum.Enum):
-    """Where a signal handler sends the run (`Route.verdict`)."""
-
-    TOOL_CALLS = "tool_calls"
-    """Validate the response's tool calls and run the allowed ones."""
-    RESUME = "resume"
-    """Another model turn without tools: pause_turn, a max_tokens continuation, a nudge."""
-    FINAL = "final"
-    """The answer is accepted: the run completes."""
-    STOP = "stop"
-    """The run stops with `Route.stop_reason`."""
-
-
-@final
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Route:
-    """Where a response sends the run."""
-
-    verdict: Verdict
-    """`TOOL_CALLS`, `RESUME`, `FINAL` or `STOP`."""
-    stop_reason: StopReason | None = None
-    detail: str | None = None
-    nudge: str | None = None
-    """For RESUME: a user message to send first (e.g. which evidence is missing)."""
-    continuation: bool = False
-    """For RESUME: counts against `Policy.max_continuations`."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.verdict, Verdict):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise ValueError(f"Route.verdict must be a Verdict, not {self.verdict!r}")
-        if self.verdict is Verdict.STOP and (
-            self.stop_reason is None or self.stop_reason is StopReason.COMPLETED
-        ):
-            raise ValueError("a STOP route needs a stop_reason other than completed")
-
-
 _RUN_TOOLS: Final = Route(verdict=Verdict.TOOL_CALLS)
 """Every tool_use response's route: a route is immutable, so one serves them all."""
-
-
-@final
-@dataclasses.dataclass(frozen=True, slots=True)
-class SignalContext:
-    """What a signal handler may consult besides the response."""
-
-    policy: Policy
-    state: LoopState
-    earlier_text: str = ""
-    """Text of the same assistant turn before this response (a paused or cut-off turn)."""
-
-    def answer(self, message: Message) -> str:
-        """The whole turn's text: what came before a pause or continuation, then this response."""
-        return self.earlier_text + answer_text(message)
-
-
-SignalHandler: TypeAlias = Callable[["Message", SignalContext], Route]
 
 
 def stop(reason: StopReason, detail: str | None = None) -> Route:
     """A route that ends the run."""
     return Route(verdict=Verdict.STOP, stop_reason=reason, detail=detail)
-
-
-def answer_text(message: Message) -> str:
-    """The text blocks of a response, joined: the answer, never a control signal."""
-    return "".join(block.text for block in message.content if block.type == "text")
 
 
 def succeeded_tools(state: LoopState) -> set[str]:
@@ -191,7 +125,7 @@ def on_context_exceeded(message: Message, ctx: SignalContext) -> Route:
     return stop(StopReason.CONTEXT_EXCEEDED, "the model's context window was exceeded")
 
 
-DEFAULT_HANDLERS: Final[Mapping[str, SignalHandler]] = {
+DEFAULT_HANDLERS: Final[Mapping[str, Callable[[Message, SignalContext], Route]]] = {
     "tool_use": on_tool_use,
     "end_turn": on_end_turn,
     "stop_sequence": on_end_turn,

@@ -91,6 +91,13 @@ class Budget:
     """`final_answer`: when `max_steps` or `max_tool_calls` is spent, one last model call
     without tools (`tool_choice: none`) for the best answer; the stop reason stays the budget's.
     Time, tokens and cost are hard ceilings: no call is made after them."""
+    max_tool_output_chars: int = 100_000
+    """A longer tool result is cut to this many characters, with a visible marker, before the
+    model reads it."""
+    count_tokens: bool = False
+    """With a token or cost budget, count each request's input with the API's
+    `messages.count_tokens` before the call (one more request per model call): the check that
+    the next call fits the budget then reads the exact input instead of an estimate."""
 
     def __post_init__(self) -> None:
         def positive(name: str, value: object, *, allow_zero: bool = False) -> None:
@@ -106,11 +113,15 @@ class Budget:
         if not isinstance(cast(object, self.max_steps), int) or isinstance(self.max_steps, bool):
             raise errors.ConfigurationError(f"Budget.max_steps must be an int, got {self.max_steps!r}")
         for field in dataclasses.fields(self):
-            if field.name != "on_exhausted":
+            if field.name not in ("on_exhausted", "count_tokens"):
                 positive(field.name, getattr(self, field.name), allow_zero=bool(field.metadata.get("zero")))
         if self.on_exhausted not in ("stop", "final_answer"):
             raise errors.ConfigurationError(
                 f"Budget.on_exhausted must be 'stop' or 'final_answer', got {self.on_exhausted!r}"
+            )
+        if not isinstance(cast(object, self.count_tokens), bool):
+            raise errors.ConfigurationError(
+                f"Budget.count_tokens must be True or False, got {self.count_tokens!r}"
             )
 
 

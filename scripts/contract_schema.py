@@ -43,8 +43,10 @@ def contract_schema() -> dict[str, Any]:
         "maxProperties": 1,
         "properties": {"text": {"type": "string"}, "file": {"type": "string", "minLength": 1}},
     }
+    budget = properties["budget"]["properties"]
+    for name in ("max_tool_output_chars", "count_tokens"):  # `Budget`'s, at the contract's top level
+        properties[name] = budget.pop(name)
     policy = policy_schema()
-    policy["properties"]["on_tool_error"] = properties.pop("on_tool_error")
     properties["policy"] = {
         "description": properties["policy"]["description"],
         "oneOf": [{"type": "string", "minLength": 1}, {"$ref": "#/$defs/policy"}],
@@ -80,10 +82,9 @@ def contract_schema() -> dict[str, Any]:
 
 
 def policy_schema() -> dict[str, Any]:
-    """The loop policy's JSON Schema, from `Policy`'s data fields and `on_tool_error`: the
-    committed loop-policy.schema.json, and the contract schema's `$defs/policy`."""
+    """The loop policy's JSON Schema, from `Policy`'s data fields: the committed
+    loop-policy.schema.json, and the contract schema's `$defs/policy`."""
     fields = field_schema(Policy, {"$ref": "#/$defs/tool_name"})
-    on_tool_error = _plain(LoopSpec.model_json_schema())["properties"]["on_tool_error"]
     return {
         "$schema": SCHEMA_DIALECT,
         "$id": "https://boundloop.dev/schemas/loop-policy.json",
@@ -92,7 +93,7 @@ def policy_schema() -> dict[str, Any]:
         "failing tool does. See docs/contracts.md.",
         "type": "object",
         "additionalProperties": False,
-        "properties": {"$schema": {"type": "string"}, **fields["properties"], "on_tool_error": on_tool_error},
+        "properties": {"$schema": {"type": "string"}, **fields["properties"]},
         "$defs": {"tool_name": TOOL_NAME_SCHEMA},
     }
 

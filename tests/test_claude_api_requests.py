@@ -24,7 +24,8 @@ from boundloop import (
     tool,
 )
 from boundloop._core.invariant import RequestChecker, request_problem
-from boundloop.signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS, Route, SignalContext, Verdict
+from boundloop.policy import Route, SignalContext, Verdict
+from boundloop.signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS
 from boundloop.testing import parse_message
 from tests.api_rules import violations
 
@@ -140,7 +141,7 @@ async def test_a_broken_rule_is_never_sent_and_fails_the_run() -> None:
         return Route(verdict=Verdict.RESUME, nudge="Go on.")
 
     script = [response("pause_turn", text("Let me search."), SEARCH), response("end_turn", text("done"))]
-    result, client = await run(script, signal_handlers={"pause_turn": nudge})
+    result, client = await run(script, policy=Policy(signal_handlers={"pause_turn": nudge}))
     assert result.stop_reason is StopReason.FAILED
     assert "would reject" in (result.state.stop_detail or "")
     assert "unfinished server_tool_use 'srvtoolu_1'" in (result.state.stop_detail or "")

@@ -22,6 +22,7 @@ from boundloop import (
     Budget,
     CheckpointStore,
     LoopState,
+    Policy,
     ScriptedClient,
     SQLiteStore,
     StopReason,
@@ -369,7 +370,7 @@ def tool_that_crashes_loop() -> AgentLoop:
         model="claude-sonnet-4-6",
         tools=[crash],
         budget=Budget(max_steps=2),
-        on_tool_error="raise",
+        policy=Policy(on_tool_error="raise"),
         metrics=None,
     )
 

@@ -1,4 +1,4 @@
-"""Server-side compaction and context editing (`AgentLoop(compaction=..., context_editing=...)`):
+"""Server-side compaction and context editing (`AgentLoop(context=ContextManagement(...))`):
 the request's edits and betas, the billed usage, the event, the transcript after a compaction
 block, the retry after a full context window, checkpoints, resume and replay."""
 
@@ -15,6 +15,7 @@ from boundloop import (
     Budget,
     Compaction,
     ConfigurationError,
+    ContextManagement,
     LoopSpec,
     ModelSettings,
     Policy,
@@ -87,7 +88,7 @@ def loop(script: list[JSON], **options: Any) -> AgentLoop:
         "budget": Budget(max_steps=10),
         "metrics": None,
         "tools": [lookup],
-        "compaction": Compaction(trigger_tokens=50_000),
+        "context": ContextManagement(compaction=Compaction(trigger_tokens=50_000)),
     }
     return AgentLoop(ScriptedClient(script), **(settings | options))
 
@@ -97,8 +98,10 @@ async def test_the_request_carries_the_compact_edit_and_its_beta() -> None:
     after the settings' own betas, thinking clearing first; the request goes to the beta API."""
     agent = loop(
         [text("done")],
-        compaction=Compaction(trigger_tokens=80_000, instructions="Keep the keys.", pause=True),
-        context_editing=[CLEAR_TOOLS, CLEAR_THINKING],
+        context=ContextManagement(
+            compaction=Compaction(trigger_tokens=80_000, instructions="Keep the keys.", pause=True),
+            edits=[CLEAR_TOOLS, CLEAR_THINKING],
+        ),
         settings=ModelSettings(betas=["interleaved-thinking-2025-05-14"]),
     )
     await agent.run("go")
@@ -125,7 +128,7 @@ async def test_the_request_carries_the_compact_edit_and_its_beta() -> None:
 def test_an_edit_set_twice_is_a_configuration_error_naming_it() -> None:
     settings = ModelSettings(context_management={"edits": [CLEAR_TOOLS]})
     with pytest.raises(ConfigurationError, match="clear_tool_uses_20250919"):
-        loop([], context_editing=[CLEAR_TOOLS], settings=settings)
+        loop([], context=ContextManagement(edits=[CLEAR_TOOLS]), settings=settings)
     with pytest.raises(ConfigurationError, match="compact_20260112"):
         loop([], settings=ModelSettings(context_management={"edits": [{"type": "compact_20260112"}]}))
     with pytest.raises(ValueError, match="greater than or equal to 50000"):
@@ -133,13 +136,18 @@ def test_an_edit_set_twice_is_a_configuration_error_naming_it() -> None:
 
 
 def test_compaction_and_context_editing_are_contract_data() -> None:
-    agent = loop([], context_editing=[CLEAR_TOOLS], compaction=Compaction(trigger_tokens=60_000, pause=True))
+    agent = loop(
+        [],
+        context=ContextManagement(
+            compaction=Compaction(trigger_tokens=60_000, pause=True), edits=[CLEAR_TOOLS]
+        ),
+    )
     contract = agent.to_contract()
     assert contract.to_dict()["compaction"] == {"trigger_tokens": 60_000, "pause": True}
     spec = LoopSpec.from_contract(contract)
     assert spec.compaction == agent.config.spec.compaction
     assert spec.context_editing == (CLEAR_TOOLS,)
-    plain = loop([], compaction=None)
+    plain = loop([], context=ContextManagement())
     assert plain.config.provenance.settings_sha256 is None  # nothing sent: nothing hashed
     assert agent.config.provenance.settings_sha256 is not None
 
@@ -205,7 +213,7 @@ async def test_pause_after_compaction_continues_the_turn() -> None:
         },
         text("done"),
     ]
-    agent = loop(script, compaction=Compaction(trigger_tokens=50_000, pause=True))
+    agent = loop(script, context=ContextManagement(compaction=Compaction(trigger_tokens=50_000, pause=True)))
     result = await agent.run("go")
     assert result.stop_reason is StopReason.COMPLETED
     requests = sent(agent)
@@ -220,7 +228,7 @@ async def test_a_full_context_window_compacts_once_and_retries() -> None:
         text("partial", stop_reason="model_context_window_exceeded"),
         compacted({"type": "text", "text": "done"}),
     ]
-    agent = loop(script, compaction=Compaction(trigger_tokens=180_000))
+    agent = loop(script, context=ContextManagement(compaction=Compaction(trigger_tokens=180_000)))
     result = await agent.run("go")
     assert result.stop_reason is StopReason.COMPLETED
     first, retry = sent(agent)
@@ -241,7 +249,7 @@ async def test_a_second_full_context_window_in_a_row_stops_context_exceeded() ->
 
 
 async def test_without_compaction_a_full_context_window_stops_at_once() -> None:
-    agent = loop([text("partial", stop_reason="model_context_window_exceeded")], compaction=None)
+    agent = loop([text("partial", stop_reason="model_context_window_exceeded")], context=ContextManagement())
     result = await agent.run("go")
     assert result.stop_reason is StopReason.CONTEXT_EXCEEDED
 

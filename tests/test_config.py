@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from boundloop import (
     StopReason,
     tool,
 )
+from boundloop.compaction import Compaction, ContextEdit, ContextManagement
 from boundloop.prices import PRICES, price_for
 from boundloop.redaction import Redaction
 from tests.helpers import text
@@ -118,26 +120,12 @@ def make_loop(**overrides: Any) -> AgentLoop:
             r"prices\['claude-sonnet-4-6'\] must be a Price, got 3\.0",
             id="price-not-a-price",
         ),
-        pytest.param(
-            {"on_tool_error": "ignore"},
-            r"on_tool_error must be 'report', 'raise' or 'stop', got 'ignore'",
-            id="bad-on-tool-error",
-        ),
         pytest.param({"client": object()}, r"has no messages\.create", id="client-without-messages"),
         pytest.param({"client": NoCreate()}, r"has no messages\.create", id="client-without-create"),
         pytest.param({"model": ""}, r"model must be a non-empty model name", id="empty-model"),
         pytest.param({"model": None}, r"model must be a non-empty model name", id="model-none"),
         pytest.param({"max_tokens": 0}, r"max_tokens must be a positive int, got 0", id="max-tokens-zero"),
-        pytest.param(
-            {"max_tool_output_chars": 0},
-            r"max_tool_output_chars must be a positive int",
-            id="output-chars-zero",
-        ),
-        pytest.param(
-            {"signal_handlers": {"end_turn": "stop"}},
-            r"signal_handlers maps a stop_reason",
-            id="bad-signal-handler",
-        ),
+        pytest.param({"context": Compaction()}, r"context must be a ContextManagement", id="bad-context"),
     ],
 )
 def test_agent_loop_misconfiguration_raises_at_construction(overrides: JSON, expected: str) -> None:
@@ -204,7 +192,7 @@ def test_the_settings_are_the_specs_validated_once() -> None:
     assert loop.policy is policy
     assert spec.budget is budget
     assert loop.budget is budget
-    assert (spec.model, spec.system, spec.redact_checkpoints, spec.count_tokens) == (
+    assert (spec.model, spec.system, spec.redact_checkpoints, spec.budget.count_tokens) == (
         "claude-sonnet-4-6",
         "Be brief.",
         True,
@@ -227,8 +215,7 @@ def test_the_provenance_hashes_are_the_specs_and_keep_their_values() -> None:
     loop = make_loop(
         tools=[lookup, refund_order],
         system="be nice",
-        on_tool_error="stop",
-        policy=Policy(allowed={"lookup", "refund_order"}, escalation_tool="ask_human"),
+        policy=Policy(allowed={"lookup", "refund_order"}, escalation_tool="ask_human", on_tool_error="stop"),
     )
     provenance = loop.config.provenance
     assert provenance.system_sha256 == "90868159d4f4e1dfe23eb6761fc870bf0285b89efd34d9d15c08eac883095913"
@@ -337,6 +324,14 @@ def test_budget_counts_must_be_ints(limit: str) -> None:
         budget_with(limit, 1.5)
 
 
+def test_budget_rejects_a_bad_tool_output_bound_and_count_tokens() -> None:
+    """max_tool_output_chars counts characters (>= 1); count_tokens is a flag."""
+    with pytest.raises(ConfigurationError, match=r"Budget\.max_tool_output_chars must be > 0, got 0"):
+        Budget(max_steps=4, max_tool_output_chars=0)
+    with pytest.raises(ConfigurationError, match=r"Budget\.count_tokens must be True or False, got 1"):
+        Budget(max_steps=4, count_tokens=1)  # type: ignore[arg-type]
+
+
 def test_budget_rejects_a_bad_on_exhausted() -> None:
     """on_exhausted is 'stop' or 'final_answer'."""
     with pytest.raises(
@@ -409,6 +404,13 @@ def test_policy_rejects_evidence_from_a_forbidden_tool() -> None:
         ("max_continuations", True, r"Policy\.max_continuations must be an int >= 0, got True"),
         ("success", "yes", r"Policy\.success must be a callable, got 'yes'"),
         ("approve", True, r"Policy\.approve must be a callable, got True"),
+        ("signal_handlers", {"end_turn": "stop"}, r"Policy\.signal_handlers maps a stop_reason str"),
+        ("signal_handlers", [], r"Policy\.signal_handlers maps stop_reasons to handlers, got \[\]"),
+        (
+            "on_tool_error",
+            "ignore",
+            r"Policy\.on_tool_error must be one of \('report', 'raise', 'stop'\), got 'ignore'",
+        ),
     ],
 )
 def test_policy_rejects_bad_option_values(option: str, value: object, expected: str) -> None:
@@ -518,3 +520,38 @@ async def test_a_run_on_a_dated_model_is_costed_at_its_alias_price() -> None:
     result = await loop.run("goal")
     assert result.stop_reason is StopReason.COMPLETED
     assert result.usage.cost_usd == pytest.approx((1_000 * 1 + 200 * 5) / 1_000_000)
+
+
+def test_agent_loop_takes_at_most_20_parameters_and_loop_spec_s_defaults() -> None:
+    """The constructor stays small (related settings travel as value objects: `Budget`, `Policy`,
+    `Redaction`, `ContextManagement`, `TraceSettings`), and a data keyword's default is its
+    `LoopSpec` field's: a loop given only what is required has the spec of those settings."""
+    parameters = [name for name in inspect.signature(AgentLoop.__init__).parameters if name != "self"]
+    assert len(parameters) <= 20, parameters
+    for name in set(parameters) & set(LoopSpec.model_fields):
+        field = LoopSpec.model_fields[name]
+        if field.is_required() or name in ("budget", "policy", "settings"):  # None: the spec's default
+            continue
+        if name in ("tools", "metrics"):  # the functions and the instruments: wiring, the spec's differ
+            continue
+        assert inspect.signature(AgentLoop.__init__).parameters[name].default == field.get_default(
+            call_default_factory=True
+        ), name
+    budget = Budget(max_steps=4)
+    loop = AgentLoop(ScriptedClient([]), model="claude-sonnet-4-6", budget=budget)
+    spec = LoopSpec.of(model="claude-sonnet-4-6", budget=budget)
+    assert {name: getattr(loop.spec, name) for name in LoopSpec.model_fields} == {
+        name: getattr(spec, name) for name in LoopSpec.model_fields
+    }
+
+
+def test_context_management_is_checked_when_built() -> None:
+    """`ContextManagement` takes a `Compaction` (or None) and a sequence of edits, read once."""
+    with pytest.raises(
+        ConfigurationError, match=r"ContextManagement\.compaction must be a Compaction or None"
+    ):
+        ContextManagement(compaction={"trigger_tokens": 60_000})  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match=r"ContextManagement\.edits must be a sequence of edits"):
+        ContextManagement(edits={"type": "clear_thinking_20251015"})  # type: ignore[arg-type]
+    clear: ContextEdit = {"type": "clear_thinking_20251015"}
+    assert ContextManagement(edits=[clear]).edits == (clear,)

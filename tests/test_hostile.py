@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import boundloop
-from boundloop import AgentLoop, Budget, MemoryStore, ScriptedClient, StopReason, Tool, tool
+from boundloop import AgentLoop, Budget, MemoryStore, Policy, ScriptedClient, StopReason, Tool, tool
 from boundloop.events import Proposal, ToolResult, Transition, redact_strings
 from boundloop.redaction import Redaction, Redactor
 from boundloop.transcript import transcript_errors
@@ -306,7 +306,7 @@ async def test_on_tool_error_stop_ends_the_run_with_tool_failure() -> None:
         tools=[broken, lookup],
         budget=Budget(max_steps=3),
         metrics=None,
-        on_tool_error="stop",
+        policy=Policy(on_tool_error="stop"),
     )
     result = await loop.run("goal")
     assert result.stop_reason is StopReason.TOOL_FAILURE
@@ -637,9 +637,8 @@ async def test_count_tokens_checks_the_exact_input_before_the_first_call(
     loop = AgentLoop(
         client,
         model="claude-sonnet-4-6",
-        budget=Budget(max_steps=2, max_total_tokens=1000),
+        budget=Budget(max_steps=2, max_total_tokens=1000, count_tokens=True),
         metrics=None,
-        count_tokens=True,
     )
     result = await loop.run("goal")
     assert result.stop_reason is expected_stop
@@ -650,7 +649,7 @@ async def test_count_tokens_checks_the_exact_input_before_the_first_call(
 def test_count_tokens_needs_a_client_that_counts() -> None:
     """The scripted client cannot count tokens: a construction error, not a mid-run failure."""
     with pytest.raises(boundloop.ConfigurationError, match="count_tokens=True needs a client"):
-        AgentLoop(ScriptedClient([]), model="m", budget=Budget(max_steps=1), count_tokens=True)
+        AgentLoop(ScriptedClient([]), model="m", budget=Budget(max_steps=1, count_tokens=True))
 
 
 # -- the exceptions run() lets out ---------------------------------------------------------
@@ -702,7 +701,7 @@ async def test_a_failing_callback_of_yours_fails_the_run_it_does_not_escape(wher
     elif where == "on_event":
         options["on_event"] = _raise
     elif where == "signal_handler":
-        options["signal_handlers"] = {"end_turn": _raise}
+        options["policy"] = boundloop.Policy(signal_handlers={"end_turn": _raise})
     else:
         options["store"] = FailingStore()
     result = await scripted_loop(script, [lookup], **options).run("goal")

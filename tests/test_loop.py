@@ -240,13 +240,15 @@ async def test_unknown_stop_reason_raises_unhandled_stop() -> None:
 
 
 async def test_a_handler_override_routes_a_new_stop_reason() -> None:
-    """signal_handlers can give an unknown stop_reason an explicit handler."""
+    """Policy.signal_handlers can give an unknown stop_reason an explicit handler."""
     from boundloop.signals import stop
 
     client = ScriptedClient([text("?", stop_reason="brand_new_reason")])
     loop = make_loop(
         client,
-        signal_handlers={"brand_new_reason": lambda message, ctx: stop(StopReason.FAILED, "new")},
+        policy=Policy(
+            signal_handlers={"brand_new_reason": lambda message, ctx: stop(StopReason.FAILED, "new")}
+        ),
     )
     result = await loop.run("goal")
     assert result.stop_reason is StopReason.FAILED
@@ -320,7 +322,7 @@ async def test_on_tool_error_raise_propagates_the_handlers_exception() -> None:
     """With on_tool_error="raise", the handler's own exception leaves run()."""
     client = ScriptedClient([tool_use(("broken", {"key": "b"}))])
     with pytest.raises(RuntimeError, match="backend down for b"):
-        await make_loop(client, on_tool_error="raise").run("goal")
+        await make_loop(client, policy=Policy(on_tool_error="raise")).run("goal")
 
 
 async def test_truncated_tool_use_is_never_executed() -> None:

@@ -137,7 +137,9 @@ async def test_a_large_result_under_the_message_limit_is_cut_like_a_local_tools(
     hostile = Hostile(tmp_path)
     server = hostile.server(max_message_bytes=32 * 1024 * 1024, timeout_s=30)
     script = [tool_use(("huge", {}, "t1")), text("done")]
-    result = await loop_of(script, [server], max_tool_output_chars=1_000).run("be big")
+    result = await loop_of(
+        script, [server], budget=Budget(max_steps=5, timeout_s=60, max_tool_output_chars=1_000)
+    ).run("be big")
     [block] = answers(result)
     assert not block.get("is_error")
     assert str(block["content"]).startswith("x" * 1_000 + "\n[truncated: 9999000 more characters]")

@@ -118,6 +118,7 @@ DRIVE_A_LOOP = {
     "LoopSpec",
     "ModelSettings",
     "Compaction",
+    "ContextManagement",
 }
 """The public names whose modules call the SDK (`replay` drives a loop), and the spec of a loop,
 whose `ModelSettings` and `Compaction` edits are typed with the SDK's own param types: the only

@@ -20,8 +20,8 @@ from anthropic.types import Message, Usage
 
 from ..compaction import MIN_TRIGGER_TOKENS, context_settings
 from ..events import Compacted
+from ..policy import Route, Verdict
 from ..records import StopReason
-from ..signals import Route, Verdict
 from .blocks import field_of
 from .context import RunContext
 

@@ -16,18 +16,19 @@ from .._output import OutputCheck, OutputType
 from .._price import Price
 from ..checkpoint.signed import resigned
 from ..checkpoint.store import CheckpointStore
+from ..compaction import ContextManagement
 from ..errors import ConfigurationError
 from ..events import Event
 from ..metrics.instruments import BoundMetrics, LoopMetrics
 from ..model import Model
 from ..otel import TraceSettings, Tracing, is_provider, tracing_for
-from ..policy import Policy
+from ..policy import Policy, SignalHandler
+from ..policy import ToolErrors as ToolErrors
 from ..prices import resolve_price, warn_unpriced
 from ..records import Observation, Provenance
 from ..redaction import Redaction, Redactor
 from ..settings import LoopSpec, ToolSpec
-from ..settings import ToolErrors as ToolErrors
-from ..signals import DEFAULT_HANDLERS, SignalHandler
+from ..signals import DEFAULT_HANDLERS
 from ..state import Budget
 from ..statemachine.machine import LoopMachine
 from ..tools import Tool
@@ -127,12 +128,12 @@ class Wiring:
     redactor: Redactor = dataclasses.field(default_factory=Redactor)
     """The default patterns, `Redaction.patterns` and `Redaction.hook`, compiled once."""
     prices: Mapping[str, Price] | None = None
-    signal_handlers: Mapping[str, SignalHandler | None] | None = None
     on_event: EventHook | None = None
 
 
-def check_objects(*, budget: object, policy: object, redaction: object) -> None:
-    """In code the budget, the policy and the redaction are objects (a spec also reads JSON).
+def check_objects(*, budget: object, policy: object, redaction: object, context: object) -> None:
+    """In code the budget, the policy, the redaction and the context management are objects (a
+    spec also reads JSON).
 
     Raises:
         ConfigurationError: one is not.
@@ -144,6 +145,9 @@ def check_objects(*, budget: object, policy: object, redaction: object) -> None:
         policy is None or isinstance(policy, Policy), f"policy must be a Policy, got {type(policy).__name__}"
     )
     _require(isinstance(redaction, Redaction), f"redaction must be a Redaction, got {_kind(redaction)}")
+    _require(
+        isinstance(context, ContextManagement), f"context must be a ContextManagement, got {_kind(context)}"
+    )
 
 
 def declarations(policy: Policy | None, wiring: Wiring) -> dict[str, Any]:
@@ -215,8 +219,10 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
         f"on_event must be a callable taking an Event, got {wiring.on_event!r}",
     )
     _require(
-        not spec.count_tokens or callable(getattr(getattr(client, "messages", None), "count_tokens", None)),
-        f"count_tokens=True needs a client with messages.count_tokens (AsyncAnthropic), not {client!r}",
+        not spec.budget.count_tokens
+        or callable(getattr(getattr(client, "messages", None), "count_tokens", None)),
+        "Budget.count_tokens=True needs a client with messages.count_tokens (AsyncAnthropic), "
+        f"not {client!r}",
     )
     _require(
         tracing is None or isinstance(cast(object, tracing), TraceSettings),
@@ -254,7 +260,7 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
         if chosen_metrics is None
         else chosen_metrics.bind(spec.name, registry, spec.version or ""),
         price=price,
-        signal_handlers=_handlers(wiring.signal_handlers),
+        signal_handlers=_handlers(spec.policy.signal_handlers),
         machine=LoopMachine(),
         provenance=provenance(spec),
         recorded=None,
@@ -379,15 +385,12 @@ def check_policy(policy: Policy, tools: ToolRegistry, *, listed_later: bool = Fa
         )
 
 
-def _handlers(overrides: Mapping[str, SignalHandler | None] | None) -> dict[str, SignalHandler]:
+def _handlers(overrides: Mapping[str, SignalHandler | None]) -> dict[str, SignalHandler]:
+    """The built-in handlers with `Policy.signal_handlers` over them (None removes one)."""
     handlers = dict(DEFAULT_HANDLERS)
-    for stop_reason, handler in (overrides or {}).items():
-        if handler is None and isinstance(cast(object, stop_reason), str):
+    for stop_reason, handler in overrides.items():
+        if handler is None:
             handlers.pop(stop_reason, None)  # no handler: this stop_reason raises UnhandledStop
-            continue
-        if not isinstance(cast(object, stop_reason), str) or not callable(handler):
-            raise ConfigurationError(
-                f"signal_handlers maps a stop_reason str to a handler, got {stop_reason!r}: {handler!r}"
-            )
-        handlers[stop_reason] = handler
+        else:
+            handlers[stop_reason] = handler
     return handlers

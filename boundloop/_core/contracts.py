@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 from ..contract import HANDLER_NAME, UNHANDLED, Contract, ContractTool
 from ..errors import ConfigurationError
-from ..policy import Approver, Policy, SuccessCheck
+from ..policy import Approver, Policy, SignalHandler, SuccessCheck
 from ..settings import LoopSpec, ToolSpec
-from ..signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS, SignalHandler
+from ..signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS
 from ..tools import Handler, Tool
 from .config import escalation_tool
 
@@ -27,9 +27,9 @@ def contract_parts(
     signal_handlers: Mapping[str, SignalHandler] | None = None,
     approve: Approver | None = None,
     success: SuccessCheck | None = None,
-) -> tuple[LoopSpec, list[Tool], dict[str, SignalHandler | None]]:
-    """The spec a contract declares (its policy with the code's hooks), its tools bound to
-    `handlers`, and its signal handlers by stop_reason.
+) -> tuple[LoopSpec, list[Tool]]:
+    """The spec a contract declares (its policy with the code's hooks: `approve`, `success` and
+    the signal handlers by stop_reason) and its tools bound to `handlers`.
 
     Raises:
         ConfigurationError: a declared tool has no handler, a handler has no declared tool, or
@@ -42,10 +42,9 @@ def contract_parts(
     for stop_reason, name in contract.signals.items():
         routes[stop_reason] = None if name == UNHANDLED else custom.get(name) or _BUILTIN[name]
     spec = LoopSpec.from_contract(contract)
-    spec = spec.model_copy(
-        update={"policy": dataclasses.replace(spec.policy, approve=approve, success=success)}
-    )
-    return spec, [declared_tool(tool, handlers[tool.name]) for tool in spec.tools], routes
+    hooks = dataclasses.replace(spec.policy, approve=approve, success=success, signal_handlers=routes)
+    spec = spec.model_copy(update={"policy": hooks})
+    return spec, [declared_tool(tool, handlers[tool.name]) for tool in spec.tools]
 
 
 def _same_names(kind: str, declared: set[str], given: Mapping[str, object]) -> None:

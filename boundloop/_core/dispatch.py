@@ -62,7 +62,7 @@ async def act(ctx: RunContext) -> Trigger:
     fill_copies(turn)
     failed = (  # read only to stop the run at a failure
         [answer for answer in turn.answers if answer is not None and answer.attempts and answer.is_error]
-        if ctx.config.spec.on_tool_error == "stop"
+        if ctx.config.spec.policy.on_tool_error == "stop"
         else []
     )
     answer_open_calls(ctx, "cancelled", "not run")
@@ -137,7 +137,7 @@ async def _in_asyncio_tasks(ctx: RunContext, batch: _Batch, plan: list[Planned])
             if task is not current:
                 task.cancel()
 
-    inline = ctx.config.spec.on_tool_error != "raise" and len(plan) <= YIELD_EVERY
+    inline = ctx.config.spec.policy.on_tool_error != "raise" and len(plan) <= YIELD_EVERY
     async with asyncio.TaskGroup() as group:
         for position, planned in enumerate(plan[1:] if inline else plan, 1):
             tasks.append(group.create_task(_run_call(ctx, batch, planned, cancel_siblings)))
@@ -207,7 +207,7 @@ async def _run_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Ca
     result.attempts = attempts
     result.duration_s = time.perf_counter() - started
     if result.is_error:  # an exception's text is the tool's output too: bounded like its result
-        result.content = truncate(result.content, ctx.config.spec.max_tool_output_chars)
+        result.content = truncate(result.content, ctx.config.spec.budget.max_tool_output_chars)
     turn.answers[index] = result
 
 
@@ -248,11 +248,11 @@ async def _attempt(
             if exc.retry_after_s is not None:  # an explicit 0 means "retry now", not "use the backoff"
                 return _Retry(exc.retry_after_s, error)
             return _Retry(spec.budget.retry_backoff_s * 2.0 ** (attempt - 1), error)
-        if spec.on_tool_error == "raise":
+        if spec.policy.on_tool_error == "raise":
             raise
         return refused(call, "error", f"{error} (after {attempt} attempts)")
     except Exception as exc:  # the tool boundary: a failure becomes an is_error result
-        if spec.on_tool_error == "raise":
+        if spec.policy.on_tool_error == "raise":
             raise
         return refused(call, "error", f"{type(exc).__name__}: {exc}")
     check = planned.tool.check_output
@@ -262,4 +262,4 @@ async def _attempt(
         fault = f"{type(exc).__name__}: {exc}"
     if fault is not None:
         return refused(call, "invalid_result", f"the tool's result does not match what it declares: {fault}")
-    return to_result(call, value, spec.max_tool_output_chars)
+    return to_result(call, value, spec.budget.max_tool_output_chars)

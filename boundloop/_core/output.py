@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from .._output import EMPTY_ANSWER, OutputCheck, answer_problem
+from ..policy import Route, SignalContext, Verdict
 from ..records import ErrorRecord, StopReason
-from ..signals import Route, SignalContext, Verdict, stop
+from ..signals import stop
 from .context import RunContext
 
 if TYPE_CHECKING:

@@ -78,11 +78,11 @@ async def assemble(ctx: RunContext) -> Trigger:
 
 
 async def _count_input(ctx: RunContext) -> None:
-    """With `count_tokens=True` and a token or cost budget: the next request's exact input."""
+    """With `Budget.count_tokens` and a token or cost budget: the next request's exact input."""
     ctx.scratch.counted_input = None
     config = ctx.config
     budget = config.spec.budget
-    if not config.spec.count_tokens or (budget.max_total_tokens is None and budget.max_cost_usd is None):
+    if not budget.count_tokens or (budget.max_total_tokens is None and budget.max_cost_usd is None):
         return
     try:
         request = build_request(ctx, tools_allowed=not ctx.state.final_call_due)

@@ -42,7 +42,7 @@ def provenance(spec: LoopSpec) -> Provenance:
         policy_sha256=_sha256(spec.policy.fingerprint()),
         tools=manifest,
         # What a failing tool does decides stops too: recorded with the policy (not in its hash).
-        policy={**json.loads(spec.policy.fingerprint()), "on_tool_error": spec.on_tool_error},
+        policy={**json.loads(spec.policy.fingerprint()), "on_tool_error": spec.policy.on_tool_error},
         budget=dataclasses.asdict(spec.budget),
         settings_sha256=settings_sha256(effective_settings(spec, spec.settings.data())),
         output_sha256=None

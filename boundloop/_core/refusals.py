@@ -13,8 +13,8 @@ from typing import Any
 
 from anthropic.types import Message
 
+from ..policy import Route, SignalContext, Verdict
 from ..records import StopReason
-from ..signals import Route, SignalContext, Verdict
 from .compaction import retry_compacted
 from .context import Retry, RunContext
 

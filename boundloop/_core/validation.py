@@ -22,6 +22,7 @@ import anyio.lowlevel
 
 from ..errors import ConfigurationError, UnhandledStop
 from ..events import ApprovalRequested, CallDecision, PendingCall, Validation
+from ..policy import Route, SignalContext, Verdict, answer_text
 from ..records import (
     CallResult,
     Decision,
@@ -35,7 +36,6 @@ from ..records import (
     Turn,
     call_digest,
 )
-from ..signals import Route, SignalContext, Verdict, answer_text
 from ..statemachine.table import Trigger
 from ..tools import ToolInputError
 from ..transcript import append_user

@@ -25,6 +25,7 @@ _POLICY_SETTINGS: Final = (
     "on_missing_evidence",
     "on_max_tokens",
     "max_continuations",
+    "on_tool_error",
 )
 
 
@@ -130,7 +131,6 @@ def _fields(schema: Mapping[str, Any]) -> str:
 
 def _policy_rows(policy: Mapping[str, Any]) -> Iterable[tuple[str, ...]]:
     defaults = {name: p.default for name, p in inspect.signature(Policy).parameters.items()}
-    defaults["on_tool_error"] = "report"
     for field in ("allowed", "forbidden", "requires_approval", "required_evidence", "escalation_tool"):
         value = policy.get(field)
         label = field.replace("_", " ")
@@ -139,7 +139,7 @@ def _policy_rows(policy: Mapping[str, Any]) -> Iterable[tuple[str, ...]]:
         else:
             names = [value] if isinstance(value, str) else list(value)
             yield label, ", ".join(f"`{name}`" for name in names) or "none"
-    for field in (*_POLICY_SETTINGS, "on_tool_error"):
+    for field in _POLICY_SETTINGS:
         value = policy.get(field)
         yield f"`{field}`", _value(defaults[field]) + " (default)" if value is None else _value(value)
 

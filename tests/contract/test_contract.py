@@ -25,7 +25,8 @@ from boundloop import (
 from boundloop.cli import demo
 from boundloop.contract import RULES, Contract, check_contract, compile_module, compile_report, load_contract
 from boundloop.errors import UnhandledStop
-from boundloop.signals import Route, SignalContext, SignalHandler, stop
+from boundloop.policy import Route, SignalContext, SignalHandler
+from boundloop.signals import stop
 from tests.helpers import text, tool_use
 
 JSON = dict[str, Any]
@@ -447,12 +448,12 @@ def test_a_contract_sets_redact_checkpoints_and_count_tokens() -> None:
     assert [p.where for p in check_contract(contract(count_tokens="yes"))] == ["count_tokens"]
     client = anthropic.AsyncAnthropic(api_key="sk-ant-test-0000000000")  # it counts; nothing is sent
     loop = AgentLoop.from_contract(document, handlers={"lookup": lookup}, client=client, metrics=None)
-    assert (loop.config.spec.redact_checkpoints, loop.config.spec.count_tokens) == (True, True)
+    assert (loop.config.spec.redact_checkpoints, loop.config.spec.budget.count_tokens) == (True, True)
     written = loop.to_contract().to_dict()
     assert (written["redact_checkpoints"], written["count_tokens"]) == (True, True)
     assert load_contract(written) == loop.to_contract()
     plain = AgentLoop.from_contract(contract(), handlers={"lookup": lookup}, client=ScriptedClient([]))
-    assert (plain.config.spec.redact_checkpoints, plain.config.spec.count_tokens) == (False, False)
+    assert (plain.config.spec.redact_checkpoints, plain.config.spec.budget.count_tokens) == (False, False)
     assert not {"redact_checkpoints", "count_tokens"} & set(plain.to_contract().to_dict())
 
 
@@ -462,7 +463,7 @@ def test_to_contract_refuses_a_nameless_signal_handler() -> None:
         ScriptedClient([]),
         model="claude-sonnet-4-6",
         budget=Budget(max_steps=2),
-        signal_handlers={"refusal": lambda message, ctx: stop(StopReason.REFUSED)},
+        policy=Policy(signal_handlers={"refusal": lambda message, ctx: stop(StopReason.REFUSED)}),
         metrics=None,
     )
     with pytest.raises(ConfigurationError, match="no name a contract can hold"):
@@ -516,7 +517,9 @@ def test_to_contract_keeps_a_declared_escalation_tool_and_refuses_two_handlers_o
         ScriptedClient([]),
         model="claude-sonnet-4-6",
         budget=Budget(max_steps=2),
-        signal_handlers={"refusal": make(StopReason.REFUSED), "max_tokens": make(StopReason.TRUNCATED)},
+        policy=Policy(
+            signal_handlers={"refusal": make(StopReason.REFUSED), "max_tokens": make(StopReason.TRUNCATED)}
+        ),
         metrics=None,
     )
     with pytest.raises(ConfigurationError, match="both named 'handler'"):

@@ -132,7 +132,7 @@ def test_a_small_contract_is_a_loop_spec_round_trip() -> None:
         ({"budget": {"max_steps": 2}, "policy": {"max_continuations": -1}}, "Policy.max_continuations"),
         ({"budget": {"max_steps": 2}, "max_tokens": 0}, "max_tokens must be a positive int, got 0"),
         ({"budget": None}, "a Budget is required: there is no unbounded loop"),
-        ({"budget": {"max_steps": 2}, "count_tokens": 1}, "count_tokens: Input should be a valid boolean"),
+        ({"budget": {"max_steps": 2, "count_tokens": 1}}, "Budget.count_tokens must be True or False, got 1"),
         ({"budget": {"max_steps": 2}, "signals": {"end_turn": "not a name"}}, "signals.end_turn"),
         ({"budget": {"max_steps": 2}, "custom_handlers": ["a", "a"]}, "names must be unique"),
         ({"budget": {"max_steps": 2}, "modle": "x"}, "modle: Extra inputs are not permitted"),

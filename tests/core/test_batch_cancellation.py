@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from boundloop import AgentLoop, Budget, LoopResult, ScriptedClient, StopReason, Tool, tool
+from boundloop import AgentLoop, Budget, LoopResult, Policy, ScriptedClient, StopReason, Tool, tool
 from tests.helpers import assert_valid_transcript, blocks, text, tool_use
 
 JSON = dict[str, Any]
@@ -72,7 +72,7 @@ async def test_raise_cancels_every_sibling_and_waits_for_their_cleanup(failing_p
     loop = make_loop(
         [tool_use(*calls)],
         [blocked.tool(name) for name in names] + [broken],
-        on_tool_error="raise",
+        policy=Policy(on_tool_error="raise"),
     )
     with anyio.fail_after(10), pytest.raises(RuntimeError, match="backend down for b"):
         await loop.run("goal")

@@ -372,7 +372,7 @@ async def test_long_output_is_truncated_with_a_visible_marker(
 ) -> None:
     """Output over max_tool_output_chars is cut, and the marker says how many characters were cut."""
 
-    result = await produced(value, max_tool_output_chars=10)
+    result = await produced(value, budget=Budget(max_steps=4, max_tool_output_chars=10))
     assert answers(result) == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": expected}]
 
 
@@ -466,7 +466,7 @@ async def test_every_kind_of_block_counts_towards_the_output_limit(
     """Images, documents and search results count by their JSON; a block that does not fit whole is
     left out (its base64 data never cut), and the marker says how much was cut and which blocks."""
 
-    result = await produced(value, max_tool_output_chars=120)
+    result = await produced(value, budget=Budget(max_steps=4, max_tool_output_chars=120))
     assert answers(result) == [{"type": "tool_result", "tool_use_id": "toolu_1", "content": expected}]
 
 
@@ -506,9 +506,8 @@ async def test_a_huge_exception_message_is_bounded_like_a_result() -> None:
         client,
         model="claude-sonnet-4-6",
         tools=[fetch],
-        budget=Budget(max_steps=4),
+        budget=Budget(max_steps=4, max_tool_output_chars=1_000),
         metrics=None,
-        max_tool_output_chars=1_000,
     )
     result = await run(loop)
     [answer] = answers(result)

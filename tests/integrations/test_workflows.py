@@ -110,7 +110,7 @@ async def test_a_tool_exception_raised_from_the_run_reaches_the_caller_as_itself
         raise KeywordError(f"no order {order_id}", code=404)
 
     client = ScriptedClient([tool_use(("broken", {"order_id": "O-9"}))])
-    durable = DurableLoop(loop_of(client, [broken], "raising", on_tool_error="raise"))
+    durable = DurableLoop(loop_of(client, [broken], "raising", policy=Policy(on_tool_error="raise")))
     launch()
     with pytest.raises(KeywordError, match="no order O-9") as caught:
         await durable.run("Break", task_id="raising")
@@ -155,8 +155,8 @@ async def test_counted_tokens_are_a_step(launch: Launch) -> None:
             return MessageTokensCount(input_tokens=12)
 
     client = Counting()
-    budget = Budget(max_steps=2, max_total_tokens=100_000)
-    durable = DurableLoop(loop_of(client, [], "counting", count_tokens=True, budget=budget))
+    budget = Budget(max_steps=2, max_total_tokens=100_000, count_tokens=True)
+    durable = DurableLoop(loop_of(client, [], "counting", budget=budget))
     launch()
     result = await durable.run("Count", task_id="counting")
     assert result.answer == "counted"

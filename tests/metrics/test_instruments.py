@@ -312,7 +312,7 @@ async def test_runs_active_drops_when_a_run_raises(registry: CollectorRegistry, 
         model="claude-sonnet-4-5",
         tools=[flaky_lookup],
         budget=Budget(max_steps=3),
-        on_tool_error="raise",
+        policy=Policy(on_tool_error="raise"),
         name="raises",
         metrics=metrics,
     )

@@ -249,7 +249,9 @@ async def test_an_exception_leaving_run_sets_the_error_status(
     provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
     """on_tool_error="raise": the tool's exception leaves run(); the run span has it and ends."""
-    loop = traced_loop(provider, [tool_use(("flaky", {"order_id": "O-1"})), text("-")], on_tool_error="raise")
+    loop = traced_loop(
+        provider, [tool_use(("flaky", {"order_id": "O-1"})), text("-")], policy=Policy(on_tool_error="raise")
+    )
     with pytest.raises(RuntimeError, match="backend down"):
         await loop.run("Check order O-1.")
     run = only(finished(exporter), "invoke_agent")

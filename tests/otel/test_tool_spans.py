@@ -16,6 +16,7 @@ from boundloop import (
     AgentLoop,
     Budget,
     Event,
+    Policy,
     RetryableToolError,
     ScriptedClient,
     StopReason,
@@ -171,7 +172,7 @@ async def test_a_call_whose_exception_leaves_run_still_ends_its_span(
             raise RuntimeError(f"backend down for {order_id}")
 
     script: list[ScriptItem] = [tool_use(("lookup", {"order_id": "O-1"}, "toolu_01")), text("-")]
-    loop = loop_of(provider, script, [lookup], on_tool_error="raise")
+    loop = loop_of(provider, script, [lookup], policy=Policy(on_tool_error="raise"))
     with pytest.raises(RuntimeError, match="backend down"):
         await loop.run("Check O-1.")
     spans = finished(exporter)

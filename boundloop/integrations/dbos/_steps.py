@@ -171,7 +171,7 @@ class StepMessages:
 
     @property
     def count_tokens(self) -> Callable[..., Awaitable[MessageTokensCount]]:
-        """`messages.count_tokens` as a step (for `AgentLoop(count_tokens=True)`)."""
+        """`messages.count_tokens` as a step (for `Budget(count_tokens=True)`)."""
         return self._count_tokens
 
 
