@@ -61,9 +61,6 @@ class ToolInputError(ValueError):
     """A tool_use input does not match the tool's schema; the message names the field."""
 
 
-ToolInputError.__module__ = "boundloop.tools"  # its public home, in reprs and tracebacks
-
-
 def jsonschema_validator(schema: Mapping[str, Any]) -> Validate:
     """The input check of a JSON schema (its references were checked: nothing is retrieved)."""
     validator = local_validator(schema)

@@ -14,6 +14,7 @@ import anyio.to_thread
 import jsonschema
 from typing_extensions import Unpack
 
+from ._lazy import claim as _claim
 from ._schemas import unresolved_ref
 from ._tool_input import ToolFields, Validate, api_fields, defined_tool, jsonschema_validator, signature_input
 from ._tool_input import ToolInputError as ToolInputError
@@ -35,6 +36,8 @@ __all__ = [
     "idempotency_key",
     "tool",
 ]
+
+_claim(__name__, ToolInputError)  # defined in _tool_input: reported as this module's
 
 TOOL_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """What the Messages API accepts as a tool name."""

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 import boundloop.loop  # noqa: F401  (see below)
 from boundloop import LoopMetrics
 from tests.postgres import PostgresServer, running_server
+from tests.sim_model import SimulatedModel, shipping_policy
 
 # `boundloop` loads each public name on first use, so the anthropic SDK is first imported by
 # whichever test first touches `AgentLoop`. Its import reads package metadata from disk, which
@@ -86,3 +87,14 @@ def postgres_server() -> Iterator[PostgresServer]:
 def postgres_dsn(postgres_server: PostgresServer) -> str:
     """The DSN of a new, empty database on the session's server."""
     return postgres_server.create_database()
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimulatedModel]:
+    """The simulated model (tests/sim_model.py) reading the delivery status as the seed eval case
+    expects, served over HTTP: the real SDK client reaches it through ANTHROPIC_BASE_URL."""
+    sim = SimulatedModel(shipping_policy(), seed=1)
+    with sim.serve() as url:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-simulated")
+        yield sim

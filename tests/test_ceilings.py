@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from boundloop.cli import main
 from boundloop.errors import ConfigurationError, InvalidRequest
 from boundloop.prices import UnpricedModelWarning, resolve_price
 from tests.fake_api import Body, FakeAPI, message, text_block
-from tests.sim_model import SimulatedModel, shipping_policy
+from tests.sim_model import SimulatedModel
 
 RECORDED = Path(__file__).parent / "recorded" / "advisor_exchange.json"
 SEED_CASE = (
@@ -251,15 +250,6 @@ def test_a_runs_request_checker_finds_a_one_hour_breakpoint_after_a_five_minute_
 
 
 # -- eval --live --max-cost-usd ---------------------------------------------------------------------
-
-
-@pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimulatedModel]:
-    sim = SimulatedModel(shipping_policy(), seed=1)
-    with sim.serve() as url:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-simulated")
-        yield sim
 
 
 def test_eval_live_refuses_a_cost_ceiling_over_a_fixtures_unpriced_model(

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from xml.etree import ElementTree
@@ -16,16 +15,6 @@ from tests.sim_model import SimulatedModel, shipping_policy
 
 EVALS = Path(__file__).resolve().parents[2] / "examples" / "evals"
 SEED_CASE = str(EVALS / "shipping_lookup_repeated_failure.json")
-
-
-@pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimulatedModel]:
-    """The simulated model reading the delivery status as the seed's case expects, served."""
-    sim = SimulatedModel(shipping_policy(), seed=1)
-    with sim.serve() as url:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-simulated")
-        yield sim
 
 
 def test_the_seed_fixture_runs_live_with_rates(
