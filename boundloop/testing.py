@@ -1,7 +1,8 @@
-"""The embedded deterministic model: `ScriptedClient` and `parse_message`.
+"""The embedded models: `ScriptedClient`, `parse_message` and `SimulatedClient`.
 
 For demos, tests and evals: scripted Messages API responses served in order, as real
-`anthropic.types.Message` objects, with every request recorded.
+`anthropic.types.Message` objects, with every request recorded; and a seeded simulated model
+behind the real `AsyncAnthropic` (`SimulatedClient`, loaded on first use with the SDK).
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ from .errors import ConfigurationError, ScriptExhausted
 if TYPE_CHECKING:  # at run time, imported where a response is built: `import boundloop` stays light
     from anthropic.types import Message
 
+    from ._simulated import SimulatedClient as SimulatedClient
+
 __all__ = [
     "Request",
     "ScriptItem",
     "ScriptedClient",
     "Served",
+    "SimulatedClient",
     "parse_message",
 ]
 
@@ -267,3 +271,15 @@ class _ScriptedMessages:
 class _ScriptedBeta:
     def __init__(self, messages: _ScriptedMessages) -> None:
         self.messages = messages
+
+
+def __getattr__(name: str) -> object:
+    """`SimulatedClient`, imported on first use (it loads the SDK, which `ScriptedClient` does not)."""
+    if name == "SimulatedClient":
+        from ._lazy import claim
+        from ._simulated import SimulatedClient
+
+        claim(__name__, SimulatedClient)
+        globals()[name] = SimulatedClient
+        return SimulatedClient
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,6 +31,8 @@ from typing import Any
 import anthropic
 import httpx2
 
+from boundloop._simulated import read_state
+
 JSON = dict[str, Any]
 
 
@@ -56,27 +58,10 @@ Policy = Mapping[str, Sequence[Move]] | Callable[[str, str], Sequence[Move]]
 
 
 def state_of(body: JSON) -> tuple[str, str]:
-    """(goal, state) of a request: the first user message's text, and `start > tool:ok|error ...`."""
-    messages: list[JSON] = body["messages"]
-    first = messages[0]["content"]
-    goal = (
-        first
-        if isinstance(first, str)
-        else " ".join(b.get("text", "") for b in first if b.get("type") == "text")
-    )
-    names: dict[str, str] = {}
-    steps = ["start"]
-    for message in messages:
-        content = message["content"]
-        if isinstance(content, str):
-            continue
-        for block in content:
-            if block.get("type") == "tool_use":
-                names[block["id"]] = block["name"]
-            elif block.get("type") == "tool_result":
-                outcome = "error" if block.get("is_error") else "ok"
-                steps.append(f"{names.get(block['tool_use_id'], '?')}:{outcome}")
-    return goal, " > ".join(steps)
+    """(goal, state) of a request, as `boundloop.testing.SimulatedClient` reads it: the first user
+    message's text, and `start > tool:ok|error ...`."""
+    goal, state, _ = read_state(body)
+    return goal, state
 
 
 class SimulatedModel:

@@ -13,6 +13,10 @@ from typing import Final, Literal
 DEMO_MODEL: Final = "claude-sonnet-4-6"
 """The demo's model, `boundloop.cli.demo.MODEL`: what `--live` calls unless `--model` says."""
 
+SIMULATED_MODEL: Final = "sim"
+"""`--live --model sim`: the simulated model (`boundloop.testing.SimulatedClient`), offline and
+with no key; the loops keep their own model names, so costs are what the same tokens would cost."""
+
 DiagramFormat = Literal["mermaid", "dot", "svg", "png"]
 """`boundloop.statemachine.diagram.DiagramFormat`, for the parser."""
 

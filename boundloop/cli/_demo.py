@@ -1,4 +1,5 @@
-"""`boundloop demo`: the refund investigation, offline on its script or `--live` on the real API."""
+"""`boundloop demo`: the refund investigation, offline on its script or `--live` on the real API
+(or, with `--model sim`, on the simulated model behind the real SDK client)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import anyio
 
 from .. import AgentLoop, LoopResult, Model, StopReason
 from . import demo
+from ._defaults import SIMULATED_MODEL
 from ._errors import EXIT_NOT_COMPLETED, EXIT_USAGE, CommandError
 from ._runner import Cleanup, EventHook, RunOptions, Start, execute, run_goal
 from ._view import RunView
@@ -31,14 +33,20 @@ def demo_command(args: argparse.Namespace) -> int:
         The exit code: 0 when the run completed, 1 otherwise.
 
     Raises:
-        CommandError: `--live` without ANTHROPIC_API_KEY, the API out of reach, or the run failed.
+        CommandError: `--live` without ANTHROPIC_API_KEY (`--live --model sim` needs none: the
+            simulated model), the API out of reach, or the run failed.
     """
     model: str = args.model
     live: bool = args.live
     client: Model | None = None
     cleanup: Cleanup | None = None
     start = run_goal(demo.GOAL)
-    if live:
+    if live and model == SIMULATED_MODEL:  # offline: the real SDK client, the simulated model behind it
+        from ..testing import SimulatedClient
+
+        simulated = SimulatedClient(seed=0)
+        client, cleanup, model = simulated, simulated.close, demo.MODEL
+    elif live:
         if not os.environ.get("ANTHROPIC_API_KEY"):
             raise CommandError(
                 "--live needs an API key: set ANTHROPIC_API_KEY (or run the demo without --live)"

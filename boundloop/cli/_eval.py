@@ -16,6 +16,7 @@ from .. import AgentLoop, CheckpointStore, LoopState
 from ..errors import FixtureError
 from ..evals import Case, EvalReport, export_case, load_cases, render_html, run_cases, run_trials
 from ..prices import resolve_price
+from ._defaults import SIMULATED_MODEL
 from ._errors import EXIT_NOT_COMPLETED, EXIT_OK, EXIT_USAGE, CommandError
 from ._json import dumps
 from ._run import load_target, make_loop
@@ -98,7 +99,10 @@ def _live_options(args: argparse.Namespace) -> _Live | None:
             raise CommandError(f"{', '.join(given)} only apply to live cases: add --live")
         return None
     has_key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
-    if args.loop is None and not has_key:  # with --loop, the live cases run on the app's client
+    simulated = args.model == SIMULATED_MODEL
+    if (
+        args.loop is None and not has_key and not simulated
+    ):  # with --loop, the live cases run on the app's client
         raise CommandError("--live runs the live cases on the API: set ANTHROPIC_API_KEY")
     trials: int | None = args.trials
     if trials is not None and trials < 1:
@@ -106,7 +110,7 @@ def _live_options(args: argparse.Namespace) -> _Live | None:
     if args.max_cost_usd is not None:
         if not args.max_cost_usd >= 0:
             raise CommandError(f"--max-cost-usd must be 0 or more, got {args.max_cost_usd}")
-        if args.model is not None and resolve_price(args.model) is None:
+        if args.model is not None and not simulated and resolve_price(args.model) is None:
             raise CommandError(f"--max-cost-usd: no price is known for {args.model}, so its cost is unknown")
     if not 0.0 <= args.min_pass_rate <= 1.0:
         raise CommandError(f"--min-pass-rate must be between 0 and 1, got {args.min_pass_rate}")
@@ -135,8 +139,10 @@ async def _run(
     app = None if loop is None else await make_loop(*loop)
     if live is None:
         return EvalReport(await run_cases(cases, concurrency=concurrency, app=app))
+    simulated = live.model == SIMULATED_MODEL
+    model = None if simulated else live.model  # the simulated model answers as each case's model
     if live.max_cost_usd is not None:  # before any billed call
-        unpriced = _unpriced(cases, live.model, app)
+        unpriced = _unpriced(cases, model, app)
         if unpriced:
             raise CommandError(
                 f"--max-cost-usd: no price is known for {', '.join(unpriced)}, which the live "
@@ -144,7 +150,7 @@ async def _run(
             )
     scripted = await run_cases([case for case in cases if not case.live], concurrency=concurrency, app=app)
     options: dict[str, Any] = {
-        "model": live.model,
+        "model": model,
         "concurrency": concurrency,
         "max_cost_usd": live.max_cost_usd,
         "seed": live.seed,
@@ -153,6 +159,12 @@ async def _run(
     }
     if live.trials is not None:
         options["trials"] = live.trials
+    if simulated:  # offline: the real SDK client, answered by the simulated model
+        from ..testing import SimulatedClient
+
+        async with SimulatedClient(seed=live.seed or 0) as client:
+            trials = await run_trials(cases, client, **options)
+        return EvalReport(scripted, live=dataclasses.replace(trials, model=SIMULATED_MODEL))
     if app is not None:  # the application's own client
         return EvalReport(scripted, live=await run_trials(cases, app.client, **options))
     from anthropic import AsyncAnthropic  # only a live run loads the SDK

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from .. import __version__
-from ._defaults import DEMO_MODEL, DIAGRAM_FORMATS
+from ._defaults import DEMO_MODEL, DIAGRAM_FORMATS, SIMULATED_MODEL
 from ._errors import (
     CHECK_EXIT_CODES,
     COMPILE_EXIT_CODES,
@@ -109,7 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="which ending the scripted model plays: one per refund stop reason (default: completed)",
     )
     demo_parser.add_argument(
-        "--model", default=DEMO_MODEL, help=f"model name (default: {DEMO_MODEL}); with --live, the model used"
+        "--model",
+        default=DEMO_MODEL,
+        help=f"model name (default: {DEMO_MODEL}); with --live, the model used ({SIMULATED_MODEL}: the "
+        "simulated model, offline, no key)",
     )
     _add_run_options(demo_parser)
     demo_parser.set_defaults(command=command("_demo", "demo_command"))
@@ -409,12 +412,22 @@ def _add_eval_command(add_parser: Callable[..., argparse.ArgumentParser]) -> Non
     )
     live = eval_parser.add_argument_group("live cases (no model turns)")
     live.add_argument("--live", action="store_true", help="run live cases on the model (ANTHROPIC_API_KEY)")
-    live.add_argument("--model", metavar="M", help="the live model (default: each case's model_name)")
+    live.add_argument(
+        "--model",
+        metavar="M",
+        help=f"the live model (default: each case's model_name; {SIMULATED_MODEL}: the simulated model, "
+        "offline, no key)",
+    )
     live.add_argument("--trials", type=int, metavar="N", help="trials per live case (default: 5)")
     live.add_argument(
         "--max-cost-usd", type=float, metavar="X", help="no trial starts once the trials cost this much"
     )
-    live.add_argument("--seed", type=int, metavar="S", help="shuffle the order trials start in, reproducibly")
+    live.add_argument(
+        "--seed",
+        type=int,
+        metavar="S",
+        help=f"shuffle the order trials start in, reproducibly (and seed --model {SIMULATED_MODEL})",
+    )
     live.add_argument(
         "--min-pass-rate",
         type=float,
