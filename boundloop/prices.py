@@ -14,6 +14,7 @@ does with a response's `usage` is in its own module's docstring (`boundloop._pri
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import re
 import warnings
@@ -258,7 +259,8 @@ _warned: set[str] = set()
 
 
 def warn_unpriced(model: str) -> None:
-    """Warn, once per model and process, that `model` has no price and its cost is not tracked.
+    """Warn, once per model and process, that `model` has no price and its cost is not tracked,
+    naming the closest id that has one (a misspelt `claude-sonet-4-5`: did you mean claude-sonnet-4-5?).
 
     The warning points at the first line outside boundloop: the `AgentLoop(...)` call.
 
@@ -268,8 +270,10 @@ def warn_unpriced(model: str) -> None:
     """
     if model in _warned:
         return
+    close = difflib.get_close_matches(model, list(_current().by_id), n=1, cutoff=0.8)
+    hint = f"did you mean {close[0]}? If not, " if close else ""
     warnings.warn(
-        f"no price known for model {model!r}: cost not tracked "
+        f"no price known for model {model!r}: {hint}cost not tracked "
         f"(pass prices={{{model!r}: Price(...)}} to track it)",
         UnpricedModelWarning,
         stacklevel=_outside_boundloop(),

@@ -251,6 +251,17 @@ def test_an_unknown_model_warns_once_in_one_line_at_the_callers_line() -> None:
         warn_unpriced("house-model-2")  # another model: its own warning
 
 
+def test_a_misspelt_model_is_named_its_closest_priced_id() -> None:
+    """A loop on a misspelt model id warns with the id it probably meant."""
+    with pytest.warns(UnpricedModelWarning) as caught:
+        AgentLoop(ScriptedClient([]), model="claude-sonet-4-5", budget=Budget(max_steps=1))
+    (warning,) = caught
+    assert str(warning.message) == (
+        "no price known for model 'claude-sonet-4-5': did you mean claude-sonnet-4-5? If not, cost "
+        "not tracked (pass prices={'claude-sonet-4-5': Price(...)} to track it)"
+    )
+
+
 def test_a_warning_turned_into_an_error_is_raised_every_time() -> None:
     """With warnings as errors (as in this suite), nothing was shown, so the next call raises again."""
     for _ in range(2):
