@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 
 from .. import AgentLoop, CheckpointStore, LoopState
-from ..errors import FixtureError
+from ..errors import FixtureError, SetupError
 from ..evals import Case, EvalReport, export_case, load_cases, render_html, run_cases, run_trials
 from ..prices import resolve_price
 from ._defaults import SIMULATED_MODEL
@@ -34,7 +34,8 @@ def eval_command(args: argparse.Namespace) -> int:
         failed, 2 when a fixture is invalid.
 
     Raises:
-        CommandError: a usage error: no PATH, an unwritable output, a missing store or task.
+        CommandError: a usage error: no PATH, an unwritable output, a missing store or task; a
+            setup error of the live model (a refused key, no such model), at the first trial.
     """
     if args.export is not None:
         return _export(args)
@@ -57,9 +58,12 @@ def eval_command(args: argparse.Namespace) -> int:
         return EXIT_OK
     live = _live_options(args)
     target = None if args.loop is None else load_target(args.loop, args.app_dir)
-    report = anyio.run(
-        _run, cases, args.concurrency, live, None if args.loop is None else (args.loop, target)
-    )
+    try:
+        report = anyio.run(
+            _run, cases, args.concurrency, live, None if args.loop is None else (args.loop, target)
+        )
+    except SetupError as exc:  # the first trial told it: the others were stopped
+        raise CommandError(f"the live model: {exc}") from exc
     print(report.table())
     _write(args.junit, report.junit())
     _write(args.json, dumps(report.to_dict()) + "\n")

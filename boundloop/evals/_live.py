@@ -19,6 +19,7 @@ from typing import Any, final
 
 import anyio
 
+from ..errors import SetupError
 from ..loop import AgentLoop
 from ..model import Model
 from ..records import StopReason
@@ -307,6 +308,8 @@ async def run_trials(
     Raises:
         ValueError: `trials` or `concurrency` below 1, `max_cost_usd` negative or
             `min_pass_rate` outside 0..1.
+        SetupError: the first trial that found the model's setup wrong (no API key, a refused
+            key, no such model); the other trials are cancelled.
     """
     if trials < 1 or concurrency < 1:
         raise ValueError(f"trials and concurrency must be at least 1, got {trials} and {concurrency}")
@@ -333,14 +336,17 @@ async def run_trials(
             slots.release()
 
     started = 0
-    async with anyio.create_task_group() as group:
-        for trial, index in order:
-            await slots.acquire()  # a slot first: the trials that ended so far are paid for
-            if max_cost_usd is not None and spent[0] >= max_cost_usd:
-                slots.release()
-                break
-            group.start_soon(one, trial, index)
-            started += 1
+    try:
+        async with anyio.create_task_group() as group:
+            for trial, index in order:
+                await slots.acquire()  # a slot first: the trials that ended so far are paid for
+                if max_cost_usd is not None and spent[0] >= max_cost_usd:
+                    slots.release()
+                    break
+                group.start_soon(one, trial, index)
+                started += 1
+    except* SetupError as failed:  # the first one stops every trial: none can pass until it is fixed
+        raise failed.exceptions[0] from None
     return LiveRun(
         cases=tuple(
             CaseTrials(

@@ -11,7 +11,7 @@ import anyio
 
 from .._recorded import redact_strings
 from .._replay import ReplayReport, replay
-from ..errors import ApprovalMissing, NotResumable, ScriptExhausted, UnhandledStop
+from ..errors import ApprovalMissing, NotResumable, ScriptExhausted, SetupError, UnhandledStop
 from ..events import Event, Validation
 from ..loop import AgentLoop
 from ..model import Model
@@ -152,6 +152,10 @@ async def run_case(
         faults: a script or mocked results too short, a decision the run cannot take) or
         skipped (a live case without a live model). On a live model a call beyond a tool's
         mocked results is the agent's doing: a failure, not an error.
+
+    Raises:
+        SetupError: the live model's setup is wrong (no API key, a refused key, no such
+            model): no case can pass until it is fixed, so it is not one case's failure.
     """
     live = case.live and client is not None
     if case.live and not live:
@@ -175,6 +179,8 @@ async def run_case(
         run.result = exc.result
         run.events += [] if exc.result is None else exc.result.events
         run.raised = f"UnhandledStop: {exc}"
+    except SetupError:  # no key, a refused key, no such model: no case can pass until it is fixed
+        raise
     except Exception as exc:  # the report says what broke; other cases go on
         run.raised = f"{type(exc).__name__}: {exc}"
     duration = time.perf_counter() - started
