@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast, final
 
+import anyio
 import anyio.to_thread
 from anthropic.types import Message, MessageParam
 
@@ -133,6 +134,8 @@ class _Recording:
     """The trajectory holds transitions and decisions (from a trace), not only tool outcomes."""
     model_settings: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
     """The run's model settings (a state records them; a trace, only their hash)."""
+    stop_reason: str | None = None
+    """How the recorded run stopped (`cancelled`: the replay is cancelled where it was)."""
 
 
 async def replay(
@@ -156,7 +159,10 @@ async def replay(
         OSError: the file cannot be read.
     """
     recording = await anyio.to_thread.run_sync(_recording, source)
-    config = _config(recording, loop)
+    # A run cancelled while it waited for the model is cancelled at the same call: the call past
+    # the recorded responses sets the cancel event, as the recorded run's canceller did.
+    cut = anyio.Event() if recording.stop_reason == StopReason.CANCELLED else None
+    config = _config(recording, loop, cut)
     state = LoopState(
         task_id=recording.task_id,
         trace_id=recording.trace_id,
@@ -170,7 +176,7 @@ async def replay(
     )
     result: LoopResult | None
     try:
-        result = await execute(config, state)
+        result = await execute(config, state, cancel=cut)
         events = list(result.events)
         decisions = _human_decisions(recording, result.state)
         while decisions is not None:  # the recorded run went on after a human decided: so does this one
@@ -258,6 +264,7 @@ def _from_state(state: LoopState) -> _Recording:
         trajectory=_trajectory([], state, detailed=False),
         detailed=False,
         model_settings=dict(state.model_settings),
+        stop_reason=None if state.stop_reason is None else str(state.stop_reason),
     )
 
 
@@ -298,12 +305,14 @@ def _from_trace(events: list[Event]) -> _Recording:
         provenance=stop.provenance,
         trajectory=_trajectory(events, None, detailed=True),
         detailed=True,
+        stop_reason=stop.stop_reason,
     )
 
 
-def _config(recording: _Recording, loop: AgentLoop | None) -> LoopConfig:
-    """The replaying configuration: the loop's, or the recorded one; a recorded client and tools."""
-    client = ScriptedClient(recording.responses)
+def _config(recording: _Recording, loop: AgentLoop | None, cut: anyio.Event | None = None) -> LoopConfig:
+    """The replaying configuration: the loop's, or the recorded one; a recorded client and tools
+    (and, with `cut`, a last model call that cancels the run)."""
+    client = ScriptedClient(recording.responses if cut is None else [*recording.responses, _cancels(cut)])
     if loop is not None:
         return dataclasses.replace(
             loop.config, client=client, store=None, metrics=None, on_event=None, recorded=recording.results
@@ -322,6 +331,17 @@ def _config(recording: _Recording, loop: AgentLoop | None) -> LoopConfig:
     config = build_config(spec, Wiring(client=client, tools=tools, metrics=None, tracing=None))
     # The recorded hashes stand: the system prompt itself is not recorded, only its hash.
     return dataclasses.replace(config, provenance=recorded, recorded=recording.results)
+
+
+def _cancels(cut: anyio.Event) -> Callable[[Mapping[str, object]], Awaitable[Message]]:
+    """A model call that cancels the run (sets `cut`) and never answers, as the recorded one."""
+
+    async def cancelled(_: Mapping[str, object]) -> Message:
+        cut.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable: the run's cancel scope ends the call")  # pragma: no cover
+
+    return cancelled
 
 
 def _stand_in(entry: Mapping[str, Any]) -> Tool:
