@@ -257,8 +257,8 @@ class _ScriptedMessages:
 
     def stream(self, **request: Any) -> Any:
         """The SDK's stream manager serving the next response as its stream events
-        (boundloop/_scripted_stream.py: how a response is split into deltas)."""
-        from ._scripted_stream import stream_manager
+        (boundloop/_base/scripted_stream.py: how a response is split into deltas)."""
+        from ._base.scripted_stream import stream_manager
 
         return stream_manager(self._create, request, beta=self._beta)
 
