@@ -48,7 +48,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from benchmarks._harness import Spread, settle
 from benchmarks.suite import Report, run_alone
 from boundloop import AgentLoop, Budget, LoopState, ScriptedClient, StopReason, tool
-from boundloop._scripted_stream import RawStream, raw_events
+from boundloop._base.scripted_stream import RawStream, raw_events
 from boundloop.events import TextDelta, ThinkingDelta, ToolInputDelta
 
 TURNS: Final = 20

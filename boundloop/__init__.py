@@ -20,14 +20,14 @@ from ._lazy import lazy_getattr as _lazy_getattr
 from ._lazy import public_names as _public_names
 
 if typing.TYPE_CHECKING:
-    from ._cache import CacheSettings as CacheSettings
-    from ._model_settings import ModelSettings as ModelSettings
-    from ._price import Price as Price
+    from ._base.cache import CacheSettings as CacheSettings
+    from ._base.model_settings import ModelSettings as ModelSettings
+    from ._base.price import Price as Price
+    from ._core import RunStream as RunStream
+    from ._core import StreamStatistics as StreamStatistics
     from ._replay import Divergence as Divergence
     from ._replay import ReplayReport as ReplayReport
     from ._replay import replay as replay
-    from ._stream import RunStream as RunStream
-    from ._stream import StreamStatistics as StreamStatistics
     from .checkpoint.sqlite import SQLiteStore as SQLiteStore
     from .checkpoint.store import CheckpointStore as CheckpointStore
     from .checkpoint.store import MemoryStore as MemoryStore

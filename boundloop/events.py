@@ -22,10 +22,10 @@ from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias, cast, ge
 import pydantic
 from pydantic import ConfigDict, Field, PlainSerializer, PlainValidator, TypeAdapter, ValidationError
 
-from ._recorded import Deferred as Deferred
-from ._recorded import json_default
-from ._recorded import redact_strings as redact_strings
-from ._trace_v1 import v1_fields
+from ._base.recorded import Deferred as Deferred
+from ._base.recorded import json_default
+from ._base.recorded import redact_strings as redact_strings
+from ._base.trace_v1 import v1_fields
 from .records import Decision, Outcome, Provenance
 
 __all__ = [

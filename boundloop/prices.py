@@ -8,7 +8,7 @@ with no price in either warns once (`UnpricedModelWarning`) and its cost is not 
 
 genai-prices gives each model its token rates (long-context tiers included), its web search
 rate, and its fast-mode (`speed: "fast"`) and batch rates where it lists them; what a `Price`
-does with a response's `usage` is in its own module's docstring (`boundloop._price`).
+does with a response's `usage` is in its own module's docstring (`boundloop._base.price`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final, final
 from genai_prices.data_snapshot import get_snapshot
 from genai_prices.types import TieredPrices
 
-from ._price import Price
+from ._base.price import Price
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:

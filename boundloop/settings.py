@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, final
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._cache import CacheMode, CacheSettings, check_cache
-from ._field_schema import field_schema
-from ._mcp_spec import MCPServerSpec, unique_servers
-from ._model_settings import ModelSettings, check_settings
-from ._route import FallbackModels, route_data
-from ._server_tools import server_tool
+from ._base.cache import CacheMode, CacheSettings, check_cache
+from ._base.field_schema import field_schema
+from ._base.mcp_spec import MCPServerSpec, unique_servers
+from ._base.model_settings import ModelSettings, check_settings
+from ._base.route import FallbackModels, route_data
+from ._base.server_tools import server_tool
 from .compaction import Compaction, ContextEdits, context_settings
 from .errors import ConfigurationError
 from .policy import Policy, ToolErrors
@@ -146,7 +146,7 @@ def _count(field: str) -> pydantic.BeforeValidator:
 def _output_schema(value: dict[str, Any] | None) -> dict[str, Any] | None:
     """A JSON schema the loop can validate answers with and the API's structured outputs take."""
     if value is not None:
-        from ._output import OutputCheck
+        from ._base.output import OutputCheck
 
         OutputCheck(value)  # raises ConfigurationError naming what is wrong
     return value

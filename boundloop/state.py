@@ -7,7 +7,7 @@ where it was saved. JSON goes through one pydantic `TypeAdapter`, with a `schema
 
 Importing this module loads neither pydantic nor the Anthropic SDK: the adapter is built on
 first use, and the transcript's and responses' fields carry their own validator and serialiser
-(`boundloop._transcript_json`), so pydantic never builds a schema of the SDK's types.
+(`boundloop._base.transcript_json`), so pydantic never builds a schema of the SDK's types.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Literal, cast, final
 from typing_extensions import TypeVar
 
 from . import errors, records
-from ._finite import NonFinite as NonFinite
-from ._finite import first_non_finite, strict_loads
-from ._recorded import json_default
-from ._transcript_json import Messages, Responses
+from ._base.finite import NonFinite as NonFinite
+from ._base.finite import first_non_finite, strict_loads
+from ._base.recorded import json_default
+from ._base.transcript_json import Messages, Responses
 from .records import call_digest, empty_dict, empty_list
 from .statemachine.table import INITIAL, Phase
 
@@ -54,7 +54,7 @@ SCHEMA_VERSION: Final = 1
 
 ZERO: Final = {"zero": True}
 """Field metadata of a `Budget` or `Policy` limit that may be 0 (the others must be > 0); the
-contract schema reads it too (`boundloop._field_schema.field_schema`)."""
+contract schema reads it too (`boundloop._base.field_schema.field_schema`)."""
 
 
 @final
@@ -224,7 +224,7 @@ class LoopState:
 
         Raises:
             ValueError: not a state, or one written with another `schema_version`.
-            boundloop._finite.NonFinite: a `ValueError`: NaN or Infinity in it (JSON has no
+            boundloop._base.finite.NonFinite: a `ValueError`: NaN or Infinity in it (JSON has no
                 such number); `.field` says where.
         """
         try:

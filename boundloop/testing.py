@@ -19,7 +19,7 @@ from .errors import ConfigurationError, ScriptExhausted
 if TYPE_CHECKING:  # at run time, imported where a response is built: `import boundloop` stays light
     from anthropic.types import Message
 
-    from ._simulated import SimulatedClient as SimulatedClient
+    from ._base.simulated import SimulatedClient as SimulatedClient
 
 __all__ = [
     "Request",
@@ -261,8 +261,8 @@ class _ScriptedMessages:
 
     def stream(self, **request: Any) -> Any:
         """The SDK's stream manager serving the next response as its stream events
-        (boundloop/_scripted_stream.py: how a response is split into deltas)."""
-        from ._scripted_stream import stream_manager
+        (boundloop/_base/scripted_stream.py: how a response is split into deltas)."""
+        from ._base.scripted_stream import stream_manager
 
         return stream_manager(self._create, request, beta=self._beta)
 
@@ -277,7 +277,7 @@ def __getattr__(name: str) -> object:
     """`SimulatedClient`, imported on first use (it loads the SDK, which `ScriptedClient` does not)."""
     if name == "SimulatedClient":
         from ._lazy import claim
-        from ._simulated import SimulatedClient
+        from ._base.simulated import SimulatedClient
 
         claim(__name__, SimulatedClient)
         globals()[name] = SimulatedClient

@@ -14,11 +14,18 @@ import anyio.to_thread
 import jsonschema
 from typing_extensions import Unpack
 
+from ._base.schemas import unresolved_ref
+from ._base.tool_input import (
+    ToolFields,
+    Validate,
+    api_fields,
+    defined_tool,
+    jsonschema_validator,
+    signature_input,
+)
+from ._base.tool_input import ToolInputError as ToolInputError
+from ._base.tool_output import OutputCheck, annotation_check, return_hint, schema_check
 from ._lazy import claim as _claim
-from ._schemas import unresolved_ref
-from ._tool_input import ToolFields, Validate, api_fields, defined_tool, jsonschema_validator, signature_input
-from ._tool_input import ToolInputError as ToolInputError
-from ._tool_output import OutputCheck, annotation_check, return_hint, schema_check
 from .errors import ConfigurationError
 from .records import ToolCall
 
@@ -37,7 +44,7 @@ __all__ = [
     "tool",
 ]
 
-_claim(__name__, ToolInputError)  # defined in _tool_input: reported as this module's
+_claim(__name__, ToolInputError)  # defined in _base/tool_input.py: reported as this module's
 
 TOOL_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """What the Messages API accepts as a tool name."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from boundloop import LoopSpec, Policy
-from boundloop._field_schema import TOOL_NAME_SCHEMA, field_schema
+from boundloop._base.field_schema import TOOL_NAME_SCHEMA, field_schema
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _CONTRACT_REQUIRED = ["name", "model", "tools", "signals", "budget", "policy"]

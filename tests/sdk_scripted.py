@@ -4,7 +4,7 @@
 client is an `httpx2.MockTransport`: every `POST /v1/messages` (the beta route included) is
 answered with the next scripted response, dumped to JSON the way the API sends it, and parsed
 back by the SDK; a streamed request (`"stream": true`, `messages.stream`) is answered with the
-response's stream events as server-sent events (boundloop/_scripted_stream.py), cut off after
+response's stream events as server-sent events (boundloop/_base/scripted_stream.py), cut off after
 `cut_after` events when given (the connection drops mid-stream). `requests` holds the JSON body
 of every request, as the API would receive it.
 A doc example written for the scripted model runs unchanged on the SDK with it in place of
@@ -21,7 +21,7 @@ import anthropic
 import httpx2
 
 from boundloop import ScriptedClient
-from boundloop._scripted_stream import raw_events
+from boundloop._base.scripted_stream import raw_events
 from boundloop.testing import ScriptItem
 
 

@@ -31,7 +31,7 @@ from typing import Any
 import anthropic
 import httpx2
 
-from boundloop._simulated import read_state
+from boundloop._base.simulated import read_state
 
 JSON = dict[str, Any]
 

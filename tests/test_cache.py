@@ -23,7 +23,7 @@ from boundloop import (
     StopReason,
     tool,
 )
-from boundloop._cache import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, MessageMarkers, count_breakpoints
+from boundloop._base.cache import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, MessageMarkers, count_breakpoints
 from tests.api_rules import violations
 from tests.docrun import python_blocks, runs_as_promised
 from tests.helpers import text, tool_use

@@ -22,7 +22,7 @@ from boundloop import (
     StopReason,
     tool,
 )
-from boundloop._model_settings import EXCLUDED, LOOP_OWN
+from boundloop._base.model_settings import EXCLUDED, LOOP_OWN
 from boundloop.contract import Contract
 from boundloop.settings import LoopSpec
 from tests.fake_api import MODEL, Body, FakeAPI, message, text_block, tool_use_block

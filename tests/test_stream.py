@@ -29,7 +29,7 @@ from boundloop import (
     Tool,
     tool,
 )
-from boundloop._scripted_stream import raw_events
+from boundloop._base.scripted_stream import raw_events
 from boundloop.events import EVENT_KINDS, BaseEvent, Event, TextDelta, ThinkingDelta, ToolInputDelta, to_dict
 from boundloop.redaction import Redaction
 from tests.docrun import python_blocks, runs_as_promised

@@ -112,13 +112,19 @@ def _inside(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
 
+SEALED = ("boundloop._core",)
+"""The private packages entered only through their `__init__`: the core's one seam. Any other
+private package (`boundloop._base`) is a folder: its modules are private to the package holding it."""
+
+
 def _violations(graph: dict[str, set[str]]) -> list[str]:
     """Each import of a private module from outside the package that holds it.
 
     A name starting with `_` is private to its package: `boundloop.cli._parser` to `boundloop.cli`
-    (and its subpackages). A private package is entered only through its `__init__`: outside
-    `boundloop._core`, `boundloop._core.toolset` is private (the names the core exports are the way
-    in), as a private module of a private package is private twice."""
+    (and its subpackages), `boundloop._base.recorded` to `boundloop`. A sealed private package is
+    entered only through its `__init__`: outside `boundloop._core`, `boundloop._core.toolset` is
+    private (the names the core exports are the way in), as a private module of a private package
+    is private twice."""
     found: list[str] = []
     for name, targets in sorted(graph.items()):
         for target in sorted(targets):
@@ -126,8 +132,10 @@ def _violations(graph: dict[str, set[str]]) -> list[str]:
             for index, part in enumerate(parts):
                 if not part.startswith("_") or part.startswith("__"):
                     continue
-                # `a._b` is private to `a`; a module under `a._b` is private to `a._b` itself.
-                owner = ".".join(parts[: index + 1] if index + 1 < len(parts) else parts[:index])
+                # `a._b` is private to `a`; a module under a sealed `a._b` is private to `a._b` itself.
+                package = ".".join(parts[: index + 1])
+                sealed = index + 1 < len(parts) and package in SEALED
+                owner = package if sealed else ".".join(parts[:index])
                 if not _inside(name, owner):
                     found.append(f"{name} imports {target}, private to {owner}")
                     break
@@ -135,17 +143,20 @@ def _violations(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_the_private_rule_finds_what_it_is_for() -> None:
-    """The rule itself: a private module from another package, and a module inside a private
-    package from outside it, are found; a package's own private modules and a private package's
-    `__init__` are not."""
+    """The rule itself: a private module from another package, and a module inside the core from
+    outside it, are found; a package's own private modules, a private package's `__init__` and
+    the modules of a private folder (`_base`) from inside its package are not."""
     graph = {
         "boundloop.mcp._link": {"boundloop._core.toolset", "boundloop._core", "boundloop.mcp._stdio"},
-        "boundloop.cli._ready": {"boundloop.contract._lint", "boundloop._price"},
+        "boundloop.cli._ready": {"boundloop.contract._lint", "boundloop._base.price", "boundloop._replay"},
         "boundloop._core.driver": {"boundloop._core.toolset", "boundloop._core.engine"},
+        "boundloop.state": {"boundloop._base.finite", "boundloop._base._hidden", "boundloop.loop._stream"},
     }
     assert _violations(graph) == [
         "boundloop.cli._ready imports boundloop.contract._lint, private to boundloop.contract",
         "boundloop.mcp._link imports boundloop._core.toolset, private to boundloop._core",
+        "boundloop.state imports boundloop._base._hidden, private to boundloop._base",
+        "boundloop.state imports boundloop.loop._stream, private to boundloop.loop",
     ]
 
 

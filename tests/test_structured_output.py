@@ -24,7 +24,7 @@ from boundloop import (
     replay,
     tool,
 )
-from boundloop._output import OutputCheck, add_output_format, api_schema
+from boundloop._base.output import OutputCheck, add_output_format, api_schema
 from tests.helpers import text, tool_use
 
 JSON = dict[str, Any]

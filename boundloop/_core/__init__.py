@@ -41,6 +41,7 @@ if typing.TYPE_CHECKING:
     from .driver import execute as drive  # noqa: F401  # pyright: ignore[reportUnusedImport]  (a renamed export)
     from .envelope import new_state as new_state
     from .eventlog import event_log_of as event_log_of
+    from .follower import follow as follow
     from .provenance import field_text as field_text
     from .registry import ToolRegistry as ToolRegistry
     from .resume import Decision as Decision
@@ -48,6 +49,13 @@ if typing.TYPE_CHECKING:
     from .sessions import resume as resume_stored  # noqa: F401  # pyright: ignore[reportUnusedImport]  (a renamed export)
     from .sessions import start as start
     from .sessions import start_new as start_new
+    from .stream import DEFAULT_BUFFER as DEFAULT_BUFFER
+    from .stream import ResumeOptions as ResumeOptions
+    from .stream import RunOptions as RunOptions
+    from .stream import RunStream as RunStream
+    from .stream import StreamStatistics as StreamStatistics
+    from .stream import stream_new as stream_new
+    from .stream import stream_resumed as stream_resumed
     from .toolset import ToolList as ToolList
     from .toolset import Toolset as Toolset
     from .toolset import lone as lone

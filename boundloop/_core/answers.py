@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Final
 
-from .._recorded import Deferred
+from .._base.recorded import Deferred
 from ..events import ToolResult
 from ..records import (
     FAILED_OUTCOMES,

@@ -19,7 +19,7 @@ from typing import Any, Final, cast
 from anthropic.types import AssistantMessageParam, ContentBlock, TextBlock, ToolUseBlock
 from pydantic import BaseModel
 
-from .._recorded import is_sdk_object
+from .._base.recorded import is_sdk_object
 
 _TOOL_USE_FIELDS: Final = frozenset({"type", "id", "name", "input"})
 _TEXT_FIELDS: Final = frozenset({"type", "text"})

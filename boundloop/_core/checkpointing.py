@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import anyio
 
-from .._recorded import redact_strings
+from .._base.recorded import redact_strings
 from ..events import Transition
 from ..state import LoopState
 from ..statemachine.table import Phase, Trigger

@@ -10,10 +10,10 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
-from .._cache import CacheSettings, cache_settings, check_cache
-from .._model_settings import ModelSettings, check_settings, merged, settings_sha256
-from .._output import OutputCheck, OutputType
-from .._price import Price
+from .._base.cache import CacheSettings, cache_settings, check_cache
+from .._base.model_settings import ModelSettings, check_settings, merged, settings_sha256
+from .._base.output import OutputCheck, OutputType
+from .._base.price import Price
 from ..checkpoint.signed import resigned
 from ..checkpoint.store import CheckpointStore
 from ..compaction import ContextManagement
@@ -37,7 +37,7 @@ from .registry import ToolRegistry
 from .toolset import Toolset, declared_specs, split_toolsets
 
 if TYPE_CHECKING:
-    from .._sdk_tools import SDKTool
+    from .._base.sdk_tools import SDKTool
 
 RedactHook = Callable[[str], str]
 EventHook = Callable[[Event], None]
@@ -105,7 +105,7 @@ class LoopConfig:
     """The caller's `prices`: a model other than `spec.model` (a fallback, an advisor) is
     priced from them, else from the built-in table (`_core.pricing`)."""
     cache: CacheSettings | None = None
-    """The breakpoints each request gets (`_cache.add_breakpoints`), from `spec.cache` once (one
+    """The breakpoints each request gets (`_base/cache.py`'s `add_breakpoints`), from `spec.cache` once (one
     object for every request: the run's `MessageMarkers` know it by identity); None: caching off."""
 
 

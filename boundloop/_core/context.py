@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final
 import anthropic
 import sniffio
 
-from .._cache import MessageMarkers
-from .._recorded import Deferred
+from .._base.cache import MessageMarkers
+from .._base.recorded import Deferred
 from ..events import BaseEvent, CallDecision, Error, Event
 from ..metrics.observer import RunMetrics
 from ..records import ErrorRecord, ToolCall, Turn

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from .._recorded import is_sdk_object
+from .._base.recorded import is_sdk_object
 from ..checkpoint.store import check_task_id
 from ..errors import ConfigurationError
 from ..records import Provenance

@@ -13,7 +13,7 @@ loop only appends to the transcript, so each rule is a fact about what it append
 - a user turn after an assistant turn with client `tool_use` blocks opens with their
   `tool_result` blocks, one per call, ids matching, before anything else;
 - the last response's `container` is sent as `container` with the next request;
-- no 1-hour cache breakpoint comes after a 5-minute one (`_cache.TTLOrder`).
+- no 1-hour cache breakpoint comes after a 5-minute one (`_base/cache.py`'s `TTLOrder`).
 
 Consecutive messages of one role are one turn to the API (it joins them), and are read so.
 
@@ -31,7 +31,7 @@ from typing import Any, Final, cast, final
 from anthropic.types import Message
 from pydantic import BaseModel
 
-from .._cache import TTLOrder
+from .._base.cache import TTLOrder
 from ..errors import InvalidRequest
 from .blocks import field_of
 

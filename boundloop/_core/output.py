@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from .._output import EMPTY_ANSWER, OutputCheck, answer_problem
+from .._base.output import EMPTY_ANSWER, OutputCheck, answer_problem
 from ..policy import Route, SignalContext, Verdict
 from ..records import ErrorRecord, StopReason
 from ..signals import stop

@@ -22,7 +22,7 @@ from typing import Any, Final, cast
 from anthropic.types import Usage
 from anthropic.types.cache_creation import CacheCreation
 
-from .._price import Price
+from .._base.price import Price
 from ..prices import PRICES, resolve_price
 from ..records import Usage as RunUsage
 from .blocks import field_of

@@ -8,9 +8,9 @@ from typing import Any, cast
 import anthropic
 from anthropic.types import Message, MessageParam, ToolUseBlock
 
-from .._cache import add_breakpoints
-from .._output import add_output_format
-from .._server_tools import server_tool_uses
+from .._base.cache import add_breakpoints
+from .._base.output import add_output_format
+from .._base.server_tools import server_tool_uses
 from ..errors import ConfigurationError, InvalidRequest, ScriptExhausted
 from ..events import ModelRequest, Proposal
 from ..model import TokenCounter

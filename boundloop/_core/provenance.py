@@ -10,9 +10,9 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .._cache import cache_sha256
-from .._model_settings import BETA_ONLY, settings_sha256
-from .._route import route_data
+from .._base.cache import cache_sha256
+from .._base.model_settings import BETA_ONLY, settings_sha256
+from .._base.route import route_data
 from ..compaction import context_settings
 from ..errors import ConfigurationError
 from ..model import Model

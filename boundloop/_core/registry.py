@@ -1,13 +1,13 @@
 """The tool registry: the closed set of tools a loop may run, checked at construction, and the
-server tools it offers (the API runs those: `boundloop._server_tools`)."""
+server tools it offers (the API runs those: `boundloop._base.server_tools`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
-from .._sdk_tools import sdk_tool
-from .._server_tools import server_tool
+from .._base.sdk_tools import sdk_tool
+from .._base.server_tools import server_tool
 from ..errors import ConfigurationError
 from ..tools import Tool
 

@@ -15,7 +15,7 @@ from typing import Any, cast
 import anthropic
 from anthropic.types import Message
 
-from .._model_settings import BETA_ONLY, MIN_THINKING_BUDGET
+from .._base.model_settings import BETA_ONLY, MIN_THINKING_BUDGET
 from ..model import Model
 
 

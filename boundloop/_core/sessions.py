@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._model_settings import ModelSettings, check_settings
+from .._base.model_settings import ModelSettings, check_settings
 from ..checkpoint.store import check_task_id, is_stored, lease_of
 from ..errors import CheckpointCorrupt, ConfigurationError, TaskBusy, TaskExists, TaskNotFound
 from ..state import LoopResult, LoopState

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, cast, final, overload, runtime_checkable
 
-from .._mcp_spec import MCPServerSpec
+from .._base.mcp_spec import MCPServerSpec
 from ..tools import Tool
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Final, cast
 
-from .._recorded import json_default
+from .._base.recorded import json_default
 
 COST_DECIMALS: Final = 6
 """Decimals of a dollar amount in the command's JSON: a millionth of a dollar."""

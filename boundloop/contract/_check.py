@@ -20,8 +20,8 @@ import jsonschema.protocols
 import referencing
 from anthropic.types import MessageParam
 
+from .._base.schemas import unresolved_ref
 from .._lazy import claim
-from .._schemas import unresolved_ref
 from ..signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS
 from ..state import BUDGET_COUNTS
 from ..tools import TOOL_NAME

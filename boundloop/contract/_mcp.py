@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from .._mcp_spec import ENV_NAME, ENV_REFERENCE
+from .._base.mcp_spec import ENV_NAME, ENV_REFERENCE
 from ..redaction import Redactor
 from ..tools import TOOL_NAME
 

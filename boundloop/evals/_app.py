@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .._price import Price
+from .._base.price import Price
 from ..checkpoint.store import MemoryStore
 from ..loop import AgentLoop
 from ..model import Model

@@ -9,7 +9,7 @@ from typing import Any, Final, Literal, cast, final
 
 import anyio
 
-from .._recorded import redact_strings
+from .._base.recorded import redact_strings
 from .._replay import ReplayReport, replay
 from ..errors import ApprovalMissing, NotResumable, ScriptExhausted, SetupError, UnhandledStop
 from ..events import Event, Validation

@@ -12,7 +12,7 @@ from typing import Any
 
 import pydantic
 
-from .._mcp_spec import MCPServerSpec, resolved
+from .._base.mcp_spec import MCPServerSpec, resolved
 from ..errors import ConfigurationError
 from ._server import MCPServerHTTP, MCPServerStdio
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final, final
 
-from .._server_tools import OTHER_KIND, server_tool_kinds
+from .._base.server_tools import OTHER_KIND, server_tool_kinds
 from ..records import OUTCOMES, StopReason
 from ..signals import KNOWN_STOP_REASONS
 from ..statemachine.table import TRANSITIONS

@@ -25,7 +25,7 @@ from typing import Final, final
 
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from .._server_tools import OTHER_KIND
+from .._base.server_tools import OTHER_KIND
 from ._children import API_STOP_REASONS as API_STOP_REASONS
 from ._children import RUN_STOP_REASONS as RUN_STOP_REASONS
 from ._children import TOKEN_KINDS as TOKEN_KINDS

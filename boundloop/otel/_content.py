@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
-from .._recorded import Deferred, json_default, redact_strings
+from .._base.recorded import Deferred, json_default, redact_strings
 
 Redact = Callable[[str], str]
 

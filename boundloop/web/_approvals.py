@@ -11,8 +11,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from .. import AgentLoop, ApprovalMissing, CheckpointCorrupt, NotResumable, TaskBusy, TaskNotFound
-from .._core import event_log_of
-from .._follow import follow
+from .._core import event_log_of, follow
 from ..checkpoint.store import CheckpointStore, status_of
 from ..events import Event, redact_strings
 from ..records import StopReason, ToolCall

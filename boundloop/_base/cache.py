@@ -22,8 +22,8 @@ from typing import Any, Final, Literal, cast, final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._lazy import claim
-from .errors import ConfigurationError
+from .._lazy import claim
+from ..errors import ConfigurationError
 
 MAX_BREAKPOINTS: Final = 4
 """The most `cache_control` breakpoints one request may carry (automatic caching counts one)."""

@@ -9,16 +9,17 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from . import _core
-from ._core import Toolset, Wiring
-from ._mcp_spec import MCPServerSpec
-from .errors import ConfigurationError
-from .policy import Approver, SignalHandler, SuccessCheck
-from .settings import LoopSpec
-from .tools import Handler
+import boundloop._core as _core  # pyright reads `from .. import _core` as a private name
+
+from .._base.mcp_spec import MCPServerSpec
+from .._core import Toolset, Wiring
+from ..errors import ConfigurationError
+from ..policy import Approver, SignalHandler, SuccessCheck
+from ..settings import LoopSpec
+from ..tools import Handler
 
 if TYPE_CHECKING:
-    from .contract import Contract
+    from ..contract import Contract
 
 
 def contract_wiring(
@@ -54,7 +55,7 @@ def declared_toolsets(servers: list[MCPServerSpec]) -> list[Toolset]:
     if not servers:
         return []
     try:
-        from .mcp import declared_server
+        from ..mcp import declared_server
     except ModuleNotFoundError as exc:
         names = ", ".join(repr(server.name) for server in servers)
         raise ConfigurationError(

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, TypeGuard, cast, final
 
-from ._lazy import claim
+from .._lazy import claim
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

@@ -19,18 +19,20 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import TaskGroup
 
-from . import _core
-from ._lazy import claim
-from .errors import ConfigurationError
-from .events import Event
-from .state import LoopResult, OutputT
+import boundloop._core as _core  # its names load when a stream starts (the seam is lazy)
+
+from .._lazy import claim
+from ..errors import ConfigurationError
+from ..events import Event
+from ..state import LoopResult, OutputT
 
 if TYPE_CHECKING:
     from anthropic.types import MessageParam
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-    from ._core import EventHook, LoopConfig, Watch
-    from ._model_settings import ModelSettings
+    from .._base.model_settings import ModelSettings
+    from .config import EventHook, LoopConfig
+    from .context import Watch
 
 DEFAULT_BUFFER: Final = 64
 """Deltas a stream holds for a consumer that has not read them yet, by default."""

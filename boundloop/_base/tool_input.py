@@ -15,9 +15,9 @@ import jsonschema
 import jsonschema.exceptions
 import pydantic
 
-from ._schemas import local_validator
-from ._server_tools import client_tool_names
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
+from .schemas import local_validator
+from .server_tools import client_tool_names
 
 _best_match = cast(
     "Callable[[Iterable[jsonschema.ValidationError]], jsonschema.ValidationError | None]",

@@ -276,7 +276,7 @@ def _sse(message: JSON) -> Iterator[str]:
     """The API's server-sent events for `message` (what a streamed request receives)."""
     from anthropic.types import Message
 
-    from ._scripted_stream import raw_events
+    from .scripted_stream import raw_events
 
     for event in raw_events(Message.model_validate(message)):
         yield f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"

@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Final, cast, final
 
-from ._lazy import claim
-from .errors import ConfigurationError
+from .._lazy import claim
+from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
     from anthropic.types import Usage as ApiUsage

@@ -19,8 +19,8 @@ import jsonschema
 import jsonschema.protocols
 import pydantic
 
-from ._schemas import local_validator, unresolved_ref
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
+from .schemas import local_validator, unresolved_ref
 
 OutputType: TypeAlias = "type[Any] | Mapping[str, Any]"
 """A pydantic model class, a TypedDict (a type `pydantic.TypeAdapter` takes) or a JSON schema."""

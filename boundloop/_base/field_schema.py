@@ -10,8 +10,8 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, get_args, get_origin
 
-from .policy import Policy
-from .state import Budget
+from ..policy import Policy
+from ..state import Budget
 
 TOOL_NAME_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1}
 

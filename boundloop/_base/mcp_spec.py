@@ -17,7 +17,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.config import JsonDict
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """An environment variable's name (matched whole)."""

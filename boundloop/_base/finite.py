@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable
 from typing import cast
 
-from ._lazy import claim
+from .._lazy import claim
 
 
 class NonFinite(ValueError):

@@ -18,7 +18,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 SERVER_FAMILIES: Final = ("web_search_", "web_fetch_", "code_execution_", "tool_search_tool_", "advisor_")
 """The type prefixes of the tools the API runs (the others the SDK lists, such as bash, text

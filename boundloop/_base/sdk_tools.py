@@ -13,8 +13,8 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
-from ._tool_input import ToolFields
-from .tools import Tool
+from ..tools import Tool
+from .tool_input import ToolFields
 
 if TYPE_CHECKING:
     from anthropic.lib.tools import (

@@ -37,8 +37,8 @@ from anthropic.types.beta import (
 from anthropic.types.message_create_params_container_param import MessageCreateParamsContainerParam
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._lazy import claim
-from .errors import ConfigurationError
+from .._lazy import claim
+from ..errors import ConfigurationError
 
 LOOP_OWN: Final = frozenset({"self", "model", "messages", "system", "tools", "max_tokens", "stream"})
 """The parameters of `messages.create` the loop sets itself."""

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Final, TypeAlias
 
 import pydantic
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 
 def _route(value: object) -> object:

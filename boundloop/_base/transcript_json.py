@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, final
 
-from ._recorded import is_sdk_object, json_default
+from .recorded import is_sdk_object, json_default
 
 if TYPE_CHECKING:
     from anthropic.types import Message, MessageParam

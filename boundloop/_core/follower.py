@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Final
 
-from . import _core
-from .checkpoint.eventlog import PAGE, EventLog
-from .checkpoint.store import CheckpointStore, check_task_id
-from .errors import ConfigurationError
-from .events import Event, Stop
-from .records import RESUMABLE
+import boundloop._core as _core  # its names load when a follower starts (the seam is lazy)
+
+from ..checkpoint.eventlog import PAGE, EventLog
+from ..checkpoint.store import CheckpointStore, check_task_id
+from ..errors import ConfigurationError
+from ..events import Event, Stop
+from ..records import RESUMABLE
 
 WAIT_S: Final = 1.0
 """The longest one wait on the log lasts before the follower reads it again."""

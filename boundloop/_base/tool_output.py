@@ -15,8 +15,8 @@ from typing import Any, Final, TypeAlias, cast
 import jsonschema
 import pydantic
 
-from ._schemas import local_validator, unresolved_ref
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
+from .schemas import local_validator, unresolved_ref
 
 OutputCheck: TypeAlias = Callable[[object], "str | None"]
 """`check(value)`: what is wrong with a handler's return value, or None."""

@@ -10,29 +10,41 @@ from typing import TYPE_CHECKING, Any, Generic, Self, Unpack, final
 import anyio
 from anthropic.types import MessageParam
 
-from . import _core
-from ._cache import CacheMode, CacheSettings
-from ._contract_loop import contract_wiring
-from ._core import DEFAULT, Default, EventHook, LoopConfig, ToolRegistry
-from ._follow import follow
-from ._model_settings import ModelSettings
-from ._price import Price
-from ._stream import DEFAULT_BUFFER, ResumeOptions, RunOptions, RunStream, stream_new, stream_resumed
-from .checkpoint.store import CheckpointStore
-from .compaction import ContextManagement
-from .events import Event
-from .metrics.instruments import BoundMetrics, LoopMetrics
-from .model import Model
-from .otel import TraceSettings
-from .policy import Approver, Policy, SignalHandler, SuccessCheck
-from .redaction import Redaction, Redactor
-from .settings import LoopSpec, default
-from .state import Budget, LoopResult, LoopState, OutputT
-from .tools import Handler, Tool
+import boundloop._core as _core  # pyright reads `from .. import _core` as a private name
+
+from .._base.cache import CacheMode, CacheSettings
+from .._base.model_settings import ModelSettings
+from .._base.price import Price
+from .._core import (
+    DEFAULT,
+    DEFAULT_BUFFER,
+    Default,
+    EventHook,
+    LoopConfig,
+    ResumeOptions,
+    RunOptions,
+    RunStream,
+    ToolRegistry,
+    follow,
+    stream_new,
+    stream_resumed,
+)
+from ..checkpoint.store import CheckpointStore
+from ..compaction import ContextManagement
+from ..events import Event
+from ..metrics.instruments import BoundMetrics, LoopMetrics
+from ..model import Model
+from ..otel import TraceSettings
+from ..policy import Approver, Policy, SignalHandler, SuccessCheck
+from ..redaction import Redaction, Redactor
+from ..settings import LoopSpec, default
+from ..state import Budget, LoopResult, LoopState, OutputT
+from ..tools import Handler, Tool
+from ._contract import contract_wiring
 
 if TYPE_CHECKING:
-    from ._sdk_tools import SDKTool
-    from .contract import Contract
+    from .._base.sdk_tools import SDKTool
+    from ..contract import Contract
 
 __all__ = [
     "AgentLoop",
@@ -245,7 +257,7 @@ class AgentLoop(Generic[OutputT]):
             ConfigurationError: a declared tool has no tool function (or a function no tool), a
                 custom signal handler or an MCP server's `mcp` extra is missing, or the loop is invalid.
         """
-        from .contract import Contract, load_contract  # the contract's parts load when used
+        from ..contract import Contract, load_contract  # the contract's parts load when used
 
         # A `Contract` built in code is checked too (its files are already inline).
         source = contract.to_dict() if isinstance(contract, Contract) else contract
