@@ -9,7 +9,10 @@ import sys
 from pathlib import Path
 from typing import Final
 
+import pytest
+
 from boundloop import AgentLoop, Budget, Policy, ScriptedClient, SQLiteStore, tool
+from boundloop.cli import main
 from tests.helpers import tool_use
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,3 +56,27 @@ def test_a_raised_tool_error_is_redacted_on_the_error_line(tmp_path: Path) -> No
     )
     assert "✗ error fetch" in ran.stdout
     assert "cancelled" not in ran.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["eval", str(ROOT / "examples" / "evals")], id="eval"),
+        pytest.param(["replay", "demo.jsonl"], id="replay"),
+        pytest.param(["diagram", "--format", "mermaid"], id="diagram"),
+    ],
+)
+def test_a_pipe_closed_early_ends_the_command_quietly(args: list[str], tmp_path: Path) -> None:
+    """`boundloop eval | head -1`: the reader gone, the command ends with code 1 and nothing on
+    stderr (a BrokenPipeError traceback, whenever `head` exited before the command wrote). The
+    reader here closes the pipe before the command writes anything, so every write fails."""
+    assert main(["demo", "--json", "--trace", str(tmp_path / "demo.jsonl")]) == 0
+    command = [sys.executable, "-m", "boundloop", *args]
+    with subprocess.Popen(
+        command, cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stdout is not None
+        process.stdout.close()
+        _, stderr = process.communicate(timeout=120)
+    assert stderr == ""
+    assert process.returncode == 1
