@@ -61,8 +61,15 @@ class DemoMessages:
                 "input": {"order_id": order_id},
             }
             return parse_message({"stop_reason": "tool_use", "content": [block], "usage": usage})
-        result = json.loads(messages[-1]["content"][0]["content"])
-        verdict = "refund" if not result["delivered"] else "no refund: the order was delivered"
+        # Every tool result of the last message (this model asks for one call a turn, but reads
+        # each answer as a model would).
+        results = [
+            json.loads(block["content"])
+            for block in messages[-1]["content"]
+            if block["type"] == "tool_result"
+        ]
+        delivered = all(result["delivered"] for result in results)
+        verdict = "no refund: the order was delivered" if delivered else "refund"
         answer = {"type": "text", "text": f"{order_id}: {verdict}"}
         return parse_message({"stop_reason": "end_turn", "content": [answer], "usage": usage})
 

@@ -2,9 +2,11 @@
 
 A bounded loop decides whether the refund evidence for one order is sufficient. The model
 (here a `ScriptedClient`, so this runs with no API key and no network) reads the order, the
-delivery status and the refund policy in one parallel batch, tries to issue the refund itself
-(forbidden: the policy blocks it and tells the model), drafts a recommendation for a human and
-answers.
+delivery status and the refund policy in one parallel batch, asks the customer one question,
+drafts a recommendation for a human and answers. It never issues the refund: `issue_refund` is
+forbidden, and an attempt would stop the run `policy_blocked` before any call of its batch runs.
+This is the loop of `boundloop demo`, with the same tools, policy and budget: the demo's
+scripts (`--scenario NAME`) end the same way on it.
 
     python examples/refund_investigation.py             # scripted, offline
     python examples/refund_investigation.py --live      # AsyncAnthropic, ANTHROPIC_API_KEY
@@ -77,10 +79,12 @@ def ask_customer_clarifying_question(customer_id: str, question: str) -> str:
 
 
 @tool(side_effect=True)
-def draft_refund_recommendation(context: ToolContext, order_id: str, amount: float, rationale: str) -> str:
+def draft_refund_recommendation(
+    context: ToolContext, order_id: str, recommendation: str, amount: float, rationale: str
+) -> str:
     """Draft a refund recommendation for a human agent; it issues nothing."""
     # A side-effecting tool gets an idempotency key: a retried call must not draft twice.
-    return f"draft {context.idempotency_key} for {order_id}: refund EUR {amount:.2f} ({rationale})"
+    return f"draft {context.idempotency_key} for {order_id}: {recommendation} EUR {amount:.2f} ({rationale})"
 
 
 SCRIPT: list[dict[str, Any]] = [
@@ -102,12 +106,6 @@ SCRIPT: list[dict[str, Any]] = [
                 "name": "ask_customer_clarifying_question",
                 "input": {"customer_id": "C-2291", "question": "Were the boots worn?"},
             },
-            {
-                "type": "tool_use",
-                "id": "t5",
-                "name": "issue_refund",
-                "input": {"order_id": "O-104", "amount": 164},
-            },
         ],
     },
     {
@@ -117,7 +115,12 @@ SCRIPT: list[dict[str, Any]] = [
                 "type": "tool_use",
                 "id": "t6",
                 "name": "draft_refund_recommendation",
-                "input": {"order_id": "O-104", "amount": 164.0, "rationale": "carrier damage, RP-2.1"},
+                "input": {
+                    "order_id": "O-104",
+                    "recommendation": "approve",
+                    "amount": 164.0,
+                    "rationale": "carrier damage, RP-2.1",
+                },
             }
         ],
     },
@@ -155,8 +158,9 @@ def build_loop(client: Model | None = None, model: str = "claude-sonnet-4-6") ->
                 "ask_customer_clarifying_question",
                 "draft_refund_recommendation",
             },
+            # An attempt stops the run `policy_blocked` (on_forbidden="report" would tell the
+            # model "not allowed" and go on instead).
             forbidden={"issue_refund", "change_payment_method", "update_policy"},
-            on_forbidden="report",  # tell the model "not allowed" and go on, instead of stopping
             required_evidence={"read_order", "read_delivery_status"},
         ),
         system="You investigate refund requests. You never issue refunds: draft a recommendation.",

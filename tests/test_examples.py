@@ -17,7 +17,9 @@ import httpx
 import pytest
 
 import boundloop.mcp  # noqa: F401 - imported at collection: importing the mcp SDK reads files
+from boundloop import ScriptedClient
 from boundloop.cli import main as cli_main
+from boundloop.cli.demo import GOAL, SCENARIOS, demo_loop
 from boundloop.statemachine.diagram import render_mermaid
 from tests.conftest import require_binary
 
@@ -88,12 +90,29 @@ async def test_approval(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 async def test_refund_investigation(capsys: pytest.CaptureFixture[str]) -> None:
-    """The refund example completes, with the issue_refund attempt denied by policy."""
+    """The refund example completes as the demo does: it never tries the forbidden issue_refund."""
     assert await load("refund_investigation").main() == 0
     out = capsys.readouterr().out
-    assert re.search(r"step 2: issue_refund\s+denied", out)
+    assert "issue_refund" not in out
+    assert re.search(r"step 3: draft_refund_recommendation\s+ok", out)
     assert "stop reason: completed" in out
     assert "model calls: 4, tool calls: 5" in out
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+async def test_the_refund_example_is_the_demos_loop(scenario: str) -> None:
+    """Each of the demo's scripts ends with the same stop reason on the example's loop as on the
+    demo's: the example is "the same loop written as library code" (it reported the forbidden
+    call and went on, so the demo's `policy_blocked` script ran out on it)."""
+    example = load("refund_investigation")
+    demo_result = await demo_loop(scenario=scenario).run(GOAL)
+    result = await example.build_loop(ScriptedClient(SCENARIOS[scenario])).run(example.GOAL)
+    assert demo_result.stop_reason == scenario
+    assert result.stop_reason == scenario, result.state.stop_detail
+    assert example.GOAL == GOAL
+    assert {observation.tool for observation in result.state.observations} == {
+        observation.tool for observation in demo_result.state.observations
+    }
 
 
 def test_refund_investigation_through_boundloop_run(capsys: pytest.CaptureFixture[str]) -> None:

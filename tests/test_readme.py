@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from boundloop.cli import main
 from boundloop.events import EVENT_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,6 +60,24 @@ def test_quick_start_is_the_demo_and_the_ci_test_command() -> None:
     assert "boundloop demo" in quick_start
     assert "bash scripts/test" in quick_start
     assert "bash scripts/test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_the_command_section_says_what_each_demo_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    """ "The command" names the blocked `issue_refund` only with `--scenario policy_blocked`, and
+    the demo does as it says: the default run never tries it, that scenario stops on it (the
+    section said the default demo showed the attempt blocked, long after it stopped trying)."""
+    section = " ".join(README.split("## The command", 1)[1].split("\n## ", 1)[0].split())
+    sentences = [
+        sentence for sentence in re.split(r"(?<=[.)]) (?=[A-Z`])", section) if "issue_refund" in sentence
+    ]
+    assert sentences
+    assert all("--scenario policy_blocked" in sentence for sentence in sentences), sentences
+    assert main(["demo"]) == 0
+    assert "issue_refund" not in capsys.readouterr().out
+    assert main(["demo", "--scenario", "policy_blocked"]) == 1
+    blocked = capsys.readouterr().out
+    assert "issue_refund" in blocked
+    assert "stopped: policy_blocked" in blocked
 
 
 def quick_start_commands() -> list[str]:

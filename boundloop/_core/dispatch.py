@@ -199,7 +199,9 @@ async def _run_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Ca
         except Exception as exc:  # only with on_tool_error="raise": stop the batch, surface it
             batch.failure.append(exc)
             cancel()  # the sibling calls
-            return
+            # Recorded as the failure it is (the siblings' answers say they were cut short).
+            result = refused(call, "error", f"{type(exc).__name__}: {exc}")
+            break
         if isinstance(result, CallResult):
             break
         last_error = result.error

@@ -9,7 +9,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
-from ._errors import EXIT_INTERRUPTED, EXIT_OK, CommandError
+from ._errors import EXIT_INTERRUPTED, EXIT_NOT_COMPLETED, EXIT_OK, CommandError
 from ._parser import Command, build_parser
 
 
@@ -60,11 +60,20 @@ def console() -> NoReturn:
     After an interrupt the process ends at once (`os._exit(130)`, the output flushed): Python
     would otherwise wait at exit for a tool still running in a worker thread the run abandoned,
     and a second Ctrl-C during that wait would print a traceback.
+
+    Output into a pipe its reader closed early (`boundloop eval | head -1`) ends the command
+    quietly with exit code 1, as Python's documentation of SIGPIPE recommends: no traceback.
     """
     try:
         code = main()
+        sys.stdout.flush()  # a closed pipe shows here, not in the flush at exit
     except KeyboardInterrupt:  # a Ctrl-C after `main` handled the first one
         code = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader is gone: what is left to write goes nowhere, including the flush at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        code = EXIT_NOT_COMPLETED
     if code == EXIT_INTERRUPTED:
         exit_now(code)
     sys.exit(code)

@@ -12,7 +12,17 @@ from typing import Any
 
 import anyio
 
-from .. import AgentLoop, ConfigurationError, LoopResult, SQLiteStore, StopReason
+from .. import (
+    AgentLoop,
+    CheckpointStore,
+    ConfigurationError,
+    LoopResult,
+    MemoryStore,
+    SQLiteStore,
+    StopReason,
+)
+from ..checkpoint.signed import SignedStore
+from ..checkpoint.store import status_of
 from ._errors import CommandError
 from ._runner import EventHook, RunOptions, execute, run_goal
 from ._view import RunView
@@ -48,27 +58,53 @@ def run_command(args: argparse.Namespace) -> int:
         return result
 
     options = RunOptions.from_args(args)
-    code = execute(options, build, start)
-    if finished and not options.json:  # --json: the task id is in the result's state
-        print("\n".join(next_steps(spec, *finished[0])))
-    return code
+    try:
+        return execute(options, build, start)
+    finally:  # also after Ctrl-C (exit 130): an interrupted run can be resumed by its id
+        if finished and not options.json:  # --json: the task id is in the result's state
+            print("\n".join(next_steps(spec, *finished[0])), flush=True)
 
 
 def next_steps(spec: str, loop: AgentLoop[Any], result: LoopResult[Any]) -> list[str]:
-    """The run's task id, and for a run waiting for a human the commands that continue it."""
-    task_id = result.state.task_id
+    """The run's task id, and the commands that continue it, when they would.
+
+    Only a run waiting for a human (calls to approve, a question to answer) or cancelled can be
+    resumed: a circuit breaker's `needs_human` stop waits for nobody, so it gets no commands.
+    A run the loop kept nowhere, or only in memory, cannot be resumed from another process: it
+    gets a sentence saying so instead of commands that would fail.
+    """
+    state = result.state
+    task_id = state.task_id
     lines = [f"task id: {task_id}"]
-    if result.stop_reason is not StopReason.NEEDS_HUMAN:
+    waiting = status_of(state) == "waiting"
+    if not waiting and result.stop_reason is not StopReason.CANCELLED:
         return lines
-    store = loop.store
-    path = shlex.quote(str(store.path)) if isinstance(store, SQLiteStore) else "STORE"
-    flags = [f"--approve {shlex.quote(p.tool_use_id)}" for p in result.state.pending_approvals]
-    if result.state.escalation is not None:
+    path = _store_argument(loop.store)
+    if path is None:
+        lines.append(
+            "not resumable from the shell: the loop saves its runs in no store (AgentLoop(store=...))"
+        )
+        return lines
+    resume = f"boundloop resume {shlex.quote(spec)} {shlex.quote(task_id)} --store {path}"
+    if not waiting:
+        lines.append(f"continue it: {resume}")
+        return lines
+    flags = [f"--approve {shlex.quote(p.tool_use_id)}" for p in state.pending_approvals]
+    if state.escalation is not None:
         flags.append("--reply TEXT")
     lines.append(f"waiting for a human: boundloop pending --store {path}")
-    resume = f"boundloop resume {shlex.quote(spec)} {shlex.quote(task_id)} --store {path}"
     lines.append(f"then: {' '.join([resume, *flags])}  (or --deny ID[=REASON])")
     return lines
+
+
+def _store_argument(store: CheckpointStore | None) -> str | None:
+    """`--store`'s argument for the loop's store: a SQLite file's path; `STORE` for another
+    store (a PostgreSQL URI may hold a password); None for no store or one in memory."""
+    if isinstance(store, SignedStore):
+        store = store.inner
+    if store is None or isinstance(store, MemoryStore):
+        return None
+    return shlex.quote(str(store.path)) if isinstance(store, SQLiteStore) else "STORE"
 
 
 def load_target(spec: str, app_dir: str) -> object:

@@ -18,7 +18,7 @@ import anyio.abc
 from rich.console import Console
 
 from .. import AgentLoop, ConfigurationError, LoopError, LoopResult, StopReason
-from ..events import Event, write_events
+from ..events import Event, Stop, write_events
 from ..metrics import MetricsServer, serve
 from ._app import exit_now
 from ._errors import EXIT_INTERRUPTED, EXIT_NOT_COMPLETED, EXIT_OK, CommandError
@@ -235,10 +235,8 @@ async def _run_loop(
         raise
     except ConfigurationError as exc:
         raise CommandError(str(exc)) from exc
-    except LoopError as exc:
-        raise CommandError(f"the run failed: {exc}", EXIT_NOT_COMPLETED) from exc
-    except Exception as exc:  # raised by the user's tools or callbacks: one line, no traceback
-        raise CommandError(f"the run failed: {type(exc).__name__}: {exc}", EXIT_NOT_COMPLETED) from exc
+    except Exception as exc:  # a LoopError, or raised by the user's tools or callbacks: one line
+        raise CommandError(f"the run failed: {_failure(exc, events)}", EXIT_NOT_COMPLETED) from exc
     finally:
         if cleanup is not None:
             await cleanup()
@@ -247,6 +245,15 @@ async def _run_loop(
     else:
         view.summary(result)
     return EXIT_OK if result.stop_reason is StopReason.COMPLETED else EXIT_NOT_COMPLETED
+
+
+def _failure(exc: Exception, events: list[Event]) -> str:
+    """What failed, as the run recorded it: its stop's detail, redacted as every event is (a
+    tool's exception may name a secret), without the type's name for boundloop's own errors."""
+    named = f"{type(exc).__name__}: "
+    stops = [event for event in events if isinstance(event, Stop) and event.stop_reason == "failed"]
+    detail = stops[-1].detail if stops and stops[-1].detail else f"{named}{exc}"
+    return detail.removeprefix(named) if isinstance(exc, LoopError) else detail
 
 
 async def _interruptible(

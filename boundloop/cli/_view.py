@@ -119,7 +119,8 @@ class RunView:
             self._header = None
 
     def _print(self, line: str) -> None:
-        self.console.print(line)
+        # Into a pipe or a file an event's line is never wrapped: one message, one line to grep.
+        self.console.print(line, soft_wrap=not self.console.is_terminal)
 
     def _transition(self, event: Transition) -> None:
         if event.source == Phase.ASSEMBLE and event.dest == Phase.PROPOSE:

@@ -166,7 +166,8 @@ def loop_problems(
         declared = {tool["name"] for tool in contract.get("tools", [])}
         if policy.get("escalation_tool"):
             declared.add(policy["escalation_tool"])  # the loop adds it itself
-        problems += _policy_problems(policy, declared, policy_at, mcp_prefixes(contract))
+        servers = bool(contract.get("mcp_servers"))
+        problems += _policy_problems(policy, declared, policy_at, mcp_prefixes(contract), servers=servers)
     if sound("history"):
         problems += _history_problems(contract.get("history", []))
     return problems
@@ -319,9 +320,10 @@ def _route_problems(stop_reason: str, handler: str, custom: list[str]) -> Iterat
 
 
 def _policy_problems(
-    policy: Mapping[str, Any], tools: set[str], where: str, prefixes: tuple[str, ...]
+    policy: Mapping[str, Any], tools: set[str], where: str, prefixes: tuple[str, ...], *, servers: bool
 ) -> Iterator[Problem]:
-    """The policy's rules; a name under an MCP server's prefix is taken as one of its tools."""
+    """The policy's rules; a name under an MCP server's prefix is taken as one of its tools (the
+    hint about prefixes only where the contract has MCP servers)."""
     forbidden = set(policy.get("forbidden", ()))
     overlap = sorted(set(policy.get("allowed", ())) & forbidden)
     if overlap:
@@ -345,8 +347,8 @@ def _policy_problems(
                 yield Problem(
                     rule="unknown-tool",
                     where=f"{where}{field}",
-                    message=f"names tools the contract does not declare: {', '.join(unknown)} "
-                    "(name an MCP server's tool with the server's prefix)",
+                    message=f"names tools the contract does not declare: {', '.join(unknown)}"
+                    + (" (name an MCP server's tool with the server's prefix)" if servers else ""),
                 )
 
 

@@ -223,22 +223,22 @@ class _Folder:
     allow_outside: bool
 
     def file(self, name: str, where: str) -> Path | Problem:
-        """The file a contract names, relative to its folder; a problem of the field `where` when
-        it is absolute or, `..` and symlinks resolved, outside the folder (unless allowed)."""
+        """The file a contract names, relative to its folder (as the contract's own path is:
+        problems name it so); a problem of the field `where` when it is absolute or, `..` and
+        symlinks resolved, outside the folder (unless allowed)."""
         if self.allow_outside:
             return self.base / name
         fix = "name a file under the contract's folder, or allow files outside it (--allow-outside)"
         if Path(name).is_absolute():
             return Problem(rule="file-outside", where=where, message=f"{name!r} is an absolute path: {fix}")
         folder = self.base.resolve()
-        path = (folder / name).resolve()
-        if not path.is_relative_to(folder):
+        if not (folder / name).resolve().is_relative_to(folder):
             return Problem(
                 rule="file-outside",
                 where=where,
                 message=f"{name!r} resolves outside the contract's folder: {fix}",
             )
-        return path
+        return self.base / name
 
 
 def _policy(

@@ -1,8 +1,11 @@
-"""`boundloop check | compile | lint`, in-process through `main(argv)`."""
+"""`boundloop check | compile | lint`, in-process through `main(argv)` (and `lint examples/` as
+a real process)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,6 +84,29 @@ def test_lint_reports_the_naive_loop_and_passes_the_clean_one(capsys: pytest.Cap
     assert all(line.startswith(f"{naive}:") and "(fix: " in line for line in captured.out.splitlines())
     assert captured.err == "7 finding(s)\n"
     assert main(["lint", str(ROOT / "examples" / "lint" / "clean_loop.py"), str(ROOT / "boundloop")]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_lint_of_the_examples_finds_only_the_naive_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    """`boundloop lint examples/`: every finding is in examples/lint/naive_loop.py, the loop
+    written wrong on purpose to show each rule; the project's own examples are clean (the DBOS
+    example's model read only the first block of a message: BL004)."""
+    examples = ROOT / "examples"
+    naive = examples / "lint" / "naive_loop.py"
+    linted = subprocess.run(
+        [sys.executable, "-m", "boundloop", "lint", "examples/"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert linted.returncode == 1, linted.stderr
+    findings = linted.stdout.splitlines()
+    assert findings
+    assert [line for line in findings if not line.startswith("examples/lint/naive_loop.py:")] == []
+    others = [str(path) for path in sorted(examples.rglob("*.py")) if path != naive]
+    assert main(["lint", *others]) == 0
     assert capsys.readouterr().out == ""
 
 

@@ -93,6 +93,10 @@ def test_the_policy_names_a_servers_tools_under_its_prefix() -> None:
     assert rules_of(with_servers(TIME, policy=policy)) == []
     unprefixed = {key: value for key, value in TIME.items() if key != "prefix"}
     assert rules_of(with_servers(unprefixed, policy=policy)) == [("unknown-tool", "policy/requires_approval")]
+    (problem,) = check_contract(with_servers(unprefixed, policy=policy))
+    assert problem.message.endswith("(name an MCP server's tool with the server's prefix)")
+    (problem,) = check_contract(contract(policy=policy))  # no server: the hint would mislead
+    assert problem.message == "names tools the contract does not declare: time_convert_time"
 
 
 def test_server_names_and_prefixes_are_unique_and_no_declared_tool_is_under_a_prefix() -> None:

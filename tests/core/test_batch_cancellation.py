@@ -12,7 +12,17 @@ from typing import Any
 import anyio
 import pytest
 
-from boundloop import AgentLoop, Budget, LoopResult, Policy, ScriptedClient, StopReason, Tool, tool
+from boundloop import (
+    AgentLoop,
+    Budget,
+    LoopResult,
+    MemoryStore,
+    Policy,
+    ScriptedClient,
+    StopReason,
+    Tool,
+    tool,
+)
 from tests.helpers import assert_valid_transcript, blocks, text, tool_use
 
 JSON = dict[str, Any]
@@ -58,7 +68,9 @@ def make_loop(script: list[JSON], tools: list[Tool], **kwargs: Any) -> AgentLoop
 
 @pytest.mark.parametrize("failing_position", [0, 1, 2])
 async def test_raise_cancels_every_sibling_and_waits_for_their_cleanup(failing_position: int) -> None:
-    """on_tool_error="raise": the failure leaves run() once both siblings cleaned up, wherever it sits."""
+    """on_tool_error="raise": the failure leaves run() once both siblings cleaned up, wherever it
+    sits; the call that raised is recorded as the error it is, the siblings as cut short (it was
+    recorded `cancelled` too)."""
     blocked = Blocked(expected=2)
     names = ["first", "second"]
 
@@ -73,10 +85,18 @@ async def test_raise_cancels_every_sibling_and_waits_for_their_cleanup(failing_p
         [tool_use(*calls)],
         [blocked.tool(name) for name in names] + [broken],
         policy=Policy(on_tool_error="raise"),
+        store=(store := MemoryStore()),
     )
     with anyio.fail_after(10), pytest.raises(RuntimeError, match="backend down for b"):
-        await loop.run("goal")
+        await loop.run("goal", task_id="t-raise")
     assert sorted(blocked.log) == ["first cleaned up", "second cleaned up"]
+    state = await store.load("t-raise")
+    assert state is not None
+    assert state.stop_reason is StopReason.FAILED
+    outcomes = {o.tool: (o.outcome, str(o.content)) for o in state.observations}
+    assert outcomes.pop("broken") == ("error", "RuntimeError: backend down for b")
+    assert {outcome for outcome, _ in outcomes.values()} == {"cancelled"}
+    assert_valid_transcript(state.messages)
 
 
 async def test_a_run_timeout_cancels_the_whole_batch_and_answers_every_call() -> None:
