@@ -276,8 +276,8 @@ class _ScriptedBeta:
 def __getattr__(name: str) -> object:
     """`SimulatedClient`, imported on first use (it loads the SDK, which `ScriptedClient` does not)."""
     if name == "SimulatedClient":
-        from ._lazy import claim
         from ._base.simulated import SimulatedClient
+        from ._lazy import claim
 
         claim(__name__, SimulatedClient)
         globals()[name] = SimulatedClient
