@@ -342,12 +342,12 @@ def _context_parameter(handler: Handler) -> str | None:
     except Exception:  # unresolvable annotations: look at the raw strings instead
         hints = dict(getattr(handler, "__annotations__", {}))
     for param, hint in hints.items():
-        if param != "return" and is_context(hint):
+        if param != "return" and _is_context(hint):
             return param
     return None
 
 
-def is_context(hint: object) -> bool:
+def _is_context(hint: object) -> bool:
     """`hint` is `ToolContext`, `ToolContext[Deps]`, or one of them as an unresolved string."""
     if hint is ToolContext or typing.get_origin(hint) is ToolContext:
         return True
