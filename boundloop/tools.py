@@ -66,10 +66,10 @@ class ToolContext(Generic[DepsT]):
     tool_use_id: str
     idempotency_key: str
     """`f"{task_id}:{step}:{tool_use_id}"`: stable across retries of the same call."""
-    deps: DepsT = cast("DepsT", None)  # noqa: RUF009 - None, typed as whatever the run's deps are
+    deps: DepsT = dataclasses.field(default=cast("DepsT", None), repr=False)
     """The run's dependencies, as given to `run(goal, deps=...)` or `resume(..., deps=...)`
     (None when none were given): a database pool, an HTTP client, the current user. Never
-    checkpointed, recorded or traced: a resumed run is given them again."""
+    checkpointed, recorded or traced (nor in the context's repr): a resumed run is given them again."""
 
 
 def idempotency_key(task_id: str, call: ToolCall) -> str:

@@ -102,6 +102,15 @@ async def test_a_tool_reads_the_runs_deps_from_its_context() -> None:
     assert seen == [None]
 
 
+def test_a_contexts_repr_leaves_the_deps_out() -> None:
+    """A context printed or logged by a tool function does not show the deps."""
+    context = ToolContext(
+        task_id="t", trace_id="x", step=1, tool_use_id="u", idempotency_key="t:1:u", deps=Deps(orders={})
+    )
+    assert SECRET not in repr(context)
+    assert "idempotency_key='t:1:u'" in repr(context)
+
+
 async def test_a_streamed_run_and_a_streamed_resume_hand_their_deps_to_the_tools() -> None:
     """`stream(goal, deps=...)` and `stream_resume(task_id, deps=...)` as `run` and `resume` do."""
     store = MemoryStore()
