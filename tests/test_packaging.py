@@ -64,7 +64,8 @@ async def main() -> str | None:
         ]
     )
     loop: AgentLoop[str, Shop] = AgentLoop(
-        client, model="claude-sonnet-4-6", tools=[read_order, whoami], budget=Budget(max_steps=4), metrics=None
+        client, model="claude-sonnet-4-6", tools=[read_order, whoami], budget=Budget(max_steps=4),
+        metrics=None,
     )
     result = await loop.run("Decide whether order O-104 can be refunded.", deps=Shop(user="ann"))
     assert_type(await read_order("O-1"), dict[str, str])
