@@ -41,6 +41,7 @@ if typing.TYPE_CHECKING:
     from .errors import ContextExceeded as ContextExceeded
     from .errors import ContractError as ContractError
     from .errors import EventExists as EventExists
+    from .errors import EventLoopRunning as EventLoopRunning
     from .errors import EvidenceMissing as EvidenceMissing
     from .errors import FixtureError as FixtureError
     from .errors import GraphvizMissing as GraphvizMissing

@@ -8,6 +8,7 @@ LoopError
 │   └── SetupError                     a model call found the setup wrong: no API key, a refused key, no model
 ├── FixtureError (ValueError)          an eval fixture is invalid (every problem, field named)
 ├── GraphvizMissing (RuntimeError)     a diagram format needs graphviz and it is not installed
+├── EventLoopRunning (RuntimeError)    run_sync() called where an event loop runs: await run() there
 ├── ScriptExhausted                    ScriptedClient asked for more responses than scripted
 ├── UnhandledStop                      the API sent a stop_reason no signal handler is declared for
 ├── TaskExists                         run(task_id=...) names a task already in the store
@@ -49,6 +50,7 @@ __all__ = [
     "ContextExceeded",
     "ContractError",
     "EventExists",
+    "EventLoopRunning",
     "EvidenceMissing",
     "FixtureError",
     "GraphvizMissing",
@@ -136,6 +138,17 @@ class GraphvizMissing(LoopError, RuntimeError):
         self.missing = missing
         self.fix = fix
         super().__init__(f"{missing} not found: {fix}")
+
+
+class EventLoopRunning(LoopError, RuntimeError):
+    """Raised by `AgentLoop.run_sync` called in a thread whose event loop is running (async
+    code, a notebook's cell run as a task): there, `await loop.run(...)`."""
+
+    def __init__(self, library: str) -> None:
+        self.library = library
+        super().__init__(
+            f"run_sync() cannot run inside the running {library} event loop: use `await loop.run(...)`"
+        )
 
 
 class ScriptExhausted(LoopError):

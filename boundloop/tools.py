@@ -8,11 +8,12 @@ import inspect
 import re
 import typing
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final, overload
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeAlias, cast, final, overload
 
 import anyio.to_thread
+import docstring_parser
 import jsonschema
-from typing_extensions import Unpack
+from typing_extensions import ParamSpec, TypeVar, Unpack
 
 from ._base.schemas import unresolved_ref
 from ._base.tool_input import (
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from anthropic.types import ToolUnionParam
 
 __all__ = [
+    "DepsT",
     "Handler",
     "RetryableToolError",
     "TOOL_NAME",
@@ -52,11 +54,18 @@ TOOL_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 Handler: TypeAlias = Callable[..., object]
 """A tool's function: sync, or async (returning an awaitable), called with keyword arguments."""
 
+DepsT = TypeVar("DepsT", default=object)
+"""The type of a run's dependencies (`run(goal, deps=...)`, `ToolContext[DepsT].deps`)."""
+
+_P = ParamSpec("_P", default=...)
+_R = TypeVar("_R", covariant=True, default=object)
+
 
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ToolContext:
-    """Passed to a tool function that has a parameter annotated `ToolContext`."""
+class ToolContext(Generic[DepsT]):
+    """Passed to a tool function that has a parameter annotated `ToolContext` (or
+    `ToolContext[Deps]`, which types `deps`)."""
 
     task_id: str
     trace_id: str
@@ -64,6 +73,10 @@ class ToolContext:
     tool_use_id: str
     idempotency_key: str
     """`f"{task_id}:{step}:{tool_use_id}"`: stable across retries of the same call."""
+    deps: DepsT = dataclasses.field(default=cast("DepsT", None), repr=False)
+    """The run's dependencies, as given to `run(goal, deps=...)` or `resume(..., deps=...)`
+    (None when none were given): a database pool, an HTTP client, the current user. Never
+    checkpointed, recorded or traced (nor in the context's repr): a resumed run is given them again."""
 
 
 def idempotency_key(task_id: str, call: ToolCall) -> str:
@@ -93,17 +106,22 @@ def check_tool_name(name: str) -> str:
 
 
 @final
-class Tool:
+class Tool(Generic[_P, _R]):
     """A tool the model may call: name, description, JSON schema and tool function (`handler`).
 
     The tool function is called with the validated input as keyword arguments, plus the
     `ToolContext` when one parameter is annotated with it. Sync tool functions run in a
     worker thread; async ones run on the event loop. A tool the API defines (the memory tool,
     the text editor, bash, computer use) is made with `Tool.defined(definition, handler)`.
+
+    A tool is still its function: `tool(*args, **kwargs)` calls it as it was written (an async
+    one returns its coroutine), typed as the function (`Tool[P, R]`: its parameters and its
+    return type); the loop's gate, budget and records are not involved.
     """
 
     __slots__ = (
         "_context_param",
+        "_function",
         "_is_async",
         "_validate",
         "api_fields",
@@ -125,7 +143,7 @@ class Tool:
         name: str,
         description: str,
         input_schema: Mapping[str, Any],
-        handler: Handler,
+        handler: Callable[_P, _R],
         side_effect: bool = False,
         timeout_s: float | None = None,
         requires_approval: bool = False,
@@ -150,6 +168,10 @@ class Tool:
                 match it is answered as `invalid_result`), or a per-tool field the API does
                 not take (an input example that does not match the schema among them).
         """
+        self._function: Callable[_P, _R] = handler
+        if isinstance(handler, Tool):  # another tool's function (a contract's handler may be a tool)
+            self._function = handler._function
+            handler = cast("Callable[_P, _R]", handler.handler)
         self.name = check_tool_name(name)
         if not isinstance(cast(object, description), str) or not description.strip():
             raise ConfigurationError(f"tool {name!r} needs a description: the model reads it")
@@ -176,7 +198,7 @@ class Tool:
             raise ConfigurationError(f"tool {name!r}: input_schema: {unresolved}")
         self.description = description.strip()
         self.input_schema = schema
-        self.handler = handler
+        self.handler: Handler = handler
         self.side_effect = side_effect
         self.timeout_s = timeout_s
         self.requires_approval = requires_approval
@@ -200,6 +222,10 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool(name={self.name!r}, side_effect={self.side_effect})"
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        """Call the tool function as written: `await read_order("O-1")` for an async one."""
+        return self._function(*args, **kwargs)
 
     @property
     def takes_context(self) -> bool:
@@ -243,7 +269,7 @@ class Tool:
                 f"tool {name!r} has side effects: its handler must take a ToolContext parameter "
                 "to read the idempotency key"
             )
-        return cls(
+        made: Tool = Tool(
             name=name,
             description=f"{checked['type']}, defined by the API",
             input_schema={"type": "object"} if input_schema is None else input_schema,
@@ -253,6 +279,8 @@ class Tool:
             requires_approval=requires_approval,
             _definition=checked,
         )
+        made._function = handler  # called as itself: the input as one dict
+        return made
 
     def to_param(self) -> ToolUnionParam:
         """The tool as the Messages API `tools` entry: its definition, with its per-tool fields."""
@@ -321,9 +349,16 @@ def _context_parameter(handler: Handler) -> str | None:
     except Exception:  # unresolvable annotations: look at the raw strings instead
         hints = dict(getattr(handler, "__annotations__", {}))
     for param, hint in hints.items():
-        if param != "return" and (hint is ToolContext or hint == "ToolContext"):
+        if param != "return" and _is_context(hint):
             return param
     return None
+
+
+def _is_context(hint: object) -> bool:
+    """`hint` is `ToolContext`, `ToolContext[Deps]`, or one of them as an unresolved string."""
+    if hint is ToolContext or typing.get_origin(hint) is ToolContext:
+        return True
+    return isinstance(hint, str) and (hint == "ToolContext" or hint.startswith("ToolContext["))
 
 
 def _whole_input(handler: Handler, context: str | None) -> Handler:
@@ -347,8 +382,35 @@ def _whole_input(handler: Handler, context: str | None) -> Handler:
     return run
 
 
+def _docstring(fn: Handler) -> tuple[str, dict[str, str]]:
+    """A tool function's description and its parameters' texts, read from its docstring (Google,
+    NumPy or Sphinx style, by `docstring_parser`): the summary without the parameters' section.
+    A docstring that documents no parameter is the description whole."""
+    text = inspect.getdoc(fn) or ""
+    try:
+        parsed = docstring_parser.parse(text)
+    except docstring_parser.ParseError:  # not one of the styles: the text as written
+        return text, {}
+    params = {param.arg_name: param.description for param in parsed.params if param.description}
+    if not params:
+        return text, {}
+    summary = (parsed.short_description, parsed.long_description)
+    return "\n\n".join(part for part in summary if part), params
+
+
+def _described(schema: dict[str, Any], texts: Mapping[str, str]) -> dict[str, Any]:
+    """`schema` with each documented parameter's text as its property's description, unless it
+    has one (`Annotated[..., Field(description=...)]` wins)."""
+    properties: dict[str, Any] = schema.get("properties", {})
+    for param, text in texts.items():
+        prop = properties.get(param)
+        if isinstance(prop, dict) and "description" not in prop:
+            prop["description"] = text
+    return schema
+
+
 def _from_function(
-    fn: Handler,
+    fn: Callable[_P, _R],
     *,
     name: str | None,
     description: str | None,
@@ -356,13 +418,14 @@ def _from_function(
     timeout_s: float | None,
     requires_approval: bool,
     api: ToolFields,
-) -> Tool:
+) -> Tool[_P, _R]:
     tool_name = check_tool_name(str(getattr(fn, "__name__", "")) if name is None else name)
     schema, validate = signature_input(fn, tool_name, ToolContext)
+    summary, params = _docstring(fn)
     return Tool(
         name=tool_name,
-        description=(inspect.getdoc(fn) or "") if description is None else description,
-        input_schema=schema,
+        description=summary if description is None else description,
+        input_schema=_described(schema, params),
         handler=fn,
         side_effect=side_effect,
         timeout_s=timeout_s,
@@ -374,7 +437,7 @@ def _from_function(
 
 
 @overload
-def tool(fn: Handler, /) -> Tool: ...
+def tool(fn: Callable[_P, _R], /) -> Tool[_P, _R]: ...
 @overload
 def tool(
     *,
@@ -384,7 +447,7 @@ def tool(
     timeout_s: float | None = None,
     requires_approval: bool = False,
     **fields: Unpack[ToolFields],
-) -> Callable[[Handler], Tool]: ...
+) -> Callable[[Callable[_P, _R]], Tool[_P, _R]]: ...
 def tool(
     fn: Handler | None = None,
     /,
@@ -395,20 +458,22 @@ def tool(
     timeout_s: float | None = None,
     requires_approval: bool = False,
     **fields: Unpack[ToolFields],
-) -> Tool | Callable[[Handler], Tool]:
-    """Make a `Tool` from a sync or async function.
+) -> Tool[..., Any] | Callable[[Callable[..., Any]], Tool[..., Any]]:
+    """Make a `Tool` from a sync or async function; the tool is still callable as the function.
 
     The name comes from the function, the description from its docstring, and the input
-    schema from its type hints (through pydantic). A parameter annotated `ToolContext` gets
-    the call's context and is left out of the schema. `strict`, `defer_loading`,
-    `allowed_callers`, `input_examples`, `cache_control` and `eager_input_streaming` are the
-    API's per-tool fields (see `Tool`).
+    schema from its type hints (through pydantic). A docstring in Google, NumPy or Sphinx
+    style gives the description its summary (without the parameters' section) and each
+    parameter's text to the parameter's schema (`Annotated[T, Field(description=...)]` wins).
+    A parameter annotated `ToolContext` gets the call's context and is left out of the schema.
+    `strict`, `defer_loading`, `allowed_callers`, `input_examples`, `cache_control` and
+    `eager_input_streaming` are the API's per-tool fields (see `Tool`).
 
     Raises:
         ConfigurationError: a name the API rejects, a missing docstring or annotation.
     """
 
-    def make(handler: Handler) -> Tool:
+    def make(handler: Callable[..., Any]) -> Tool[..., Any]:
         return _from_function(
             handler,
             name=name,

@@ -27,6 +27,16 @@ def test_the_testing_guide_runs(index: int, tmp_path: Path, capsys: pytest.Captu
     runs_as_promised(python_blocks(TESTING)[index], tmp_path / f"testing_{index}.py", capsys)
 
 
+TOOLS = (DOCS / "tools.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks(TOOLS))))
+def test_the_tools_guide_runs(index: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each python block of docs/tools.md (docstrings, a tool called as its function, deps,
+    run_sync) runs as a script and prints what its comments say."""
+    runs_as_promised(python_blocks(TOOLS)[index], tmp_path / f"tools_{index}.py", capsys)
+
+
 def test_the_tracing_guide_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """docs/otel.md's python blocks run as scripts; its example prints the spans it says it does
     (the block after "prints"), a tool handler's own spans among them."""

@@ -22,15 +22,21 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "boundloop"
 
 USER_PROGRAM = '''\
-"""A user's program: a loop with one tool, run on a scripted model."""
+"""A user's program: a loop with two tools, one reading the run's deps, run on a scripted model."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import assert_type
 
 import anyio
 
-from boundloop import AgentLoop, Budget, LoopResult, ScriptedClient, StopReason, Tool, tool
+from boundloop import AgentLoop, Budget, LoopResult, ScriptedClient, StopReason, Tool, ToolContext, tool
+
+
+@dataclass
+class Shop:
+    user: str
 
 
 @tool
@@ -39,24 +45,35 @@ async def read_order(order_id: str) -> dict[str, str]:
     return {"id": order_id, "status": "delivered"}
 
 
+@tool
+def whoami(ctx: ToolContext[Shop]) -> str:
+    """Name the user."""
+    assert_type(ctx.deps, Shop)
+    return ctx.deps.user
+
+
 async def main() -> str | None:
+    no_input: dict[str, str] = {}
     client = ScriptedClient(
         [
             {"stop_reason": "tool_use", "content": [
-                {"type": "tool_use", "name": "read_order", "input": {"order_id": "O-104"}}
+                {"type": "tool_use", "name": "read_order", "input": {"order_id": "O-104"}},
+                {"type": "tool_use", "name": "whoami", "input": no_input},
             ]},
             {"stop_reason": "end_turn", "content": [{"type": "text", "text": "refund it"}]},
         ]
     )
-    loop = AgentLoop(
-        client, model="claude-sonnet-4-6", tools=[read_order], budget=Budget(max_steps=4), metrics=None
+    loop: AgentLoop[str, Shop] = AgentLoop(
+        client, model="claude-sonnet-4-6", tools=[read_order, whoami], budget=Budget(max_steps=4),
+        metrics=None,
     )
-    result = await loop.run("Decide whether order O-104 can be refunded.")
-    assert_type(read_order, Tool)
+    result = await loop.run("Decide whether order O-104 can be refunded.", deps=Shop(user="ann"))
+    assert_type(await read_order("O-1"), dict[str, str])
+    tools: list[Tool] = [read_order, whoami]
     assert_type(result, LoopResult)
     assert_type(result.stop_reason, StopReason)
     assert_type(result.answer, str | None)
-    return result.answer
+    return result.answer if len(tools) == 2 else None
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ def pydantic_validator(model: type[pydantic.BaseModel], parameters: Mapping[str,
 
 def signature_input(fn: Callable[..., object], tool: str, context: type) -> tuple[dict[str, Any], Validate]:
     """The input schema of a tool function from its type hints (through pydantic), and its check;
-    a parameter annotated `context` (the `ToolContext`) is left out.
+    a parameter annotated `context` (the `ToolContext`, parametrised or not) is left out.
 
     Raises:
         ConfigurationError: a hint that cannot be resolved, a parameter that is not a plain
@@ -117,7 +117,7 @@ def signature_input(fn: Callable[..., object], tool: str, context: type) -> tupl
                 f"tool {tool!r}: parameter {param.name!r} must be a plain keyword parameter"
             )
         hint = hints.get(param.name)
-        if hint is context:
+        if hint is context or typing.get_origin(hint) is context:
             continue
         if hint is None:
             raise ConfigurationError(

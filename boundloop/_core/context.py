@@ -156,6 +156,7 @@ class RunContext:
         "config",
         "deadline",
         "deltas",
+        "deps",
         "elapsed_before",
         "entered",
         "epoch",
@@ -184,6 +185,7 @@ class RunContext:
         tool_span: ToolSpan | None = None,
         model_span: ModelSpan | None = None,
         watch: Watch | None = None,
+        deps: object = None,
     ) -> None:
         self.config = config
         """The loop's spec and wiring, as `drive` was given them: fixed for the run (not state: code
@@ -202,6 +204,9 @@ class RunContext:
         the `Stop` event cannot leave `runs_active` up), the run's `observer` (its spans, set only
         when the run is traced), neither ever raising; then the loop's hook, then the run's, then
         a streamed run's `watch` (never raising). Code, not state."""
+        self.deps = deps
+        """The run's dependencies (`run(goal, deps=...)`), handed to its tool functions in their
+        `ToolContext`; never in the state, an event or a span (wiring: given again on resume)."""
         self.watch = watch
         """Set only when the run is streamed (`AgentLoop.stream`): the model is called with
         `messages.stream`, its deltas handed to the watch (`_core/streaming.py`). Wiring."""

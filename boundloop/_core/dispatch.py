@@ -166,6 +166,7 @@ async def _run_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Ca
             step=call.step,
             tool_use_id=call.id,
             idempotency_key=idempotency_key(ctx.state.task_id, call),
+            deps=ctx.deps,
         )
         if tool.takes_context
         else None  # built only for a tool function that reads it

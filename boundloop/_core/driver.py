@@ -56,6 +56,7 @@ async def execute(
     adopt_trace_id: bool = False,
     failure: Exception | None = None,
     watch: Watch | None = None,
+    deps: object = None,
 ) -> LoopResult[Any]:
     """Drive a run from the phase its state is in to `stopped`, and return its result.
 
@@ -69,7 +70,8 @@ async def execute(
     runs under its `invoke_agent` span; with `adopt_trace_id` (the run made its trace id
     itself) the state takes the span's trace id. An untraced run costs one look-up here.
     A `failure` (the store failed before the run could start) ends it `failed` at once, recorded.
-    A `watch` streams the run (`_core/streaming.py`).
+    A `watch` streams the run (`_core/streaming.py`). `deps` go to the tool functions'
+    `ToolContext`, and nowhere else.
 
     Raises:
         UnhandledStop: the API sent a stop_reason with no handler (`.result` is set).
@@ -80,12 +82,16 @@ async def execute(
     if tracing is None and config.traces_global:
         tracing = global_tracing()
     if tracing is None or config.recorded is not None:
-        return await _execute(config, state, cancel, on_event, resumed, None, failure=failure, watch=watch)
+        return await _execute(
+            config, state, cancel, on_event, resumed, None, failure=failure, watch=watch, deps=deps
+        )
     from ..otel import start_run
 
     spans = start_run(config, state, tracing, adopt_trace_id=adopt_trace_id)
     if spans is None:
-        return await _execute(config, state, cancel, on_event, resumed, None, failure=failure, watch=watch)
+        return await _execute(
+            config, state, cancel, on_event, resumed, None, failure=failure, watch=watch, deps=deps
+        )
     try:
         with spans.current():
             result = await _execute(
@@ -99,6 +105,7 @@ async def execute(
                 failure,
                 spans.chat.current,
                 watch,
+                deps,
             )
     except BaseException as exc:
         spans.end(exc)
@@ -118,6 +125,7 @@ async def _execute(
     failure: Exception | None = None,
     model_span: ModelSpan | None = None,
     watch: Watch | None = None,
+    deps: object = None,
 ) -> LoopResult[Any]:
     if state.phase is Phase.ACT:  # a checkpoint's calls are decided again before any runs
         state.phase = Phase.VALIDATE
@@ -133,6 +141,7 @@ async def _execute(
             tool_span=tool_span,
             model_span=model_span,
             watch=watch,
+            deps=deps,
         )
         if config.price is None:  # not tracked from the start, also when no model call succeeds
             state.usage.cost_usd = state.usage.cache_savings_usd = None

@@ -41,7 +41,7 @@ class ToolRegistry(Mapping[str, Tool]):
                 definition = server_tool(cast(Mapping[str, object], entry))
                 name = str(definition["name"])
             else:
-                tool = entry if isinstance(entry, Tool) else sdk_tool(entry)
+                tool = cast(Tool, entry) if isinstance(entry, Tool) else sdk_tool(entry)
                 if tool is None:
                     raise ConfigurationError(
                         f"{entry!r} is not a Tool: decorate the function with @tool or build Tool(...)"

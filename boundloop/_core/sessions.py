@@ -42,6 +42,7 @@ async def start_new(
     on_event: EventHook | None = None,
     settings: ModelSettings | None = None,
     watch: Watch | None = None,
+    deps: object = None,
 ) -> LoopResult[Any]:
     """`AgentLoop.run`: the run's state built from its arguments, then `start`d (its toolsets
     connected for the run, unless the loop was entered)."""
@@ -64,6 +65,7 @@ async def start_new(
             on_event=on_event,
             adopt_trace_id=trace_id is None,
             watch=watch,
+            deps=deps,
         )
 
 
@@ -76,6 +78,7 @@ async def start(
     on_event: EventHook | None,
     adopt_trace_id: bool,
     watch: Watch | None = None,
+    deps: object = None,
 ) -> LoopResult[Any]:
     """Run a new state under its task's lease; a `task_id` given and already stored is refused.
 
@@ -101,7 +104,13 @@ async def start(
         if exists:
             raise TaskExists(state.task_id)
         return await execute(
-            config, state, cancel=cancel, on_event=on_event, adopt_trace_id=adopt_trace_id, watch=watch
+            config,
+            state,
+            cancel=cancel,
+            on_event=on_event,
+            adopt_trace_id=adopt_trace_id,
+            watch=watch,
+            deps=deps,
         )
 
 
@@ -114,6 +123,7 @@ async def resume(
     cancel: anyio.Event | None,
     on_event: EventHook | None,
     watch: Watch | None = None,
+    deps: object = None,
 ) -> LoopResult[Any]:
     """Load a stored run under its task's lease, apply the decisions and drive it on.
 
@@ -130,7 +140,9 @@ async def resume(
             raise TaskNotFound(task_id)
         check_resumed_settings(config, state)
         resumed = prepare(state, approvals, reply)
-        return await execute(config, state, cancel=cancel, on_event=on_event, resumed=resumed, watch=watch)
+        return await execute(
+            config, state, cancel=cancel, on_event=on_event, resumed=resumed, watch=watch, deps=deps
+        )
 
 
 def check_resumed_settings(config: LoopConfig, state: LoopState) -> None:

@@ -62,15 +62,19 @@ class ResumeOptions(TypedDict, total=False):
     on_event: EventHook | None
 
 
-def stream_new(config: LoopConfig, goal: str | None, options: RunOptions, buffer: int) -> RunStream[Any]:
+def stream_new(
+    config: LoopConfig, goal: str | None, options: RunOptions, buffer: int, deps: object = None
+) -> RunStream[Any]:
     """`AgentLoop.stream`: a new run as a stream."""
     return RunStream(
-        lambda watch, cancel: _core.start_new(config, goal, cancel=cancel, watch=watch, **options),
+        lambda watch, cancel: _core.start_new(config, goal, cancel=cancel, watch=watch, deps=deps, **options),
         buffer=buffer,
     )
 
 
-def stream_resumed(config: LoopConfig, task_id: str, options: ResumeOptions, buffer: int) -> RunStream[Any]:
+def stream_resumed(
+    config: LoopConfig, task_id: str, options: ResumeOptions, buffer: int, deps: object = None
+) -> RunStream[Any]:
     """`AgentLoop.stream_resume`: a stored run continued as a stream."""
     return RunStream(
         lambda watch, cancel: _core.resume_stored(
@@ -81,6 +85,7 @@ def stream_resumed(config: LoopConfig, task_id: str, options: ResumeOptions, buf
             on_event=options.get("on_event"),
             cancel=cancel,
             watch=watch,
+            deps=deps,
         ),
         buffer=buffer,
     )

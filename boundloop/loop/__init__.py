@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Self, Unpack, final
 
 import anyio
+import sniffio
 from anthropic.types import MessageParam
 
 import boundloop._core as _core  # pyright reads `from .. import _core` as a private name
@@ -31,6 +33,7 @@ from .._core import (
 )
 from ..checkpoint.store import CheckpointStore
 from ..compaction import ContextManagement
+from ..errors import EventLoopRunning
 from ..events import Event
 from ..metrics.instruments import BoundMetrics, LoopMetrics
 from ..model import Model
@@ -39,7 +42,7 @@ from ..policy import Approver, Policy, SignalHandler, SuccessCheck
 from ..redaction import Redaction, Redactor
 from ..settings import LoopSpec, default
 from ..state import Budget, LoopResult, LoopState, OutputT
-from ..tools import Handler, Tool
+from ..tools import DepsT, Handler, Tool
 from ._contract import contract_wiring
 
 if TYPE_CHECKING:
@@ -52,8 +55,13 @@ __all__ = [
 
 
 @final
-class AgentLoop(Generic[OutputT]):
+class AgentLoop(Generic[OutputT, DepsT]):
     """A bounded agent loop: the model proposes, the loop validates, acts and decides.
+
+    `AgentLoop[Output, Deps]`: `Output` is what `run()` returns in `result.output` (from
+    `output_type`), `Deps` the type of the dependencies a run hands its tool functions
+    (`run(goal, deps=...)`, read as `ToolContext[Deps].deps`); annotate the loop to check them
+    (`loop: AgentLoop[str, Deps] = AgentLoop(...)`). Unparametrised: `str` and `object`.
 
     The settings that are data (`model`, `budget`, `policy`, `system`, `max_tokens`, `name`,
     `version`, `fallback_model`, `settings`, `cache`) are the `LoopSpec` fields of the same name,
@@ -150,7 +158,7 @@ class AgentLoop(Generic[OutputT]):
         Raises:
             ConfigurationError: the wiring does not fit the spec (see `AgentLoop`).
         """
-        loop: AgentLoop[Any] = cls.__new__(cls)
+        loop: AgentLoop[Any, Any] = AgentLoop.__new__(AgentLoop)
         loop._entered = None
         loop._wiring = wiring
         loop._config = _core.build_config(spec, wiring)
@@ -279,7 +287,7 @@ class AgentLoop(Generic[OutputT]):
         """
         return _core.contract_of(self._config)
 
-    def with_store(self, store: CheckpointStore | None) -> AgentLoop[OutputT]:
+    def with_store(self, store: CheckpointStore | None) -> AgentLoop[OutputT, DepsT]:
         """The same loop, checkpointing to `store` (e.g. the CLI's `--store PATH`; signed with its key)."""
         twin = copy.copy(self)
         twin._config = _core.with_store(self._config, store)
@@ -308,6 +316,7 @@ class AgentLoop(Generic[OutputT]):
         cancel: anyio.Event | None = None,
         on_event: EventHook | None = None,
         settings: ModelSettings | None = None,
+        deps: DepsT | None = None,
     ) -> LoopResult[OutputT]:
         """Run the loop on `goal` until it stops, and return the typed outcome.
 
@@ -323,6 +332,9 @@ class AgentLoop(Generic[OutputT]):
             on_event: called with every `Event` of this run, after the loop's own `on_event`.
             settings: this run's model settings: each field given (None too) replaces the
                 loop's; the run records the result, and a resumed run sends it again.
+            deps: this run's dependencies (a database pool, an HTTP client, the current user),
+                given to its tool functions as `ToolContext.deps`: never checkpointed, recorded
+                or traced (`resume` is given them again).
 
         Raises:
             ConfigurationError: no goal and no messages, an invalid history, metadata that is not
@@ -345,14 +357,37 @@ class AgentLoop(Generic[OutputT]):
             cancel=cancel,
             on_event=on_event,
             settings=settings,
+            deps=deps,
         )
 
+    def run_sync(
+        self, goal: str | None = None, *, deps: DepsT | None = None, **options: Unpack[RunOptions]
+    ) -> LoopResult[OutputT]:
+        """`run(goal, deps=deps, **options)` from synchronous code (a script, a notebook without
+        a running event loop): runs it in a new event loop (`anyio.run`) and returns its result.
+
+        Raises:
+            EventLoopRunning: called where an event loop is running (async code): there,
+                `await loop.run(...)`.
+            Exception: what `run` raises.
+        """
+        try:
+            library = sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            return anyio.run(functools.partial(self.run, goal, deps=deps, **options))
+        raise EventLoopRunning(library)
+
     def stream(
-        self, goal: str | None = None, *, buffer: int = DEFAULT_BUFFER, **options: Unpack[RunOptions]
+        self,
+        goal: str | None = None,
+        *,
+        buffer: int = DEFAULT_BUFFER,
+        deps: DepsT | None = None,
+        **options: Unpack[RunOptions],
     ) -> RunStream[OutputT]:
-        """`run(goal, **options)` as a `RunStream` of its events, deltas included (docs/streaming.md);
-        at most `buffer` deltas wait for the reader, then the run waits for it."""
-        return stream_new(self._config, goal, options, buffer)
+        """`run(goal, deps=deps, **options)` as a `RunStream` of its events, deltas included
+        (docs/streaming.md); at most `buffer` deltas wait for the reader, then the run waits for it."""
+        return stream_new(self._config, goal, options, buffer, deps)
 
     async def resume(
         self,
@@ -362,6 +397,7 @@ class AgentLoop(Generic[OutputT]):
         reply: str | None = None,
         cancel: anyio.Event | None = None,
         on_event: EventHook | None = None,
+        deps: DepsT | None = None,
     ) -> LoopResult[OutputT]:
         """Continue a stored run from its last checkpoint, with the same task and trace id.
 
@@ -381,6 +417,8 @@ class AgentLoop(Generic[OutputT]):
             reply: for a run stopped by the model's escalation tool, the human's answer.
             cancel: setting this event stops the run cooperatively with `cancelled`.
             on_event: called with every `Event` of this session as it is recorded.
+            deps: the dependencies of this session's tool calls (`ToolContext.deps`): a
+                checkpoint never holds them, so a resumed run is given them again.
 
         Raises:
             ConfigurationError: the loop has no store; `InvalidTaskId`, a bad `task_id`.
@@ -392,14 +430,26 @@ class AgentLoop(Generic[OutputT]):
             Exception: the store's own error reading the state (there is no run to record it in).
         """
         return await _core.resume_stored(
-            self._config, task_id, approvals=approvals, reply=reply, cancel=cancel, on_event=on_event
+            self._config,
+            task_id,
+            approvals=approvals,
+            reply=reply,
+            cancel=cancel,
+            on_event=on_event,
+            deps=deps,
         )
 
     def stream_resume(
-        self, task_id: str, *, buffer: int = DEFAULT_BUFFER, **options: Unpack[ResumeOptions]
+        self,
+        task_id: str,
+        *,
+        buffer: int = DEFAULT_BUFFER,
+        deps: DepsT | None = None,
+        **options: Unpack[ResumeOptions],
     ) -> RunStream[OutputT]:
-        """`resume(task_id, **options)` as a `RunStream`, like `stream` (raising what `resume` raises)."""
-        return stream_resumed(self._config, task_id, options, buffer)
+        """`resume(task_id, deps=deps, **options)` as a `RunStream`, like `stream` (raising what
+        `resume` raises)."""
+        return stream_resumed(self._config, task_id, options, buffer, deps)
 
     def events(self, task_id: str, *, after: int = -1) -> AsyncGenerator[Event]:
         """The task's events above `after` in the store's log, then live, to its `Stop` (streaming.md)."""
