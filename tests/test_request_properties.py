@@ -132,3 +132,24 @@ def test_every_request_the_loop_sends_is_one_the_api_accepts(
     result = anyio.run(loop.run, "Where is order O-1?")
     assert [error.message for error in result.state.errors if error.kind == "invalid_request"] == []
     assert violations(client.requests, [*script, *[{"content": []}] * 4]) == []
+
+
+def test_a_nudge_never_follows_a_server_call_its_continuation_left_open() -> None:
+    """Found by the property above: a paused server call whose continuation answers nothing,
+    then an empty answer. The nudge for the empty answer is a user turn, which may not follow
+    the open server call: the unfinished turn is dropped before it (as before the final-answer
+    note), and the run goes on."""
+    script: list[JSON] = [
+        {"stop_reason": "pause_turn", "content": [_search("srvtoolu_open")]},
+        {"stop_reason": "end_turn", "content": []},
+        {"stop_reason": "end_turn", "content": [{"type": "text", "text": "O-1 is delivered."}]},
+    ]
+    client = ScriptedClient(script)
+    loop = AgentLoop(
+        client, model="claude-sonnet-4-6", tools=[read_order], budget=Budget(max_steps=4), metrics=None
+    )
+    result = anyio.run(loop.run, "Where is order O-1?")
+    assert [error.message for error in result.state.errors if error.kind == "invalid_request"] == []
+    assert violations(client.requests, script) == []
+    assert (result.stop_reason, result.answer) == ("completed", "O-1 is delivered.")
+    assert len(client.requests) == 3

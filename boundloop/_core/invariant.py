@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast, final
 
-from anthropic.types import Message
+from anthropic.types import Message, MessageParam
 from pydantic import BaseModel
 
 from .._base.cache import TTLOrder
@@ -54,6 +54,25 @@ def unfinished_server_call(content: Sequence[object]) -> bool:
         field_of(block, "tool_use_id") == call_id or field_of(block, "type") == "tool_use"
         for block in content
     )
+
+
+def drop_unfinished_server_turns(messages: list[MessageParam]) -> None:
+    """Drop the trailing assistant turn when it ends in a server call without its result.
+
+    The API runs a paused server call only on a continuation: a user turn after it is a 400.
+    Before the final-answer note or a nudge the unfinished turn is dropped whole (a turn is sent
+    as received or not at all; consecutive assistant messages are one turn, as the API reads
+    them); the answer is asked from the transcript before it.
+    """
+    start = len(messages)
+    while start > 0 and messages[start - 1]["role"] == "assistant":
+        start -= 1
+    blocks: list[object] = []
+    for message in messages[start:]:
+        content = message["content"]
+        blocks += [{"type": "text"}] if isinstance(content, str) else list(content)
+    if unfinished_server_call(blocks):
+        del messages[start:]
 
 
 def container_id(response: Message | None) -> str | None:

@@ -6,7 +6,7 @@ import time
 from typing import Any, cast
 
 import anthropic
-from anthropic.types import Message, MessageParam, ToolUseBlock
+from anthropic.types import Message, ToolUseBlock
 
 from .._base.cache import add_breakpoints
 from .._base.output import add_output_format
@@ -33,7 +33,7 @@ from .budget import (
 from .compaction import after_response, request_settings
 from .connect import refresh_tools
 from .context import RunContext
-from .invariant import container_id, unfinished_server_call
+from .invariant import container_id, drop_unfinished_server_turns
 from .pricing import count_response
 from .refusals import fallback
 from .request import as_message, fit_thinking, for_count, messages_of, settings_params, uses_beta
@@ -277,20 +277,6 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         )
     )
     after_response(ctx, response, before)  # a compaction's event and transcript
-
-
-def drop_unfinished_server_turns(messages: list[MessageParam]) -> None:
-    """Drop trailing assistant turns that end in a server call without its result.
-
-    The API runs a paused server call only on a continuation: a user turn after it is a 400.
-    Before the final-answer note the unfinished turn is dropped whole (a turn is sent as
-    received or not at all); the answer is asked from the transcript before it.
-    """
-    while messages and messages[-1]["role"] == "assistant":
-        content = messages[-1]["content"]
-        if isinstance(content, str) or not unfinished_server_call(list(content)):
-            return
-        messages.pop()
 
 
 def repeat_key(block: ToolUseBlock) -> str:
