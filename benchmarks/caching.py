@@ -33,9 +33,10 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
-from anthropic import beta_async_tool
+from anthropic import beta_async_tool, omit
 from anthropic.types import CacheCreation
 from anthropic.types import Usage as ApiUsage
+from anthropic.types.beta import BetaTextBlockParam
 
 from benchmarks.suite import Report, run_alone
 from boundloop import AgentLoop, Budget, Price, Tool, tool
@@ -244,22 +245,18 @@ async def run_tool_runner(calls: int = CALLS, *, best: bool = False) -> Run:
         for item in tool_list
     ]
     system = system_prompt(tool_list)
-    caching: dict[str, Any] = (
-        {
-            "cache_control": {"type": "ephemeral"},
-            "system": [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
-        }
-        if best
-        else {"system": system}
-    )
+    marked: list[BetaTextBlockParam] = [
+        {"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}
+    ]
     runner = api.client().beta.messages.tool_runner(
         model=MODEL,
         max_tokens=1024,
+        system=marked if best else system,
         tools=runner_tools,
         messages=[{"role": "user", "content": "Check the refunds of orders 0 to 89."}],
         max_iterations=TURNS + 2,
         thread=False,
-        **caching,
+        cache_control={"type": "ephemeral"} if best else omit,
     )
     final = await runner.until_done()
     assert [block.type for block in final.content] == ["text"], final.content
