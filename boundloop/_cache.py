@@ -260,9 +260,9 @@ def _markers_in(message: Mapping[str, Any]) -> tuple[int, int]:
         # the transcript's blocks are plain dicts, and most carry no breakpoint at all
         if type(block) is dict and "cache_control" not in block:
             continue
-        if _marked(block):
+        if _marked(block):  # pyright: ignore[reportUnknownArgumentType]
             count += 1
-        if _ttl(block) == "5m":
+        if _ttl(block) == "5m":  # pyright: ignore[reportUnknownArgumentType]
             fives += 1
     return count, fives
 
