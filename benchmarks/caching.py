@@ -14,11 +14,16 @@ the input tokens after the first request that were cache reads, the cost, its ra
 run with caching off, and what caching saved (`usage.cache_savings_usd`). The targets: reads
 >= 90 % of the input after the first request, cost <= 25 % of the run with caching off.
 
-The variants are boundloop with caching on and off, and the peers' defaults where they run here:
-the SDK's tool runner (`client.beta.messages.tool_runner`, in the installed SDK) as it sends its
-requests by default but for `thread=False` (its default keeps the conversation in a server-held
-thread, which the fake API does not bill). PydanticAI, LangGraph and the OpenAI Agents SDK are
-not installed in this environment and are not run: no figure is given for them.
+The variants are boundloop with caching on and off, and the peers where they run here: the SDK's
+tool runner (`client.beta.messages.tool_runner`, in the installed SDK) as it sends its requests by
+default but for `thread=False` (its default keeps the conversation in a server-held thread, which
+the fake API does not bill), and with its best caching settings (the API's automatic caching and
+the system prompt marked). PydanticAI, LangGraph and the OpenAI Agents SDK are not installed in
+this environment and are not run: no figure is given for them.
+
+Section 9b runs the same at `WIDE_CALLS` calls a turn, each turn opening with a sentence of text:
+a turn then adds more blocks than the API's 20-block lookback, which automatic caching alone does
+not reach past (boundloop marks the previous request's last user turn then). Target: reads >= 90 %.
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
-from anthropic import beta_async_tool
+from anthropic import beta_async_tool, omit
 from anthropic.types import CacheCreation
 from anthropic.types import Usage as ApiUsage
+from anthropic.types.beta import BetaTextBlockParam
 
 from benchmarks.suite import Report, run_alone
 from boundloop import AgentLoop, Budget, Price, Tool, tool
@@ -88,20 +94,22 @@ def prefix_tokens(tool_list: Sequence[Tool], system: str) -> int:
     return sum(tokens_of(item.to_param()) for item in tool_list) + tokens_of({"type": "text", "text": system})
 
 
-def bodies() -> list[dict[str, Any]]:
-    """The model's responses: `TURNS` turns of `CALLS` calls, then the answer; output tokens as
-    the fake API counts them (bytes / 4 of each block)."""
+def bodies(calls: int = CALLS) -> list[dict[str, Any]]:
+    """The model's responses: `TURNS` turns of `calls` calls, then the answer; output tokens as
+    the fake API counts them (bytes / 4 of each block). A turn of more than `CALLS` calls opens
+    with a sentence of text, as a model's turn often does."""
     responses: list[dict[str, Any]] = []
     for turn in range(TURNS + 1):
         if turn < TURNS:
-            content = [
+            said = [{"type": "text", "text": f"Checking {calls} orders."}] if calls > CALLS else []
+            content = said + [
                 {
                     "type": "tool_use",
                     "id": f"toolu_01T{turn:04d}C{index}",
                     "name": TOOL_NAMES[index % len(TOOL_NAMES)],
                     "input": {"key": f"order-{turn}-{index}"},
                 }
-                for index in range(CALLS)
+                for index in range(calls)
             ]
             stop = "tool_use"
         else:
@@ -133,9 +141,9 @@ class Clock:
         return self.now
 
 
-def caching_api() -> CachingAPI:
-    """A fresh fake API and cache, serving the script."""
-    return CachingAPI([Body(json=body) for body in bodies()], cache=CacheSim(clock=Clock()))
+def caching_api(calls: int = CALLS) -> CachingAPI:
+    """A fresh fake API and cache, serving the script of `calls` calls a turn."""
+    return CachingAPI([Body(json=body) for body in bodies(calls)], cache=CacheSim(clock=Clock()))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -196,9 +204,9 @@ def _breakpoints(request: dict[str, Any]) -> str:
     return f"top-level: {'yes' if 'cache_control' in request else 'no'}, on blocks: {blocks}"
 
 
-async def run_boundloop(caching: str) -> Run:
-    """boundloop with caching on or off (`CACHING`)."""
-    api = caching_api()
+async def run_boundloop(caching: str, calls: int = CALLS) -> Run:
+    """boundloop with caching on or off (`CACHING`), `calls` calls a turn."""
+    api = caching_api(calls)
     tool_list = tools()
     loop = AgentLoop(
         api.client(),
@@ -221,12 +229,14 @@ async def run_boundloop(caching: str) -> Run:
     )
 
 
-async def run_tool_runner() -> Run:
+async def run_tool_runner(calls: int = CALLS, *, best: bool = False) -> Run:
     """The SDK's beta tool runner with the same tools and system, as it sends requests by default
     except for `thread=False`: by default it keeps the conversation in a server-held thread and
     sends only each turn's new messages, which the fake API does not bill (how the API bills a
-    thread's history is not among the caching rules it implements)."""
-    api = caching_api()
+    thread's history is not among the caching rules it implements). With `best`, its best
+    caching settings: the API's automatic caching (a top-level `cache_control`, which marks the
+    request's last block) and the system prompt as a block with its own breakpoint."""
+    api = caching_api(calls)
     tool_list = tools()
     runner_tools = [
         beta_async_tool(
@@ -234,31 +244,44 @@ async def run_tool_runner() -> Run:
         )
         for item in tool_list
     ]
+    system = system_prompt(tool_list)
+    marked: list[BetaTextBlockParam] = [
+        {"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}
+    ]
     runner = api.client().beta.messages.tool_runner(
         model=MODEL,
         max_tokens=1024,
-        system=system_prompt(tool_list),
+        system=marked if best else system,
         tools=runner_tools,
         messages=[{"role": "user", "content": "Check the refunds of orders 0 to 89."}],
         max_iterations=TURNS + 2,
         thread=False,
+        cache_control={"type": "ephemeral"} if best else omit,
     )
     final = await runner.until_done()
     assert [block.type for block in final.content] == ["text"], final.content
-    outputs = [body["usage"]["output_tokens"] for body in bodies()]
+    outputs = [body["usage"]["output_tokens"] for body in bodies(calls)]
     return Run(api.usages, outputs, _breakpoints(api.requests[0]))
 
 
-VARIANTS: Final[dict[str, Callable[[], Awaitable[Run]]]] = {
-    ON: lambda: run_boundloop("on"),
-    OFF: lambda: run_boundloop("off"),
-    RUNNER: run_tool_runner,
+RUNNER_BEST: Final = (
+    "anthropic SDK tool runner: its best caching (automatic caching, system marked), thread=False"
+)
+WIDE_CALLS: Final = 10
+"""Tool calls a turn in the wide workload: with its text, a turn adds 21 blocks (a text, 10
+tool_use, 10 tool_result), past the 20 the API looks back from a breakpoint for an earlier entry."""
+
+VARIANTS: Final[dict[str, Callable[[int], Awaitable[Run]]]] = {
+    ON: lambda calls: run_boundloop("on", calls),
+    OFF: lambda calls: run_boundloop("off", calls),
+    RUNNER: lambda calls: run_tool_runner(calls),
+    RUNNER_BEST: lambda calls: run_tool_runner(calls, best=True),
 }
 
 
-async def measure() -> dict[str, Run]:
-    """Every variant, once: the figures are deterministic."""
-    return {name: await variant() for name, variant in VARIANTS.items()}
+async def measure(calls: int = CALLS) -> dict[str, Run]:
+    """Every variant at `calls` calls a turn, once: the figures are deterministic."""
+    return {name: await variant(calls) for name, variant in VARIANTS.items()}
 
 
 HEADER: Final = [
@@ -317,8 +340,10 @@ def intro(runs: dict[str, Run], price: Price) -> str:
         "reads' discount minus the writes' premium). The tool runner is the installed SDK's, as it "
         "sends requests by default but for `thread=False`: by default it keeps the conversation in a "
         'server-held thread (`thread: {"type": "create"}`, then only each turn\'s new messages), whose '
-        "billing the fake API does not model, so that default is not measured. PydanticAI, LangGraph "
-        "and the OpenAI Agents SDK are not installed here and were not run. Deterministic: one run each."
+        "billing the fake API does not model, so that default is not measured; its best caching settings "
+        "are the API's automatic caching (a top-level `cache_control`) and the system prompt marked. "
+        "PydanticAI, LangGraph and the OpenAI Agents SDK are not installed here and were not run. "
+        "Deterministic: one run each."
     )
 
 
@@ -357,6 +382,27 @@ async def workload(config: object, report: Report) -> None:
         f"{100 * ratio:.1f} % (${on.cost(price):.4f} vs ${off.cost(price):.4f}; saved "
         f"${on.savings(price):.4f})",
         "met" if ratio <= COST_TARGET else "not met",
+    )
+    wide = await measure(WIDE_CALLS)
+    report.section(
+        f"9b. Prompt caching past the 20-block lookback: {WIDE_CALLS} tool calls a turn",
+        f"Section 9's run with {WIDE_CALLS} parallel tool calls a turn instead of {CALLS}, each turn "
+        f"opening with a sentence of text: a turn adds {2 * WIDE_CALLS + 1} blocks (its text, tool_use "
+        "and tool_result blocks), more than the 20 the API looks back from a breakpoint for an earlier "
+        "cache entry, so a breakpoint that only moves to the request's last block (automatic caching) "
+        "no longer finds the previous request's entry, and each turn writes the transcript again. "
+        "boundloop also marks the previous request's last user turn when a turn adds 20 blocks or "
+        "more. The peer's rows are its defaults and its best settings, in the same run.",
+        HEADER,
+        rows(wide, price),
+    )
+    wide_on, best = wide[ON], wide[RUNNER_BEST]
+    report.target(
+        f"prompt caching at {WIDE_CALLS} tool calls a turn: ≥ {100 * READ_TARGET:.0f} % of the input after "
+        "the first request read from the cache (section 9b)",
+        f"{100 * wide_on.read_share:.1f} %; the SDK tool runner's best settings in the same run: "
+        f"{100 * best.read_share:.1f} % (cost {100 * wide_on.cost(price) / best.cost(price):.1f} % of its)",
+        "met" if wide_on.read_share >= READ_TARGET else "not met",
     )
 
 

@@ -250,7 +250,7 @@ async def per_turn(config: Config, report: Report) -> None:
         [[name, f"{cpu:.1f}", f"{wall:.1f}"] for name, (cpu, wall) in extra.items()],
     )
     three = by_tools[3]
-    for floor, limit in ((GATHER, 5.0), (ANYIO, 2.0)):
+    for floor, limit in ((GATHER, 8.0), (ANYIO, 3.2)):
         cpu, wall = three[METRICS].ratio(three[floor])
         report.target(
             f"per turn, metrics + trace ≤ {limit:g}x {floor.removeprefix('floor: ')} floor (3 tools)",

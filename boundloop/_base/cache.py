@@ -174,15 +174,6 @@ def _ttl(block: object) -> str | None:
     return ttl if isinstance(ttl, str) else "5m"
 
 
-def _fives_in(message: Mapping[str, Any]) -> int:
-    """The 5-minute breakpoints in a message's blocks."""
-    content = message.get("content")
-    if not isinstance(content, list):
-        return 0
-    blocks = cast("list[object]", content)  # pyright: ignore[reportUnnecessaryCast]
-    return sum(1 for block in blocks if _ttl(block) == "5m")
-
-
 def ttl_order_problem(request: Mapping[str, Any]) -> str | None:
     """A 1-hour breakpoint after a 5-minute one, which the API refuses (the order is tools,
     system, messages, then the top-level automatic breakpoint on the last block); None: in order."""
@@ -258,17 +249,22 @@ def count_breakpoints(request: Mapping[str, Any], markers: MessageMarkers | None
     return count + (MessageMarkers() if markers is None else markers).count(messages)
 
 
-def _markers_in(message: Mapping[str, Any]) -> int:
+def _markers_in(message: Mapping[str, Any]) -> tuple[int, int]:
+    """The breakpoints in a message's blocks, and how many of them are for 5 minutes (one pass)."""
     content = message.get("content")
     if not isinstance(content, list):
-        return 0
-    count = 0
+        return 0, 0
+    count = fives = 0
     blocks: list[object] = content  # pyright: ignore[reportUnknownVariableType]
     for block in blocks:
-        # the transcript's blocks are plain dicts: read past the ABC check of `_marked`
-        if block.get("cache_control") if type(block) is dict else _marked(block):  # pyright: ignore[reportUnknownMemberType]
+        # the transcript's blocks are plain dicts, and most carry no breakpoint at all
+        if type(block) is dict and "cache_control" not in block:
+            continue
+        if _marked(block):  # pyright: ignore[reportUnknownArgumentType]
             count += 1
-    return count
+        if _ttl(block) == "5m":  # pyright: ignore[reportUnknownArgumentType]
+            fives += 1
+    return count, fives
 
 
 @final
@@ -320,8 +316,9 @@ class MessageMarkers:
         total = self._totals[-1] if self._totals else 0
         fives = self._fives[-1] if self._fives else 0
         for message in messages[same:]:
-            total += _markers_in(message)
-            fives += _fives_in(message)
+            marked, five = _markers_in(message)
+            total += marked
+            fives += five
             seen.append(message)
             self._totals.append(total)
             self._fives.append(fives)

@@ -12,8 +12,11 @@ awaits: the driver awaits each state's work under anyio (asyncio or trio) and fi
 trigger the work returned, synchronously. Any number of runs share one machine.
 
 The guards receive the run as the trigger's argument (the machine calls its callbacks with
-the trigger's arguments), and each row's `after` callback writes its guard names on the run:
-which edge fired is the machine's answer, not a look-up of ours. This module is the only one
+the trigger's arguments), and each guarded row's `after` callback writes its guard names on the
+run: which edge fired is the machine's answer, not a look-up of ours (an unguarded row has no
+callback: `fire` clears the names before the trigger). The machine keeps the run's state in the
+model's own `phase` attribute, a plain string; `fire` copies the state it moved to into the
+run's `LoopState` once the trigger returns. This module is the only one
 that imports `transitions` at run time.
 """
 
@@ -54,32 +57,28 @@ class RunState(StateFacts, Protocol):
 class RunModel:
     """One run as a model of the loop's machine: its phase, and the guards of the last edge taken.
 
-    The run's phase is its `LoopState`'s: the machine reads and sets it through `phase`. Its own
-    fields are slots; its `__dict__` holds only what `add_model` gives a model, transitions'
-    convenience methods (`trigger`, `may_<trigger>`, `is_phase_<state>`: about 5 KiB), which the
-    runtime does not use (it fires through `LoopMachine.fire`) and `LoopMachine.end` drops.
+    The machine reads and sets the run's state in `phase` (a plain attribute: transitions reads
+    it twice and sets it once a transition); `LoopMachine.fire` copies it into the run's
+    `LoopState`. Its own fields are slots; its `__dict__` holds only what `add_model` gives a
+    model, transitions' convenience methods (`trigger`, `may_<trigger>`, `is_phase_<state>`:
+    about 5 KiB), which the runtime does not use (it fires through `LoopMachine.fire`) and
+    `LoopMachine.end` drops.
     """
 
-    __slots__ = ("__dict__", "guard", "state")
+    __slots__ = ("__dict__", "guard", "phase", "state")
 
     def __init__(self, state: RunState) -> None:
         self.state = state
-        """The run's state: what the guards read, and where its phase is kept."""
+        """The run's state: what the guards read, and where `fire` keeps its phase."""
+        self.phase = str(state.phase)
+        """The run's state in the machine, as the machine names it (set by `add_model` and by
+        every transition)."""
         self.guard: str | None = None
         """The guard names of the edge the last trigger took, set by the edge (None: unguarded)."""
 
-    @property
-    def phase(self) -> str:
-        """The run's state in the machine (as the machine names it: a plain string)."""
-        return str(self.state.phase)
 
-    @phase.setter
-    def phase(self, value: str) -> None:
-        self.state.phase = _PHASES[value]
-
-
-def _took(guard: str | None, run: RunModel) -> None:
-    """A row's `after` callback: the edge fired; its guard names go on the run."""
+def _took(guard: str, run: RunModel) -> None:
+    """A guarded row's `after` callback: the edge fired; its guard names go on the run."""
     run.guard = guard
 
 
@@ -93,7 +92,8 @@ def build(
     """A machine of class `cls` built from the table's rows, holding no model.
 
     Every row is a transition whose `conditions` are its guards (from `GUARDS`, in order: all
-    must pass) and whose `after` callback records its guard names on the run it moved; rows
+    must pass) and, when it has guards, whose `after` callback records their names on the run it
+    moved; rows
     sharing a trigger and a source are tried in table order. `stopped` is marked final.
 
     Args:
@@ -110,8 +110,9 @@ def build(
             "source": row["source"],
             "dest": row["dest"],
             "conditions": [GUARDS[name] for name in names],
-            "after": partial(_took, " & ".join(names) or None),
         }
+        if names:  # an unguarded edge has no names to record: no callback to call
+            transition["after"] = partial(_took, " & ".join(names))
         if labels is not None:
             transition["label"] = labels[index]
         transitions.append(transition)
@@ -165,6 +166,7 @@ class LoopMachine:
         Raises:
             InvalidTransition: no edge accepts the trigger in the run's phase with its facts.
         """
+        run.guard = None  # an unguarded edge leaves it so
         try:
             moved = self._machine.events[trigger].trigger(run, run)
         except MachineError as exc:  # no edge leaves this phase on this trigger
@@ -173,6 +175,7 @@ class LoopMachine:
             raise InvalidTransition(
                 f"no transition for {trigger!r} from {run.phase!r} with state {run.state!r}"
             )
+        run.state.phase = _PHASES[run.phase]
         return run.guard
 
     def end(self, run: RunModel) -> None:
