@@ -10,11 +10,8 @@ from typing import Any, Final, cast, final
 
 from .._lazy import claim
 from ..errors import ContractError
-from ..settings import LoopSpec, ToolSpec
+from ..settings import LoopSpec
 from ._check import CONTRACT_SCHEMA, Problem, loop_problems, prose_problems, schema_problems
-
-ContractTool = ToolSpec
-"""A tool as the contract declares it: `LoopSpec.tools`' `ToolSpec`."""
 
 
 @final
