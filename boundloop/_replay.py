@@ -13,7 +13,7 @@ import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast, final
+from typing import Any, Final, cast, final
 
 import anyio
 import anyio.to_thread
@@ -358,18 +358,22 @@ def _stand_in(entry: Mapping[str, Any]) -> Tool:
 
 
 def _policy(raw: Mapping[str, Any]) -> Policy:
-    sets = {name: raw.get(name) or () for name in ("forbidden", "requires_approval", "required_evidence")}
-    return Policy(
-        allowed=raw.get("allowed"),
-        **cast(dict[str, Any], sets),
-        on_forbidden=raw.get("on_forbidden", "stop"),
-        on_missing_evidence=raw.get("on_missing_evidence", "stop"),
-        on_max_tokens=raw.get("on_max_tokens", "stop"),
-        on_unknown_tool=raw.get("on_unknown_tool", "report"),
-        max_continuations=int(raw.get("max_continuations", 2)),
-        escalation_tool=raw.get("escalation_tool"),
-        on_tool_error=raw.get("on_tool_error", "report"),
-    )
+    """The recorded policy's data (its hooks are recorded by name only, and not replayed); a
+    setting the recording leaves out keeps `Policy`'s default."""
+    data: dict[str, Any] = {
+        name: value
+        for name, value in raw.items()
+        if name in _POLICY_DATA and (value is not None or name == "allowed")
+    }
+    return Policy(**data)
+
+
+_POLICY_DATA: Final = frozenset(field.name for field in dataclasses.fields(Policy)) - {
+    "success",
+    "approve",
+    "signal_handlers",
+}
+"""The settings of `Policy` that are data."""
 
 
 def _trajectory(events: Sequence[Event], state: LoopState | None, *, detailed: bool) -> list[str]:

@@ -14,8 +14,8 @@ The contract's JSON Schema (boundloop/contract/loop-contract.schema.json) is gen
 it, a test keeps the committed file equal to it. The contract document spells four settings
 its own way: `system` is `{"text": ...}` (or `{"file": ...}`), `metrics` is `{"enabled": ...}`, and
 `Budget.count_tokens` and `Budget.max_tool_output_chars` sit at its top level.
-`from_contract` and `to_contract` map them, and `contract_schema` maps their schema: those are
-the only places that know.
+`LoopSpec.from_document` and `LoopSpec.document` map them, and `contract_schema` maps their
+schema: those are the only places that know. A loaded `Contract` holds its `LoopSpec`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, final
+from typing import Annotated, Any, Final, Literal, final
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,17 +32,16 @@ from ._base.cache import CacheMode, CacheSettings, check_cache
 from ._base.field_schema import field_schema
 from ._base.mcp_spec import MCPServerSpec, unique_servers
 from ._base.model_settings import ModelSettings, check_settings
-from ._base.route import FallbackModels, route_data
+from ._base.route import FallbackModels
 from ._base.server_tools import server_tool
-from .compaction import Compaction, ContextEdits, context_settings
+from .compaction import Compaction, ContextEdits, ContextManagement, context_settings
 from .errors import ConfigurationError
 from .policy import Policy, ToolErrors
+from .redaction import Redaction
 from .state import Budget
 
-if TYPE_CHECKING:
-    from .contract import Contract
-
 __all__ = [
+    "CONTRACT_REQUIRED",
     "BudgetSpec",
     "HistoryMessage",
     "LoopSpec",
@@ -89,6 +88,8 @@ def _policy(value: object) -> Policy:
 
 _CONTRACT_TOP: Final = ("max_tool_output_chars", "count_tokens")
 """`Budget` settings a contract writes at its top level."""
+CONTRACT_REQUIRED: Final = ("name", "model", "tools", "signals", "budget", "policy")
+"""A contract states these even where the spec has a default."""
 
 
 def budget_data(budget: Budget) -> dict[str, Any]:
@@ -214,6 +215,13 @@ class HistoryMessage(BaseModel):
     content: str | list[dict[str, Any]]
 
 
+_REDACTION: Final = Redaction()
+_CONTEXT: Final = ContextManagement()
+_EDITS: Final = tuple(_CONTEXT.edits)
+"""Where the defaults of `redact_checkpoints`, `compaction` and `context_editing` are written:
+the value objects `AgentLoop` takes them in."""
+
+
 @final
 class LoopSpec(BaseModel):
     """Every setting of a loop that is data: the loop contract, typed (docs/contracts.md)."""
@@ -263,7 +271,7 @@ class LoopSpec(BaseModel):
         default=(), description="Messages API messages every run starts from, before its goal."
     )
     redact_checkpoints: bool = Field(
-        default=False,
+        default=_REDACTION.checkpoints,
         strict=True,
         description="Checkpoints store every string redacted: the transcript, observations and "
         "pending approvals too (a resumed run continues from them).",
@@ -308,8 +316,12 @@ class LoopSpec(BaseModel):
         description="The loop's version (prompt, tools, policy and model route as released): recorded "
         "in each run's provenance, on its run_started event and on its spans.",
     )
-    compaction: Compaction | None = Field(default=None, description="Server-side compaction (docs/cost.md).")
-    context_editing: ContextEdits = Field(default=(), description="The API's clearing edits (docs/cost.md).")
+    compaction: Compaction | None = Field(
+        default=_CONTEXT.compaction, description="Server-side compaction (docs/cost.md)."
+    )
+    context_editing: ContextEdits = Field(
+        default=_EDITS, description="The API's clearing edits (docs/cost.md)."
+    )
 
     @classmethod
     def of(cls, **settings: Any) -> LoopSpec:
@@ -324,68 +336,41 @@ class LoopSpec(BaseModel):
             raise _configuration_error(exc) from None
 
     @classmethod
-    def from_contract(cls, contract: Contract) -> LoopSpec:
-        """The spec a loaded contract declares (its files already read)."""
-        top = {"max_tool_output_chars": contract.max_tool_output_chars, "count_tokens": contract.count_tokens}
-        settings: dict[str, Any] = {
-            "name": contract.name,
-            "description": contract.description,
-            "model": contract.model,
-            "system": contract.system,
-            "tools": [dataclasses.asdict(tool) for tool in contract.tools],
-            "server_tools": [dict(definition) for definition in contract.server_tools],
-            "mcp_servers": [dict(server) for server in contract.mcp_servers],
-            "signals": dict(contract.signals),
-            "custom_handlers": contract.custom_handlers,
-            "budget": {**contract.budget, **{key: value for key, value in top.items() if value is not None}},
-            "policy": dict(contract.policy),
-            "metrics": contract.metrics,
-            "history": [dict(message) for message in contract.history],
-            "redact_checkpoints": contract.redact_checkpoints,
-            "settings": dict(contract.settings),
-            "output_schema": None if contract.output_schema is None else dict(contract.output_schema),
-            "fallback_model": contract.fallback_model,
-            "version": contract.version,
-            "compaction": contract.compaction,
-            "context_editing": contract.context_editing,
-            "cache": contract.cache,
-        }
-        if contract.max_tokens is not None:
-            settings["max_tokens"] = contract.max_tokens
+    def from_document(cls, document: Mapping[str, Any]) -> LoopSpec:
+        """The spec a contract document declares, self-contained (its policy inline, its system
+        prompt as `{"text": ...}`): `LoopSpec.from_document(spec.document()) == spec`.
+
+        Raises:
+            ConfigurationError: the first setting the loop cannot run with, named.
+        """
+        own = ("$schema", "system", "metrics", *_CONTRACT_TOP)
+        settings = {key: value for key, value in document.items() if key not in own}
+        system = document.get("system")
+        if system is not None:
+            settings["system"] = system["text"]
+        if "metrics" in document:
+            settings["metrics"] = document["metrics"].get("enabled", True)
+        top = {key: document[key] for key in _CONTRACT_TOP if key in document}
+        if top:
+            settings["budget"] = {**document.get("budget", {}), **top}
         return cls.of(**settings)
 
-    def to_contract(self) -> Contract:
-        """The contract of this spec: `LoopSpec.from_contract(spec.to_contract()) == spec`."""
-        from .contract import Contract, ContractTool  # the contract's module loads the SDK's types
-
-        return Contract(
-            name=self.name,
-            description=self.description,
-            model=self.model,
-            system=self.system,
-            max_tokens=self.max_tokens,
-            tools=tuple(ContractTool(**tool.model_dump()) for tool in self.tools),
-            server_tools=tuple(dict(definition) for definition in self.server_tools),
-            mcp_servers=tuple(server.data() for server in self.mcp_servers),
-            signals=dict(self.signals),
-            custom_handlers=self.custom_handlers,
-            budget={
-                key: value for key, value in budget_data(self.budget).items() if key not in _CONTRACT_TOP
-            },
-            policy=policy_data(self.policy),
-            metrics=self.metrics,
-            max_tool_output_chars=self.budget.max_tool_output_chars,
-            history=tuple(typing.cast(Any, message.model_dump()) for message in self.history),
-            redact_checkpoints=self.redact_checkpoints,
-            count_tokens=self.budget.count_tokens,
-            settings=self.settings.data(),
-            output_schema=self.output_schema,
-            fallback_model=route_data(self.fallback_model),
-            version=self.version,
-            compaction=None if self.compaction is None else self.compaction.model_dump(exclude_defaults=True),
-            context_editing=tuple(dict(edit) for edit in self.context_editing),
-            cache=self.cache if isinstance(self.cache, str) else self.cache.model_dump(mode="json"),
-        )
+    def document(self) -> dict[str, Any]:
+        """The contract document of this spec: the settings not at their default (and those every
+        contract states), the policy and the system prompt inline."""
+        data = self.model_dump(mode="json", exclude_defaults=True)
+        stated = self.model_dump(mode="json", include=set(CONTRACT_REQUIRED))
+        document = {
+            name: data[name] if name in data else stated[name]
+            for name in type(self).model_fields
+            if name in data or name in CONTRACT_REQUIRED
+        }
+        budget: dict[str, Any] = document["budget"]
+        document.update({key: budget.pop(key) for key in _CONTRACT_TOP if key in budget})
+        if "system" in document:
+            document["system"] = {"text": document["system"]}
+        document["metrics"] = {"enabled": self.metrics}
+        return document
 
 
 def _configuration_error(exc: pydantic.ValidationError) -> ConfigurationError:

@@ -94,6 +94,9 @@ class Budget:
     max_tool_output_chars: int = 100_000
     """A longer tool result is cut to this many characters, with a visible marker, before the
     model reads it."""
+    max_parallel_tools: int | None = None
+    """At most this many client tool calls of one response run at once; the others wait for a
+    place (a call keeps its place through its retries). None: all at once."""
     count_tokens: bool = False
     """With a token or cost budget, count each request's input with the API's
     `messages.count_tokens` before the call (one more request per model call): the check that

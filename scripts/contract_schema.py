@@ -14,10 +14,9 @@ from typing import Any
 
 from boundloop import LoopSpec, Policy
 from boundloop._base.field_schema import TOOL_NAME_SCHEMA, field_schema
+from boundloop.settings import CONTRACT_REQUIRED
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
-_CONTRACT_REQUIRED = ["name", "model", "tools", "signals", "budget", "policy"]
-"""A contract states these even where the spec has a default."""
 
 
 def contract_schema() -> dict[str, Any]:
@@ -65,7 +64,7 @@ def contract_schema() -> dict[str, Any]:
         "signal handler map, budget, policy and metrics. See docs/contracts.md.",
         "type": "object",
         "additionalProperties": False,
-        "required": _CONTRACT_REQUIRED,
+        "required": list(CONTRACT_REQUIRED),
         "properties": {"$schema": {"type": "string"}, **properties},
         "$defs": {
             "tool_name": TOOL_NAME_SCHEMA,

@@ -383,9 +383,9 @@ def test_cache_is_part_of_the_spec_the_contract_and_the_provenance() -> None:
     )
     off = AgentLoop(ScriptedClient([]), model=MODEL, budget=Budget(max_steps=1), metrics=None, cache="off")
     assert hour.config.provenance.cache_sha256 not in (None, off.config.provenance.cache_sha256)
-    assert hour.to_contract().to_dict()["cache"] == {"ttl": "1h", "prefix": True}
+    assert hour.to_contract().to_dict()["cache"] == {"ttl": "1h"}  # a setting at its default left out
     assert off.to_contract().to_dict()["cache"] == "off"
-    spec = LoopSpec.from_contract(hour.to_contract())
+    spec = hour.to_contract().spec
     assert spec.cache == CacheSettings(ttl="1h")
     with pytest.raises(ConfigurationError, match="cache"):
         LoopSpec.of(model=MODEL, budget=Budget(max_steps=1), cache="sometimes")

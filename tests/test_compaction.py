@@ -16,7 +16,6 @@ from boundloop import (
     Compaction,
     ConfigurationError,
     ContextManagement,
-    LoopSpec,
     ModelSettings,
     Policy,
     Price,
@@ -144,7 +143,7 @@ def test_compaction_and_context_editing_are_contract_data() -> None:
     )
     contract = agent.to_contract()
     assert contract.to_dict()["compaction"] == {"trigger_tokens": 60_000, "pause": True}
-    spec = LoopSpec.from_contract(contract)
+    spec = contract.spec
     assert spec.compaction == agent.config.spec.compaction
     assert spec.context_editing == (CLEAR_TOOLS,)
     plain = loop([], context=ContextManagement())

@@ -21,8 +21,10 @@ from boundloop import (
     tool,
 )
 from boundloop.compaction import Compaction, ContextEdit, ContextManagement
+from boundloop.contract import load_contract
 from boundloop.prices import PRICES, price_for
 from boundloop.redaction import Redaction
+from boundloop.settings import CONTRACT_REQUIRED
 from tests.helpers import text
 
 JSON = dict[str, Any]
@@ -555,3 +557,22 @@ def test_context_management_is_checked_when_built() -> None:
         ContextManagement(edits={"type": "clear_thinking_20251015"})  # type: ignore[arg-type]
     clear: ContextEdit = {"type": "clear_thinking_20251015"}
     assert ContextManagement(edits=[clear]).edits == (clear,)
+
+
+def test_every_way_to_a_spec_given_only_what_is_required_has_loop_spec_s_defaults() -> None:
+    """A default is written once, in `LoopSpec` (or the value object that holds the setting):
+    the contract document, a loaded contract, `Redaction` and `ContextManagement` given nothing
+    more than what is required have the spec's defaults."""
+    budget = Budget(max_steps=4)
+    loop = AgentLoop(ScriptedClient([]), model="claude-sonnet-4-6", budget=budget)
+    document = loop.to_contract().to_dict()
+    assert set(document) == {*CONTRACT_REQUIRED, "metrics"}  # a default is not written again
+    spec = LoopSpec.of(model="claude-sonnet-4-6", budget=budget, signals=document["signals"])
+    assert load_contract(document).spec == spec
+    assert LoopSpec.from_document(spec.document()) == spec
+    defaults = {
+        name: field.get_default(call_default_factory=True) for name, field in LoopSpec.model_fields.items()
+    }
+    assert Redaction().checkpoints == defaults["redact_checkpoints"]
+    context = ContextManagement()
+    assert (context.compaction, context.edits) == (defaults["compaction"], defaults["context_editing"])

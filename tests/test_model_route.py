@@ -149,7 +149,7 @@ def test_a_contract_names_a_route() -> None:
     document["policy"] = json.loads((CONTRACT.parent / "refund-policy.json").read_text(encoding="utf-8"))
     document["fallback_model"] = list(ROUTE)
     contract = load_contract(document)
-    assert contract.fallback_model == ROUTE
+    assert contract.spec.fallback_model == ROUTE
     assert contract.to_dict()["fallback_model"] == list(ROUTE)
     document["fallback_model"] = []
     assert check_contract(document) != []

@@ -24,7 +24,6 @@ from boundloop import (
 )
 from boundloop._base.model_settings import EXCLUDED, LOOP_OWN
 from boundloop.contract import Contract
-from boundloop.settings import LoopSpec
 from tests.fake_api import MODEL, Body, FakeAPI, message, text_block, tool_use_block
 
 THINKING: Any = {"type": "enabled", "budget_tokens": 2048}
@@ -252,7 +251,7 @@ def test_settings_are_in_the_contract_and_the_provenance() -> None:
     )
     assert rebuilt.config.spec.settings == settings
     assert rebuilt.config.provenance.settings_sha256 == loop.config.provenance.settings_sha256
-    assert LoopSpec.from_contract(loop.to_contract()).settings == settings
+    assert loop.to_contract().spec.settings == settings
     bare = loop_of(ScriptedClient([]))
     assert bare.config.provenance.settings_sha256 is None
     assert "settings" not in bare.to_contract().to_dict()

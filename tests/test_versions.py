@@ -79,7 +79,7 @@ def test_a_contract_version_reaches_the_loop_and_round_trips() -> None:
     document["system"] = {"text": demo.SYSTEM}
     document["policy"] = json.loads((CONTRACT.parent / "refund-policy.json").read_text(encoding="utf-8"))
     contract = load_contract(document)
-    assert contract.version == "refund-investigation@3"
+    assert contract.spec.version == "refund-investigation@3"
     handlers = {tool.name: tool.handler for tool in demo.TOOLS}
     loop = AgentLoop.from_contract(
         contract, handlers=handlers, client=ScriptedClient(demo.SCRIPT), metrics=None

@@ -33,7 +33,9 @@ _SCHEMA: Final[dict[str, Any]] = {
 """A contract names one fallback model or several, in order."""
 
 FallbackModels: TypeAlias = Annotated[
-    Annotated[tuple[str, ...], pydantic.BeforeValidator(_route)] | None, pydantic.WithJsonSchema(_SCHEMA)
+    Annotated[tuple[str, ...], pydantic.BeforeValidator(_route)] | None,
+    pydantic.WithJsonSchema(_SCHEMA),
+    pydantic.PlainSerializer(lambda route: route_data(route), when_used="json"),
 ]
 """`LoopSpec.fallback_model`: None, or the fallback models in order."""
 

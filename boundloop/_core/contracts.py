@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..contract import HANDLER_NAME, UNHANDLED, Contract, ContractTool
+from ..contract import HANDLER_NAME, UNHANDLED, Contract
 from ..errors import ConfigurationError
 from ..policy import Approver, Policy, SignalHandler, SuccessCheck
 from ..settings import LoopSpec, ToolSpec
@@ -35,13 +35,13 @@ def contract_parts(
         ConfigurationError: a declared tool has no handler, a handler has no declared tool, or
             a custom signal handler is missing or undeclared.
     """
-    _same_names("tool", {tool.name for tool in contract.tools}, handlers)
+    spec = contract.spec
+    _same_names("tool", {tool.name for tool in spec.tools}, handlers)
     custom = dict(signal_handlers or {})
-    _same_names("signal", set(contract.custom_handlers), custom)
+    _same_names("signal", set(spec.custom_handlers), custom)
     routes: dict[str, SignalHandler | None] = {}
-    for stop_reason, name in contract.signals.items():
+    for stop_reason, name in spec.signals.items():
         routes[stop_reason] = None if name == UNHANDLED else custom.get(name) or _BUILTIN[name]
-    spec = LoopSpec.from_contract(contract)
     hooks = dataclasses.replace(spec.policy, approve=approve, success=success, signal_handlers=routes)
     spec = spec.model_copy(update={"policy": hooks})
     return spec, [declared_tool(tool, handlers[tool.name]) for tool in spec.tools]
@@ -59,7 +59,7 @@ def _same_names(kind: str, declared: set[str], given: Mapping[str, object]) -> N
         raise ConfigurationError("from_contract: " + "; ".join(problems))
 
 
-def declared_tool(declared: ToolSpec | ContractTool, handler: Handler) -> Tool:
+def declared_tool(declared: ToolSpec, handler: Handler) -> Tool:
     """The `Tool` a declaration stands for, running `handler`."""
     return Tool(
         name=declared.name,
@@ -97,14 +97,14 @@ def contract_of(config: LoopConfig) -> Contract:
         signals[stop_reason] = name
     for stop_reason in sorted(KNOWN_STOP_REASONS - set(signals)):
         signals[stop_reason] = UNHANDLED
-    return spec_of(config, signals, tuple(custom)).to_contract()
+    return Contract(spec=spec_of(config, signals, tuple(custom)))
 
 
 def spec_of(config: LoopConfig, signals: Mapping[str, str], custom_handlers: tuple[str, ...]) -> LoopSpec:
     """The spec of a loop's configuration, its signal handlers by name, without the code:
     the policy's hooks and the escalation tool the loop makes from the policy again."""
     spec = config.spec
-    policy = dataclasses.replace(spec.policy, approve=None, success=None)
+    policy = dataclasses.replace(spec.policy, approve=None, success=None, signal_handlers={})
     return LoopSpec.of(
         **{
             **dict(spec),

@@ -1,4 +1,5 @@
-"""Act: every call validation let through runs in one anyio task group.
+"""Act: every call validation let through runs in one anyio task group (at most
+`Budget.max_parallel_tools` of them at once, when set: the others wait for a place).
 
 Each task writes its `CallResult` into the turn's answer at its block's index — into the
 run's state, so a result that arrived before a timeout, a cancellation or a crash is kept
@@ -36,6 +37,8 @@ class _Batch:
     turn: Turn
     invoked: set[int]
     """`turn.invoked` as a set: one look-up per call, not a scan of a list as long as the batch."""
+    limiter: anyio.CapacityLimiter | None
+    """`Budget.max_parallel_tools` places, for a batch larger than that; None: no wait."""
     failure: list[Exception] = dataclasses.field(default_factory=empty_list)
 
 
@@ -81,7 +84,9 @@ async def dispatch(ctx: RunContext, turn: Turn, plan: list[Planned]) -> None:
     """
     if not plan:
         return
-    batch = _Batch(turn, set(turn.invoked))
+    limit = ctx.config.spec.budget.max_parallel_tools
+    limiter = None if limit is None or len(plan) <= limit else anyio.CapacityLimiter(limit)
+    batch = _Batch(turn, set(turn.invoked), limiter)
     try:
         if len(plan) == 1:  # nothing runs alongside it: no group to build, no sibling to cancel
             await _run_call(ctx, batch, plan[0], _no_siblings)
@@ -150,6 +155,15 @@ async def _in_asyncio_tasks(ctx: RunContext, batch: _Batch, plan: list[Planned])
 
 
 async def _run_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callable[[], None]) -> None:
+    limiter = batch.limiter
+    if limiter is None:
+        await _call(ctx, batch, planned, cancel)
+    else:
+        async with limiter:  # waits for one of `Budget.max_parallel_tools` places
+            await _call(ctx, batch, planned, cancel)
+
+
+async def _call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callable[[], None]) -> None:
     turn = batch.turn
     config = ctx.config
     budget = config.spec.budget

@@ -25,7 +25,6 @@ if typing.TYPE_CHECKING:
     from ._check import Problem as Problem
     from ._compile import compile_module as compile_module
     from ._contract import Contract as Contract
-    from ._contract import ContractTool as ContractTool
     from ._contract import check_contract as check_contract
     from ._contract import load_contract as load_contract
     from ._lint import RULES as LINT_RULES  # noqa: F401  # pyright: ignore[reportUnusedImport]  (a renamed export)

@@ -8,121 +8,27 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, cast, final
 
-from anthropic.types import MessageParam
-
 from .._lazy import claim
 from ..errors import ContractError
+from ..settings import LoopSpec
 from ._check import CONTRACT_SCHEMA, Problem, loop_problems, prose_problems, schema_problems
 
 
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class ContractTool:
-    """A tool as the contract declares it."""
-
-    name: str
-    description: str
-    input_schema: Mapping[str, Any]
-    output_schema: Mapping[str, Any] | None = None
-    side_effect: bool = False
-    requires_approval: bool = False
-    timeout_s: float | None = None
-
-
-@final
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Contract:
-    """A checked loop contract, its files read: what `AgentLoop.from_contract` builds from."""
+    """A checked loop contract, its files read: what `AgentLoop.from_contract` builds from.
 
-    name: str
-    model: str
-    tools: tuple[ContractTool, ...]
-    signals: Mapping[str, str]
-    """API stop_reason -> handler name."""
-    budget: Mapping[str, Any]
-    policy: Mapping[str, Any]
-    """The policy, read from its file when the contract names one."""
-    description: str = ""
-    system: str | None = None
-    max_tokens: int | None = None
-    custom_handlers: tuple[str, ...] = ()
-    metrics: bool = True
-    max_tool_output_chars: int | None = None
-    history: tuple[MessageParam, ...] = ()
-    redact_checkpoints: bool = False
-    count_tokens: bool = False
-    settings: Mapping[str, Any] = dataclasses.field(default_factory=dict[str, Any])
-    """The Messages API request settings (`ModelSettings`) as JSON."""
-    output_schema: Mapping[str, Any] | None = None
-    """Structured output: the JSON schema of the final answer."""
-    server_tools: tuple[Mapping[str, Any], ...] = ()
-    """Server tool definitions (the API runs them), sent after `tools`."""
-    mcp_servers: tuple[Mapping[str, Any], ...] = ()
-    """MCP servers (`MCPServerSpec` as JSON), connected when a run starts; their tools after `tools`."""
-    fallback_model: str | tuple[str, ...] | None = None
-    """The model route: the model, or the models in order, a refused request is retried on (once each)."""
-    version: str | None = None
-    """The loop's version: in provenance, on `RunStarted` and on spans (`gen_ai.agent.version`)."""
-    compaction: Mapping[str, Any] | None = None
-    """Server-side compaction (`Compaction`) as JSON; None: off."""
-    context_editing: tuple[Mapping[str, Any], ...] = ()
-    """The API's clearing edits."""
-    cache: str | Mapping[str, Any] = "auto"
-    """Prompt caching: "auto", "off", or `CacheSettings` as JSON."""
+    Its settings are `spec`'s, the `LoopSpec` it declares (each field, default and doc written
+    there once); `to_dict()` is the contract document.
+    """
+
+    spec: LoopSpec
 
     def to_dict(self) -> dict[str, Any]:
-        """The contract as JSON, self-contained: the policy and the system prompt inline."""
-        document: dict[str, Any] = {"name": self.name}
-        if self.description:
-            document["description"] = self.description
-        document["model"] = self.model
-        if self.system is not None:
-            document["system"] = {"text": self.system}
-        if self.max_tokens is not None:
-            document["max_tokens"] = self.max_tokens
-        document["tools"] = [
-            {
-                key: value
-                for key, value in dataclasses.asdict(tool).items()
-                if value is not None and (key not in ("side_effect", "requires_approval") or value)
-            }
-            for tool in self.tools
-        ]
-        if self.server_tools:
-            document["server_tools"] = [dict(definition) for definition in self.server_tools]
-        if self.mcp_servers:
-            document["mcp_servers"] = [dict(server) for server in self.mcp_servers]
-        document["signals"] = dict(self.signals)
-        if self.custom_handlers:
-            document["custom_handlers"] = list(self.custom_handlers)
-        document["budget"] = dict(self.budget)
-        document["policy"] = dict(self.policy)
-        document["metrics"] = {"enabled": self.metrics}
-        if self.max_tool_output_chars is not None:
-            document["max_tool_output_chars"] = self.max_tool_output_chars
-        if self.history:
-            document["history"] = [dict(message) for message in self.history]
-        for field in ("redact_checkpoints", "count_tokens"):
-            if getattr(self, field):
-                document[field] = True
-        optional = {
-            "settings": dict(self.settings) if self.settings else None,
-            "output_schema": None if self.output_schema is None else dict(self.output_schema),
-            "fallback_model": list(self.fallback_model)
-            if isinstance(self.fallback_model, tuple)
-            else self.fallback_model,
-            "version": self.version,
-            "compaction": None if self.compaction is None else dict(self.compaction),
-            "context_editing": [dict(edit) for edit in self.context_editing] or None,
-            "cache": None if self.cache == "auto" else self.cache,
-        }
-        document.update({key: value for key, value in optional.items() if value is not None})
-        return document
-
-
-def _route(raw: object) -> str | tuple[str, ...] | None:
-    """A contract's `fallback_model`: one name, or the names in order (checked by the schema)."""
-    return tuple(cast(list[str], raw)) if isinstance(raw, list) else cast(str | None, raw)
+        """The contract as JSON, self-contained: the policy and the system prompt inline; a
+        setting at its default left out."""
+        return self.spec.document()
 
 
 def check_contract(
@@ -158,15 +64,17 @@ def load_contract(
     Raises:
         ContractError: the contract breaks a rule (every problem listed).
     """
-    contract, problems = _read(source, policy, allow_outside=allow_outside)
-    if contract is None or problems:
+    document, problems = _read(source, policy, allow_outside=allow_outside)
+    if document is None or problems:
         raise ContractError(str(source) if isinstance(source, str | Path) else "contract", problems)
-    return contract
+    return Contract(spec=LoopSpec.from_document(document))
 
 
 def _read(
     source: str | Path | Mapping[str, Any], policy_file: str | Path | None, *, allow_outside: bool
-) -> tuple[Contract | None, list[Problem]]:
+) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """The contract document, self-contained (its policy and system prompt read), when it is
+    sound, and every problem."""
     base = Path(".")
     raw: object
     if isinstance(source, Mapping):
@@ -198,7 +106,8 @@ def _read(
         problems += system_problems
     sound = not problems  # the loop's rules are all that is left to break
     problems += loop_problems(contract, policy, policy_at, frozenset(broken))
-    return (_contract(contract, policy, system) if sound else None), problems
+    inline = {"system": None if system is None else {"text": system}, "policy": policy}
+    return ({**contract, **inline} if sound else None), problems
 
 
 _REQUIRED: Final = frozenset[str](CONTRACT_SCHEMA["required"])
@@ -279,33 +188,4 @@ def _system(reference: dict[str, str] | None, folder: _Folder) -> tuple[str | No
         return None, [Problem(rule="file", where="system/file", message=f"cannot read {path}: {exc}")]
 
 
-def _contract(raw: Mapping[str, Any], policy: Mapping[str, Any], system: str | None) -> Contract:
-    return Contract(
-        name=raw["name"],
-        description=raw.get("description", ""),
-        model=raw["model"],
-        system=system,
-        max_tokens=raw.get("max_tokens"),
-        tools=tuple(ContractTool(**tool) for tool in raw["tools"]),
-        signals=dict(raw["signals"]),
-        custom_handlers=tuple(raw.get("custom_handlers", ())),
-        budget=dict(raw["budget"]),
-        policy=dict(policy),
-        metrics=raw.get("metrics", {}).get("enabled", True),
-        max_tool_output_chars=raw.get("max_tool_output_chars"),
-        history=tuple(cast(list[MessageParam], raw.get("history", []))),
-        redact_checkpoints=raw.get("redact_checkpoints", False),
-        count_tokens=raw.get("count_tokens", False),
-        settings=dict(raw.get("settings", {})),
-        output_schema=raw.get("output_schema"),
-        server_tools=tuple(dict(definition) for definition in raw.get("server_tools", ())),
-        mcp_servers=tuple(dict(server) for server in raw.get("mcp_servers", ())),
-        fallback_model=_route(raw.get("fallback_model")),
-        version=raw.get("version"),
-        compaction=raw.get("compaction"),
-        context_editing=tuple(dict(edit) for edit in raw.get("context_editing", ())),
-        cache=raw.get("cache", "auto"),
-    )
-
-
-claim("boundloop.contract", Contract, ContractTool)  # reported at its public home
+claim("boundloop.contract", Contract)  # reported at its public home

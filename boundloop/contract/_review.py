@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, cast
 
 from ..policy import Policy
+from ..settings import LoopSpec, budget_data, policy_data
 from ..state import Budget
 from ..statemachine.diagram import render_mermaid
 from ._check import BUILTIN_HANDLERS, UNHANDLED
@@ -45,29 +46,31 @@ def compile_report(contract: Contract, *, source: str) -> str:
         ContractError: the contract breaks a rule: the report never claims a check that failed.
     """
     load_contract(contract.to_dict())  # a contract built in code was never checked
-    title = f"# Loop contract `{contract.name}`"
-    lines = [title, ""] + ([_cell(contract.description), ""] if contract.description else [])
-    lines.append(f"Compiled from `{source}` by `boundloop compile`. Model: `{contract.model}`")
-    lines[-1] += "." if contract.max_tokens is None else f", max_tokens {contract.max_tokens}."
+    spec = contract.spec
+    title = f"# Loop contract `{spec.name}`"
+    lines = [title, ""] + ([_cell(spec.description), ""] if spec.description else [])
+    lines.append(f"Compiled from `{source}` by `boundloop compile`. Model: `{spec.model}`")
+    lines[-1] += f", max_tokens {spec.max_tokens}."
     lines += ["", "## State machine", ""]
     lines += ["The transition table `AgentLoop` executes, drawn from the same data:", ""]
     lines += ["```mermaid", render_mermaid().rstrip("\n"), "```", "", "## Signals", ""]
-    lines += _table(("stop_reason", "handler", "what it does"), _signal_rows(contract))
+    lines += _table(("stop_reason", "handler", "what it does"), _signal_rows(spec))
     lines += ["", "## Budget", ""]
-    lines += [_bound(contract.budget), "", *_table(("field", "value"), _budget_rows(contract.budget))]
+    budget = budget_data(spec.budget)
+    lines += [_bound(budget), "", *_table(("field", "value"), _budget_rows(budget))]
     lines += ["", "## Tools", ""]
-    lines += _table(("tool", "flags", "input", "description"), _tool_rows(contract))
-    if contract.mcp_servers:
+    lines += _table(("tool", "flags", "input", "description"), _tool_rows(spec))
+    if spec.mcp_servers:
         lines += ["", "## MCP servers", "", "Their tools are listed when the server connects.", ""]
-        lines += _table(("server", "starts or reaches", "prefix", "timeout_s"), _server_rows(contract))
-    lines += ["", "## Policy", "", *_table(("setting", "value"), _policy_rows(contract.policy))]
+        lines += _table(("server", "starts or reaches", "prefix", "timeout_s"), _server_rows(spec))
+    lines += ["", "## Policy", "", *_table(("setting", "value"), _policy_rows(policy_data(spec.policy)))]
     lines += ["", "## System prompt", ""]
-    lines += ["—"] if contract.system is None else _fenced("text", contract.system)
-    lines += ["", "## Metrics", "", f"- metrics: {'on' if contract.metrics else 'off'}"]
-    if contract.max_tool_output_chars is not None:
-        lines.append(f"- tool output cut at {contract.max_tool_output_chars} characters")
-    if contract.history:
-        lines.append(f"- every run starts from a history of {len(contract.history)} message(s)")
+    lines += ["—"] if spec.system is None else _fenced("text", spec.system)
+    lines += ["", "## Metrics", "", f"- metrics: {'on' if spec.metrics else 'off'}"]
+    if "max_tool_output_chars" in budget:
+        lines.append(f"- tool output cut at {spec.budget.max_tool_output_chars} characters")
+    if spec.history:
+        lines.append(f"- every run starts from a history of {len(spec.history)} message(s)")
     lines += ["", "## Checks passed", ""]
     lines += [f"- ✓ `{rule}`: {text}" for rule, text in RULES.items()]
     return "\n".join(lines) + "\n"
@@ -86,11 +89,11 @@ def _fenced(language: str, text: str) -> list[str]:
     return [fence + language, text, fence]
 
 
-def _signal_rows(contract: Contract) -> Iterable[tuple[str, ...]]:
-    for stop_reason, handler in contract.signals.items():
+def _signal_rows(spec: LoopSpec) -> Iterable[tuple[str, ...]]:
+    for stop_reason, handler in spec.signals.items():
         if handler == UNHANDLED:
             does = "raises UnhandledStop"
-        elif handler in contract.custom_handlers:
+        elif handler in spec.custom_handlers:
             does = "custom (your code)"
         else:
             does = BUILTIN_HANDLERS[handler]
@@ -107,9 +110,9 @@ def _budget_rows(budget: Mapping[str, Any]) -> Iterable[tuple[str, ...]]:
             yield f"`{name}`", f"— (default {_value(parameter.default)})"
 
 
-def _tool_rows(contract: Contract) -> Iterable[tuple[str, ...]]:
-    approval = set(contract.policy.get("requires_approval", ()))
-    for tool in contract.tools:
+def _tool_rows(spec: LoopSpec) -> Iterable[tuple[str, ...]]:
+    approval = spec.policy.requires_approval
+    for tool in spec.tools:
         flags = ["side effect"] * tool.side_effect
         flags += ["needs approval"] * tool.requires_approval
         flags += ["needs approval (policy)"] * (tool.name in approval and not tool.requires_approval)
@@ -141,22 +144,22 @@ def _policy_rows(policy: Mapping[str, Any]) -> Iterable[tuple[str, ...]]:
             yield label, ", ".join(f"`{name}`" for name in names) or "none"
     for field in _POLICY_SETTINGS:
         value = policy.get(field)
-        yield f"`{field}`", _value(defaults[field]) + " (default)" if value is None else _value(value)
+        default = defaults[field]
+        yield f"`{field}`", _value(default) + " (default)" if value in (None, default) else _value(value)
 
 
 def _value(value: object) -> str:
     return f"`{value}`" if isinstance(value, str) else str(value)
 
 
-def _server_rows(contract: Contract) -> Iterator[tuple[str, ...]]:
-    for server in contract.mcp_servers:
-        target = server.get("url") or " ".join([server["command"], *server.get("args", ())])
-        prefix, timeout = server.get("prefix"), server.get("timeout_s")
+def _server_rows(spec: LoopSpec) -> Iterator[tuple[str, ...]]:
+    for server in spec.mcp_servers:
+        target = server.url or " ".join([server.command or "", *server.args])
         yield (
-            _cell(server["name"]),
+            _cell(server.name),
             _cell(target),
-            "—" if prefix is None else _cell(prefix),
-            str(timeout or "—"),
+            "—" if server.prefix is None else _cell(server.prefix),
+            "—" if server.timeout_s is None else f"{server.timeout_s:g}",
         )
 
 

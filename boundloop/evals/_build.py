@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -60,7 +59,7 @@ def build_loop(
         declared_tool(
             spec
             if spec.timeout_s is not None
-            else dataclasses.replace(spec, timeout_s=_timeout(case, spec.name)),
+            else spec.model_copy(update={"timeout_s": _timeout(case, spec.name)}),
             mocks.handler(spec.name),
         )
         for spec in case.tools

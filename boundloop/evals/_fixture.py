@@ -20,10 +20,10 @@ import jsonschema
 import jsonschema.protocols
 from anthropic.types import Message
 
-from ..contract import ContractTool
 from ..errors import ConfigurationError, FixtureError
 from ..events import RENAMED_KINDS, EventKind
 from ..records import StopReason
+from ..settings import ToolSpec
 from ..state import Budget, LoopState
 from ..testing import parse_message
 from ..tools import TOOL_NAME
@@ -76,7 +76,7 @@ class Case:
         default_factory=dict[str, tuple[Mapping[str, Any], ...]]
     )
     """Each tool's results in call order, by API name."""
-    tools: tuple[ContractTool, ...] = ()
+    tools: tuple[ToolSpec, ...] = ()
     budget: Budget = dataclasses.field(default_factory=lambda: Budget(**DEFAULT_BUDGET))
     policy: Mapping[str, Any] = dataclasses.field(default_factory=dict[str, Any])
     """`Policy` keyword arguments, tool names mapped."""
@@ -310,9 +310,7 @@ def _mapped_content(turn: Mapping[str, Any]) -> dict[str, Any]:
     return {**turn, "content": content}
 
 
-def _tools(
-    fixture: Mapping[str, Any], shown: Mapping[str, str], problems: list[str]
-) -> tuple[ContractTool, ...]:
+def _tools(fixture: Mapping[str, Any], shown: Mapping[str, str], problems: list[str]) -> tuple[ToolSpec, ...]:
     declared: dict[str, dict[str, Any]] = {}
     for index, tool in enumerate(fixture.get("tools", ())):
         name = api_name(tool["name"])
@@ -321,13 +319,13 @@ def _tools(
         declared[name] = tool
     # Declaration order, as the model will see the tools: `tools`, then mocks, then the policy.
     order = dict.fromkeys([*declared, *(api_name(name) for name in _registered_names(fixture))])
-    specs: list[ContractTool] = []
+    specs: list[ToolSpec] = []
     for name in order:
         tool = declared.get(name, {})
         server = mocked_server(fixture.get("mcp_servers", ()), name) or {}
         of = f" of MCP server {server['name']!r}" if server else ""
         specs.append(
-            ContractTool(
+            ToolSpec(
                 name=name,
                 description=tool.get("description", f"(mocked) {shown.get(name, name)}{of}"),
                 input_schema=tool.get("input_schema", {"type": "object"}),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import inspect
 import json
@@ -16,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 
-from boundloop import AgentLoop, ContractError, ScriptedClient, UnhandledStop
+from boundloop import AgentLoop, ContractError, LoopSpec, ScriptedClient, UnhandledStop
 from boundloop.cli import demo
 from boundloop.contract import RULES, Contract, compile_module, compile_report, load_contract
 from boundloop.statemachine.diagram import render_mermaid
@@ -243,10 +242,10 @@ def test_report_shows_the_runtime_diagram_signals_tools_and_checks() -> None:
     report = report_of(contract)
     assert report.startswith("# Loop contract `refund_investigation`\n")
     assert f"```mermaid\n{render_mermaid()}```\n" in report
-    for stop_reason, handler in contract.signals.items():
+    for stop_reason, handler in contract.spec.signals.items():
         assert f"| `{stop_reason}` | `{handler}` |" in report
     assert "| `end_turn` | `on_end_turn` | A claim of completion" in report
-    for tool in contract.tools:
+    for tool in contract.spec.tools:
         assert f"| `{tool.name}` |" in report
     assert "| `draft_refund_recommendation` | side effect |" in report
     assert "| `max_steps` | 8 |" in report
@@ -255,8 +254,8 @@ def test_report_shows_the_runtime_diagram_signals_tools_and_checks() -> None:
     for rule, text in RULES.items():
         assert f"- ✓ `{rule}`: {text}" in report
     assert "- metrics: on" in report
-    assert contract.system is not None
-    assert contract.system in report
+    assert contract.spec.system is not None
+    assert contract.spec.system in report
 
 
 def test_report_of_custom_and_unhandled_signals() -> None:
@@ -288,7 +287,8 @@ def test_report_shows_what_an_invented_tool_name_does() -> None:
 
 def test_an_unchecked_contract_is_refused() -> None:
     """A contract built in code that breaks a rule is refused: the report never claims a failed check."""
-    broken = dataclasses.replace(load_contract(EXAMPLE), signals={"tool_use": "on_tool_use"})
+    spec = LoopSpec.of(**{**dict(load_contract(EXAMPLE).spec), "signals": {"tool_use": "on_tool_use"}})
+    broken = Contract(spec=spec)
     with pytest.raises(ContractError, match="unhandled-signal"):
         compile_module(broken, source="code")
     with pytest.raises(ContractError, match="unhandled-signal"):

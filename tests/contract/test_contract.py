@@ -82,9 +82,9 @@ def test_the_shipped_example_passes_every_rule() -> None:
     """examples/contracts: policy and system prompt read from their files, no problem."""
     assert check_contract(EXAMPLE) == []
     loaded = load_contract(EXAMPLE)
-    assert loaded.system == demo.SYSTEM
-    assert loaded.policy["on_forbidden"] == "stop"
-    assert "$schema" not in loaded.policy
+    assert loaded.spec.system == demo.SYSTEM
+    assert loaded.spec.policy.on_forbidden == "stop"
+    assert "$schema" not in loaded.to_dict()["policy"]
 
 
 @pytest.mark.parametrize(
@@ -309,10 +309,9 @@ def test_a_policy_file_replaces_the_inline_policy_and_is_checked(tmp_path: Path)
     assert ("schema", f"{bad}: ") in found  # the unknown `on_refusal` field
     good = tmp_path / "good.json"
     good.write_text(json.dumps({"forbidden": ["delete_everything"], "on_tool_error": "stop"}))
-    assert load_contract(contract(), policy=good).policy == {
-        "forbidden": ["delete_everything"],
-        "on_tool_error": "stop",
-    }
+    policy = load_contract(contract(), policy=good).spec.policy
+    assert policy.forbidden == {"delete_everything"}
+    assert policy.on_tool_error == "stop"
 
 
 def test_a_file_that_is_not_json_is_one_problem(tmp_path: Path) -> None:
@@ -396,8 +395,8 @@ async def test_custom_signal_handlers_are_named_in_the_contract_and_given_in_cod
     result = await loop.run("Tell me.")
     assert result.stop_reason is StopReason.NEEDS_HUMAN
     written = loop.to_contract()
-    assert written.signals["refusal"] == "escalate_refusal"
-    assert written.custom_handlers == ("escalate_refusal",)
+    assert written.spec.signals["refusal"] == "escalate_refusal"
+    assert written.spec.custom_handlers == ("escalate_refusal",)
 
 
 def test_to_contract_round_trips_through_check_and_from_contract() -> None:
@@ -429,8 +428,8 @@ def test_to_contract_of_a_loop_with_an_escalation_tool_and_no_metrics() -> None:
         metrics=None,
     )
     written: Contract = loop.to_contract()
-    assert [t.name for t in written.tools] == ["read"]
-    assert written.metrics is False
+    assert [t.name for t in written.spec.tools] == ["read"]
+    assert written.spec.metrics is False
     document = written.to_dict()
     assert document["policy"]["escalation_tool"] == "ask_human"
     assert check_contract(document) == []

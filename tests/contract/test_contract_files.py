@@ -66,12 +66,12 @@ def test_allow_outside_reads_them(layout: tuple[Path, Path]) -> None:
     folder, outside = layout
     path = write(folder, system={"file": str(outside / "prompt.md")}, policy=str(outside / "policy.json"))
     loaded = load_contract(path, allow_outside=True)
-    assert loaded.system == SECRET
-    assert loaded.policy == {"required_evidence": ["lookup"]}
+    assert loaded.spec.system == SECRET
+    assert loaded.spec.policy.required_evidence == {"lookup"}
     built = AgentLoop.from_contract(
         path, handlers={"lookup": lookup}, client=ScriptedClient([]), allow_outside=True
     )
-    assert built.to_contract().system == SECRET
+    assert built.to_contract().spec.system == SECRET
 
 
 def test_files_under_the_folder_are_read(layout: tuple[Path, Path]) -> None:
@@ -81,7 +81,7 @@ def test_files_under_the_folder_are_read(layout: tuple[Path, Path]) -> None:
     (folder / "prompts" / "system.md").write_text("inside\n", encoding="utf-8")
     (folder / "inside.md").symlink_to(folder / "prompts" / "system.md")
     for name in ("prompts/system.md", "prompts/../prompts/system.md", "inside.md"):
-        assert load_contract(write(folder, system={"file": name})).system == "inside"
+        assert load_contract(write(folder, system={"file": name})).spec.system == "inside"
 
 
 def test_compile_refuses_a_file_outside_and_inlines_nothing(

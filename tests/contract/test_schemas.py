@@ -111,18 +111,20 @@ def test_the_committed_schemas_are_generated_from_loop_spec() -> None:
 
 
 def test_a_contract_is_a_loop_spec_round_trip() -> None:
-    """`LoopSpec.from_contract` and `to_contract` keep every setting; the spec's own JSON too."""
+    """A contract holds its spec; its document (`LoopSpec.document`) keeps every setting; the
+    spec's own JSON too."""
     path = EXAMPLE
-    spec = LoopSpec.from_contract(load_contract(path))
-    assert LoopSpec.from_contract(spec.to_contract()) == spec
+    spec = load_contract(path).spec
+    assert load_contract(spec.document()).spec == spec
+    assert LoopSpec.from_document(spec.document()) == spec
     assert LoopSpec.model_validate_json(spec.model_dump_json()) == spec
     assert spec.budget == Budget(**json.loads(path.read_text(encoding="utf-8"))["budget"])
 
 
 def test_a_small_contract_is_a_loop_spec_round_trip() -> None:
-    spec = LoopSpec.from_contract(load_contract(contract()))
-    assert spec.to_contract().to_dict() == load_contract(spec.to_contract().to_dict()).to_dict()
-    assert LoopSpec.from_contract(spec.to_contract()) == spec
+    spec = load_contract(contract()).spec
+    assert spec.document() == load_contract(spec.document()).to_dict()
+    assert load_contract(spec.document()).spec == spec
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import pytest
 from boundloop import (
     AgentLoop,
     Budget,
+    ConfigurationError,
     LoopResult,
     RetryableToolError,
     ScriptedClient,
@@ -600,6 +601,46 @@ async def test_all_results_of_a_large_batch_come_back_in_one_user_message_in_blo
         {"type": "tool_result", "tool_use_id": f"toolu_{n:06d}", "content": f"pong {n}"} for n in range(count)
     ]
     assert [observation.attempts for observation in result.state.observations] == [1] * count
+
+
+@pytest.mark.parametrize(("limit", "at_once"), [(2, 2), (3, 3), (None, 5)])
+async def test_max_parallel_tools_bounds_the_calls_of_a_batch_that_run_at_once(
+    limit: int | None, at_once: int
+) -> None:
+    """With `Budget(max_parallel_tools=N)`, N calls of a 5-call batch start and the others wait
+    for a place; without it all 5 start at once."""
+    started: list[int] = []
+    release = anyio.Event()
+
+    @tool
+    async def hold(n: int) -> str:
+        """Wait for the test's release."""
+        started.append(n)
+        await release.wait()
+        return f"done {n}"
+
+    script = [tool_use(*[("hold", {"n": n}, f"toolu_{n}") for n in range(5)]), text("done")]
+    loop = make_loop(script, [hold], budget=Budget(max_steps=4, max_parallel_tools=limit))
+    results: list[LoopResult] = []
+
+    async def running() -> None:
+        results.append(await run(loop))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(running)
+        await anyio.wait_all_tasks_blocked()  # every call that may start has started, and waits
+        assert len(started) == at_once
+        release.set()
+    assert sorted(started) == list(range(5))
+    assert results[0].stop_reason is StopReason.COMPLETED
+    assert [answer["content"] for answer in answers(results[0])] == [f"done {n}" for n in range(5)]
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1.5, True])
+def test_max_parallel_tools_is_a_positive_int(limit: object) -> None:
+    """A limit of no calls, or of part of one, is a mistake named at construction."""
+    with pytest.raises(ConfigurationError, match="max_parallel_tools"):
+        Budget(max_steps=1, max_parallel_tools=limit)  # type: ignore[arg-type]
 
 
 async def test_a_cancel_during_the_validation_of_a_huge_batch_stops_it_before_any_call_starts() -> None:
