@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import inspect
 import re
+import textwrap
 import typing
 
 import boundloop._core
@@ -307,3 +309,29 @@ def test_the_event_table_lists_each_kinds_own_fields() -> None:
         assert name == f"`{cls.__name__}`"
         assert "__slots__" in vars(cls), kind  # a slotted dataclass (`dataclasses.fields` reads it below)
         assert named(fields) == {field.name for field in dataclasses.fields(cls)} - common, kind
+
+
+def test_the_run_context_holds_at_most_twenty_slots_each_saying_why_it_is_not_state() -> None:
+    """`RunContext` keeps the session's wiring apart from one turn's scratch: at most 20 slots,
+    and each is set in `__init__` with a docstring right below it (why it is not part of the
+    `LoopState`), as docs/architecture.md says."""
+    from boundloop._core.context import RunContext, Scratch
+
+    for cls, most in ((RunContext, 20), (Scratch, 12)):
+        assert len(cls.__slots__) <= most, (cls.__name__, len(cls.__slots__))
+        init = ast.parse(textwrap.dedent(inspect.getsource(cls.__init__))).body[0]
+        assert isinstance(init, ast.FunctionDef)
+        documented: set[str] = set()
+        for statement, following in zip(init.body, init.body[1:], strict=False):
+            targets = statement.targets if isinstance(statement, ast.Assign) else []
+            if isinstance(statement, ast.AnnAssign):
+                targets = [statement.target]
+            docstring = (
+                isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            )
+            for target in targets:
+                if isinstance(target, ast.Attribute) and docstring:
+                    documented.add(target.attr)
+        assert set(cls.__slots__) <= documented, set(cls.__slots__) - documented

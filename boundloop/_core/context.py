@@ -112,6 +112,7 @@ class Scratch:
         "recorded",
         "recorded_for",
         "retried",
+        "tool_raised",
     )
 
     def __init__(self) -> None:
@@ -126,6 +127,7 @@ class Scratch:
         self.recorded: list[tuple[str, str]] = []
         """`RunContext.recorded(turn)` of `recorded_for`: derived from the turn, cached."""
         self.recorded_for: Turn | None = None
+        """The turn `recorded` was derived from (not state: a cache key)."""
         self.counted_input: int | None = None
         """The next request's input tokens, as `messages.count_tokens` counted them: read by the
         request it was counted for (not state: a continued run counts again)."""
@@ -143,6 +145,10 @@ class Scratch:
         state: a continued run that still overflows is told so again by the API."""
         self.compacted_retry = False
         """The last response answered a request that compacted first (read as it is handled)."""
+        self.tool_raised: BaseException | None = None
+        """A tool function's exception with `on_tool_error="raise"`, handed from `act` to the
+        run's end: the one that leaves `run()` (an exception object; the state records it in
+        `errors`)."""
 
 
 @final
@@ -169,7 +175,6 @@ class RunContext:
         "scratch",
         "started",
         "state",
-        "tool_raised",
         "tool_span",
         "watch",
     )
@@ -229,9 +234,6 @@ class RunContext:
         self.cancel_requested = False
         """The run's cancel event was set: a cancelled scope means `cancelled`, not `timeout`
         (this session's cancel event, not the run's)."""
-        self.tool_raised: BaseException | None = None
-        """A tool function's exception with `on_tool_error="raise"`: the one that leaves `run()`
-        (an exception object; the state records it in `errors`)."""
         self.on_asyncio = _on_asyncio()
         """Whether the run is on asyncio (not trio), where a batch runs in native tasks (this
         session's event loop)."""

@@ -100,7 +100,7 @@ async def dispatch(ctx: RunContext, turn: Turn, plan: list[Planned]) -> None:
             raise group_error.exceptions[0] from None
         raise
     if batch.failure:
-        ctx.tool_raised = batch.failure[0]
+        ctx.scratch.tool_raised = batch.failure[0]
         raise batch.failure[0]
 
 

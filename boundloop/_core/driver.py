@@ -159,7 +159,7 @@ def _leaves_run(exc: BaseException, ctx: RunContext) -> bool:
     return (
         not isinstance(exc, Exception)
         or isinstance(exc, UnhandledStop | ScriptExhausted | SetupError)
-        or exc is ctx.tool_raised
+        or exc is ctx.scratch.tool_raised
     )
 
 
