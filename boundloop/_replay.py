@@ -257,7 +257,7 @@ def _from_state(state: LoopState) -> _Recording:
         task_id=state.task_id,
         trace_id=state.trace_id,
         opening=state.messages[: state.opening],
-        responses=list(state.responses),
+        responses=[response.message() for response in state.responses],
         results={(o.step, o.tool_use_id): o for o in state.observations},
         human_reasons={},
         provenance=state.provenance,

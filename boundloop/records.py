@@ -18,7 +18,8 @@ import hashlib
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, final, get_args
 
 if TYPE_CHECKING:
-    from anthropic.types import ToolResultBlockParam
+    from anthropic.types import ContentBlock, Message, ToolResultBlockParam
+    from anthropic.types import Usage as SDKUsage
 
 __all__ = [
     "CallResult",
@@ -30,6 +31,7 @@ __all__ = [
     "Exceeded",
     "FAILED_OUTCOMES",
     "Limit",
+    "ModelResponse",
     "OUTCOMES",
     "Observation",
     "Outcome",
@@ -306,6 +308,68 @@ class Observation:
             result.attempts,
             result.by_human,
         )
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ModelResponse:
+    """A model response as the run keeps it: what the API sent, as JSON, without the SDK's objects.
+
+    The content is the transcript's assistant turn made from the response: the same list, not a
+    copy. `content` and `usage` read as the SDK's objects (built on each read), `message()` as
+    the whole SDK `Message`, `json()` as the JSON the API sent.
+    """
+
+    id: str
+    model: str
+    stop_reason: str | None
+    """As sent: a value this SDK does not know stays as it is."""
+    stop_sequence: str | None = None
+    content_json: list[dict[str, Any]]
+    """The content blocks as the API sent them (the transcript holds this same list)."""
+    usage_json: dict[str, Any]
+    """`usage` as the API sent it."""
+    extra_json: dict[str, Any] | None = None
+    """The envelope's other fields as the API sent them (`container`, `stop_details`, ...); None
+    when it sent none."""
+
+    @property
+    def content(self) -> list[ContentBlock]:
+        """The content blocks as the SDK's objects."""
+        return self.message().content
+
+    @property
+    def usage(self) -> SDKUsage:
+        """`usage` as the SDK's object."""
+        return self.message().usage
+
+    @property
+    def container_id(self) -> str | None:
+        """The id of the response's `container` (code execution's sandbox), when it has one."""
+        container: object = (self.extra_json or {}).get("container")
+        found: object = container.get("id") if isinstance(container, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        return found if isinstance(found, str) and found else None
+
+    def json(self) -> dict[str, Any]:
+        """The response as the JSON the API sent (a checkpoint holds this)."""
+        return {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": self.content_json,
+            "stop_reason": self.stop_reason,
+            "stop_sequence": self.stop_sequence,
+            "usage": self.usage_json,
+            **(self.extra_json or {}),
+        }
+
+    def message(self) -> Message:
+        """The response as the SDK's `Message`, built leniently as the SDK builds one it receives
+        (`model_construct`: a stop_reason or a block type it does not know stays as sent)."""
+        from anthropic.types import Message
+
+        return Message.model_construct(**self.json())
 
 
 @final

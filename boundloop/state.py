@@ -166,7 +166,9 @@ class LoopState:
     opening: int = 1
     """How many messages the run started from (the goal, or the caller's history)."""
     responses: Responses = dataclasses.field(default_factory=empty_list)
-    """Every model response as received, for replay."""
+    """Every model response, for replay: what the API sent, as JSON (`records.ModelResponse`;
+    its content is the transcript's assistant turn, not a copy). `content` and `usage` read as
+    the SDK's objects, `message()` builds the SDK `Message`."""
     turn: records.Turn | None = None
     """The latest response's tool calls and their answers (decided in validate, filled in act)."""
     observations: list[records.Observation] = dataclasses.field(default_factory=empty_list)

@@ -26,6 +26,7 @@ from boundloop._core.invariant import RequestChecker, check_request
 from boundloop.cli import main
 from boundloop.errors import ConfigurationError, InvalidRequest
 from boundloop.prices import UnpricedModelWarning, resolve_price
+from boundloop.records import ModelResponse
 from tests.fake_api import Body, FakeAPI, message, text_block
 from tests.sim_model import SimulatedModel
 
@@ -35,7 +36,7 @@ SEED_CASE = (
 )
 
 
-def bill(response: Message) -> float:
+def bill(response: Message | ModelResponse) -> float:
     """What the API bills for a response: its top-level usage at the model that answered, and
     every advisor iteration at its own model."""
     usage = response.usage

@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anthropic.types import Message
 
 import boundloop
 import boundloop.errors
 from boundloop import LoopResult, LoopState, StopReason, Usage
 from boundloop.events import BaseEvent
-from boundloop.records import ErrorRecord, Exceeded, Observation, PendingApproval
+from boundloop.records import ErrorRecord, Exceeded, ModelResponse, Observation, PendingApproval
 from boundloop.testing import parse_message
 from tests.helpers import assert_valid_transcript, text, tool_use
 
@@ -306,7 +305,17 @@ def full_state() -> LoopState:
         pending_approvals=[
             PendingApproval(tool_use_id="toolu_2", tool="refund", input={"id": "O-104"}, step=2)
         ],
-        responses=[response],
+        responses=[
+            ModelResponse(
+                id=response.id,
+                model=response.model,
+                stop_reason=response.stop_reason,
+                content_json=[
+                    block.model_dump(mode="json", exclude_unset=True) for block in response.content
+                ],
+                usage_json=response.usage.model_dump(mode="json", exclude_unset=True),
+            )
+        ],
         consecutive_tool_errors=1,
         repeated_calls=1,
         continuations=1,
@@ -324,7 +333,7 @@ def test_loop_state_round_trips_through_json() -> None:
     assert restored.to_dict() == state.to_dict()
     assert restored.stop_reason is StopReason.NEEDS_HUMAN
     assert restored.usage == state.usage
-    assert isinstance(restored.responses[0], Message)
+    assert isinstance(restored.responses[0], ModelResponse)
     assert restored.responses[0].content == state.responses[0].content
     assert restored.pending_approvals == state.pending_approvals
     assert restored.exceeded == Exceeded(limit="max_steps", value=8, used=8)

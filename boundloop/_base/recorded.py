@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, TypeGuard, cast, final
 
 from .._lazy import claim
+from ..records import ModelResponse
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -84,6 +85,8 @@ def _plain(value: object) -> object:
         return value.json()
     if is_sdk_object(value):
         return json_default(value)
+    if type(value) is ModelResponse:  # a response's record: the JSON the API sent
+        return value.json()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {field.name: _plain(getattr(value, field.name)) for field in dataclasses.fields(value)}
     if isinstance(value, list | tuple):

@@ -6,13 +6,14 @@ schema of the SDK's types when `LoopState`'s adapter is built; type checkers sti
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, final
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeAlias, cast, final
 
+from ..records import ModelResponse
 from .recorded import is_sdk_object, json_default
 
 if TYPE_CHECKING:
-    from anthropic.types import Message, MessageParam
+    from anthropic.types import MessageParam
     from pydantic_core import CoreSchema
 
 
@@ -42,25 +43,63 @@ def _load_messages(raw: object) -> list[MessageParam]:
     return raw  # pyright: ignore[reportUnknownVariableType]
 
 
-def _load_responses(raw: object) -> list[Message]:
-    """Stored responses, rebuilt as the SDK builds them (leniently: an unknown stop_reason stays)."""
-    from anthropic.types import Message
+_ENVELOPE: Final = frozenset(
+    {"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"}
+)
+"""The fields of a response `ModelResponse` keeps in fields of its own (or knows: type, role)."""
 
+
+def response_of(data: Mapping[str, Any], content: list[dict[str, Any]]) -> ModelResponse:
+    """A response's record from its JSON (`content`: its blocks, as the transcript holds them).
+
+    Raises:
+        ValueError: a field has the wrong type.
+    """
+    id_, model, usage = data.get("id"), data.get("model"), data.get("usage")
+    stop_reason, stop_sequence = data.get("stop_reason"), data.get("stop_sequence")
+    if not isinstance(id_, str) or not isinstance(model, str) or not isinstance(usage, dict):
+        raise ValueError(f"not a Message: {dict(data)!r}")
+    if not (stop_reason is None or isinstance(stop_reason, str)) or not (
+        stop_sequence is None or isinstance(stop_sequence, str)
+    ):
+        raise ValueError(f"not a Message: {dict(data)!r}")
+    extra = {key: value for key, value in data.items() if key not in _ENVELOPE}
+    return ModelResponse(
+        id=id_,
+        model=model,
+        stop_reason=stop_reason,
+        stop_sequence=stop_sequence,
+        content_json=content,
+        usage_json=cast(dict[str, Any], usage),
+        extra_json=extra or None,
+    )
+
+
+def _load_responses(raw: object) -> list[ModelResponse]:
+    """Stored responses (each the JSON the API sent, as `ModelResponse.json` writes it)."""
     if not isinstance(raw, list):
         raise ValueError("responses must be a list")
-    messages: list[Message] = []
-    for item in raw:  # pyright: ignore[reportUnknownVariableType]
-        if isinstance(item, Message):
-            messages.append(item)
-        elif isinstance(item, dict):
-            messages.append(Message.model_construct(**item))  # pyright: ignore[reportUnknownArgumentType]
-        else:
+    responses: list[ModelResponse] = []
+    for each in cast(list[object], raw):
+        item = each
+        if isinstance(item, ModelResponse):
+            responses.append(item)
+            continue
+        if is_sdk_object(item):  # an SDK `Message`, given to the state as it is
+            item = json_default(item)
+        if not isinstance(item, dict):
             raise ValueError(f"not a Message: {item!r}")
-    return messages
+        data = cast(dict[str, Any], item)
+        content = data.get("content")
+        if not isinstance(content, list):
+            raise ValueError(f"not a Message: its content is not a list: {data!r}")
+        responses.append(response_of(data, cast(list[dict[str, Any]], content)))
+    return responses
 
 
-def _dump_responses(responses: list[Message]) -> list[object]:
-    return [json_default(response) for response in responses]
+def _dump_responses(responses: list[ModelResponse]) -> list[object]:
+    # An SDK `Message` given to a state by hand is written as the API sent it, as a record is.
+    return [json_default(response) if is_sdk_object(response) else response.json() for response in responses]
 
 
 @final
@@ -84,7 +123,7 @@ class _Plain:
 
 if TYPE_CHECKING:
     Messages: TypeAlias = list[MessageParam]
-    Responses: TypeAlias = list[Message]
+    Responses: TypeAlias = list[ModelResponse]
 else:  # what pydantic reads when the adapter is built; no SDK type is needed for it
     Messages = Annotated[list[Any], _Plain(_load_messages, _dump_messages)]
     Responses = Annotated[list[Any], _Plain(_load_responses, _dump_responses)]

@@ -92,12 +92,12 @@ def input_estimate(ctx: RunContext) -> int:
         return ctx.scratch.counted_input
     if not ctx.state.responses:
         return 0
-    usage = ctx.state.responses[-1].usage
+    usage = ctx.state.responses[-1].usage_json  # as the API sent it: a count it left out is 0
     return (
-        usage.input_tokens
-        + (usage.cache_read_input_tokens or 0)
-        + (usage.cache_creation_input_tokens or 0)
-        + usage.output_tokens
+        (usage.get("input_tokens") or 0)
+        + (usage.get("cache_read_input_tokens") or 0)
+        + (usage.get("cache_creation_input_tokens") or 0)
+        + (usage.get("output_tokens") or 0)
     )
 
 

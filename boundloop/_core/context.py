@@ -31,6 +31,8 @@ from ..tools import Tool
 from .invariant import RequestChecker
 
 if TYPE_CHECKING:
+    from anthropic.types import Message
+
     from ..state import LoopState
     from ..statemachine.machine import RunModel
     from .config import EventHook, LoopConfig
@@ -111,6 +113,7 @@ class Scratch:
         "received",
         "recorded",
         "recorded_for",
+        "response",
         "retried",
         "tool_raised",
     )
@@ -134,6 +137,11 @@ class Scratch:
         self.received: object = None
         """The transcript's assistant message made from the last response (`_core/invariant.py`);
         not state: the transcript holds it, this is the object to compare by identity."""
+        self.response: Message | None = None
+        """The SDK's `Message` of the last response, as received: read by its validation and by
+        the next request's check (`_core/invariant.py`), dropped once that request is built. Not state:
+        the state keeps its record (`ModelResponse`); a continued run builds the `Message` from
+        that."""
         self.fallback: Retry | None = None
         """The refused request is to be retried on the fallback model (`_core/refusals.py`); not
         state: a continued run sends its next request to the loop's model."""
@@ -325,6 +333,14 @@ class RunContext:
             status_code=status_code,
             request_id=request_id,
         )
+
+    def response(self) -> Message:
+        """The SDK `Message` of the last response: as received in this session, else built from
+        its record (a run continued from a checkpoint)."""
+        response = self.scratch.response
+        if response is None:
+            response = self.scratch.response = self.state.responses[-1].message()
+        return response
 
     def deferred(self, value: object) -> Deferred:
         """`value` for an event: kept by reference, written as redacted JSON."""

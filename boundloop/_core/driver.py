@@ -277,9 +277,11 @@ def fire(ctx: RunContext, trigger: Trigger) -> Transition:
         task_id=state.task_id,
         at=ctx.epoch + now,
         step=state.step,
-        source=str(source),  # plain strings in the event, as they read back from JSON
-        dest=str(dest),
-        trigger=str(trigger),
+        # Plain strings in the event, as they read back from JSON: each member's own value
+        # (`str(member)` would copy it: three strings kept with every transition of the trace).
+        source=source.value,
+        dest=dest.value,
+        trigger=trigger.value,
         guard=guard,
         duration_s=duration,
     )

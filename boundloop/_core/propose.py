@@ -19,7 +19,7 @@ from ..signals import KNOWN_STOP_REASONS
 from ..statemachine.table import Trigger
 from ..transcript import append_user
 from .answers import finish
-from .blocks import assistant_message, field_of
+from .blocks import assistant_message, field_of, response_record
 from .boundary import problem
 from .budget import (
     call_spent,
@@ -33,7 +33,7 @@ from .budget import (
 from .compaction import after_response, request_settings
 from .connect import refresh_tools
 from .context import RunContext
-from .invariant import container_id, drop_unfinished_server_turns
+from .invariant import drop_unfinished_server_turns
 from .pricing import count_response
 from .refusals import fallback
 from .request import as_message, fit_thinking, for_count, messages_of, settings_params, uses_beta
@@ -121,12 +121,12 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
             request["tool_choice"] = {"type": "none"}
     add_output_format(request, config.output)  # merged into the settings' output_config, if any
     fallback(ctx, request)
-    last = ctx.state.responses[-1] if ctx.state.responses else None
-    container = container_id(last)
+    responses = ctx.state.responses
+    container = responses[-1].container_id if responses else None
     if container is not None:  # code execution's pending calls continue in the same container
         request["container"] = container
     add_breakpoints(request, ctx.config.cache, ctx.markers)  # copies: the transcript stays as is
-    ctx.request_checker.check(request, last, ctx.scratch.received)
+    ctx.request_checker.check(request, ctx.scratch.response, ctx.scratch.received)
     return request
 
 
@@ -141,6 +141,7 @@ async def propose(ctx: RunContext) -> Trigger:
         _failed(ctx, str(exc))
         state.final_call_due = False
         return Trigger.HALT
+    ctx.scratch.response = None  # its request checked: the SDK objects go while the model answers
     ctx.emit(  # the request as sent: a refusal's retry names its fallback model
         ModelRequest(
             seq=ctx.next_seq(),
@@ -228,10 +229,13 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     model the request went to), and its event."""
     state = ctx.state
     before = input_estimate(ctx)  # the request's input, before this response is counted
-    state.responses.append(response)
     # Exactly the JSON received (thinking signatures, server tool blocks), dumped once.
-    ctx.scratch.received = assistant_message(response.content)
-    state.messages.append(ctx.scratch.received)
+    ctx.scratch.received = received = assistant_message(response.content)
+    state.messages.append(received)
+    # The record keeps the envelope and the transcript's own blocks; the SDK objects go with the
+    # next response (`Scratch.response`).
+    state.responses.append(response_record(response, received["content"]))
+    ctx.scratch.response = response
     blocks = [block for block in response.content if isinstance(block, ToolUseBlock)]
     # id, name, input, step; the keys: a call from code execution is never a repeat
     calls = [
@@ -273,7 +277,7 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
             cache_creation_input_tokens=cache_creation,
             server_tool_uses=server_uses,
             final_answer=final,
-            response=ctx.deferred(response),
+            response=ctx.deferred(state.responses[-1]),
         )
     )
     after_response(ctx, response, before)  # a compaction's event and transcript

@@ -66,7 +66,7 @@ def after_stop(ctx: RunContext, route: Route, context: SignalContext) -> Route:
     answer so far (not a complete one: the stop reason says so)."""
     if route.stop_reason is None:  # tool calls, an answer: nothing to retry
         return route
-    response = ctx.state.responses[-1]
+    response = ctx.response()
     if route.stop_reason is StopReason.REFUSED and retry_on_fallback(ctx, response):
         detail = f"{route.detail}; " if route.detail else ""
         model = ctx.scratch.fallback.model if ctx.scratch.fallback is not None else ""

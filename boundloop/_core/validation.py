@@ -79,7 +79,7 @@ async def validate(ctx: RunContext) -> Trigger:
     """
     state = ctx.state
     turn = state.turn
-    response = state.responses[-1]
+    response = ctx.response()
     assert turn is not None  # propose always records the turn before validate
     if turn.final:  # the final-answer call at a spent budget: the stop reason stays the budget's
         state.answer = answer_text(response) or None

@@ -132,12 +132,12 @@ def _usage(state: LoopState) -> Iterator[Problem]:
     """`usage` holds at least the tokens the recorded responses were billed."""
     spent = dict.fromkeys(_TOKENS, 0)
     for index, response in enumerate(state.responses):
-        usage: object = getattr(response, "usage", None)
-        if usage is None:
+        usage: object = getattr(response, "usage_json", None)
+        if not isinstance(usage, dict):
             yield f"responses[{index}].usage", "missing"
             return
         for name in _TOKENS:
-            value: object = getattr(usage, name, None)
+            value: object = usage.get(name)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
             spent[name] += value if isinstance(value, int) else 0
     for name, tokens in spent.items():
         recorded: int = getattr(state.usage, name)

@@ -59,7 +59,8 @@ def export_case(state: LoopState, *, case_id: str | None = None) -> dict[str, An
     if provenance is not None:
         fixture["model_name"] = provenance.model
     fixture["model"] = [
-        response.model_dump(mode="json", exclude_none=True, warnings=False) for response in state.responses
+        response.message().model_dump(mode="json", exclude_none=True, warnings=False)
+        for response in state.responses
     ]
     mocked = _mocked(executed, notes)
     if mocked:

@@ -31,9 +31,9 @@ from ._setup import TracedLoop
 from ._tools import epoch_ns
 
 if TYPE_CHECKING:
-    from anthropic.types import Message
     from opentelemetry.trace import Tracer
 
+    from ..records import ModelResponse
     from ..state import LoopState
 
 log = logging.getLogger("boundloop.otel")
@@ -42,10 +42,10 @@ PROVIDER = "anthropic"
 """`gen_ai.provider.name`: the conventions' name for the Anthropic API."""
 
 
-def reasoning_tokens(response: Message) -> int | None:
+def reasoning_tokens(response: ModelResponse) -> int | None:
     """The response's thinking tokens, when its usage reports them (`output_tokens_details`)."""
-    details = getattr(response.usage, "output_tokens_details", None)
-    tokens = getattr(details, "thinking_tokens", None)
+    details: object = response.usage_json.get("output_tokens_details")
+    tokens: object = details.get("thinking_tokens") if isinstance(details, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
 
 
@@ -130,16 +130,15 @@ class ChatSpans:
         """A call's `proposal` event: the response's attributes on its span, which ends."""
         state = self.state
         response = state.responses[-1]  # recorded before its event
-        usage = response.usage
-        cache_read = usage.cache_read_input_tokens or 0
-        cache_creation = usage.cache_creation_input_tokens or 0
+        cache_read = event.cache_read_input_tokens
+        cache_creation = event.cache_creation_input_tokens
         attributes: dict[str, AttributeValue] = {
             "boundloop.step": event.step,
             "gen_ai.response.id": response.id,
             "gen_ai.response.model": response.model,
             # The conventions count every input token; Anthropic's input_tokens excludes the cache.
-            "gen_ai.usage.input_tokens": usage.input_tokens + cache_read + cache_creation,
-            "gen_ai.usage.output_tokens": usage.output_tokens,
+            "gen_ai.usage.input_tokens": event.input_tokens + cache_read + cache_creation,
+            "gen_ai.usage.output_tokens": event.output_tokens,
             "gen_ai.usage.cache_read.input_tokens": cache_read,
             "gen_ai.usage.cache_creation.input_tokens": cache_creation,
         }
@@ -153,7 +152,7 @@ class ChatSpans:
         if self.config.trace_content:
             redact = self.config.redactor
             attributes["gen_ai.input.messages"] = _content.messages(state.messages[:-1], redact)
-            attributes["gen_ai.output.messages"] = _content.output(response.content, redact)
+            attributes["gen_ai.output.messages"] = _content.output(response.content_json, redact)
             if self.config.spec.system is not None:
                 attributes["gen_ai.system_instructions"] = _content.system_instructions(
                     self.config.spec.system, redact

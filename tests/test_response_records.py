@@ -1,0 +1,115 @@
+"""What a run keeps of the model's responses: `ModelResponse` records, no SDK objects."""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections.abc import Iterator
+
+from anthropic.types import Message, ToolUseBlock, Usage
+from pydantic import BaseModel
+
+from boundloop import AgentLoop, Budget, LoopResult, LoopState, ScriptedClient, tool
+from boundloop.events import Transition
+from boundloop.records import ModelResponse
+from boundloop.statemachine.table import Phase, Trigger
+from tests.helpers import text, tool_use
+
+
+@tool
+async def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"{key}: found"
+
+
+async def finished_run() -> LoopResult:
+    client = ScriptedClient([tool_use(("lookup", {"key": "a"}), ("lookup", {"key": "b"})), text("done")])
+    loop = AgentLoop(
+        client, model="claude-sonnet-4-6", tools=[lookup], budget=Budget(max_steps=3), metrics=None
+    )
+    return await loop.run("Look a and b up.")
+
+
+def reachable(root: object) -> Iterator[object]:
+    """Every object reachable from `root` through references (classes and modules not entered)."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen or isinstance(item, type):
+            continue
+        seen.add(id(item))
+        yield item
+        stack.extend(gc.get_referents(item))
+
+
+async def test_a_finished_run_keeps_no_sdk_object() -> None:
+    """The result (state, transcript, trace) holds the responses as JSON: no SDK model is reachable."""
+    result = await finished_run()
+    assert result.answer == "done"
+    kept = [type(item).__name__ for item in reachable(result) if isinstance(item, BaseModel)]
+    assert kept == []
+    assert [type(response) for response in result.state.responses] == [ModelResponse, ModelResponse]
+
+
+async def test_a_record_shares_its_content_with_the_transcript() -> None:
+    """The record's content is the transcript's assistant turn: the same list, not a copy."""
+    result = await finished_run()
+    state = result.state
+    assert state.responses[0].content_json is state.messages[1]["content"]
+    assert state.responses[1].content_json is state.messages[3]["content"]
+
+
+async def test_a_record_reads_as_the_sdk_objects() -> None:
+    """`content`, `usage` and `message()` give the SDK's objects, equal to what was received."""
+    result = await finished_run()
+    first = result.state.responses[0]
+    assert first.stop_reason == "tool_use"
+    calls = first.content
+    assert [type(block) for block in calls] == [ToolUseBlock, ToolUseBlock]
+    assert isinstance(calls[1], ToolUseBlock)
+    assert calls[1].input == {"key": "b"}
+    assert isinstance(first.usage, Usage)
+    assert first.usage.input_tokens == 10
+    message = first.message()
+    assert isinstance(message, Message)
+    assert message.id == first.id
+    assert message.content == calls
+
+
+def test_a_checkpoint_written_with_sdk_messages_reads_back_unchanged() -> None:
+    """A stored response (the SDK's dump, as checkpoints have held it) loads as a record and is
+    written back as the same JSON: a signature over it still holds."""
+    stored = {
+        "id": "msg_1",
+        "container": {"id": "container_1", "expires_at": "2026-01-01T00:00:00Z"},
+        "content": [{"type": "text", "text": "hi"}],
+        "model": "claude-sonnet-4-6",
+        "role": "assistant",
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "type": "message",
+        "usage": {"input_tokens": 3, "output_tokens": 1, "server_tool_use": None},
+    }
+    state = LoopState(task_id="t", trace_id="r", goal="g", started_at=0.0)
+    raw = json.loads(state.to_json())
+    raw["responses"] = [stored]
+    loaded = LoopState.from_json(json.dumps(raw))
+    (response,) = loaded.responses
+    assert isinstance(response, ModelResponse)
+    assert response.container_id == "container_1"
+    assert response.usage_json == stored["usage"]
+    assert json.loads(loaded.to_json())["responses"] == [stored]
+    assert LoopState.from_json(loaded.to_json()) == loaded
+
+
+async def test_a_transition_event_keeps_the_table_s_own_strings() -> None:
+    """A transition records its states and trigger as the table's strings, not a copy of each
+    (three strings kept per transition of the trace otherwise)."""
+    result = await finished_run()
+    moves = [event for event in result.events if isinstance(event, Transition)]
+    assert moves
+    for move in moves:
+        assert move.source is Phase(move.source).value
+        assert move.dest is Phase(move.dest).value
+        assert move.trigger is Trigger(move.trigger).value
