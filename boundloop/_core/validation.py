@@ -42,7 +42,7 @@ from ..transcript import append_user
 from .answers import answer_open_calls, finish
 from .budget import ceiling_spent, stop_at
 from .context import YIELD_EVERY, Planned, RunContext
-from .invariant import drop_unfinished_server_turns
+from .invariant import drop_unfinished_server_turns, unfinished_server_call
 from .output import checked_final
 from .refusals import after_stop, earlier_text
 from .results import refused
@@ -117,7 +117,11 @@ async def validate(ctx: RunContext) -> Trigger:
         # the transcript stays valid (the model continues after the answers).
         answer_open_calls(ctx, "denied", f"not run: the response stopped with {response.stop_reason}")
         if route.nudge is not None:
-            drop_unfinished_server_turns(state.messages)  # a user turn may not follow one
+            if not unfinished_server_call(response.content):
+                # An earlier paused call its continuation left open (it answered nothing): the
+                # nudge may not follow it, so that turn goes. A handler nudging right after the
+                # paused call itself is a bug the request invariant reports.
+                drop_unfinished_server_turns(state.messages)
             append_user(state.messages, [{"type": "text", "text": route.nudge}])
     elif route.verdict is Verdict.FINAL:
         state.answer = context.answer(response) or None
