@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from boundloop import AgentLoop, Budget, LoopResult, ScriptedClient, StopReason, replay, tool
+from boundloop import AgentLoop, Budget, CheckpointStore, LoopResult, ScriptedClient, StopReason, replay, tool
 from boundloop.testing import Request
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,10 +19,10 @@ READ = {"type": "tool_use", "name": "read_order", "input": {"order_id": "O-1"}}
 SLOW = {"type": "tool_use", "name": "check_stock", "input": {"sku": "S-1"}}
 
 
-async def cut_run(stop: StopReason, where: str) -> LoopResult:
-    """A run that reads an order, then is cut (`stop`: a `run.cancel()`, or its 0.3 s deadline)
-    while its second model call waits (`where="model"`) or while the tool that call asked for runs
-    (`where="tool"`)."""
+async def cut_run(stop: StopReason, where: str, store: CheckpointStore | None = None) -> LoopResult:
+    """A run (task `cut-run`) that reads an order, then is cut (`stop`: a `run.cancel()`, or its
+    0.3 s deadline) while its second model call waits (`where="model"`) or while the tool that call
+    asked for runs (`where="tool"`); saved in `store` when given."""
     waiting = anyio.Event()
 
     @tool
@@ -51,8 +51,9 @@ async def cut_run(stop: StopReason, where: str) -> LoopResult:
         tools=[read_order, check_stock],
         budget=Budget(max_steps=4, timeout_s=timeout),
         metrics=None,
+        store=store,
     )
-    async with loop.stream("Read O-1, then check its stock.") as run:
+    async with loop.stream("Read O-1, then check its stock.", task_id="cut-run") as run:
         if stop is StopReason.CANCELLED:
             with anyio.fail_after(10):
                 await waiting.wait()
