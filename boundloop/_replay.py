@@ -19,7 +19,7 @@ import anyio
 import anyio.to_thread
 from anthropic.types import Message, MessageParam
 
-from ._core import LoopConfig, Wiring, build_config, field_text, prepare
+from ._core import Cut, LoopConfig, Wiring, build_config, field_text, prepare
 from ._core import drive as execute
 from ._lazy import claim
 from .errors import ScriptExhausted, UnhandledStop
@@ -135,7 +135,7 @@ class _Recording:
     model_settings: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
     """The run's model settings (a state records them; a trace, only their hash)."""
     stop_reason: str | None = None
-    """How the recorded run stopped (`cancelled`: the replay is cancelled where it was)."""
+    """How the recorded run stopped (`cancelled`, `timeout`: the replay is cut where it was)."""
 
 
 async def replay(
@@ -159,9 +159,9 @@ async def replay(
         OSError: the file cannot be read.
     """
     recording = await anyio.to_thread.run_sync(_recording, source)
-    # A run cancelled while it waited for the model is cancelled at the same call: the call past
-    # the recorded responses sets the cancel event, as the recorded run's canceller did.
-    cut = anyio.Event() if recording.stop_reason == StopReason.CANCELLED else None
+    # A run cancelled or timed out while it waited for the model or a tool is cut at the same call:
+    # the model call past the recorded responses, or the call recorded `cancelled`.
+    cut = Cut(reason=StopReason(recording.stop_reason)) if recording.stop_reason in _CUTS else None
     config = _config(recording, loop, cut)
     state = LoopState(
         task_id=recording.task_id,
@@ -176,7 +176,7 @@ async def replay(
     )
     result: LoopResult | None
     try:
-        result = await execute(config, state, cancel=cut)
+        result = await execute(config, state, cancel=None if cut is None else cut.event)
         events = list(result.events)
         decisions = _human_decisions(recording, result.state)
         while decisions is not None:  # the recorded run went on after a human decided: so does this one
@@ -309,13 +309,19 @@ def _from_trace(events: list[Event]) -> _Recording:
     )
 
 
-def _config(recording: _Recording, loop: AgentLoop | None, cut: anyio.Event | None = None) -> LoopConfig:
+def _config(recording: _Recording, loop: AgentLoop | None, cut: Cut | None = None) -> LoopConfig:
     """The replaying configuration: the loop's, or the recorded one; a recorded client and tools
-    (and, with `cut`, a last model call that cancels the run)."""
-    client = ScriptedClient(recording.responses if cut is None else [*recording.responses, _cancels(cut)])
+    (and, with `cut`, a last model call that cuts the run)."""
+    client = ScriptedClient(recording.responses if cut is None else [*recording.responses, _cuts(cut)])
     if loop is not None:
         return dataclasses.replace(
-            loop.config, client=client, store=None, metrics=None, on_event=None, recorded=recording.results
+            loop.config,
+            client=client,
+            store=None,
+            metrics=None,
+            on_event=None,
+            recorded=recording.results,
+            cut=cut,
         )
     recorded = recording.provenance
     if recorded is None or (not recorded.tools and recording.results):
@@ -330,18 +336,16 @@ def _config(recording: _Recording, loop: AgentLoop | None, cut: anyio.Event | No
     )
     config = build_config(spec, Wiring(client=client, tools=tools, metrics=None, tracing=None))
     # The recorded hashes stand: the system prompt itself is not recorded, only its hash.
-    return dataclasses.replace(config, provenance=recorded, recorded=recording.results)
+    return dataclasses.replace(config, provenance=recorded, recorded=recording.results, cut=cut)
 
 
-def _cancels(cut: anyio.Event) -> Callable[[Mapping[str, object]], Awaitable[Message]]:
-    """A model call that cancels the run (sets `cut`) and never answers, as the recorded one."""
+def _cuts(cut: Cut) -> Callable[[Mapping[str, object]], Awaitable[Message]]:
+    """A model call that cuts the run and never answers, as the recorded one."""
 
-    async def cancelled(_: Mapping[str, object]) -> Message:
-        cut.set()
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable: the run's cancel scope ends the call")  # pragma: no cover
+    async def reached(_: Mapping[str, object]) -> Message:
+        await cut.reached()
 
-    return cancelled
+    return reached
 
 
 def _stand_in(entry: Mapping[str, Any]) -> Tool:
@@ -415,5 +419,8 @@ def _changes(recorded: Provenance | None, replaying: Provenance) -> list[str]:
             changes.append(f"the {what} differs from the recording's")
     return changes
 
+
+_CUTS = frozenset({StopReason.CANCELLED, StopReason.TIMEOUT})
+"""The stops that cut a run short from outside (a cancel, the deadline): a replay re-enacts them."""
 
 claim("boundloop", Divergence, ReplayReport)  # reported at its public home

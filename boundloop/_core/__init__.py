@@ -18,6 +18,7 @@ from .._lazy import public_names as _public_names
 
 if typing.TYPE_CHECKING:
     from .config import DEFAULT as DEFAULT
+    from .config import Cut as Cut
     from .config import Default as Default
     from .config import EventHook as EventHook
     from .config import LoopConfig as LoopConfig

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, cast, final
+from typing import TYPE_CHECKING, Any, Final, NoReturn, cast, final
+
+import anyio
 
 from .._base.cache import CacheSettings, cache_settings, check_cache
 from .._base.model_settings import ModelSettings, check_settings, merged, settings_sha256
@@ -25,7 +27,7 @@ from ..otel import TraceSettings, Tracing, is_provider, tracing_for
 from ..policy import Policy, SignalHandler
 from ..policy import ToolErrors as ToolErrors
 from ..prices import resolve_price, warn_unpriced
-from ..records import Observation, Provenance
+from ..records import Observation, Provenance, StopReason
 from ..redaction import Redaction, Redactor
 from ..settings import LoopSpec, ToolSpec
 from ..signals import DEFAULT_HANDLERS
@@ -64,6 +66,25 @@ def default_metrics() -> LoopMetrics:
 
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Cut:
+    """Where a recorded run was cut (a cancel, or its deadline), re-enacted: the call the
+    recording never answered (the model call past its responses, a tool call it answered
+    `cancelled`) sets `event`, the run's cancel event, and never answers; the run stops `reason`."""
+
+    reason: StopReason
+    """`cancelled` or `timeout`: the recorded run's stop."""
+    event: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    """The run's cancel event (`drive(..., cancel=cut.event)`)."""
+
+    async def reached(self) -> NoReturn:
+        """Cut the run here: set the event and wait for the run's cancel scope to end the call."""
+        self.event.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable: the run's cancel scope ends the call")  # pragma: no cover
+
+
+@final
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class LoopConfig:
     """Everything a run reads of its loop; see `AgentLoop` for what each setting means.
 
@@ -86,6 +107,9 @@ class LoopConfig:
     provenance: Provenance
     recorded: Mapping[tuple[int, str], Observation] | None
     """Replay only: recorded tool results by (step, tool_use_id), answered instead of running tools."""
+    cut: Cut | None = None
+    """Replay and exported eval cases only: the recorded run was cut (cancelled, or its deadline
+    passed) where the recording ends; the replay is cut there, with the same stop reason."""
     tracing: Tracing | None = None
     """`TraceSettings.provider` and boundloop's tracer on it; None: see `traces_global`."""
     traces_global: bool = False

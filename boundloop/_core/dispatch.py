@@ -171,7 +171,10 @@ async def _call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callab
     tool = planned.tool
     call = turn.calls[index]
     if config.recorded is not None:  # replay: the recorded result, no tool runs
-        turn.answers[index] = _replayed(ctx, call, config.recorded.get((call.step, call.id)))
+        recorded = config.recorded.get((call.step, call.id))
+        if config.cut is not None and recorded is not None and recorded.outcome == "cancelled":
+            await config.cut.reached()  # the recorded run was cut while this call ran: so is this one
+        turn.answers[index] = _replayed(ctx, call, recorded)
         return
     context = (
         ToolContext(

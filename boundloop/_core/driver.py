@@ -191,7 +191,8 @@ async def _run(
             else:
                 await _drive_cancellable(ctx, checkpoints, cancel, scope)
         if scope.cancelled_caught and ctx.state.phase is not Phase.STOPPED:
-            if ctx.cancel_requested:
+            cut = ctx.config.cut  # a replay re-enacts the recorded cut: a cancel or the deadline
+            if ctx.cancel_requested and (cut is None or cut.reason is StopReason.CANCELLED):
                 abort(ctx, StopReason.CANCELLED, "the cancel event was set")
             else:
                 abort(ctx, StopReason.TIMEOUT, f"the run exceeded timeout_s={timeout}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -50,8 +50,9 @@ def build_loop(
         ConfigurationError: the case's tools, budget or policy do not make a valid loop.
     """
     mocks = mocks if mocks is not None else Mocks(case.mocked, case.names)
+    script = _script(case, mocks)
     if app is not None:
-        serving = ScriptedClient([_serving(mocks, turn) for turn in case.turns], model=model or app.model)
+        serving = ScriptedClient(script, model=model or app.model)
         built = app_loop(app, case, mocks, serving if client is None else client, model)
         mocks.redact = built.config.redactor
         return built
@@ -65,7 +66,7 @@ def build_loop(
         for spec in case.tools
     ]
     name = case.model_name if model is None else model
-    scripted = ScriptedClient([_serving(mocks, turn) for turn in case.turns], model=name)
+    scripted = ScriptedClient(script, model=name)
     loop = AgentLoop(
         scripted if client is None else client,
         model=name,
@@ -79,6 +80,21 @@ def build_loop(
     )
     mocks.redact = loop.config.redactor
     return loop
+
+
+def _script(case: Case, mocks: Mocks) -> list[Callable[[Request], Message | Awaitable[Message]]]:
+    """The case's turns, then (with a cut) the call that cuts the run, as the recorded one was."""
+    script: list[Callable[[Request], Message | Awaitable[Message]]] = [
+        _serving(mocks, turn) for turn in case.turns
+    ]
+    cut = mocks.cut
+    if cut is not None:
+
+        async def reached(_: Request) -> Message:
+            await cut.reached()
+
+        script.append(reached)
+    return script
 
 
 def _serving(mocks: Mocks, turn: Message) -> Callable[[Request], Message]:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from ..prices import resolve_price
-from ..records import Observation, Provenance
+from ..records import Observation, Provenance, StopReason
 from ..state import LoopState
 from ._fixture import schema
 from ._mocks import DEFAULT_TIMEOUT_S
@@ -24,6 +24,8 @@ _NOT_ID: Final = re.compile(r"[^A-Za-z0-9_.:-]")
 _RETRY: Final[Mapping[str, Any]] = {"status": "retryable_error", "reason": "exported retry"}
 _RETRIES_SPENT: Final = re.compile(r"RetryableToolError: (.*) \(after \d+ attempts?\)", re.DOTALL)
 """The error of a call whose every attempt asked for a retry: its last attempt did too."""
+_CUTS: Final = frozenset({StopReason.CANCELLED, StopReason.TIMEOUT})
+"""Stops from outside the run (a cancel, its deadline): the case is cut where the recording ends."""
 _DENIED_BY_HUMAN: Final = " was denied by a human"
 _DENIED_BY_APPROVER: Final = " was denied by the approver"
 
@@ -87,6 +89,10 @@ def export_case(state: LoopState, *, case_id: str | None = None) -> dict[str, An
         notes.append(
             f"The run started from {state.opening} messages of history; the case starts from the goal."
         )
+    if (
+        state.stop_reason in _CUTS
+    ):  # cut where the recording ends: the model call or tool call it never answered
+        fixture["cut"] = str(state.stop_reason)
     fixture["description"] = " ".join(notes)
     fixture["expected"] = _expected(state, executed, policy, resumed=bool(resume))
     return fixture

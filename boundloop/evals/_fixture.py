@@ -87,6 +87,8 @@ class Case:
     """API name -> the fixture's name, for every name the fixture mapped."""
     live: bool = False
     """The fixture has no `model` turns and no `state`: the case runs on a live model."""
+    cut: StopReason | None = None
+    """`cancelled` or `timeout`: the run is cut where the script or a tool's mocked results end."""
 
     def __str__(self) -> str:
         return self.case_id
@@ -119,7 +121,7 @@ def schema_problems(raw: object) -> list[str]:
             problems.append("state: a case replays a saved state or runs a model script, not both")
         problems += [
             f"{field}: a `state` case replays the recorded results and decisions; {field} is not used"
-            for field in ("mocked_tools", "resume")
+            for field in ("mocked_tools", "resume", "cut")
             if "state" in fields and field in fields
         ]
     errors: Iterable[jsonschema.ValidationError] = _VALIDATOR.iter_errors(cast(Any, raw))
@@ -207,6 +209,7 @@ def read_case(raw: object, *, source: Path | None = None) -> Case:
         state=_state(fixture.get("state"), source, problems),
         names={api_name(name): name for name in names if api_name(name) != name},
         live="model" not in fixture and "state" not in fixture,
+        cut=None if "cut" not in fixture else StopReason(fixture["cut"]),
     )
     if problems:
         raise FixtureError(problems)

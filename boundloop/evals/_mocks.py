@@ -16,6 +16,7 @@ from typing import Any, final
 import anyio
 from anthropic.types import Message
 
+from .._core import Cut
 from ..events import Event, ToolStarted
 from ..redaction import recorded_call_id
 from ..tools import Handler, RetryableToolError, ToolContext
@@ -36,8 +37,16 @@ class MockExhausted(Exception):
 class Mocks:
     """The mocked results of one run, handed out in call order."""
 
-    def __init__(self, results: Mapping[str, Sequence[Mapping[str, Any]]], shown: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        results: Mapping[str, Sequence[Mapping[str, Any]]],
+        shown: Mapping[str, str],
+        cut: Cut | None = None,
+    ) -> None:
         self._results = results
+        self.cut = cut
+        """The case's cut (`Case.cut`): a call past a tool's results, or the model call past the
+        script, cuts the run there (None: a fixture error)."""
         self._shown = shown
         self._next: dict[str, int] = {}
         self._given: dict[str, int] = {}
@@ -82,6 +91,8 @@ class Mocks:
             if index is None:  # a retry: the next result
                 index = self._take(tool)
             results = self._results.get(tool, ())
+            if index >= len(results) and self.cut is not None:
+                await self.cut.reached()  # the recorded run was cut while this call ran
             if index >= len(results):
                 name = self._shown.get(tool, tool)
                 problem = (

@@ -10,6 +10,7 @@ from typing import Any, Final, Literal, cast, final
 import anyio
 
 from .._base.recorded import redact_strings
+from .._core import Cut, resume_stored, start_new
 from .._replay import ReplayReport, replay
 from ..errors import ApprovalMissing, NotResumable, ScriptExhausted, SetupError, UnhandledStop
 from ..events import Event, Validation
@@ -161,7 +162,8 @@ async def run_case(
     if case.live and not live:
         return _skipped(case)
     started = time.perf_counter()
-    mocks = Mocks(case.mocked, case.names)
+    cut = None if case.cut is None or case.live or case.state is not None else Cut(reason=case.cut)
+    mocks = Mocks(case.mocked, case.names, cut)
     loop = build_loop(case, mocks, client=client if live else None, model=model if live else None, app=app)
     run = _Run(task_id=case.case_id if task_id is None else task_id)
     try:
@@ -215,7 +217,17 @@ def _skipped(case: Case) -> CaseResult:
 
 
 async def _script(case: Case, loop: AgentLoop, mocks: Mocks, run: _Run) -> None:
-    run.result = await loop.run(case.goal, task_id=run.task_id, on_event=mocks.on_event)
+    cut = mocks.cut
+    # A cut case runs as the loop's `run` and `resume` do, its cut in the configuration: the
+    # call where the fixture ends sets the cancel event, and the run stops as the cut says.
+    config = None if cut is None else dataclasses.replace(loop.config, cut=cut)
+    cancel = None if cut is None else cut.event
+    if config is None:
+        run.result = await loop.run(case.goal, task_id=run.task_id, on_event=mocks.on_event)
+    else:
+        run.result = await start_new(
+            config, case.goal, task_id=run.task_id, cancel=cancel, on_event=mocks.on_event
+        )
     run.events += run.result.events
     for index, decision in enumerate(case.resume):
         if run.result.stop_reason is not StopReason.NEEDS_HUMAN:
@@ -225,12 +237,20 @@ async def _script(case: Case, loop: AgentLoop, mocks: Mocks, run: _Run) -> None:
             )
             return
         try:
-            run.result = await loop.resume(
-                run.task_id,
-                approvals=dict(decision.approvals) if decision.approvals else None,
-                reply=decision.reply,
-                on_event=mocks.on_event,
-            )
+            approvals = dict(decision.approvals) if decision.approvals else None
+            if config is None:
+                run.result = await loop.resume(
+                    run.task_id, approvals=approvals, reply=decision.reply, on_event=mocks.on_event
+                )
+            else:
+                run.result = await resume_stored(
+                    config,
+                    run.task_id,
+                    approvals=approvals,
+                    reply=decision.reply,
+                    cancel=cancel,
+                    on_event=mocks.on_event,
+                )
         except (ApprovalMissing, NotResumable) as exc:
             run.problems.append(f"resume/{index}: {exc}")
             return
