@@ -15,7 +15,7 @@ human's approval recorded on resume (`HUMAN_APPROVED`) lifts the approval requir
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.lowlevel
@@ -47,6 +47,9 @@ from .output import checked_final
 from .refusals import after_stop, earlier_text
 from .results import refused
 
+if TYPE_CHECKING:
+    from anthropic.types import Message, MessageParam
+
 _CANONICAL_JSON: Final = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), default=str, check_circular=False
 ).encode
@@ -69,6 +72,15 @@ def canonical(name: str, tool_input: object) -> str:
     """The identity of a call for repeat detection: the digest of its tool name and canonical
     JSON input (`call_digest`), which a checkpoint may hold without holding the input."""
     return call_digest(name + "\x00" + _CANONICAL_JSON(tool_input))
+
+
+def _nudge(messages: list[MessageParam], response: Message, nudge: str) -> None:
+    """Append a resumed turn's nudge. An earlier paused server call its continuation left open
+    (it answered nothing) may not be followed by it, so that turn goes; a handler nudging right
+    after the paused call itself is a bug the request invariant reports."""
+    if not unfinished_server_call(response.content):
+        drop_unfinished_server_turns(messages)
+    append_user(messages, [{"type": "text", "text": nudge}])
 
 
 async def validate(ctx: RunContext) -> Trigger:
@@ -117,12 +129,7 @@ async def validate(ctx: RunContext) -> Trigger:
         # the transcript stays valid (the model continues after the answers).
         answer_open_calls(ctx, "denied", f"not run: the response stopped with {response.stop_reason}")
         if route.nudge is not None:
-            if not unfinished_server_call(response.content):
-                # An earlier paused call its continuation left open (it answered nothing): the
-                # nudge may not follow it, so that turn goes. A handler nudging right after the
-                # paused call itself is a bug the request invariant reports.
-                drop_unfinished_server_turns(state.messages)
-            append_user(state.messages, [{"type": "text", "text": route.nudge}])
+            _nudge(state.messages, response, route.nudge)
     elif route.verdict is Verdict.FINAL:
         state.answer = context.answer(response) or None
         finish(ctx, StopReason.COMPLETED, None)
