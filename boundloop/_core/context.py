@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..state import LoopState
     from ..statemachine.machine import RunModel
     from .config import EventHook, LoopConfig
+    from .ledger import Node
 
 
 YIELD_EVERY: Final = 500
@@ -165,12 +166,14 @@ class RunContext:
         "model",
         "model_span",
         "on_asyncio",
+        "relay",
         "request_checker",
         "scratch",
         "started",
         "state",
         "tool_raised",
         "tool_span",
+        "tree",
         "watch",
     )
 
@@ -204,6 +207,15 @@ class RunContext:
         the `Stop` event cannot leave `runs_active` up), the run's `observer` (its spans, set only
         when the run is traced), neither ever raising; then the loop's hook, then the run's, then
         a streamed run's `watch` (never raising). Code, not state."""
+        self.relay: tuple[EventHook, ...] = tuple(
+            hook for hook in (config.on_event, on_event) if hook is not None
+        )
+        """The loop's and the run's `on_event` hooks: the runs this run delegates to tell them
+        their events too (wiring)."""
+        self.tree: Node | None = None
+        """The run's place in a delegation tree (its ledger, depth and deadline): set when the run
+        was started by a delegation, or at its first delegation; None for a run alone (wiring:
+        the tree lives in this process)."""
         self.deps = deps
         """The run's dependencies (`run(goal, deps=...)`), handed to its tool functions in their
         `ToolContext`; never in the state, an event or a span (wiring: given again on resume)."""
