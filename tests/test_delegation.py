@@ -132,7 +132,8 @@ async def test_eight_concurrent_children_never_spend_more_than_the_tree_has() ->
     answers = result.state.observations
     done = [answer for answer in answers if answer.outcome == "ok"]
     refused = [answer for answer in answers if answer.outcome == "error"]
-    assert len(done) == 4 and len(refused) == 4
+    assert len(done) == 4
+    assert len(refused) == 4
     for answer in refused:
         content = str(answer.content)
         assert "stopped cost_budget" in content
@@ -150,7 +151,8 @@ async def test_a_run_alone_sends_what_its_own_budget_allows() -> None:
     api.push()
     result = await loop.run("Write a report.")
     assert api.requests[0]["max_tokens"] == 1000
-    assert result.tree_usage is None and result.usage is result.state.usage
+    assert result.tree_usage is None
+    assert result.usage is result.state.usage
 
 
 def researcher_loop(*answers: JSON, **options: Any) -> AgentLoop:
@@ -181,10 +183,12 @@ async def test_a_completed_child_answers_with_its_answer_and_is_linked_to_its_pa
     (child_id,) = result.state.children
     child = await store.load(child_id)
     assert child is not None
-    assert child.parent_task_id == result.state.task_id and child.goal == "the capital of France"
+    assert child.parent_task_id == result.state.task_id
+    assert child.goal == "the capital of France"
     assert child.trace_id == result.state.trace_id  # one trace for the tree
     stored = await store.load(result.state.task_id)
-    assert stored is not None and stored.children == [child_id]
+    assert stored is not None
+    assert stored.children == [child_id]
     assert result.usage.total_tokens == result.state.usage.total_tokens + child.usage.total_tokens
 
 
@@ -298,7 +302,8 @@ def test_a_checkpoint_from_before_delegation_reads_back() -> None:
     raw = json.loads(state.to_json())
     del raw["parent_task_id"], raw["children"]
     loaded = LoopState.from_json(json.dumps(raw))
-    assert loaded.parent_task_id is None and loaded.children == []
+    assert loaded.parent_task_id is None
+    assert loaded.children == []
 
 
 async def test_a_delegation_tool_called_as_its_function_runs_the_child_alone() -> None:

@@ -11,7 +11,7 @@ touches a ledger: a run that delegates opens its tree's ledger at its first dele
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextvars import ContextVar, Token
 from typing import Final
 
@@ -51,7 +51,7 @@ def leave(token: Token[RunContext | None]) -> None:
 
 
 @contextlib.contextmanager
-def joining(node: Node) -> Iterator[None]:
+def joining(node: Node) -> Generator[None]:
     """The run started inside this block joins `node`."""
     token = _JOINING.set(node)
     try:
