@@ -109,6 +109,9 @@ class RunStarted(BaseEvent):
     trace_id: str
     model: str
     version: str | None = None
+    parent_task_id: str | None = None
+    """The run that started this one as a delegation (its events reach the parent's stream and
+    hooks with this run's `task_id`); None for a root."""
 
 
 @dataclasses.dataclass(slots=True)

@@ -97,6 +97,13 @@ class Budget:
     max_parallel_tools: int | None = None
     """At most this many client tool calls of one response run at once; the others wait for a
     place (a call keeps its place through its retries). None: all at once."""
+    max_depth: int | None = dataclasses.field(default=None, metadata=ZERO)
+    """How deep a delegation tree may grow below this run (`AgentLoop.as_tool`): the root is
+    depth 0, so 2 allows a child and a grandchild; a deeper delegation is denied before it
+    starts, as an error result the model reads. None: no limit but the budgets."""
+    max_children: int | None = dataclasses.field(default=None, metadata=ZERO)
+    """Delegated runs this run may start over its whole run; one more is denied before it
+    starts, as an error result the model reads. None: no limit but the budgets."""
     count_tokens: bool = False
     """With a token or cost budget, count each request's input with the API's
     `messages.count_tokens` before the call (one more request per model call): the check that
@@ -203,6 +210,10 @@ class LoopState:
     answer: str | None = None
     next_seq: int = 0
     """The `seq` of the run's next event: the event stream goes on across resumes."""
+    parent_task_id: str | None = None
+    """The run that started this one as a delegation (`AgentLoop.as_tool`); None for a root."""
+    children: list[str] = dataclasses.field(default_factory=empty_list)
+    """The task ids of the runs this run started as delegations, in the order they started."""
     signature: str | None = None
     """HMAC-SHA256 of the rest of the state, in a `SignedStore`
     (which verifies it on load); a loop without a key ignores it."""
@@ -308,6 +319,9 @@ class LoopResult(Generic[OutputT]):
     """The answer validated against the loop's `output_type` (a pydantic model instance, a
     TypedDict's dict, a JSON schema's JSON value); without one, the answer's text. None when
     the answer is blank or does not validate (a `completed` run always has one)."""
+    tree_usage: records.Usage | None = None
+    """The run's usage plus that of every run it delegated to, down the tree (`usage`); None
+    when it delegated to none."""
 
     @property
     def messages(self) -> list[MessageParam]:
@@ -316,8 +330,9 @@ class LoopResult(Generic[OutputT]):
 
     @property
     def usage(self) -> records.Usage:
-        """Tokens and cost of the run."""
-        return self.state.usage
+        """Tokens and cost of the run and of the runs it delegated to, down the tree (the run's
+        own: `state.usage`)."""
+        return self.state.usage if self.tree_usage is None else self.tree_usage
 
     @property
     def ok(self) -> bool:

@@ -153,3 +153,19 @@ def test_the_contracts_guide_runs(
     monkeypatch.chdir(ROOT)
     blocks = python_blocks((DOCS / "contracts.md").read_text(encoding="utf-8"))
     runs_as_promised(blocks[index], tmp_path / f"contracts_{index}.py", capsys)
+
+
+DELEGATION = (DOCS / "delegation.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks(DELEGATION))))
+def test_the_delegation_guide_runs(index: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each python block of docs/delegation.md runs as a script and prints what its comments say."""
+    runs_as_promised(python_blocks(DELEGATION)[index], tmp_path / f"delegation_{index}.py", capsys)
+
+
+def test_the_delegation_guide_names_the_test_that_proves_its_guarantee() -> None:
+    """docs/delegation.md's guarantee names its proof: a test defined in tests/test_delegation.py."""
+    (name,) = re.findall(r"tests/test_delegation\.py::(test_\w+)", DELEGATION)
+    source = (ROOT / "tests" / "test_delegation.py").read_text(encoding="utf-8")
+    assert f"async def {name}(" in source

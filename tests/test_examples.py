@@ -43,6 +43,7 @@ def test_examples_are_all_tested() -> None:
     assert {path.stem for path in EXAMPLES.glob("*.py")} == {
         "refund_investigation",
         "parallel_tools",
+        "delegation",
         "fastapi_app",
         "diagram",
         "approval",
@@ -52,7 +53,7 @@ def test_examples_are_all_tested() -> None:
     }
 
 
-@pytest.mark.parametrize("name", ["contract_loop", "approval", "refund_investigation"])
+@pytest.mark.parametrize("name", ["contract_loop", "approval", "refund_investigation", "delegation"])
 def test_example_runs_as_a_script(name: str) -> None:
     """`python examples/<name>.py` runs offline, exits 0 and completes its run."""
     ran = subprocess.run(
@@ -132,6 +133,20 @@ async def test_parallel_tools(capsys: pytest.CaptureFixture[str]) -> None:
     result = await example.run()
     requests = [m for m in result.messages if m["role"] == "user"]
     assert len(requests) == 2  # the goal, then the one message carrying all four results
+
+
+async def test_delegation(capsys: pytest.CaptureFixture[str]) -> None:
+    """The lead delegates three topics in one response; the three researcher runs are its
+    children, run at once, and the tree's usage is theirs and the lead's."""
+    example = load("delegation")
+    assert await example.main() == 0
+    out = capsys.readouterr().out
+    assert "children: 3 researcher runs" in out
+    result = await example.run()
+    assert len(result.state.children) == 3
+    assert result.state.usage.total_tokens == 2 * 520  # the lead's two calls
+    assert result.usage.total_tokens == 2 * 520 + 3 * 2 * 520  # and each researcher's two
+    assert (result.answer or "").count("three sources agree") == 3
 
 
 @pytest.mark.asyncio_only  # its MCP server runs as a subprocess through the mcp SDK

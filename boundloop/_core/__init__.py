@@ -39,6 +39,7 @@ if typing.TYPE_CHECKING:
     from .contracts import contract_of as contract_of
     from .contracts import contract_parts as contract_parts
     from .contracts import declared_tool as declared_tool
+    from .delegation import delegation_tool as delegation_tool
     from .driver import execute as drive  # noqa: F401  # pyright: ignore[reportUnusedImport]  (a renamed export)
     from .envelope import new_state as new_state
     from .eventlog import event_log_of as event_log_of

@@ -19,7 +19,6 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, final
 
 import anthropic
-import sniffio
 
 from .._base.cache import MessageMarkers
 from .._base.recorded import Deferred
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
     from ..state import LoopState
     from ..statemachine.machine import RunModel
     from .config import EventHook, LoopConfig
+    from .ledger import Node
 
 
 YIELD_EVERY: Final = 500
@@ -49,13 +49,6 @@ ToolSpan: TypeAlias = Callable[[ToolCall], AbstractContextManager[object]]
 ModelSpan: TypeAlias = Callable[[Mapping[str, Any]], AbstractContextManager[object]]
 """`model_span(request)`: a context the model call runs in, which makes its `chat` span the current
 span (the anthropic SDK's own span is its child); the traced run's hook (`otel._chat.ChatSpans.current`)."""
-
-
-def _on_asyncio() -> bool:
-    try:
-        return sniffio.current_async_library() == "asyncio"
-    except sniffio.AsyncLibraryNotFoundError:
-        return False
 
 
 DeltaSink = Callable[[Event], Awaitable[None]]
@@ -171,19 +164,19 @@ class RunContext:
         "deadline",
         "deltas",
         "deps",
-        "elapsed_before",
         "entered",
         "epoch",
         "events",
         "markers",
         "model",
         "model_span",
-        "on_asyncio",
+        "relay",
         "request_checker",
         "scratch",
         "started",
         "state",
         "tool_span",
+        "tree",
         "watch",
     )
 
@@ -217,6 +210,15 @@ class RunContext:
         the `Stop` event cannot leave `runs_active` up), the run's `observer` (its spans, set only
         when the run is traced), neither ever raising; then the loop's hook, then the run's, then
         a streamed run's `watch` (never raising). Code, not state."""
+        self.relay: tuple[EventHook, ...] = tuple(
+            hook for hook in (config.on_event, on_event) if hook is not None
+        )
+        """The loop's and the run's `on_event` hooks: the runs this run delegates to tell them
+        their events too (wiring)."""
+        self.tree: Node | None = None
+        """The run's place in a delegation tree (its ledger, depth and deadline): set when the run
+        was started by a delegation, or at its first delegation; None for a run alone (wiring:
+        the tree lives in this process)."""
         self.deps = deps
         """The run's dependencies (`run(goal, deps=...)`), handed to its tool functions in their
         `ToolContext`; never in the state, an event or a span (wiring: given again on resume)."""
@@ -228,23 +230,20 @@ class RunContext:
         the tool function starts is a child of the call's `execute_tool` span. Wiring."""
         self.model_span = model_span
         """Set only when the run is traced: each model call runs in `model_span(request)`. Wiring."""
-        self.started = time.perf_counter()
-        """The session's start on the process clock (not state: meaningless in another process)."""
-        self.epoch = time.time() - self.started
+        now = time.perf_counter()
+        self.started = now - state.elapsed_s
+        """When the run would have started on the process clock had its earlier sessions run just
+        before this one: `perf_counter() - started` is its elapsed time (not state: meaningless in
+        another process)."""
+        self.epoch = time.time() - now
         """Add `time.perf_counter()` to get epoch seconds: the events' `at`, one clock read per event."""
-        self.elapsed_before = state.elapsed_s
-        """Wall-clock seconds the run spent before this session (a copy: the state's is updated
-        as it is saved)."""
         self.deadline: float | None = None
         """The run's time limit on anyio's clock, when `Budget.timeout_s` is set (process clock)."""
-        self.entered = self.started
+        self.entered = now
         """When the run entered its current state (`time.perf_counter()`): the transition's duration."""
         self.cancel_requested = False
         """The run's cancel event was set: a cancelled scope means `cancelled`, not `timeout`
         (this session's cancel event, not the run's)."""
-        self.on_asyncio = _on_asyncio()
-        """Whether the run is on asyncio (not trio), where a batch runs in native tasks (this
-        session's event loop)."""
         self.request_checker = RequestChecker()
         """The request invariant's incremental check (derived from the transcript, rebuilt by a
         continued run)."""
@@ -259,7 +258,7 @@ class RunContext:
     @property
     def elapsed_s(self) -> float:
         """Wall-clock seconds the run has taken, earlier sessions included."""
-        return self.elapsed_before + time.perf_counter() - self.started
+        return time.perf_counter() - self.started
 
     def next_seq(self) -> int:
         """The next event's `seq` (counted in the state: it goes on across resumes)."""

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import anyio
 import anyio.lowlevel
+import sniffio
 
 from ..events import ToolStarted
 from ..records import CallResult, Observation, StopReason, ToolCall, Turn, empty_list
@@ -90,7 +91,7 @@ async def dispatch(ctx: RunContext, turn: Turn, plan: list[Planned]) -> None:
     try:
         if len(plan) == 1:  # nothing runs alongside it: no group to build, no sibling to cancel
             await _run_call(ctx, batch, plan[0], _no_siblings)
-        elif ctx.on_asyncio:
+        elif _on_asyncio():
             await _in_asyncio_tasks(ctx, batch, plan)
         else:
             await _in_task_group(ctx, batch, plan)
@@ -283,3 +284,11 @@ async def _attempt(
     if fault is not None:
         return refused(call, "invalid_result", f"the tool's result does not match what it declares: {fault}")
     return to_result(call, value, spec.budget.max_tool_output_chars)
+
+
+def _on_asyncio() -> bool:
+    """Whether the batch runs on asyncio (not trio), where its calls run in native tasks."""
+    try:
+        return sniffio.current_async_library() == "asyncio"
+    except sniffio.AsyncLibraryNotFoundError:
+        return False

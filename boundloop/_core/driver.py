@@ -30,6 +30,7 @@ from .eventlog import EventLogWriter, event_log_of
 from .observe import observe
 from .output import output_of
 from .propose import assemble, propose
+from .tree import add_usage, enter, leave
 from .validation import validate
 
 if TYPE_CHECKING:
@@ -145,7 +146,11 @@ async def _execute(
         )
         if config.price is None:  # not tracked from the start, also when no model call succeeds
             state.usage.cost_usd = state.usage.cache_savings_usd = None
-        await _run(ctx, cancel, failure, resumed)
+        current = enter(ctx)  # the run's tool calls see it: a delegation's child joins its tree
+        try:
+            await _run(ctx, cancel, failure, resumed)
+        finally:
+            leave(current)
     finally:  # stopped, failed, cancelled or raising: a long-lived loop keeps no ended run
         machine.end(model)
     return loop_result(ctx)
@@ -175,7 +180,8 @@ async def _run(
     writer = None if log is None else EventLogWriter(ctx, log)
     checkpoints = None if store is None else CheckpointWriter(ctx, store, writer)
     if timeout is not None:
-        ctx.deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_before)
+        deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_s)
+        ctx.deadline = deadline if ctx.deadline is None else min(deadline, ctx.deadline)  # a tree's
     try:  # the first event is inside: a failing on_event hook fails the run, recorded
         await _first_event(ctx, checkpoints, resumed)
         if failure is not None:
@@ -224,7 +230,13 @@ async def _first_event(
         ctx.event(Resumed, **resumed)
     elif fresh:
         spec = ctx.config.spec
-        ctx.event(RunStarted, trace_id=ctx.state.trace_id, model=spec.model, version=spec.version)
+        ctx.event(
+            RunStarted,
+            trace_id=ctx.state.trace_id,
+            model=spec.model,
+            version=spec.version,
+            parent_task_id=ctx.state.parent_task_id,
+        )
 
 
 async def _save_start(checkpoints: CheckpointWriter | None) -> None:
@@ -341,10 +353,14 @@ def _record_stop(ctx: RunContext) -> None:
 def loop_result(ctx: RunContext) -> LoopResult[Any]:
     """The run's result (partial until stopped)."""
     state = ctx.state
+    tree = ctx.tree
     return LoopResult(
         stop_reason=state.stop_reason or StopReason.FAILED,
         answer=state.answer,
         state=state,
         events=ctx.events,
         output=output_of(ctx.config.output, state.answer),
+        tree_usage=None
+        if tree is None or tree.children_usage is None
+        else add_usage(state.usage, tree.children_usage),
     )

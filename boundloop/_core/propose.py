@@ -34,11 +34,13 @@ from .compaction import after_response, request_settings
 from .connect import refresh_tools
 from .context import RunContext
 from .invariant import drop_unfinished_server_turns
+from .ledger import Shortfall
 from .pricing import count_response
 from .refusals import fallback
 from .request import as_message, fit_thinking, for_count, messages_of, settings_params, uses_beta
 from .setup import setup_error
 from .streaming import streamed
+from .tree import marked, reserve, settle, uncovered
 from .validation import FROM_CODE, canonical
 
 
@@ -78,11 +80,14 @@ async def assemble(ctx: RunContext) -> Trigger:
 
 
 async def _count_input(ctx: RunContext) -> None:
-    """With `Budget.count_tokens` and a token or cost budget: the next request's exact input."""
+    """With `Budget.count_tokens` and a token or cost budget (the run's, or its delegation
+    tree's): the next request's exact input."""
     ctx.scratch.counted_input = None
     config = ctx.config
     budget = config.spec.budget
-    if not budget.count_tokens or (budget.max_total_tokens is None and budget.max_cost_usd is None):
+    if not budget.count_tokens or (
+        budget.max_total_tokens is None and budget.max_cost_usd is None and ctx.tree is None
+    ):
         return
     try:
         request = build_request(ctx, tools_allowed=not ctx.state.final_call_due)
@@ -97,16 +102,19 @@ async def _count_input(ctx: RunContext) -> None:
         ctx.error("count_tokens", exc)
 
 
-def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, Any]:
+def build_request(
+    ctx: RunContext, *, tools_allowed: bool = True, max_tokens: int | None = None
+) -> dict[str, Any]:
     """The Messages API request for the transcript so far, with the run's model settings.
 
     The final answer at a spent budget (`tools_allowed=False`) is asked with
-    `tool_choice={"type": "none"}`, whatever the settings' `tool_choice`.
+    `tool_choice={"type": "none"}`, whatever the settings' `tool_choice`. `max_tokens`: what
+    a delegation tree's ledger granted (default: what the run's budget allows).
     """
     config = ctx.config
     request: dict[str, Any] = {
         "model": config.spec.model,
-        "max_tokens": max(1, output_allowance(ctx)),
+        "max_tokens": max(1, output_allowance(ctx)) if max_tokens is None else max_tokens,
         "messages": list(ctx.state.messages),
     }
     if config.spec.system is not None:
@@ -131,11 +139,33 @@ def build_request(ctx: RunContext, *, tools_allowed: bool = True) -> dict[str, A
 
 
 async def propose(ctx: RunContext) -> Trigger:
-    """Call the model; record its response as the run's current turn."""
+    """Call the model; record its response as the run's current turn.
+
+    In a delegation tree the call's worst case is reserved from the tree's ledger first, its
+    `max_tokens` clamped to what the ledger grants; a call the ledger cannot cover is not sent
+    (`_core/tree.py`). The response settles the reservation; a failure or a cancellation releases it.
+    """
+    node = ctx.tree
+    if node is None:
+        return await _propose(ctx, None)
+    grant = await reserve(ctx, node)
+    if isinstance(grant, Shortfall):
+        return uncovered(ctx, grant)
+    before = marked(ctx)
+    try:
+        trigger = await _propose(ctx, grant.output_tokens)
+    except BaseException:
+        await settle(ctx, node, grant, before, billed=False)
+        raise
+    await settle(ctx, node, grant, before, billed=trigger is Trigger.PROPOSED)
+    return trigger
+
+
+async def _propose(ctx: RunContext, max_tokens: int | None) -> Trigger:
     state = ctx.state
     final = state.final_call_due
     try:
-        request = build_request(ctx, tools_allowed=not final)
+        request = build_request(ctx, tools_allowed=not final, max_tokens=max_tokens)
     except InvalidRequest as exc:  # a bug of the loop: the API would answer 400, so never sent
         ctx.error("invalid_request", exc)
         _failed(ctx, str(exc))

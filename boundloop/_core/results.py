@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Final, TypeGuard, cast
+from typing import Any, Final, TypeGuard, cast, final
 
 import pydantic
 
@@ -12,6 +12,18 @@ from ..records import CallResult, Content, Outcome, ToolCall
 _BLOCK_TYPES: Final = frozenset({"text", "image", "document", "search_result"})
 _STRICT_JSON: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 """Content blocks go to the API as JSON: anything else in them is refused here."""
+
+
+@final
+class Failure:
+    """A tool function's value that answers its call as an error (`is_error`) without raising:
+    a delegated run that did not complete (an exception would leave the run with
+    `on_tool_error="raise"`)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 def refused(call: ToolCall, outcome: Outcome, text: str) -> CallResult:
@@ -23,6 +35,8 @@ def to_result(call: ToolCall, value: object, max_chars: int) -> CallResult:
     """Turn a tool function's return value into a result: text, JSON, or a list of content blocks."""
     if type(value) is str and len(value) <= max_chars:  # the usual: text within the limit
         return CallResult.of(call=call, outcome="ok", content=value)
+    if isinstance(value, Failure):
+        return refused(call, "error", value.text)  # cut to max_chars as any error result
     content: Content
     try:
         if isinstance(value, str):

@@ -52,10 +52,19 @@ def checkpoint_key(key: bytes | str | None) -> bytes | None:
     return cast(bytes, key)
 
 
+_LATER_FIELDS: Final[tuple[tuple[str, object], ...]] = (("parent_task_id", None), ("children", []))
+"""`LoopState` fields added since signing began, with their unset values."""
+
+
 def signature(state: LoopState, key: bytes) -> str:
     """The HMAC-SHA256 (hex) of the state without its `signature`."""
     body = state.to_dict()
     body.pop("signature", None)
+    # Fields added after the first signed checkpoints are signed only when set: a checkpoint
+    # signed before they existed still verifies.
+    for name, unset in _LATER_FIELDS:
+        if body.get(name, unset) == unset:
+            body.pop(name, None)
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return hmac.new(key, _DOMAIN + text.encode(), hashlib.sha256).hexdigest()
 

@@ -293,6 +293,41 @@ class AgentLoop(Generic[OutputT, DepsT]):
         twin._config = _core.with_store(self._config, store)
         return twin
 
+    def as_tool(
+        self,
+        name: str,
+        *,
+        description: str,
+        timeout_s: float | None = None,
+        requires_approval: bool = False,
+    ) -> Tool:
+        """This loop as a tool of another loop: each call runs it on the call's `task` as a
+        child of the calling run (docs/delegation.md).
+
+        The call passes the calling loop's gate like any tool's (policy, approval, repeats,
+        `timeout_s`, the tool-call budget); a child deeper than `Budget.max_depth` or past the
+        caller's `Budget.max_children` is denied before it starts. The child is its own run
+        (its task id, state, events, checkpoint in this loop's store), linked to its parent
+        (`state.parent_task_id`, the parent's `state.children`), and draws on the tree's one
+        ledger: cost, tokens and the deadline are shared across the tree (its own budget
+        applies too), steps and tool calls stay its own. A completed child answers with its
+        answer (its validated `output` as JSON); any other stop is an error result naming the
+        stop reason and the child's task id. Its events reach the parent's `on_event` hooks and
+        stream with its own `task_id`; the child's tool functions get the parent run's `deps`.
+
+        Args:
+            name: the tool's name (what the model calls).
+            description: what the child does, for the model deciding to delegate.
+            timeout_s: the call's time limit (default: the calling loop's `Budget.tool_timeout_s`).
+            requires_approval: a human approves each delegation first.
+
+        Raises:
+            ConfigurationError: a name the API rejects, an empty description, a bad timeout.
+        """
+        return _core.delegation_tool(
+            lambda: self._config, name, description, timeout_s=timeout_s, requires_approval=requires_approval
+        )
+
     def __repr__(self) -> str:
         return f"AgentLoop(name={self.name!r}, model={self.model!r}, tools={list(self.tools)})"
 

@@ -1,0 +1,161 @@
+"""Delegation: a loop as a tool of another loop, its run a child of the run that calls it.
+
+`AgentLoop.as_tool` makes the `Tool`; its tool function starts the child run here. The call
+passes the parent's gate like any tool's (policy, approval, repeats, timeouts, the tool-call
+budget). Then the tree's own limits: a child deeper than `Budget.max_depth` or past the
+parent's `Budget.max_children` is denied before it starts, as an error result. The child runs
+as its own run (its task id, state, events, checkpoint in its loop's store), linked to its
+parent (`state.parent_task_id`, the parent's `state.children`), on the tree's ledger and
+deadline (`_core/tree.py`); its events reach the parent's `on_event` hooks and stream. A
+completed child answers the call with its answer (its validated output as JSON); any other
+stop answers it with an error naming the stop reason and the child's task id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import pydantic
+
+from ..records import StopReason
+from ..tools import Tool
+from .context import RunContext, Watch
+from .ledger import Node
+from .results import Failure
+from .sessions import start_new
+from .tree import CURRENT, add_usage, joining, open_tree
+
+if TYPE_CHECKING:
+    from ..events import Event
+    from ..state import LoopResult
+    from .config import EventHook, LoopConfig
+
+TASK_SCHEMA: Final = {
+    "type": "object",
+    "properties": {
+        "task": {
+            "type": "string",
+            "description": "The task for the delegated agent: everything it needs to know, in full.",
+        }
+    },
+    "required": ["task"],
+    "additionalProperties": False,
+}
+"""The input of a delegation tool: the child's task."""
+
+
+def delegation_tool(
+    config_of: Callable[[], LoopConfig],
+    name: str,
+    description: str,
+    *,
+    timeout_s: float | None = None,
+    requires_approval: bool = False,
+) -> Tool:
+    """A tool whose call runs the loop `config_of()` returns as a child of the calling run.
+
+    Raises:
+        ConfigurationError: a name the API rejects, an empty description, a bad timeout.
+    """
+
+    async def delegate(task: str) -> object:
+        return await run_child(config_of(), task)
+
+    return Tool(
+        name=name,
+        description=description,
+        input_schema=TASK_SCHEMA,
+        handler=delegate,
+        timeout_s=timeout_s,
+        requires_approval=requires_approval,
+    )
+
+
+async def run_child(config: LoopConfig, task: str) -> str | Failure:
+    """Run `task` on `config`'s loop as a child of the current run (a run alone when the tool is
+    called outside any run), and answer with its outcome."""
+    parent = CURRENT.get()
+    if parent is None:  # the tool called as its function, outside a run
+        return outcome(await start_new(config, task), config)
+    node = open_tree(parent)
+    denied = _denied(parent, node)
+    if denied is not None:
+        return Failure(denied)
+    task_id = os.urandom(16).hex()
+    parent.state.children.append(task_id)  # before it starts: a checkpoint names it
+    own = config.spec.budget.max_depth
+    depth = node.depth + 1
+    child = Node(
+        ledger=node.ledger,
+        depth=depth,
+        max_depth=_tightest(node.max_depth, None if own is None else depth + own),
+        deadline=parent.deadline,
+        parent_task_id=parent.state.task_id,
+    )
+    with joining(child):
+        result = await start_new(
+            config,
+            task,
+            task_id=task_id,
+            trace_id=parent.state.trace_id,  # one trace for the tree
+            on_event=_relay(parent),
+            watch=None if parent.watch is None else Watch(parent.watch.deliver, parent.watch.delta),
+            deps=parent.deps,
+        )
+    node.children_usage = add_usage(node.children_usage, result.usage)
+    return outcome(result, config)
+
+
+def _denied(parent: RunContext, node: Node) -> str | None:
+    """Why the parent may not start one more child, or None."""
+    depth = node.depth + 1
+    if node.max_depth is not None and depth > node.max_depth:
+        return (
+            f"delegation denied: the child would run at depth {depth} of the tree, deeper than "
+            f"max_depth={node.max_depth} (the first run is depth 0); do the task yourself"
+        )
+    limit = parent.config.spec.budget.max_children
+    if limit is not None and len(parent.state.children) >= limit:
+        return (
+            f"delegation denied: this run has started its max_children={limit} delegated runs; "
+            "do the task yourself"
+        )
+    return None
+
+
+def _tightest(first: int | None, second: int | None) -> int | None:
+    if first is None:
+        return second
+    return first if second is None else min(first, second)
+
+
+def _relay(parent: RunContext) -> EventHook | None:
+    """The child's events told to the parent's `on_event` hooks (the loop's and the run's; a
+    child's run hook relays to its own parent in turn)."""
+    hooks = parent.relay
+    if not hooks:
+        return None
+
+    def relay(event: Event) -> None:
+        for hook in hooks:
+            hook(event)
+
+    return relay
+
+
+def outcome(result: LoopResult[Any], config: LoopConfig) -> str | Failure:
+    """A child's result as its tool result: its answer (its output as JSON, with an output
+    type) when it completed, else an error naming its stop reason and task id."""
+    state = result.state
+    if result.stop_reason is StopReason.COMPLETED:
+        if config.output is None:
+            return result.answer or ""
+        value = result.output
+        if isinstance(value, pydantic.BaseModel):
+            return value.model_dump_json()
+        return json.dumps(value, ensure_ascii=False)
+    detail = f": {state.stop_detail}" if state.stop_detail else ""
+    return Failure(f"the delegated run {state.task_id} stopped {result.stop_reason}{detail}")
