@@ -18,7 +18,7 @@ import anyio
 
 from ..errors import ScriptExhausted, SetupError, UnhandledStop
 from ..events import LimitHit, Resumed, RunStarted, Stop, Transition
-from ..otel import global_tracing
+from ..otel import global_tracing, run_tracing
 from ..records import Exceeded, StopReason
 from ..state import LoopResult, LoopState
 from ..statemachine.table import Phase, Trigger
@@ -30,7 +30,7 @@ from .eventlog import EventLogWriter, event_log_of
 from .observe import observe
 from .output import output_of
 from .propose import assemble, propose
-from .tree import add_usage, enter, leave
+from .tree import add_usage, enter, joins_tree, leave
 from .validation import validate
 
 if TYPE_CHECKING:
@@ -68,8 +68,9 @@ async def execute(
     resume's intents are durable).
 
     A traced run (the loop's tracer provider, or the global one when set; never a replay)
-    runs under its `invoke_agent` span; with `adopt_trace_id` (the run made its trace id
-    itself) the state takes the span's trace id. An untraced run costs one look-up here.
+    runs under its `invoke_agent` span (a delegated child on the default tracing is traced where
+    its parent is, its span under the parent's `execute_tool` span); with `adopt_trace_id` (the
+    run made its trace id itself) the state takes the span's trace id. An untraced run costs one look-up here.
     A `failure` (the store failed before the run could start) ends it `failed` at once, recorded.
     A `watch` streams the run (`_core/streaming.py`). `deps` go to the tool functions'
     `ToolContext`, and nowhere else.
@@ -80,8 +81,8 @@ async def execute(
         anyio's cancellation exception: the caller cancelled the task (re-raised).
     """
     tracing = config.tracing
-    if tracing is None and config.traces_global:
-        tracing = global_tracing()
+    if tracing is None and config.traces_global:  # a delegated child: where its parent is traced
+        tracing = (run_tracing() if joins_tree() else None) or global_tracing()
     if tracing is None or config.recorded is not None:
         return await _execute(
             config, state, cancel, on_event, resumed, None, failure=failure, watch=watch, deps=deps

@@ -50,6 +50,11 @@ def leave(token: Token[RunContext | None]) -> None:
     CURRENT.reset(token)
 
 
+def joins_tree() -> bool:
+    """Whether the run starting now in this task is a delegated child (it joins a node)."""
+    return _JOINING.get() is not None
+
+
 @contextlib.contextmanager
 def joining(node: Node) -> Generator[None]:
     """The run started inside this block joins `node`."""

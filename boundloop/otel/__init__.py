@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING
 
 from .._lazy import claim as _claim
 from ._request import request_attributes, server_attributes
-from ._setup import SCOPE, TracedLoop, TraceSettings, Tracing, global_tracing, is_provider, tracing_for
+from ._setup import (
+    SCOPE,
+    TracedLoop,
+    TraceSettings,
+    Tracing,
+    global_tracing,
+    is_provider,
+    run_tracing,
+    tracing_for,
+)
 
 if TYPE_CHECKING:
     from ..state import LoopState
@@ -25,6 +34,7 @@ __all__ = [
     "global_tracing",
     "is_provider",
     "request_attributes",
+    "run_tracing",
     "server_attributes",
     "start_run",
     "tracing_for",

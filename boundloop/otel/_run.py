@@ -30,7 +30,7 @@ from ..events import Error, Event, Proposal, Resumed, ToolResult, ToolStarted, T
 from ..records import StopReason, Usage
 from . import _content
 from ._chat import PROVIDER, ChatSpans, reasoning_tokens
-from ._setup import TracedLoop, Tracing
+from ._setup import RUN_TRACING, TracedLoop, Tracing
 from ._tools import ToolSpans, epoch_ns
 
 if TYPE_CHECKING:
@@ -87,6 +87,7 @@ class RunSpans:
         "state",
         "tools",
         "tracer",
+        "tracing",
         "usage_before",
     )
 
@@ -95,6 +96,7 @@ class RunSpans:
     ) -> None:
         self.config = config
         self.state = state
+        self.tracing = tracing
         self.tracer = tracing.tracer
         self.content = config.trace_content
         self.span: Span = self.tracer.start_span(
@@ -130,11 +132,14 @@ class RunSpans:
 
     @contextlib.contextmanager
     def current(self) -> Generator[None]:
-        """The run span as the current span, in the run's task and the tasks it starts."""
+        """The run span as the current span, in the run's task and the tasks it starts; its
+        tracing the one a run it delegates to inherits (`run_tracing`)."""
         token = otel_context.attach(self.parent)
+        tracing = RUN_TRACING.set(self.tracing)
         try:
             yield
         finally:
+            RUN_TRACING.reset(tracing)
             otel_context.detach(token)
 
     def observe(self, event: Event) -> None:

@@ -11,6 +11,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast, final
 
 if TYPE_CHECKING:
@@ -60,6 +61,16 @@ class TracedLoop(Protocol):
     def redactor(self) -> Callable[[str], str]: ...
     @property
     def tools(self) -> Mapping[str, Tool]: ...
+
+
+RUN_TRACING: Final[ContextVar[Tracing | None]] = ContextVar("boundloop_run_tracing", default=None)
+"""The tracing of the traced run whose work runs in this task (set while its run span is current)."""
+
+
+def run_tracing() -> Tracing | None:
+    """The tracing of the traced run whose work runs in this task (a tool function's run), or
+    None: a run it delegates to, on the default tracing, is traced with it, in one tree."""
+    return RUN_TRACING.get()
 
 
 def _version() -> str:
