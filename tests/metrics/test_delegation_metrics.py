@@ -1,0 +1,55 @@
+"""A delegated run's metrics: the child's run is counted under its own loop's name (registered
+when the loop was built, never a name the model chose), the delegation as the parent's tool call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from boundloop import AgentLoop, Budget, LoopMetrics, ScriptedClient, StopReason
+from tests.helpers import JSON, text, tool_use
+
+
+def loop_of(script: list[JSON], **options: Any) -> AgentLoop:
+    settings: dict[str, Any] = {"model": "claude-sonnet-4-6", "budget": Budget(max_steps=3)}
+    return AgentLoop(ScriptedClient(script), **(settings | options))
+
+
+def loops_of(registry: CollectorRegistry) -> set[str]:
+    """Every `loop` label in the registry's boundloop samples."""
+    return {
+        sample.labels["loop"]
+        for family in registry.collect()
+        if family.name.startswith("boundloop_")
+        for sample in family.samples
+        if "loop" in sample.labels
+    }
+
+
+async def test_a_childs_run_is_counted_under_its_own_loops_name(
+    registry: CollectorRegistry, metrics: LoopMetrics
+) -> None:
+    researcher = loop_of([text("one"), text("two")], name="researcher", metrics=metrics)
+    lead = loop_of(
+        [
+            tool_use(("research", {"task": "evil-label-a"}), ("research", {"task": "evil-label-b"})),
+            text("done"),
+        ],
+        name="lead",
+        tools=[researcher.as_tool("research", description="Research.")],
+        metrics=metrics,
+    )
+    result = await lead.run("go")
+    assert result.stop_reason is StopReason.COMPLETED
+
+    def runs(loop: str) -> float:
+        labels = {"loop": loop, "stop_reason": "completed", "version": ""}
+        return registry.get_sample_value("boundloop_runs_total", labels) or 0.0
+
+    assert (runs("lead"), runs("researcher")) == (1.0, 2.0)
+    requests = {"loop": "researcher", "stop_reason": "end_turn"}
+    assert registry.get_sample_value("boundloop_model_requests_total", requests) == 2.0
+    calls = {"loop": "lead", "tool": "research", "outcome": "ok"}
+    assert registry.get_sample_value("boundloop_tool_calls_total", calls) == 2.0
+    assert loops_of(registry) == {"lead", "researcher"}  # the task never becomes a label
