@@ -348,7 +348,8 @@ def _add_inspector_commands(add_parser: Callable[..., argparse.ArgumentParser]) 
         help="list every run in a store, newest first",
         description=wrap(
             "List the runs in a store (a SQLite file or a PostgreSQL database), newest save first: "
-            "task id, status (running, waiting, stopped), stop reason, steps, cost, save time, goal."
+            "task id, status (running, waiting, stopped), stop reason, steps, cost, save time, goal; "
+            "a delegated run indented under its parent."
         ),
     )
     add_store(runs_parser, required=True)

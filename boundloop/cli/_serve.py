@@ -135,15 +135,43 @@ def runs_command(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not records:
         print(f"no run in {path} matches")
-    for record in records:
+    listed = {record["task_id"] for record in records}
+    for depth, record in as_tree(records):
         cost = "-" if record["cost_usd"] is None else f"${record['cost_usd']:.4f}"
+        parent = record["parent_task_id"]
+        mark = "  " * (depth - 1) + "  └ " if depth else ""
+        orphan = f"  (child of {parent})" if parent is not None and parent not in listed else ""
         print(
-            f"{record['task_id']}  {record['status']}  {record['stop_reason'] or '-'}  "
-            f"step {record['step']}  {cost}  {record['updated_at']}  {record['goal']}"
+            f"{mark}{record['task_id']}  {record['status']}  {record['stop_reason'] or '-'}  "
+            f"step {record['step']}  {cost}  {record['updated_at']}  {record['goal']}{orphan}"
         )
     if cursor is not None:
         print(f"more: --cursor {cursor}")
     return EXIT_OK
+
+
+def as_tree(records: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """The page's runs with their depth, each delegated run right under its parent when its
+    parent is on the page (in the order its parent started them), else where it falls."""
+    by_id = {record["task_id"]: record for record in records}
+    ordered: list[tuple[int, dict[str, Any]]] = []
+    seen: set[str] = set()
+
+    def add(record: dict[str, Any], depth: int) -> None:
+        if record["task_id"] in seen:  # a cycle in a damaged store: each run once
+            return
+        seen.add(record["task_id"])
+        ordered.append((depth, record))
+        for child in record["children"]:
+            if child in by_id:
+                add(by_id[child], depth + 1)
+
+    for record in records:
+        if record["parent_task_id"] not in by_id:
+            add(record, 0)
+    for record in records:  # only in a damaged store: runs whose parents' states do not name them
+        add(record, 0)
+    return ordered
 
 
 async def _runs(
@@ -163,6 +191,8 @@ async def _runs(
                 "goal": None,
                 "model": None,
                 "cost_usd": None,
+                "parent_task_id": None,
+                "children": [],
             }
             try:
                 state = await store.load(row.task_id)
@@ -173,6 +203,8 @@ async def _runs(
                 record["goal"] = " ".join(redact(state.goal).split())
                 record["model"] = None if state.provenance is None else state.provenance.model
                 record["cost_usd"] = state.usage.cost_usd
+                record["parent_task_id"] = state.parent_task_id
+                record["children"] = list(state.children)
             records.append(record)
         return records, page.next_cursor
     finally:
