@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
+import pytest
+
 from boundloop import SQLiteStore
 from boundloop.events import RunStarted
+from boundloop.web import app as inspector_app
 from tests.delegation_tree import make_tree, run_tree
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +56,7 @@ def test_runs_shows_each_child_under_its_parent(tmp_path: Path) -> None:
     assert [line.split()[1] for line in lines[1:]] == [tree.first, tree.checker, tree.second]
     assert [len(line) - len(line.lstrip()) for line in lines] == [0, 2, 4, 2]
     assert "Write the report." in lines[0]
-    assert "topic a" in lines[1] and "check a" in lines[2] and "topic b" in lines[3]
+    assert ["topic a" in lines[1], "check a" in lines[2], "topic b" in lines[3]] == [True] * 3
     records = {run["task_id"]: run for run in json.loads(cli("runs", "--store", str(path), "--json"))["runs"]}
     assert records[tree.lead]["parent_task_id"] is None
     assert records[tree.lead]["children"] == [tree.first, tree.second]
@@ -82,3 +87,51 @@ def cursor_after(path: Path, task_id: str) -> str:
     assert records["runs"][0]["task_id"] == task_id
     cursor: str = records["next_cursor"]
     return cursor
+
+
+@pytest.mark.asyncio_only  # starlette's app over httpx's ASGI transport: asyncio
+async def test_the_inspector_shows_a_runs_parent_children_and_the_trees_spend(tmp_path: Path) -> None:
+    """A run's page links its parent and lists every run below it (indented by depth, each with
+    its status, stop reason and cost), with the spend of the run and all of them together."""
+    store = SQLiteStore(tmp_path / "runs.db")
+    tree = await run_tree(store)
+    app = inspector_app(store)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client,
+    ):
+        lead = (await client.get(f"/runs/{tree.lead}")).text
+        first = (await client.get(f"/runs/{tree.first}")).text
+        checker = (await client.get(f"/runs/{tree.checker}")).text
+    assert listed(lead) == [tree.first, tree.checker, tree.second]
+    below = children_of(lead)
+    assert re.findall(r'<td class="depth">(\d)</td>', below) == ["1", "2", "1"]
+    assert "topic a" in below
+    assert "check a" in below
+    states = [await store.load(task_id) for task_id in (tree.lead, tree.first, tree.second, tree.checker)]
+    costs = [state.usage.cost_usd for state in states if state is not None]
+    assert len(costs) == 4
+    assert all(cost is not None and cost > 0 for cost in costs)
+    spend = re.search(r'<table id="tree-spend">(.*?)</table>', lead, re.S)
+    assert spend is not None
+    assert "<th>runs</th><td>4</td>" in spend.group(1)
+    assert f"${sum(cost for cost in costs if cost is not None):.4f}" in spend.group(1)
+    tokens = sum(state.usage.input_tokens for state in states if state is not None)
+    assert f"<th>input tokens</th><td>{tokens}</td>" in spend.group(1)
+    assert 'id="parent"' not in lead
+    assert re.search(rf'id="parent">.*href="/runs/{tree.lead}"', first) is not None
+    assert listed(first) == [tree.checker]
+    assert re.search(rf'id="parent">.*href="/runs/{tree.first}"', checker) is not None
+    assert 'id="children"' not in checker
+
+
+def children_of(page: str) -> str:
+    """The table of the runs below the page's run."""
+    found = re.search(r'<table id="children">(.*?)</table>', page, re.S)
+    assert found is not None, page
+    return found.group(1)
+
+
+def listed(page: str) -> list[str]:
+    """The task ids the page lists below its run, in order."""
+    return re.findall(r'href="/runs/([0-9a-f]+)"', children_of(page))

@@ -22,7 +22,7 @@ from ..statemachine import diagram
 from ._approvals import Resumer, read_decisions, waiting_card
 from ._html import Html, csrf_field, e, join, page
 from ._live import LIVE_JS
-from ._runs import STATUSES, has_graphviz, run_link, run_page, runs_page
+from ._runs import MAX_BELOW, STATUSES, Below, has_graphviz, run_link, run_page, runs_page
 from ._security import SESSION_COOKIE, Guard
 from ._timeline import call_reasons, read_events, rows
 
@@ -202,8 +202,29 @@ class _Inspector:
         # elsewhere: in its DBOS workflow, another inspector).
         live = state.task_id in self.resumer.resuming or (events != [] and events[-1].kind != "stop")
         csrf = None if self.read_only else self.guard.csrf_token(request)
-        body = run_page(state, events, self.redact, mermaid, live=live, csrf=csrf)
+        below = await self.below(state)
+        body = run_page(state, events, self.redact, mermaid, live=live, csrf=csrf, below=below)
         return self.html(request, f"Run {state.task_id}", body)
+
+    async def below(self, state: LoopState) -> Below:
+        """The runs below `state` in its delegation tree, depth first, in the order each parent
+        started them (at most `MAX_BELOW`; each run once, whatever a damaged store says)."""
+        found: Below = []
+        seen = {state.task_id}
+        stack = [(1, task_id) for task_id in reversed(state.children)]
+        while stack and len(found) < MAX_BELOW:
+            depth, task_id = stack.pop()
+            if task_id in seen:
+                continue
+            seen.add(task_id)
+            try:
+                child: LoopState | str | None = await self.store.load(check_task_id(task_id))
+            except (CheckpointCorrupt, InvalidTaskId) as exc:
+                child = str(exc)
+            found.append((depth, task_id, child))
+            if isinstance(child, LoopState):
+                stack.extend((depth + 1, grandchild) for grandchild in reversed(child.children))
+        return found
 
     async def diagram_svg(self, request: Request) -> Response:
         state = await self.load(request)

@@ -78,8 +78,7 @@ def runs_page(
 
 def _run_row(row: StoredRun, state: LoopState | str | None, redact: Redact, now: float) -> Html:
     if isinstance(state, LoopState):
-        goal = redact(state.goal)
-        goal = goal if len(goal) <= 140 else goal[:139] + "…"
+        goal = _goal(state, redact)
         model = state.provenance.model if state.provenance is not None else "-"
         money = cost(state.usage.cost_usd)
     else:
@@ -182,6 +181,79 @@ def has_graphviz() -> bool:
     return shutil.which("dot") is not None
 
 
+Below = list[tuple[int, str, LoopState | str | None]]
+"""The runs below a run in its delegation tree, depth first: (depth, task id, its state, or why
+it could not be read: a message, or None when it is not in the store)."""
+
+MAX_BELOW: Final = 500
+"""The most runs a run's page lists below it (a wider tree is cut, and says so)."""
+
+
+def _goal(state: LoopState, redact: Redact) -> str:
+    goal = redact(state.goal)
+    return goal if len(goal) <= 140 else goal[:139] + "…"
+
+
+def tree_section(state: LoopState, below: Below, redact: Redact) -> Html:
+    """The run's place in its delegation tree: its parent, the runs below it, and what the run
+    and all of them spent together; nothing for a run that is not part of a tree."""
+    if state.parent_task_id is None and not below:
+        return Html("")
+    parts = [Html("<h2>Delegation</h2>")]
+    if state.parent_task_id is not None:
+        parent = state.parent_task_id
+        parts.append(
+            Html(
+                f'<p id="parent">Started by <a class="task" href="{e(run_link(parent))}">{e(parent)}</a>'
+                " (a delegation)</p>"
+            )
+        )
+    if not below:
+        return join(parts)
+    lines: list[Html] = []
+    runs, input_tokens, output_tokens = 1, state.usage.input_tokens, state.usage.output_tokens
+    spent: float | None = state.usage.cost_usd
+    for depth, task_id, child in below:
+        link = Html(f'<a class="task" href="{e(run_link(task_id))}">{e(task_id)}</a>')
+        if isinstance(child, LoopState):
+            runs += 1
+            input_tokens += child.usage.input_tokens
+            output_tokens += child.usage.output_tokens
+            own = child.usage.cost_usd
+            spent = None if spent is None or own is None else spent + own
+            status = status_of(child)
+            cells = [
+                Html(f'<span class="status-{e(status)}">{e(status)}</span>'),
+                e(child.stop_reason or "-"),
+                Html(f'<span class="goal">{e(_goal(child, redact))}</span>'),
+                e(child.step),
+                e(cost(own)),
+            ]
+        else:
+            missing = "(not in the store)" if child is None else f"(unreadable: {child})"
+            cells = [e("-"), e("-"), e(missing), e("-"), e("-")]
+        indent = Html(f'<span style="padding-left:{(depth - 1) * 1.5}em">└ </span>')
+        row = [Html(f'<td class="depth">{depth}</td>'), Html(f"<td>{indent}{link}</td>")]
+        lines.append(join([*row, *(Html(f"<td>{cell}</td>") for cell in cells)]))
+    head = "".join(
+        f"<th>{e(name)}</th>" for name in ("depth", "task", "status", "stop reason", "goal", "steps", "cost")
+    )
+    body = "".join(f"<tr>{line}</tr>" for line in lines)
+    parts.append(Html(f'<table id="children"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'))
+    if len(below) >= MAX_BELOW:
+        parts.append(Html(f'<p class="note">Only the first {MAX_BELOW} runs below this one are listed.</p>'))
+    values = {
+        "runs": runs,
+        "input tokens": input_tokens,
+        "output tokens": output_tokens,
+        "cost": cost(spent),
+    }
+    spend = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in values.items())
+    parts.append(Html("<p>Spent by this run and every run below it:</p>"))
+    parts.append(Html(f'<table id="tree-spend">{spend}</table>'))
+    return join(parts)
+
+
 def run_page(
     state: LoopState,
     events: list[Event],
@@ -190,8 +262,10 @@ def run_page(
     *,
     live: bool,
     csrf: str | None = None,
+    below: Below | None = None,
 ) -> Html:
-    """One run: its head, timeline (updated live while it runs), diagram, transcript, usage, provenance.
+    """One run: its head, its place in a delegation tree (`below`: the runs below it), timeline
+    (updated live while it runs), diagram, transcript, usage, provenance.
 
     With `csrf` (the inspector resumes runs), a cancelled run has a form that continues it."""
     status = status_of(state)
@@ -223,6 +297,7 @@ def run_page(
         ),
         Html(f'<div class="card"><b>Goal</b><pre id="goal">{e(redact(state.goal))}</pre></div>'),
         waiting,
+        tree_section(state, below or [], redact),
         Html("<h2>Timeline</h2>"),
         Html(
             f'<table id="timeline" data-task="{e(state.task_id)}" data-after="{e(last)}" '

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanContext
 
 from boundloop import AgentLoop, Budget, ScriptedClient, StopReason
 from boundloop.otel import TraceSettings
@@ -20,6 +21,12 @@ MODEL = "claude-sonnet-4-6"
 def loop_of(script: list[JSON], **options: Any) -> AgentLoop:
     settings: dict[str, Any] = {"model": MODEL, "budget": Budget(max_steps=3), "metrics": None}
     return AgentLoop(ScriptedClient(script), **(settings | options))
+
+
+def context(span: ReadableSpan) -> SpanContext:
+    found = span.context
+    assert isinstance(found, SpanContext)
+    return found
 
 
 @pytest.mark.parametrize("own_tracing", [True, False], ids=["child-traced", "child-default"])
@@ -46,17 +53,17 @@ async def test_a_childs_run_span_is_a_child_of_the_parents_tool_span(
     calls = named(spans, "execute_tool research")
     children = named(spans, "invoke_agent researcher")
     assert len(calls) == len(children) == 2
-    assert all(call.parent is not None and call.parent.span_id == root.context.span_id for call in calls)
-    call_ids = {call.context.span_id: call for call in calls}
+    assert all(call.parent is not None and call.parent.span_id == context(root).span_id for call in calls)
+    call_ids = {context(call).span_id: call for call in calls}
     under = {child.parent.span_id for child in children if child.parent is not None}
     assert under == set(call_ids)  # each child under its own call's span
     for child in children:
-        assert child.context.trace_id == root.context.trace_id
+        assert context(child).trace_id == context(root).trace_id
         assert child.attributes is not None
         assert child.attributes["gen_ai.conversation.id"] in result.state.children
         (chat,) = [
             span
             for span in named(spans, "chat")
-            if span.parent is not None and span.parent.span_id == child.context.span_id
+            if span.parent is not None and span.parent.span_id == context(child).span_id
         ]
-        assert chat.context.trace_id == root.context.trace_id
+        assert context(chat).trace_id == context(root).trace_id
