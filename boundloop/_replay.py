@@ -1,5 +1,8 @@
 """Replay: re-drive a recorded run from its recorded model responses and tool results.
 
+With its store, a run of a delegation tree is replayed with the runs below it: each from its
+own stored state, its report nested in its parent's.
+
 No model is called and no tool runs: the responses come from the recording, and each tool
 call is answered with the result recorded for its `tool_use_id`. The replayed run goes
 through the same table, guards, validation and budget as a live one, so a changed policy,
@@ -13,7 +16,7 @@ import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, cast, final
+from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import anyio
 import anyio.to_thread
@@ -43,6 +46,9 @@ from .state import Budget, LoopResult, LoopState
 from .testing import ScriptedClient
 from .tools import Tool
 
+if TYPE_CHECKING:
+    from .checkpoint.store import CheckpointStore
+
 
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,10 +76,17 @@ class ReplayReport:
     """What differs between the recording's configuration and the replaying loop's."""
     result: LoopResult | None
     """The replayed run's result (None if it raised)."""
+    children: list[ReplayReport] = dataclasses.field(default_factory=list["ReplayReport"])
+    """The reports of the runs it delegated to, in the order it started them (replayed with the
+    store: `replay(..., store=...)`); each holds its own children's."""
+    missing: list[str] = dataclasses.field(default_factory=list[str])
+    """The task ids of the runs it delegated to that the store does not hold (their loops had no
+    store): not replayed."""
 
     @property
     def divergence(self) -> Divergence | None:
-        """The first differing step, or None."""
+        """The first step where this run's own trajectory differs, or None (see `identical` for
+        the runs below it)."""
         for index, (expected, got) in enumerate(zip(self.expected, self.got, strict=False)):
             if expected != got:
                 return Divergence(index=index, expected=expected, got=got)
@@ -88,12 +101,26 @@ class ReplayReport:
 
     @property
     def identical(self) -> bool:
-        """The replayed trajectory is the recorded one, step for step."""
-        return self.divergence is None
+        """The replayed trajectory is the recorded one, step for step, and so is every replayed
+        run below it."""
+        return self.divergence is None and all(child.identical for child in self.children)
 
     def describe(self) -> str:
-        """The report in a few lines, for a terminal."""
-        lines = [f"replay of task {self.task_id}: {len(self.expected)} recorded steps"]
+        """The report in a few lines, for a terminal; the runs below it indented under it."""
+        lines = self._described(f"replay of task {self.task_id}")
+        if self.divergence is None and not self.identical:
+            lines.append("the tree diverged: a run below this one did not take its recorded path")
+        return "\n".join(lines)
+
+    def _described(self, title: str) -> list[str]:
+        lines = self._own(title)
+        for child in self.children:
+            lines += ["  " + line for line in child._described(f"delegated run {child.task_id}")]
+        lines += [f"  delegated run {task_id}: not in the store, not replayed" for task_id in self.missing]
+        return lines
+
+    def _own(self, title: str) -> list[str]:
+        lines = [f"{title}: {len(self.expected)} recorded steps"]
         lines += [f"  provenance: {change}" for change in self.provenance_changes]
         divergence = self.divergence
         if divergence is None:
@@ -102,18 +129,20 @@ class ReplayReport:
             lines.append(f"diverged at step {divergence.index}:")
             lines.append(f"  recorded: {divergence.expected or '(the recording ended)'}")
             lines.append(f"  replayed: {divergence.got or '(the replay ended)'}")
-        return "\n".join(lines)
+        return lines
 
     def to_dict(self) -> dict[str, Any]:
         """The report as a JSON object."""
         divergence = self.divergence
         return {
             "task_id": self.task_id,
-            "identical": divergence is None,
+            "identical": self.identical,
             "divergence": None if divergence is None else dataclasses.asdict(divergence),
             "provenance_changes": self.provenance_changes,
             "expected": self.expected,
             "got": self.got,
+            "children": [child.to_dict() for child in self.children],
+            "missing": self.missing,
         }
 
 
@@ -136,10 +165,15 @@ class _Recording:
     """The run's model settings (a state records them; a trace, only their hash)."""
     stop_reason: str | None = None
     """How the recorded run stopped (`cancelled`, `timeout`: the replay is cut where it was)."""
+    children: list[str] = dataclasses.field(default_factory=list[str])
+    """The runs it delegated to (a state records them; a trace does not)."""
 
 
 async def replay(
-    source: LoopState | Sequence[Event] | str | Path, loop: AgentLoop | None = None
+    source: LoopState | Sequence[Event] | str | Path,
+    loop: AgentLoop | None = None,
+    *,
+    store: CheckpointStore | None = None,
 ) -> ReplayReport:
     """Re-drive a recorded run with no model and no real tools, and compare the trajectories.
 
@@ -150,15 +184,48 @@ async def replay(
             release's earlier trace format too).
         loop: an `AgentLoop` whose configuration (tools, policy, budget) the recording is
             replayed through; default: the configuration recorded with the run.
+        store: the store the run is in: the runs it delegated to (a state's `children`) are
+            replayed too, each from its stored state with its recorded configuration, and so on
+            down the tree (`ReplayReport.children`). Without it, the run is replayed alone: its
+            delegations are tool calls answered with their recorded results, as any.
 
     Returns:
         The report: identical or the first divergence, and provenance changes.
 
     Raises:
-        ValueError: the source is not a state or trace, or records too little to replay.
+        ValueError: the source is not a state or trace, or records too little to replay (a
+            run below it too).
         OSError: the file cannot be read.
+        CheckpointCorrupt: a run below it is stored unreadable.
     """
     recording = await anyio.to_thread.run_sync(_recording, source)
+    report = await _replay(recording, loop)
+    if store is not None:
+        await _replay_below(report, recording.children, store, {recording.task_id})
+    return report
+
+
+async def _replay_below(
+    report: ReplayReport, children: list[str], store: CheckpointStore, seen: set[str]
+) -> None:
+    """Replay the runs `report`'s run delegated to, from their states in `store`, into its report
+    (each run once, whatever a damaged store says)."""
+    for task_id in children:
+        if task_id in seen:
+            continue
+        seen.add(task_id)
+        state = await store.load(task_id)
+        if state is None:
+            report.missing.append(task_id)
+            continue
+        recording = _from_state(state)
+        child = await _replay(recording, None)
+        report.children.append(child)
+        await _replay_below(child, recording.children, store, seen)
+
+
+async def _replay(recording: _Recording, loop: AgentLoop | None) -> ReplayReport:
+    """Replay one run's recording."""
     # A run cancelled or timed out while it waited for the model or a tool is cut at the same call:
     # the model call past the recorded responses, or the call recorded `cancelled`.
     cut = Cut(reason=StopReason(recording.stop_reason)) if recording.stop_reason in _CUTS else None
@@ -265,6 +332,7 @@ def _from_state(state: LoopState) -> _Recording:
         detailed=False,
         model_settings=dict(state.model_settings),
         stop_reason=None if state.stop_reason is None else str(state.stop_reason),
+        children=list(state.children),
     )
 
 

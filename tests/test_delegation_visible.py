@@ -8,10 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio.to_thread
 import httpx
 import pytest
 
-from boundloop import SQLiteStore
+from boundloop import SQLiteStore, replay
 from boundloop.events import RunStarted
 from boundloop.web import app as inspector_app
 from tests.delegation_tree import make_tree, run_tree
@@ -135,3 +136,56 @@ def children_of(page: str) -> str:
 def listed(page: str) -> list[str]:
     """The task ids the page lists below its run, in order."""
     return re.findall(r'href="/runs/([0-9a-f]+)"', children_of(page))
+
+
+async def test_replay_with_the_store_replays_the_runs_below_from_their_recordings(tmp_path: Path) -> None:
+    """`replay(state, store=...)` replays the run, then each run below it from its own stored
+    state (its recorded responses and tool results): one report per run, nested as the tree is;
+    the tree is identical only if every run of it is. A run below that diverges (its recording
+    edited to say it stopped otherwise) makes the tree's report not identical, and says where."""
+    store = SQLiteStore(tmp_path / "runs.db")
+    tree = await run_tree(store)
+    lead = await store.load(tree.lead)
+    assert lead is not None
+    report = await replay(lead, store=store)
+    assert report.identical, report.describe()
+    assert [child.task_id for child in report.children] == [tree.first, tree.second]
+    assert [child.task_id for child in report.children[0].children] == [tree.checker]
+    answers = [child.result.state.answer if child.result else None for child in report.children]
+    assert answers == ["finding a", "finding b"]
+    checker = report.children[0].children[0]
+    assert checker.expected == checker.got == ["stop: completed"]
+    assert report.to_dict()["children"][0]["children"][0]["task_id"] == tree.checker
+    alone = await replay(lead)  # without the store: the run alone, its delegations answered as recorded
+    assert alone.identical
+    assert alone.children == []
+
+    edited = await store.load(tree.checker)
+    assert edited is not None
+    raw = json.loads(edited.to_json())
+    raw["stop_reason"] = "max_steps"
+    await anyio.to_thread.run_sync(store.write_raw, tree.checker, json.dumps(raw))
+    diverged = await replay(lead, store=store)
+    assert not diverged.identical
+    assert diverged.divergence is None  # the lead's own trajectory is the recorded one
+    assert diverged.children[0].children[0].divergence is not None
+    text = diverged.describe()
+    assert f"delegated run {tree.checker}" in text
+    assert "recorded: stop: max_steps" in text
+    assert text.endswith("the tree diverged: a run below this one did not take its recorded path")
+
+
+def test_boundloop_replay_with_the_store_replays_the_tree(tmp_path: Path) -> None:
+    """`boundloop replay TASK --store S` (in a process of its own) reports each run of the tree,
+    indented under its parent."""
+    path = tmp_path / "runs.db"
+    tree = make_tree(path)
+    lines = cli("replay", tree.lead, "--store", str(path)).splitlines()
+    titles = [line for line in lines if "recorded steps" in line]
+    assert titles == [
+        f"replay of task {tree.lead}: 3 recorded steps",
+        f"  delegated run {tree.first}: 2 recorded steps",
+        f"    delegated run {tree.checker}: 1 recorded steps",
+        f"  delegated run {tree.second}: 1 recorded steps",
+    ]
+    assert len([line for line in lines if "identical:" in line]) == 4

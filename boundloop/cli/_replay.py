@@ -77,7 +77,7 @@ async def _replay_from(
         assert store_path is not None
         recorded = await load_state(store, store_path, source)
     try:
-        return await replay(recorded, loop=loop)
+        return await replay(recorded, loop=loop, store=store)  # with the runs it delegated to
     except UnicodeDecodeError as exc:
         raise CommandError(f"{source} is not a trace or a state file: it is not UTF-8 text") from exc
     except (CheckpointCorrupt, LoopError) as exc:  # TaskNotFound is a LoopError
