@@ -45,6 +45,8 @@ WORK: Final[Mapping[Phase, Callable[[RunContext], Awaitable[Trigger]]]] = {
     Phase.OBSERVE: observe,
 }
 """The work of each state; `stopped` has none."""
+_VALUES: Final[Mapping[Phase | Trigger, str]] = {member: member.value for member in (*Phase, *Trigger)}
+"""Each state's and trigger's own value, read once: a member's `.value` is a property call."""
 
 
 async def execute(
@@ -292,9 +294,9 @@ def fire(ctx: RunContext, trigger: Trigger) -> Transition:
         step=state.step,
         # Plain strings in the event, as they read back from JSON: each member's own value
         # (`str(member)` would copy it: three strings kept with every transition of the trace).
-        source=source.value,
-        dest=dest.value,
-        trigger=trigger.value,
+        source=_VALUES[source],
+        dest=_VALUES[dest],
+        trigger=_VALUES[trigger],
         guard=guard,
         duration_s=duration,
     )
