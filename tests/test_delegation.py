@@ -404,3 +404,38 @@ async def test_a_child_denied_by_the_human_answers_its_parent_with_what_it_did_t
     assert result.stop_reason is StopReason.COMPLETED
     assert [answer.content for answer in result.state.observations] == ["not refunded"]
     assert effects == []
+
+
+@pytest.mark.parametrize("stop", [StopReason.CANCELLED, StopReason.TIMEOUT])
+async def test_cancel_and_timeout_stop_the_whole_tree_every_checkpoint_saying_so(stop: StopReason) -> None:
+    """The child's tool is in flight when the lead's cancel event is set (or the tree's deadline
+    passes): the child stops, then the lead, each checkpoint recording the stop."""
+    store = MemoryStore()
+    cancel = anyio.Event()
+    started = anyio.Event()
+
+    @tool
+    async def wait_forever() -> str:
+        """Wait."""
+        started.set()
+        if stop is StopReason.CANCELLED:
+            cancel.set()
+        await anyio.sleep_forever()
+        raise AssertionError("not reached")
+
+    researcher = researcher_loop(tool_use(("wait_forever", {})), tools=[wait_forever], store=store)
+    lead = lead_loop(
+        [tool_use(("research", {"task": "x"}))],
+        researcher.as_tool("research", description="Research."),
+        store=store,
+        budget=Budget(max_steps=3, timeout_s=0.2 if stop is StopReason.TIMEOUT else None),
+    )
+    with anyio.fail_after(10):
+        result = await lead.run("go", cancel=cancel)
+    assert started.is_set()
+    assert result.stop_reason is stop
+    (child_id,) = result.state.children
+    for task_id in (result.state.task_id, child_id):
+        saved = await store.load(task_id)
+        assert saved is not None
+        assert saved.stop_reason is stop, task_id

@@ -203,8 +203,12 @@ async def _run(
             else:
                 abort(ctx, StopReason.TIMEOUT, f"the run exceeded timeout_s={timeout}")
     except anyio.get_cancelled_exc_class():
-        # Cancellation from outside: answer every call, record it, and re-raise it.
-        abort(ctx, StopReason.CANCELLED, "the task running the loop was cancelled")
+        # Cancellation from outside: answer every call, record it, and re-raise it. A delegated
+        # run cut by its tree's deadline (its parent's scope, the same deadline) timed out.
+        if ctx.tree is not None and ctx.deadline is not None and anyio.current_time() >= ctx.deadline:
+            abort(ctx, StopReason.TIMEOUT, "the tree it runs in exceeded its timeout_s")
+        else:
+            abort(ctx, StopReason.CANCELLED, "the task running the loop was cancelled")
         raise
     except BaseException as exc:
         ctx.error("exception", exc)
