@@ -206,7 +206,7 @@ async def _run(
                 abort(ctx, StopReason.TIMEOUT, f"the run exceeded timeout_s={timeout}")
     except anyio.get_cancelled_exc_class():
         # Cancellation from outside: answer every call, record it, and re-raise it.
-        abort(ctx, StopReason.CANCELLED, "the task running the loop was cancelled")
+        _cut_from_outside(ctx)
         raise
     except BaseException as exc:
         ctx.error("exception", exc)
@@ -220,6 +220,15 @@ async def _run(
         _record_stop(ctx)
         if checkpoints is not None:
             await checkpoints.last()
+
+
+def _cut_from_outside(ctx: RunContext) -> None:
+    """The task running the run was cancelled: `cancelled`; a delegated run cut by its tree's
+    deadline (its parent's scope, with the same deadline, cut first) timed out."""
+    if ctx.tree is not None and ctx.deadline is not None and anyio.current_time() >= ctx.deadline:
+        abort(ctx, StopReason.TIMEOUT, "the tree it runs in exceeded its timeout_s")
+    else:
+        abort(ctx, StopReason.CANCELLED, "the task running the loop was cancelled")
 
 
 async def _first_event(
