@@ -1,13 +1,14 @@
 """The typed records a `LoopState` is made of; `boundloop.state` re-exports them.
 
 Slotted dataclasses; pydantic reads and writes them as part of `LoopState`'s JSON. The records
-built for every tool call (`ToolCall`, `CallResult`, `Observation`) and the turn are plain, like
-the events: a frozen dataclass's constructor sets each field through `object.__setattr__`, which
-made a 3-tool turn ~4 % dearer. Nothing changes them after creation; the rarer records stay
-frozen. They also take their fields positionally (in field order): called with keywords, a class
-gets them as a dict built for the call (~2x the cost). The loop builds each through its one factory
-(`ToolCall.of`, `CallResult.of`, `Turn.of`, `Observation.of`): a function called with keywords
-gets no dict, so the call sites name every field and only the factory knows the order.
+built for every tool call (`ToolCall`, `CallResult`, `Observation`), the turn and the response
+(`ModelResponse`) are plain, like the events: a frozen dataclass's constructor sets each field
+through `object.__setattr__`, which made a 3-tool turn ~4 % dearer. Nothing changes them after
+creation; the rarer records stay frozen. They also take their fields positionally (in field
+order): called with keywords, a class gets them as a dict built for the call (~2x the cost). The
+loop builds each through its one factory (`ToolCall.of`, `CallResult.of`, `Turn.of`,
+`Observation.of`, `ModelResponse.of`): a function called with keywords gets no dict, so the call
+sites name every field and only the factory knows the order.
 """
 
 from __future__ import annotations
@@ -311,7 +312,7 @@ class Observation:
 
 
 @final
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True)
 class ModelResponse:
     """A model response as the run keeps it: what the API sent, as JSON, without the SDK's objects.
 
@@ -324,14 +325,29 @@ class ModelResponse:
     model: str
     stop_reason: str | None
     """As sent: a value this SDK does not know stays as it is."""
-    stop_sequence: str | None = None
     content_json: list[dict[str, Any]]
     """The content blocks as the API sent them (the transcript holds this same list)."""
     usage_json: dict[str, Any]
     """`usage` as the API sent it."""
+    stop_sequence: str | None = None
     extra_json: dict[str, Any] | None = None
     """The envelope's other fields as the API sent them (`container`, `stop_details`, ...); None
     when it sent none."""
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        id: str,
+        model: str,
+        stop_reason: str | None,
+        stop_sequence: str | None,
+        content_json: list[dict[str, Any]],
+        usage_json: dict[str, Any],
+        extra_json: dict[str, Any] | None,
+    ) -> ModelResponse:
+        """The run's one way to build a `ModelResponse` (one a response), by position."""
+        return cls(id, model, stop_reason, content_json, usage_json, stop_sequence, extra_json)
 
     @property
     def content(self) -> list[ContentBlock]:

@@ -214,6 +214,9 @@ class LoopState:
     """The run that started this one as a delegation (`AgentLoop.as_tool`); None for a root."""
     children: list[str] = dataclasses.field(default_factory=empty_list)
     """The task ids of the runs this run started as delegations, in the order they started."""
+    waiting_on: dict[str, str] = dataclasses.field(default_factory=empty_dict)
+    """The calls of `pending_approvals` that are not this run's but a delegated run's below it
+    (the tree waits for them): tool_use_id -> the task id of the run whose call it is."""
     signature: str | None = None
     """HMAC-SHA256 of the rest of the state, in a `SignedStore`
     (which verifies it on load); a loop without a key ignores it."""

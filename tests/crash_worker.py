@@ -10,7 +10,9 @@ MODE is one of:
   the process dies between the post-batch checkpoint and that call;
 - `resume`: resume TASK_ID from DB with the rest of the script and print the result as JSON;
 - `run-approval`: run the refund loop until it waits for a human and print the pending ids;
-- `resume-approval`: resume it with `APPROVALS_JSON` (`{tool_use_id: true | false | reason}`).
+- `resume-approval`: resume it with `APPROVALS_JSON` (`{tool_use_id: true | false | reason}`);
+- `kill-in-child-tool`: a lead delegates to a child (`as_tool`) whose first `charge` applies
+  its effect, prints `IN_FLIGHT` and blocks, so the parent can SIGKILL the whole tree.
 
 The LEDGER is a SQLite file: `effects` holds one row per idempotency key whose effect was
 applied (`INSERT OR IGNORE`), `calls` one row per handler invocation (with the process id).
@@ -38,7 +40,14 @@ from boundloop.testing import Request, ScriptedClient, ScriptItem
 
 JSON = dict[str, Any]
 
-MODES: Final = ("kill-in-tool", "kill-before-model", "resume", "run-approval", "resume-approval")
+MODES: Final = (
+    "kill-in-tool",
+    "kill-before-model",
+    "resume",
+    "run-approval",
+    "resume-approval",
+    "kill-in-child-tool",
+)
 IN_FLIGHT: Final = "IN_FLIGHT"
 """Printed by `charge` in `kill-in-tool` mode once its effect is applied."""
 MODEL_CALL: Final = "MODEL_CALL"
@@ -110,6 +119,31 @@ APPROVAL_SCRIPT: Final[list[ScriptItem]] = [
     echo_tool_results,
 ]
 """Two refunds needing approval in one batch, then an answer echoing what came back."""
+
+
+DELEGATE_ID: Final = "toolu_delegate"
+LEAD_SCRIPT: Final[list[ScriptItem]] = [
+    tool_use(("billing", {"task": "Charge order O-1 once it is confirmed."}, DELEGATE_ID)),
+    text("the child charged it"),
+]
+"""The lead of `kill-in-child-tool`: one delegation to the billing child, then the answer."""
+
+
+def build_tree(
+    db: Path, ledger: Path, mode: str, lead_script: Sequence[ScriptItem], child_script: Sequence[ScriptItem]
+) -> AgentLoop:
+    """A lead whose `billing` tool runs `build_loop`'s charging loop as its child, both
+    checkpointing to `db`."""
+    child = build_loop(db, ledger, "kill-in-tool" if mode == "kill-in-child-tool" else "resume", child_script)
+    return AgentLoop(
+        ScriptedClient(lead_script),
+        model="claude-sonnet-4-6",
+        tools=[child.as_tool("billing", description="Charge orders.")],
+        budget=Budget(max_steps=4, max_tool_calls=6, max_depth=1),
+        metrics=None,
+        store=SQLiteStore(db),
+        name="crash_lead",
+    )
 
 
 def script_for(mode: str) -> list[ScriptItem]:
@@ -201,7 +235,10 @@ async def main(db: Path, ledger: Path, mode: str, task_id: str, approvals: Mappi
     if mode in ("resume", "resume-approval"):
         print(await resume_loop(db, ledger, mode, task_id, approvals or None), flush=True)
         return 0
-    loop = build_loop(db, ledger, mode, script_for(mode))
+    if mode == "kill-in-child-tool":
+        loop = build_tree(db, ledger, mode, LEAD_SCRIPT, SCRIPT)
+    else:
+        loop = build_loop(db, ledger, mode, script_for(mode))
     result = await loop.run(APPROVAL_GOAL if mode == "run-approval" else GOAL, task_id=task_id)
     pending = [p.tool_use_id for p in result.state.pending_approvals]
     print(json.dumps({"stop_reason": str(result.stop_reason), "pending": pending}), flush=True)

@@ -140,6 +140,57 @@ async def test_a_run_killed_while_its_tool_is_in_flight_resumes_and_charges_once
     assert after.stop_reason is StopReason.COMPLETED
 
 
+async def test_a_tree_killed_while_its_childs_tool_is_in_flight_resumes_that_same_child(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL while the delegated child's `charge` is in flight: both runs are checkpointed,
+    linked. Resuming the lead runs its delegation again, which finds the child by the call's
+    idempotency key and resumes it (never a fresh one): the charge runs again under the same key
+    and lands once."""
+    db, ledger, task_id = tmp_path / "runs.db", tmp_path / "ledger.db", "crash-in-child"
+    await kill_at(crash_worker.IN_FLIGHT, db, ledger, "kill-in-child-tool", task_id)
+
+    lead = await stored(db, task_id)
+    assert str(lead.phase) == "act"
+    (child_id,) = [row.task_id for row in await SQLiteStore(db).list() if row.task_id != task_id]
+    assert lead.children in (
+        [],
+        [child_id],
+    )  # the lead's next checkpoint names it; the child names its parent
+    child = await stored(db, child_id)
+    assert child.parent_task_id == task_id
+    assert str(child.phase) == "act"
+    key = f"{child_id}:1:{CHARGE_ID}"
+    effects, calls = await read_ledger(ledger)
+    assert effects == [(key, "O-1")]
+    (killed_pid,) = {pid for _, _, pid in calls}
+
+    tree = crash_worker.build_tree(
+        db,
+        ledger,
+        "resume",
+        crash_worker.LEAD_SCRIPT[len(lead.responses) :],
+        crash_worker.SCRIPT[len(child.responses) :],
+    )
+    with anyio.fail_after(DEADLINE_S):
+        result = await tree.resume(task_id)
+
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.answer == "the child charged it"
+    assert result.state.children == [child_id]  # the same child: no fresh one started
+    assert [(o.tool_use_id, o.content) for o in result.state.observations] == [
+        (crash_worker.DELEGATE_ID, "charged")
+    ]
+    effects, calls = await read_ledger(ledger)
+    assert effects == [(key, "O-1")]  # one effect
+    charges = [(k, pid) for tool, k, pid in calls if tool == "charge"]
+    assert charges == [(key, killed_pid), (key, os.getpid())]  # run again, under the same key
+    after = await stored(db, child_id)
+    assert after.stop_reason is StopReason.COMPLETED
+    assert [row.task_id for row in await SQLiteStore(db).list()].count(child_id) == 1
+    assert len(await SQLiteStore(db).list()) == 2  # the lead and its one child
+
+
 @pytest.mark.asyncio_only  # the work is in the workers: one event loop is enough
 async def test_a_run_killed_before_its_next_model_call_resumes_in_a_new_process(tmp_path: Path) -> None:
     """SIGKILL between the post-batch checkpoint and the next model call: a fresh worker resumes

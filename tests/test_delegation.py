@@ -19,7 +19,7 @@ import httpx2
 import pydantic
 import pytest
 
-from boundloop import AgentLoop, Budget, LoopState, MemoryStore, ScriptedClient, StopReason
+from boundloop import AgentLoop, Budget, LoopState, MemoryStore, ScriptedClient, StopReason, ToolContext, tool
 from boundloop.events import Event, RunStarted, Stop
 from tests.fake_api import MODEL, FakeAPI, message, text_block, tool_use_block
 from tests.helpers import JSON, text, tool_use
@@ -310,3 +310,132 @@ async def test_a_delegation_tool_called_as_its_function_runs_the_child_alone() -
     researcher = researcher_loop(text("alone"))
     tool = researcher.as_tool("research", description="Research.")
     assert await tool(task="x") == "alone"  # type: ignore[misc]
+
+
+def refund_tool(effects: list[str]) -> Any:
+    """A side-effecting tool a human approves; each run appends its idempotency key."""
+
+    @tool(side_effect=True, requires_approval=True)
+    async def issue_refund(order_id: str, ctx: ToolContext) -> str:
+        """Refund an order."""
+        effects.append(ctx.idempotency_key)
+        return f"refunded {order_id}"
+
+    return issue_refund
+
+
+async def test_a_child_that_needs_a_human_stops_the_tree_and_resume_continues_the_child_then_the_parent() -> (
+    None
+):
+    """The child's refund waits for approval: the lead stops `needs_human` too, the refund listed
+    on it; beside it, the lead's other call ran and keeps its result. `resume(root, approvals=...)`
+    resumes the same child (which refunds once), then the lead reads its answer and completes."""
+    store = MemoryStore()
+    effects: list[str] = []
+    lookups: list[str] = []
+
+    @tool
+    async def look_up(order_id: str) -> str:
+        """Look an order up."""
+        lookups.append(order_id)
+        return f"{order_id}: paid"
+
+    researcher = researcher_loop(
+        tool_use(("issue_refund", {"order_id": "O-1"}, "toolu_refund")),
+        text("refunded O-1"),
+        tools=[refund_tool(effects)],
+        store=store,
+    )
+    lead = lead_loop(
+        [
+            tool_use(
+                ("look_up", {"order_id": "O-1"}, "toolu_look"),
+                ("refunds", {"task": "refund O-1"}, "toolu_del"),
+            ),
+            text("done"),
+        ],
+        look_up,
+        researcher.as_tool("refunds", description="Handle refunds."),
+        store=store,
+    )
+    waiting = await lead.run("Refund O-1.")
+    root = waiting.state.task_id
+    (child_id,) = waiting.state.children
+    assert waiting.stop_reason is StopReason.NEEDS_HUMAN
+    assert [p.tool_use_id for p in waiting.state.pending_approvals] == ["toolu_refund"]
+    assert waiting.state.waiting_on == {"toolu_refund": child_id}
+    assert "approval required for issue_refund in the delegated run" in (waiting.state.stop_detail or "")
+    stored_child = await store.load(child_id)
+    assert stored_child is not None
+    assert stored_child.stop_reason is StopReason.NEEDS_HUMAN
+    assert effects == []
+
+    result = await lead.resume(root, approvals={"toolu_refund": True})
+    assert result.stop_reason is StopReason.COMPLETED
+    assert result.state.children == [child_id]  # the same child, resumed: no fresh one
+    assert len(effects) == 1  # the refund ran once
+    assert effects[0].startswith(f"{child_id}:")
+    assert lookups == ["O-1"]  # the lead's other call ran once, before the stop
+    contents = {answer.tool_use_id: answer.content for answer in result.state.observations}
+    assert contents == {"toolu_look": "O-1: paid", "toolu_del": "refunded O-1"}
+    child = await store.load(child_id)
+    assert child is not None
+    assert child.stop_reason is StopReason.COMPLETED
+    assert result.state.pending_approvals == []
+    assert result.state.waiting_on == {}
+
+
+async def test_a_child_denied_by_the_human_answers_its_parent_with_what_it_did_then() -> None:
+    store = MemoryStore()
+    effects: list[str] = []
+    researcher = researcher_loop(
+        tool_use(("issue_refund", {"order_id": "O-1"}, "toolu_refund")),
+        text("not refunded"),
+        tools=[refund_tool(effects)],
+        store=store,
+    )
+    lead = lead_loop(
+        [tool_use(("refunds", {"task": "refund O-1"})), text("done")],
+        researcher.as_tool("refunds", description="Handle refunds."),
+        store=store,
+    )
+    waiting = await lead.run("Refund O-1.")
+    result = await lead.resume(waiting.state.task_id, approvals={"toolu_refund": "not today"})
+    assert result.stop_reason is StopReason.COMPLETED
+    assert [answer.content for answer in result.state.observations] == ["not refunded"]
+    assert effects == []
+
+
+@pytest.mark.parametrize("stop", [StopReason.CANCELLED, StopReason.TIMEOUT])
+async def test_cancel_and_timeout_stop_the_whole_tree_every_checkpoint_saying_so(stop: StopReason) -> None:
+    """The child's tool is in flight when the lead's cancel event is set (or the tree's deadline
+    passes): the child stops, then the lead, each checkpoint recording the stop."""
+    store = MemoryStore()
+    cancel = anyio.Event()
+    started = anyio.Event()
+
+    @tool
+    async def wait_forever() -> str:
+        """Wait."""
+        started.set()
+        if stop is StopReason.CANCELLED:
+            cancel.set()
+        await anyio.sleep_forever()
+        raise AssertionError("not reached")
+
+    researcher = researcher_loop(tool_use(("wait_forever", {})), tools=[wait_forever], store=store)
+    lead = lead_loop(
+        [tool_use(("research", {"task": "x"}))],
+        researcher.as_tool("research", description="Research."),
+        store=store,
+        budget=Budget(max_steps=3, timeout_s=0.2 if stop is StopReason.TIMEOUT else None),
+    )
+    with anyio.fail_after(10):
+        result = await lead.run("go", cancel=cancel)
+    assert started.is_set()
+    assert result.stop_reason is stop
+    (child_id,) = result.state.children
+    for task_id in (result.state.task_id, child_id):
+        saved = await store.load(task_id)
+        assert saved is not None
+        assert saved.stop_reason is stop, task_id

@@ -12,7 +12,7 @@ import pytest
 
 from boundloop import MemoryStore, tool
 from boundloop.events import CallDecision, Proposal, ToolResult, Transition
-from boundloop.records import CallResult, Observation, ToolCall, Turn
+from boundloop.records import CallResult, ModelResponse, Observation, ToolCall, Turn
 from tests.helpers import scripted_loop, text, tool_use
 from tests.test_resume import TWO_REFUNDS, Ledger
 from tests.test_resume import make_loop as refund_loop
@@ -62,6 +62,15 @@ POSITIONAL_FIELDS: dict[type, list[str]] = {
         "final",
     ],
     Observation: ["step", "tool_use_id", "tool", "input", "outcome", "content", "attempts", "by_human"],
+    ModelResponse: [
+        "id",
+        "model",
+        "stop_reason",
+        "content_json",
+        "usage_json",
+        "stop_sequence",
+        "extra_json",
+    ],
 }
 """Each positionally built class -> its fields that take a position, in order. Its factory (`of`)
 passes them by position: a reordered declaration fails here before it swaps two values."""
@@ -81,6 +90,7 @@ FACTORIES: list[Callable[..., object]] = [
     ToolCall.of,
     CallResult.of,
     Turn.of,
+    ModelResponse.of,
 ]
 """The factories that take each field by name (Observation's takes a `CallResult`)."""
 

@@ -13,6 +13,7 @@ from boundloop import AgentLoop, Budget, LoopResult, LoopState, ScriptedClient, 
 from boundloop.events import Transition
 from boundloop.records import ModelResponse
 from boundloop.statemachine.table import Phase, Trigger
+from tests.fake_api import Body, FakeAPI
 from tests.helpers import text, tool_use
 
 
@@ -113,3 +114,59 @@ async def test_a_transition_event_keeps_the_table_s_own_strings() -> None:
         assert move.source is Phase(move.source).value
         assert move.dest is Phase(move.dest).value
         assert move.trigger is Trigger(move.trigger).value
+
+
+async def test_a_record_of_a_received_response_is_the_record_of_its_json() -> None:
+    """A response received over HTTP (its envelope's optional fields, a field this SDK does not
+    model) is recorded as the record read from the JSON the API sent: the same values, its
+    envelope's other fields in the same order, and written back as that JSON."""
+    body = {
+        "id": "msg_01",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-6",
+        "container": {"id": "container_1", "expires_at": "2026-01-01T00:00:00Z"},
+        "content": [{"type": "text", "text": "done"}],
+        "stop_reason": "stop_sequence",
+        "stop_sequence": "END",
+        "stop_details": None,
+        "usage": {"input_tokens": 3, "output_tokens": 1, "cache_read_input_tokens": 0},
+        "novel_field": {"kept": [1, 2]},
+    }
+    api = FakeAPI([Body(json=body)])
+    loop = AgentLoop(api.client(), model="claude-sonnet-4-6", budget=Budget(max_steps=2), metrics=None)
+    result = await loop.run("Say done.")
+    assert result.answer == "done"
+    (live,) = result.state.responses
+    raw = json.loads(result.state.to_json())
+    raw["responses"] = [body]
+    (read,) = LoopState.from_json(json.dumps(raw)).responses
+    assert live == read
+    assert live.extra_json is not None
+    assert read.extra_json is not None
+    assert list(live.extra_json) == list(read.extra_json) == ["container", "stop_details", "novel_field"]
+    assert live.json() == body
+    assert json.loads(result.state.to_json())["responses"] == [body]
+
+
+async def test_a_response_whose_envelope_field_has_the_wrong_type_fails_the_run() -> None:
+    """An `id` that is not a string (the SDK does not check a 200's body) is not recorded: the
+    run fails with the error a stored response of that JSON gets."""
+    body = {
+        "id": 5,
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-6",
+        "content": [{"type": "text", "text": "done"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 3, "output_tokens": 1},
+    }
+    api = FakeAPI([Body(json=body)])
+    loop = AgentLoop(api.client(), model="claude-sonnet-4-6", budget=Budget(max_steps=2), metrics=None)
+    result = await loop.run("Say done.")
+    assert result.stop_reason == "failed"
+    assert result.state.responses == []
+    assert [(error.type, error.message[:20]) for error in result.state.errors] == [
+        ("ValueError", "not a Message: {'id'")
+    ]

@@ -43,7 +43,7 @@ def _load_messages(raw: object) -> list[MessageParam]:
     return raw  # pyright: ignore[reportUnknownVariableType]
 
 
-_ENVELOPE: Final = frozenset(
+ENVELOPE: Final = frozenset(
     {"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"}
 )
 """The fields of a response `ModelResponse` keeps in fields of its own (or knows: type, role)."""
@@ -63,8 +63,8 @@ def response_of(data: Mapping[str, Any], content: list[dict[str, Any]]) -> Model
         stop_sequence is None or isinstance(stop_sequence, str)
     ):
         raise ValueError(f"not a Message: {dict(data)!r}")
-    extra = {key: value for key, value in data.items() if key not in _ENVELOPE}
-    return ModelResponse(
+    extra = {key: value for key, value in data.items() if key not in ENVELOPE}
+    return ModelResponse.of(
         id=id_,
         model=model,
         stop_reason=stop_reason,

@@ -13,24 +13,26 @@ stop answers it with an error naming the stop reason and the child's task id.
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import pydantic
 
 from ..records import StopReason
-from ..tools import Tool
+from ..state import LoopResult
+from ..statemachine.table import Phase
+from ..tools import Tool, ToolContext
 from .context import RunContext, Watch
 from .ledger import Node
+from .output import output_of
 from .results import Failure
-from .sessions import start_new
-from .tree import CURRENT, add_usage, joining, open_tree
+from .sessions import resume, start_new
+from .tree import CURRENT, add_usage, decided, joining, open_tree, waits_for_approvals
 
 if TYPE_CHECKING:
     from ..events import Event
-    from ..state import LoopResult
     from .config import EventHook, LoopConfig
 
 TASK_SCHEMA: Final = {
@@ -45,6 +47,11 @@ TASK_SCHEMA: Final = {
     "additionalProperties": False,
 }
 """The input of a delegation tool: the child's task."""
+
+ALONE: Final[ToolContext[Any]] = ToolContext(
+    task_id="", trace_id="", step=0, tool_use_id="", idempotency_key=""
+)
+"""The context of a delegation tool called as its function, outside any run."""
 
 
 def delegation_tool(
@@ -61,8 +68,8 @@ def delegation_tool(
         ConfigurationError: a name the API rejects, an empty description, a bad timeout.
     """
 
-    async def delegate(task: str) -> object:
-        return await run_child(config_of(), task)
+    async def delegate(task: str, context: ToolContext = ALONE) -> object:
+        return await run_child(config_of(), task, context)
 
     return Tool(
         name=name,
@@ -74,18 +81,27 @@ def delegation_tool(
     )
 
 
-async def run_child(config: LoopConfig, task: str) -> str | Failure:
+async def run_child(config: LoopConfig, task: str, context: ToolContext = ALONE) -> str | Failure:
     """Run `task` on `config`'s loop as a child of the current run (a run alone when the tool is
-    called outside any run), and answer with its outcome."""
+    called outside any run), and answer with its outcome.
+
+    The child's task id is derived from the call's idempotency key, so the call run again (its
+    parent resumed after a crash, or after a human decided) finds its child in the child loop's
+    store: one killed mid-run continues, one waiting for a human is resumed with the decisions
+    its parent's resume was given, one that stopped answers as it stopped. A child that stops
+    waiting for approvals (and can be resumed: its loop has a store) is noted on the parent's
+    node: the parent stops `needs_human` after its batch (`hold_for_children`).
+    """
     parent = CURRENT.get()
-    if parent is None:  # the tool called as its function, outside a run
+    if parent is None or context is ALONE:  # the tool called as its function, outside a run
         return outcome(await start_new(config, task), config)
     node = open_tree(parent)
-    denied = _denied(parent, node)
-    if denied is not None:
-        return Failure(denied)
-    task_id = os.urandom(16).hex()
-    parent.state.children.append(task_id)  # before it starts: a checkpoint names it
+    task_id = child_task_id(context.idempotency_key)
+    if task_id not in parent.state.children:
+        denied = _denied(parent, node)
+        if denied is not None:
+            return Failure(denied)
+        parent.state.children.append(task_id)  # before it starts: a checkpoint names it
     own = config.spec.budget.max_depth
     depth = node.depth + 1
     child = Node(
@@ -96,17 +112,55 @@ async def run_child(config: LoopConfig, task: str) -> str | Failure:
         parent_task_id=parent.state.task_id,
     )
     with joining(child):
-        result = await start_new(
+        result = await _start_or_continue(config, task, task_id, parent)
+    node.children_usage = add_usage(node.children_usage, result.usage)
+    if config.store is not None and waits_for_approvals(result.state):
+        node.waiting[context.tool_use_id] = result.state
+    return outcome(result, config)
+
+
+def child_task_id(key: str) -> str:
+    """The task id of the child a delegation's call runs: the same for the same call."""
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+async def _start_or_continue(
+    config: LoopConfig, task: str, task_id: str, parent: RunContext
+) -> LoopResult[Any]:
+    """Start the child, or continue the one its call started before (found in its store)."""
+    wiring: dict[str, Any] = {
+        "on_event": _relay(parent),
+        "watch": None if parent.watch is None else Watch(parent.watch.deliver, parent.watch.delta),
+        "deps": parent.deps,
+    }
+    store = config.store
+    stored = None if store is None else await store.load(task_id)
+    if stored is None:
+        return await start_new(
             config,
             task,
             task_id=task_id,
-            trace_id=parent.state.trace_id,  # one trace for the tree
-            on_event=_relay(parent),
-            watch=None if parent.watch is None else Watch(parent.watch.deliver, parent.watch.delta),
-            deps=parent.deps,
+            trace_id=parent.state.trace_id,
+            **wiring,  # one trace for the tree
         )
-    node.children_usage = add_usage(node.children_usage, result.usage)
-    return outcome(result, config)
+    if stored.phase is not Phase.STOPPED:  # killed mid-run: the same run continues
+        return await resume(config, task_id, approvals=None, reply=None, cancel=None, **wiring)
+    if waits_for_approvals(stored):
+        decisions = decided()
+        mine = {
+            p.tool_use_id: decisions[p.tool_use_id]
+            for p in stored.pending_approvals
+            if p.tool_use_id in decisions
+        }
+        if len(mine) == len(stored.pending_approvals):
+            return await resume(config, task_id, approvals=mine, reply=None, cancel=None, **wiring)
+    return LoopResult(  # it stopped: it answers as it stopped, nothing of it runs again
+        stop_reason=stored.stop_reason or StopReason.FAILED,
+        answer=stored.answer,
+        state=stored,
+        events=[],
+        output=output_of(config.output, stored.answer),
+    )
 
 
 def _denied(parent: RunContext, node: Node) -> str | None:

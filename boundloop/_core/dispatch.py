@@ -28,6 +28,7 @@ from .answers import answer_open_calls, finish
 from .budget import take_tool_call
 from .context import YIELD_EVERY, Planned, RunContext
 from .results import refused, to_result, truncate
+from .tree import hold_for_children
 from .validation import fill_copies
 
 
@@ -64,6 +65,9 @@ async def act(ctx: RunContext) -> Trigger:
     ctx.state.earlier_text = ""
     await dispatch(ctx, turn, plan)
     fill_copies(turn)
+    if ctx.tree is not None and ctx.tree.waiting:  # delegated runs wait for a human: so does this one
+        hold_for_children(ctx, turn)
+        return Trigger.ACTED
     failed = (  # read only to stop the run at a failure
         [answer for answer in turn.answers if answer is not None and answer.attempts and answer.is_error]
         if ctx.config.spec.policy.on_tool_error == "stop"

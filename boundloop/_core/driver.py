@@ -45,6 +45,8 @@ WORK: Final[Mapping[Phase, Callable[[RunContext], Awaitable[Trigger]]]] = {
     Phase.OBSERVE: observe,
 }
 """The work of each state; `stopped` has none."""
+_VALUES: Final[Mapping[Phase | Trigger, str]] = {member: member.value for member in (*Phase, *Trigger)}
+"""Each state's and trigger's own value, read once: a member's `.value` is a property call."""
 
 
 async def execute(
@@ -205,7 +207,7 @@ async def _run(
                 abort(ctx, StopReason.TIMEOUT, f"the run exceeded timeout_s={timeout}")
     except anyio.get_cancelled_exc_class():
         # Cancellation from outside: answer every call, record it, and re-raise it.
-        abort(ctx, StopReason.CANCELLED, "the task running the loop was cancelled")
+        _cut_from_outside(ctx)
         raise
     except BaseException as exc:
         ctx.error("exception", exc)
@@ -219,6 +221,15 @@ async def _run(
         _record_stop(ctx)
         if checkpoints is not None:
             await checkpoints.last()
+
+
+def _cut_from_outside(ctx: RunContext) -> None:
+    """The task running the run was cancelled: `cancelled`; a delegated run cut by its tree's
+    deadline (its parent's scope, with the same deadline, cut first) timed out."""
+    if ctx.tree is not None and ctx.deadline is not None and anyio.current_time() >= ctx.deadline:
+        abort(ctx, StopReason.TIMEOUT, "the tree it runs in exceeded its timeout_s")
+    else:
+        abort(ctx, StopReason.CANCELLED, "the task running the loop was cancelled")
 
 
 async def _first_event(
@@ -293,9 +304,9 @@ def fire(ctx: RunContext, trigger: Trigger) -> Transition:
         step=state.step,
         # Plain strings in the event, as they read back from JSON: each member's own value
         # (`str(member)` would copy it: three strings kept with every transition of the trace).
-        source=source.value,
-        dest=dest.value,
-        trigger=trigger.value,
+        source=_VALUES[source],
+        dest=_VALUES[dest],
+        trigger=_VALUES[trigger],
         guard=guard,
         duration_s=duration,
     )

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Final, Literal, Protocol, final
 
 if TYPE_CHECKING:
     from ..records import Usage
+    from ..state import LoopState
 
 CeilingName = Literal["max_total_tokens", "max_cost_usd"]
 
@@ -178,10 +179,10 @@ class TreeLedger:
 
 @final
 class Node:
-    """A run's place in a delegation tree: the tree's ledger and deadline, its depth, and the
-    usage of the children it ran (each child's own tree total)."""
+    """A run's place in a delegation tree: the tree's ledger and deadline, its depth, the usage
+    of the children it ran (each child's own tree total) and those waiting for a human."""
 
-    __slots__ = ("children_usage", "deadline", "depth", "ledger", "max_depth", "parent_task_id")
+    __slots__ = ("children_usage", "deadline", "depth", "ledger", "max_depth", "parent_task_id", "waiting")
 
     def __init__(
         self,
@@ -202,3 +203,6 @@ class Node:
         self.parent_task_id = parent_task_id
         self.children_usage: Usage | None = None
         """The children's usage, summed as they stop (None: none stopped yet)."""
+        self.waiting: dict[str, LoopState] = {}
+        """The children of the current batch that stopped waiting for a human, by the tool_use_id
+        of the call that ran them: the run stops `needs_human` after its batch."""

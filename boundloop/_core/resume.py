@@ -6,7 +6,9 @@ one run again under the same idempotency key, once validation decided them again
 stopped with `needs_human` for approvals or for the model's question goes back to `validate`:
 the provisional answers the transcript got at the stop are replaced by the human's decisions,
 and the calls left to run are decided again against the resuming loop's registry, policy and
-budget before any runs. A human's approval answers the approval requirement only; a call the
+budget before any runs. A run that waits for a delegated run's calls (`state.waiting_on`) runs
+its delegation's call again, which resumes that run with their decisions
+(`_core/delegation.py`). A human's approval answers the approval requirement only; a call the
 resuming loop forbids, does not know or has no budget for does not run.
 
 A run stopped `cancelled` (a person stopped it) goes on to `assemble`: its transcript as the
@@ -62,13 +64,16 @@ def prepare(
             turn.answers[index] = _approval(call.name, decided[call.id], turn, index)
             if turn.answers[index] is None:  # recorded: a crash before it ran does not ask again
                 turn.decisions[index] = HUMAN_APPROVED
-        elif decision in ("execute", HUMAN_APPROVED):
-            turn.answers[index] = None  # held back only because the batch waited: decided again
+        elif decision in ("execute", HUMAN_APPROVED) and index not in turn.invoked:
+            # Held back because the batch waited (or its delegated run did): decided again. A
+            # call that ran beside a waiting delegation keeps its result.
+            turn.answers[index] = None
     record: dict[str, object] = {"from_phase": "stopped", "from_stop": "needs_human"}
     record["approvals"] = dict(decided)
     if state.escalation is not None:
         record["escalation"] = state.escalation.tool_use_id
     state.pending_approvals.clear()
+    state.waiting_on.clear()  # their decisions go down the tree with the delegation's call
     state.escalation = None
     state.phase = Phase.VALIDATE  # nothing runs before validation decided it again
     return record

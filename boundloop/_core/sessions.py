@@ -22,6 +22,7 @@ from .driver import execute
 from .envelope import new_state
 from .provenance import check_client
 from .resume import Decision, prepare
+from .tree import deciding
 
 if TYPE_CHECKING:
     from anthropic.types import MessageParam
@@ -139,10 +140,12 @@ async def resume(
         if state is None:
             raise TaskNotFound(task_id)
         check_resumed_settings(config, state)
+        below = {key: value for key, value in (approvals or {}).items() if key in state.waiting_on}
         resumed = prepare(state, approvals, reply)
-        return await execute(
-            config, state, cancel=cancel, on_event=on_event, resumed=resumed, watch=watch, deps=deps
-        )
+        with deciding(below):  # the decisions for delegated runs' calls, for their delegations
+            return await execute(
+                config, state, cancel=cancel, on_event=on_event, resumed=resumed, watch=watch, deps=deps
+            )
 
 
 def check_resumed_settings(config: LoopConfig, state: LoopState) -> None:

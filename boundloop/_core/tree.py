@@ -11,25 +11,54 @@ touches a ledger: a run that delegates opens its tree's ledger at its first dele
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from contextvars import ContextVar, Token
-from typing import Final
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final
 
 import anyio
 
-from ..records import Exceeded, Limit, Usage
+from ..events import ApprovalRequested, PendingCall
+from ..policy import ApprovalDecision
+from ..records import Exceeded, Limit, StopReason, Turn, Usage
 from ..statemachine.table import Trigger
 from .answers import finish
 from .budget import next_input_estimate, output_allowance
 from .context import RunContext
 from .ledger import Claim, Grant, Node, Shortfall, TreeLedger
 from .pricing import call_price, ceiling_price
+from .results import refused
+
+if TYPE_CHECKING:
+    from ..state import LoopState
 
 CURRENT: Final[ContextVar[RunContext | None]] = ContextVar("boundloop_current_run", default=None)
 """The run whose work is running in this task (its tool calls' tasks inherit it)."""
 
 _JOINING: Final[ContextVar[Node | None]] = ContextVar("boundloop_joining", default=None)
 """The node the next run started in this task joins (set by a delegation, taken by the run)."""
+
+
+_DECIDED: Final[ContextVar[Mapping[str, ApprovalDecision]]] = ContextVar(
+    "boundloop_decided", default=MappingProxyType({})
+)
+"""A resumed run's human decisions for calls of the delegated runs below it (by tool_use_id):
+read by its delegations, which resume the waiting runs with them."""
+
+
+@contextlib.contextmanager
+def deciding(decisions: Mapping[str, ApprovalDecision]) -> Generator[None]:
+    """The run resumed inside this block passes `decisions` down to its delegated runs."""
+    token = _DECIDED.set(decisions)
+    try:
+        yield
+    finally:
+        _DECIDED.reset(token)
+
+
+def decided() -> Mapping[str, ApprovalDecision]:
+    """The decisions the current resume passes down (empty: none)."""
+    return _DECIDED.get()
 
 
 def enter(ctx: RunContext) -> Token[RunContext | None]:
@@ -164,4 +193,52 @@ def add_usage(total: Usage | None, usage: Usage) -> Usage:
         if total.cache_savings_usd is None or usage.cache_savings_usd is None
         else total.cache_savings_usd + usage.cache_savings_usd,
         server_tool_uses=kinds,
+    )
+
+
+def waits_for_approvals(state: LoopState) -> bool:
+    """The run stopped `needs_human` for calls waiting for approval (not for the model's question)."""
+    return (
+        state.stop_reason is StopReason.NEEDS_HUMAN
+        and bool(state.pending_approvals)
+        and state.escalation is None
+        and state.turn is not None
+        and state.turn.awaiting_human
+    )
+
+
+def hold_for_children(ctx: RunContext, turn: Turn) -> None:
+    """Children of this batch wait for a human: the run stops `needs_human`, listing their waiting
+    calls as its own pending approvals (`state.waiting_on` says whose). Their delegation calls'
+    answers are provisional and the calls count as not run: `resume` runs them again, which
+    resumes the children; the other calls of the batch keep their results."""
+    node = ctx.tree
+    assert node is not None
+    waiting, node.waiting = node.waiting, {}
+    state = ctx.state
+    listed: list[str] = []
+    for index, call in enumerate(turn.calls):
+        child = waiting.get(call.id)
+        if child is None:
+            continue
+        listed.append(child.task_id)
+        turn.answers[index] = refused(
+            call, "denied", f"not run: the delegated run {child.task_id} waits for a human"
+        )
+        if index in turn.invoked:
+            turn.invoked.remove(index)
+        for pending in child.pending_approvals:
+            state.pending_approvals.append(pending)
+            state.waiting_on[pending.tool_use_id] = child.waiting_on.get(pending.tool_use_id, child.task_id)
+    turn.awaiting_human = True
+    ctx.event(
+        ApprovalRequested,
+        calls=[
+            PendingCall(tool=pending.tool, tool_use_id=pending.tool_use_id)
+            for pending in state.pending_approvals
+        ],
+    )
+    tools = ", ".join(pending.tool for pending in state.pending_approvals)
+    finish(
+        ctx, StopReason.NEEDS_HUMAN, f"approval required for {tools} in the delegated run {', '.join(listed)}"
     )

@@ -183,7 +183,7 @@ def _waiting(state: LoopState) -> Iterator[Problem]:
     ids = [] if turn is None else [call.id for call in turn.calls]
     pending = [approval.tool_use_id for approval in state.pending_approvals]
     for tool_use_id in pending:
-        if tool_use_id not in ids:
+        if tool_use_id not in ids and tool_use_id not in state.waiting_on:  # a delegated run's
             yield "pending_approvals", f"{tool_use_id!r} is not a call of the turn"
     escalation = state.escalation
     if escalation is not None and escalation.tool_use_id not in ids:

@@ -52,7 +52,11 @@ def checkpoint_key(key: bytes | str | None) -> bytes | None:
     return cast(bytes, key)
 
 
-_LATER_FIELDS: Final[tuple[tuple[str, object], ...]] = (("parent_task_id", None), ("children", []))
+_LATER_FIELDS: Final[tuple[tuple[str, object], ...]] = (
+    ("parent_task_id", None),
+    ("children", []),
+    ("waiting_on", {}),
+)
 """`LoopState` fields added since signing began, with their unset values."""
 
 
