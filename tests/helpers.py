@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -118,3 +121,18 @@ def scripted_loop(script: list[JSON], tools: list[Tool], **options: Any) -> Agen
     option overridden."""
     settings: JSON = {"model": "claude-sonnet-4-6", "budget": Budget(max_steps=3), "metrics": None}
     return AgentLoop(ScriptedClient(script), tools=tools, **(settings | options))
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def boundloop_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m boundloop ARGS` in a real process from the project's root, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "boundloop", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+    )

@@ -3,16 +3,13 @@ the recorded responses is cancelled as the recorded one was (`boundloop replay` 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
 
 from boundloop import AgentLoop, Budget, LoopResult, ScriptedClient, StopReason, replay, tool
 from boundloop.testing import Request
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import boundloop_cli
 
 
 @tool
@@ -57,13 +54,6 @@ def test_boundloop_replay_of_a_cancelled_run_exits_0(tmp_path: Path) -> None:
     result = anyio.run(cancelled_run)
     state = tmp_path / "state.json"
     state.write_text(result.state.to_json(), encoding="utf-8")
-    ran = subprocess.run(
-        [sys.executable, "-m", "boundloop", "replay", str(state)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=ROOT,
-    )
+    ran = boundloop_cli("replay", str(state))
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "identical" in ran.stdout

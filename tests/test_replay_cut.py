@@ -4,8 +4,6 @@ from its trace, in process and through `boundloop replay` in a subprocess."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -13,8 +11,8 @@ import pytest
 
 from boundloop import AgentLoop, Budget, CheckpointStore, LoopResult, ScriptedClient, StopReason, replay, tool
 from boundloop.testing import Request
+from tests.helpers import boundloop_cli
 
-ROOT = Path(__file__).resolve().parents[1]
 READ = {"type": "tool_use", "name": "read_order", "input": {"order_id": "O-1"}}
 SLOW = {"type": "tool_use", "name": "check_stock", "input": {"sku": "S-1"}}
 
@@ -99,13 +97,6 @@ def test_boundloop_replay_of_a_cut_run_exits_0(tmp_path: Path, stop: StopReason,
     trace = tmp_path / "trace.jsonl"
     result.write_events(trace)
     for path in (state, trace):
-        ran = subprocess.run(
-            [sys.executable, "-m", "boundloop", "replay", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            cwd=ROOT,
-        )
+        ran = boundloop_cli("replay", str(path))
         assert ran.returncode == 0, ran.stdout + ran.stderr
         assert "identical" in ran.stdout

@@ -38,37 +38,23 @@ def response_record(response: Message, content: object) -> ModelResponse:
     `content`, the transcript's blocks made from it (the same list: not a second copy).
 
     The record's own fields are read off the response and the rest of its envelope dumped
-    once, in the SDK's order (one walk of its fields, no envelope dict taken apart again);
-    a field of the wrong type is the `ValueError` of `response_of`, which reads the record
-    from JSON.
+    once, in the SDK's order; a field of the wrong type is the `ValueError` of
+    `response_of`, which reads the record from JSON.
     """
-    values = response.__dict__
-    sent = response.__pydantic_fields_set__
-    others = _OTHERS.get(type(response))
-    if others is None:
-        others = _OTHERS[type(response)] = tuple(
-            name for name in type(response).__pydantic_fields__ if name not in ENVELOPE
-        )
-    extra = {
-        name: value if type(value := values[name]) in _PLAIN else _json(value)
-        for name in others
-        if name in sent
-    }
-    if response.__pydantic_extra__:
-        extra.update(response.__pydantic_extra__)
-    id_ = values.get("id") if "id" in sent else None
-    model = values.get("model") if "model" in sent else None
+    sent = response.model_fields_set
+    id_ = response.id if "id" in sent else None
+    model = response.model if "model" in sent else None
     stop_reason = response.stop_reason  # as sent, a value the SDK does not know too
-    stop_sequence = values.get("stop_sequence") if "stop_sequence" in sent else None
+    stop_sequence = response.stop_sequence if "stop_sequence" in sent else None
     if (
         type(id_) is not str
         or type(model) is not str
         or (stop_reason is not None and type(stop_reason) is not str)
         or (stop_sequence is not None and type(stop_sequence) is not str)
     ):  # read as JSON is: the record, or the error naming the field
-        envelope = _sent(response)
+        envelope = _sent(response, _OWN)
         envelope["stop_reason"] = stop_reason
-        envelope["usage"] = _sent(response.usage)
+        envelope["usage"] = _sent(response.usage, _OWN)
         return response_of(envelope, cast(list[dict[str, Any]], content))
     return ModelResponse.of(
         id=id_,
@@ -76,39 +62,35 @@ def response_record(response: Message, content: object) -> ModelResponse:
         stop_reason=stop_reason,
         stop_sequence=stop_sequence,
         content_json=cast(list[dict[str, Any]], content),
-        usage_json=_sent(response.usage),
-        extra_json=extra or None,
+        usage_json=_sent(response.usage, _OWN),
+        extra_json=_sent(response, ENVELOPE) or None,
     )
 
 
-def _sent(model: BaseModel) -> dict[str, Any]:
-    """The fields the API sent of an SDK object (but `content` and `usage`), as JSON, in the SDK's order: a
-    nested object dumped with `exclude_unset`, as `model_dump` would (~3x faster than it, which
-    walks every field)."""
-    values = model.__dict__
-    sent = model.__pydantic_fields_set__
-    names = _FIELDS.get(type(model))
+def _sent(model: BaseModel, skip: frozenset[str]) -> dict[str, Any]:
+    """The fields the API sent of an SDK object but those in `skip`, as JSON, in the SDK's
+    order: a nested object dumped with `exclude_unset`, as `model_dump` would (~3x faster than
+    it, which walks every field); its extra fields last."""
+    sent = model.model_fields_set
+    key = (type(model), skip)
+    names = _FIELDS.get(key)
     if names is None:
-        names = _FIELDS[type(model)] = tuple(
-            name for name in type(model).__pydantic_fields__ if name not in _OWN
-        )
+        names = _FIELDS[key] = tuple(name for name in type(model).model_fields if name not in skip)
     fields = {
         # A string or a count as it is, without a call (the usual value).
-        name: value if type(value := values[name]) in _PLAIN else _json(value)
+        name: value if type(value := getattr(model, name)) in _PLAIN else _json(value)
         for name in names
         if name in sent
     }
-    return fields | model.__pydantic_extra__ if model.__pydantic_extra__ else fields
+    extra = model.model_extra
+    return fields | extra if extra else fields
 
 
 _OWN: Final = frozenset({"content", "usage"})
 """A response's fields `response_record` takes apart from the rest of its envelope."""
-_FIELDS: dict[type[BaseModel], tuple[str, ...]] = {}
-"""An SDK class's fields in its order, but `content` and `usage`."""
+_FIELDS: dict[tuple[type[BaseModel], frozenset[str]], tuple[str, ...]] = {}
+"""An SDK type's field names but those skipped, in its order, by (type, skipped)."""
 _PLAIN: Final = frozenset({str, int, float, bool, type(None)})
-"""The types of a JSON value kept as it is (not `bool`'s or `str`'s subclasses: an enum is dumped)."""
-_OTHERS: dict[type[BaseModel], tuple[str, ...]] = {}
-"""A response class's other fields, in its order: the record's `extra_json`, when sent."""
 
 
 def _json(value: object) -> object:
