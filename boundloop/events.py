@@ -419,11 +419,20 @@ class ThinkingDelta(BaseEvent):
 
 @dataclasses.dataclass(slots=True, kw_only=True)
 class ToolInputDelta(BaseEvent):
-    """A piece of a tool input's JSON as it streams (`AgentLoop.stream`)."""
+    """A piece of a tool input's JSON as it streams (`AgentLoop.stream`).
+
+    The first one of each tool call comes when the call's block starts, before any of its input,
+    with an empty `partial_json`: a front end can name the call (`tool_use_id`, `name`) while the
+    model is still writing its input. Every later piece carries the same id and name.
+    """
 
     kind: Literal["tool_input_delta"] = "tool_input_delta"
     index: int
     partial_json: str
+    tool_use_id: str
+    """The `id` of the `tool_use` (or `server_tool_use`, `mcp_tool_use`) block being written."""
+    name: str
+    """The tool the model is calling."""
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)

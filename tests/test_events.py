@@ -92,7 +92,7 @@ ONE_OF_EACH: list[BaseEvent] = [
     Error(**COMMON, error_kind="model_api", type="APIStatusError", message="boom", status_code=529),
     TextDelta(**COMMON, index=0, text="hi"),
     ThinkingDelta(**COMMON, index=0, thinking="hm"),
-    ToolInputDelta(**COMMON, index=1, partial_json='{"ke'),
+    ToolInputDelta(**COMMON, index=1, partial_json='{"ke', tool_use_id="toolu_01", name="add"),
     Compacted(**COMMON, tokens_before=160_000, tokens_after=3_000),
 ]
 

@@ -30,7 +30,16 @@ from boundloop import (
     tool,
 )
 from boundloop._base.scripted_stream import raw_events
-from boundloop.events import EVENT_KINDS, BaseEvent, Event, TextDelta, ThinkingDelta, ToolInputDelta, to_dict
+from boundloop.events import (
+    EVENT_KINDS,
+    BaseEvent,
+    Event,
+    TextDelta,
+    ThinkingDelta,
+    ToolInputDelta,
+    ToolResult,
+    to_dict,
+)
 from boundloop.redaction import Redaction
 from tests.docrun import python_blocks, runs_as_promised
 from tests.fake_api import Cut, FakeAPI
@@ -142,7 +151,15 @@ async def test_a_streamed_run_records_what_run_records(sdk: bool) -> None:
         if isinstance(event, TextDelta | ThinkingDelta | ToolInputDelta):
             pieces[event.index] = pieces.get(event.index, "") + piece(event)
     kinds = [event.kind for event in first if event.kind in DELTAS]
-    assert kinds == ["thinking_delta"] * 4 + ["text_delta"] * 5 + ["tool_input_delta"] * 4
+    assert kinds == ["thinking_delta"] * 4 + ["text_delta"] * 5 + ["tool_input_delta"] * 5
+    # the call is announced by its id and name when its block starts, before any of its input
+    inputs = [event for event in first if isinstance(event, ToolInputDelta)]
+    proposal = next(e for e in streamed if e.kind == "proposal")
+    call = next(e for e in streamed if isinstance(e, ToolResult))
+    assert inputs[0].partial_json == ""
+    assert {(e.tool_use_id, e.name) for e in inputs} == {(call.tool_use_id, "add")}
+    assert json.loads("".join(e.partial_json for e in inputs)) == {"a": 1, "b": 2.5}
+    assert proposal.seq > inputs[-1].seq
 
 
 async def test_the_beta_route_streams_too() -> None:

@@ -26,6 +26,12 @@ DELTAS: Final[Mapping[str, tuple[type[BaseEvent], str]]] = {
 }
 """The SDK's delta type -> the event it becomes and the field both name the piece with."""
 
+CALLS: Final = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+"""The content blocks whose input streams as `input_json_delta`s: a tool call, by its id and name."""
+
+UNNAMED: Final[Mapping[str, str]] = {"tool_use_id": "", "name": ""}
+"""A piece of input whose block never started (the SDK's accumulator refuses such a stream)."""
+
 
 def streamed(ctx: RunContext, messages: Any, watch: Watch) -> Callable[..., Awaitable[object]]:
     """A `create(**request)` that streams the call: each delta handed to `watch` as an event,
@@ -40,6 +46,7 @@ def streamed(ctx: RunContext, messages: Any, watch: Watch) -> Callable[..., Awai
 
     async def create(**request: Any) -> object:
         stopped = False
+        calls: dict[int, Mapping[str, str]] = {}  # a streaming tool call's block index -> its id and name
         async with messages.stream(**request) as stream:
             try:
                 async for event in stream:
@@ -49,7 +56,16 @@ def streamed(ctx: RunContext, messages: Any, watch: Watch) -> Callable[..., Awai
                         if known is not None:
                             cls, field = known
                             piece: str = getattr(event.delta, field)
-                            await watch.delta(ctx.delta(cls, index=event.index, **{field: piece}))
+                            named: Mapping[str, str] = (
+                                calls.get(event.index, UNNAMED) if cls is ToolInputDelta else {}
+                            )
+                            await watch.delta(ctx.delta(cls, index=event.index, **{field: piece}, **named))
+                    elif kind == "content_block_start" and event.content_block.type in CALLS:
+                        block = event.content_block
+                        calls[event.index] = named = {"tool_use_id": block.id, "name": block.name}
+                        await watch.delta(
+                            ctx.delta(ToolInputDelta, index=event.index, partial_json="", **named)
+                        )
                     elif kind == "message_stop":
                         stopped = True
             except httpx2.TransportError as exc:  # the connection broke mid-stream: an API error
