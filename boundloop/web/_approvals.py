@@ -4,13 +4,22 @@ resumes the run through the application's loop in the server process."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-from .. import AgentLoop, ApprovalMissing, CheckpointCorrupt, NotResumable, TaskBusy, TaskNotFound
+from .. import (
+    AgentLoop,
+    ApprovalMissing,
+    CheckpointCorrupt,
+    ConfigurationError,
+    NotResumable,
+    TaskBusy,
+    TaskExists,
+    TaskNotFound,
+)
 from .._core import event_log_of, follow
 from ..checkpoint.store import CheckpointStore, status_of
 from ..events import Event, redact_strings
@@ -112,6 +121,25 @@ def read_decisions(form: dict[str, Any], state: LoopState) -> tuple[dict[str, De
     return approvals, (str(reply) if reply and state.escalation is not None else None)
 
 
+def not_decidable(
+    state: LoopState | None, task_id: str, approvals: Mapping[str, Decision], *, busy: bool
+) -> Outcome | None:
+    """Why decisions on `task_id` cannot be taken (404: no such run; 409: a stale decision), or
+    None. Every front end that resumes a run checks its decisions here: the inspector's form,
+    the AI SDK's chat."""
+    if state is None:
+        return Outcome(404, f"No run {task_id!r} in the store: nothing changed.")
+    pending = {p.tool_use_id for p in state.pending_approvals}
+    # A waiting run takes decisions on its calls; a cancelled one, none (it goes on as it was).
+    resumable = status_of(state) == "waiting" or state.stop_reason is StopReason.CANCELLED
+    if busy or not resumable or not set(approvals) <= pending:
+        return Outcome(
+            409,
+            "These calls are no longer pending (decided already, or the run moved on): nothing changed.",
+        )
+    return None
+
+
 class Resumer:
     """Resumes waiting runs through the application's loop, in the server's task group; a run
     waiting inside its DBOS workflow gets the decision sent there (`durable`)."""
@@ -132,17 +160,11 @@ class Resumer:
         A run whose DBOS workflow waits for the decision is continued by its workflow."""
         if (self.loop is None and self.durable is None) or self.task_group is None:
             return Outcome(403, "This inspector is read-only (no --loop): nothing changed.")
-        state = await self.store.load(task_id)
-        if state is None:
-            return Outcome(404, f"No run {task_id!r} in the store: nothing changed.")
-        pending = {p.tool_use_id for p in state.pending_approvals}
-        # A waiting run takes decisions on its calls; a cancelled one, none (it goes on as it was).
-        resumable = status_of(state) == "waiting" or state.stop_reason is StopReason.CANCELLED
-        if task_id in self.resuming or not resumable or not set(approvals) <= pending:
-            return Outcome(
-                409,
-                "These calls are no longer pending (decided already, or the run moved on): nothing changed.",
-            )
+        stale = not_decidable(
+            await self.store.load(task_id), task_id, approvals, busy=task_id in self.resuming
+        )
+        if stale is not None:
+            return stale
         if self.durable is not None:
             sent = await self.send(self.durable, task_id, approvals, reply)
             if sent is not None:
@@ -176,7 +198,7 @@ class Resumer:
         await taken.wait()
         if not refused:
             return Outcome(303, "Resumed.", resumed=True)
-        return _refusal(refused[0])
+        return refusal(refused[0])
 
     async def send(
         self, durable: Durable, task_id: str, approvals: dict[str, Decision], reply: str | None
@@ -198,7 +220,7 @@ class Resumer:
                 "and applied if the workflow takes it before its wait runs out.",
             )
         except Exception as exc:  # refused (ApprovalMissing, NotResumable), or DBOS failed
-            return _refusal(exc)
+            return refusal(exc)
         finally:
             self.resuming.discard(task_id)
         if log is not None:
@@ -208,11 +230,18 @@ class Resumer:
         return Outcome(303, "Resumed in its DBOS workflow.", resumed=True)
 
 
-def _refusal(exc: BaseException) -> Outcome:
+def refusal(exc: BaseException) -> Outcome:
+    """The answer to a resume the loop refused (or that failed)."""
     if isinstance(exc, TaskBusy):
         return Outcome(409, "Another decision is resuming this run now: nothing changed.")
     if isinstance(exc, NotResumable):
         return Outcome(409, f"The run no longer waits ({exc}): nothing changed.")
     if isinstance(exc, ApprovalMissing):
         return Outcome(400, f"Decide every waiting call: {exc}. Nothing changed.")
+    if isinstance(exc, TaskExists):
+        return Outcome(409, f"This run has started already ({exc}): nothing changed.")
+    if isinstance(exc, TaskNotFound):
+        return Outcome(404, f"No such run ({exc}): nothing changed.")
+    if isinstance(exc, ConfigurationError):
+        return Outcome(400, f"Refused: {exc}. Nothing changed.")
     return Outcome(500, f"The resume failed: {type(exc).__name__}: {exc}")

@@ -1,0 +1,78 @@
+// Reads boundloop's chat endpoint with the `ai` package's own client pieces: `DefaultChatTransport`
+// (what `useChat` sends and how it parses and validates each part against `uiMessageChunkSchema`)
+// and `readUIMessageStream` (how it assembles the assistant message). Prints JSON on stdout.
+//
+//   node read.mjs chat BASE_URL CHAT_ID TEXT       one turn; approves every call the run asks
+//                                                  about, then sends the approvals back
+//   node read.mjs reconnect BASE_URL CHAT_ID TEXT  hangs up once a call's input is available,
+//                                                  then reconnects (GET CHAT_ID/stream)
+import { DefaultChatTransport, readUIMessageStream } from 'ai';
+
+const [scenario, baseUrl, chatId, text] = process.argv.slice(2);
+const transport = new DefaultChatTransport({ api: `${baseUrl}/chat` });
+const user = { id: 'u1', role: 'user', parts: [{ type: 'text', text }] };
+
+async function assemble(stream, message) {
+  let last;
+  let failure;
+  for await (const snapshot of readUIMessageStream({
+    stream,
+    message,
+    onError: error => {
+      failure = String(error);
+    },
+    terminateOnError: true,
+  })) {
+    last = snapshot;
+  }
+  if (failure !== undefined) throw new Error(failure);
+  return last;
+}
+
+function send(messages, abortSignal) {
+  return transport.sendMessages({
+    chatId,
+    messages,
+    trigger: 'submit-message',
+    messageId: undefined,
+    abortSignal,
+  });
+}
+
+async function chat() {
+  const first = await assemble(await send([user]));
+  const waiting = first.parts.filter(part => part.state === 'approval-requested');
+  if (waiting.length === 0) return { first };
+  // What `addToolApprovalResponse({ id, approved: true })` does to the message before useChat
+  // sends it back (sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses).
+  const decided = structuredClone(first);
+  for (const part of decided.parts) {
+    if (part.state === 'approval-requested') {
+      part.state = 'approval-responded';
+      part.approval = { ...part.approval, approved: true };
+    }
+  }
+  const final = await assemble(await send([user, decided]), structuredClone(decided));
+  return { first, final };
+}
+
+async function reconnect() {
+  const hangUp = new AbortController();
+  const reader = (await send([user], hangUp.signal)).getReader();
+  const before = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error('the stream ended before any call input was available');
+    before.push(value);
+    if (value.type === 'tool-input-available') break;
+  }
+  hangUp.abort();
+  await reader.cancel().catch(() => {});
+  const replay = await transport.reconnectToStream({ chatId });
+  if (replay === null) throw new Error('no stream to reconnect to (204)');
+  const final = await assemble(replay);
+  return { before: before.map(part => part.type), final };
+}
+
+const scenarios = { chat, reconnect };
+process.stdout.write(JSON.stringify(await scenarios[scenario]()));
