@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -34,6 +35,7 @@ from tests.aisdk_chat import (
     transcript,
     user,
 )
+from tests.docrun import python_blocks, runs_as_promised
 
 WAIT_S = 30.0
 """The bound on every wait for the server (a shared CI machine can be slow)."""
@@ -426,3 +428,13 @@ async def test_reconnect_replays_the_run_without_gap_or_duplicate() -> None:
     assert replayed.status_code == 200
     assert parse(replayed.text) == whole
     assert assemble(whole)[-1] == {"type": "text", "text": "It was delivered.", "state": "done"}
+
+
+def test_the_guide_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The python blocks of docs/front-ends.md's AI SDK section run and print what they say."""
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "front-ends.md").read_text(encoding="utf-8")
+    section = guide.split("\n## AI SDK\n", 1)[1].split("\n## ", 1)[0]
+    blocks = python_blocks(section)
+    assert blocks
+    for index, source in enumerate(blocks):
+        runs_as_promised(source, tmp_path / f"front_ends_{index}.py", capsys)

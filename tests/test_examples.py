@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -17,6 +18,7 @@ import httpx
 import pytest
 
 import boundloop.mcp  # noqa: F401 - imported at collection: importing the mcp SDK reads files
+import boundloop.web  # noqa: F401 - imported at collection: its lazy names are read from its file
 from boundloop import ScriptedClient
 from boundloop.cli import main as cli_main
 from boundloop.cli.demo import GOAL, SCENARIOS, demo_loop
@@ -50,6 +52,7 @@ def test_examples_are_all_tested() -> None:
         "contract_loop",
         "dbos_workers",
         "mcp_time",
+        "ai_sdk_chat",
     }
 
 
@@ -244,6 +247,57 @@ async def test_fastapi_app_under_uvicorn() -> None:
         server.send_signal(signal.SIGINT)
         with anyio.fail_after(15):
             assert await server.wait() == 0
+
+
+@pytest.mark.asyncio_only  # starlette's test transport: one event loop is enough
+async def test_ai_sdk_chat() -> None:
+    """examples/ai_sdk_chat.py: useChat's POST at /chat/ runs the chat as a UI message stream;
+    the refund waits for a person, and the approval sent back (as useChat sends it) completes
+    the same assistant message; offline, its default app answers with the simulated model."""
+    example = load("ai_sdk_chat")
+    read = {"type": "tool_use", "id": "toolu_r", "name": "read_order", "input": {"order_id": "O-104"}}
+    pay = {
+        "type": "tool_use",
+        "id": "toolu_p",
+        "name": "issue_refund",
+        "input": {"order_id": "O-104", "amount": 189},
+    }
+    client = ScriptedClient(
+        [
+            {"stop_reason": "tool_use", "content": [{"type": "text", "text": "Reading the order."}, read]},
+            {"stop_reason": "tool_use", "content": [pay]},
+            {"stop_reason": "end_turn", "content": [{"type": "text", "text": "O-104 is refunded."}]},
+        ]
+    )
+    asked = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Refund O-104"}]}
+
+    def stream_of(text: str) -> list[dict[str, Any]]:
+        frames = [frame for frame in text.split("\n\n") if frame]
+        assert frames[-1] == "data: [DONE]"
+        return [json.loads(frame.removeprefix("data: ")) for frame in frames[:-1]]
+
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=example.create_app(client)), base_url="http://chat"
+    ) as http:
+        first = stream_of((await http.post("/chat/", json={"id": "chat-1", "messages": [asked]})).text)
+        assert {"type": "tool-approval-request", "approvalId": "toolu_p", "toolCallId": "toolu_p"} in first
+        approved = {"type": "tool-issue_refund", "toolCallId": "toolu_p", "state": "approval-responded"}
+        answer = {
+            "id": "chat-1/1",
+            "role": "assistant",
+            "parts": [{**approved, "approval": {"id": "toolu_p", "approved": True}}],
+        }
+        done = stream_of((await http.post("/chat/", json={"id": "chat-1", "messages": [asked, answer]})).text)
+    assert done[1]["type"] == "tool-output-available"
+    assert done[1]["output"].startswith("refunded 189.00 for O-104")
+    assert done[-1]["messageMetadata"] == {"taskId": "chat-1/1", "stopReason": "completed"}
+
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=example.app), base_url="http://chat"
+    ) as http:
+        offline = stream_of((await http.post("/chat/", json={"id": "chat-2", "messages": [asked]})).text)
+    assert offline[0] == {"type": "start", "messageId": "chat-2/1"}
+    assert offline[-1]["type"] == "finish"
 
 
 def test_the_dbos_example_runs_two_workers_fed_by_a_queue(postgres_dsn: str) -> None:

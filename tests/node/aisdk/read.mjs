@@ -9,7 +9,7 @@
 import { DefaultChatTransport, readUIMessageStream } from 'ai';
 
 const [scenario, baseUrl, chatId, text] = process.argv.slice(2);
-const transport = new DefaultChatTransport({ api: `${baseUrl}/chat` });
+const transport = new DefaultChatTransport({ api: `${baseUrl}/chat/` });
 const user = { id: 'u1', role: 'user', parts: [{ type: 'text', text }] };
 
 async function assemble(stream, message) {
