@@ -17,7 +17,7 @@ import anyio
 import httpx
 import pytest
 
-import boundloop.mcp  # noqa: F401 - imported at collection: importing the mcp SDK reads files
+import boundloop.mcp
 import boundloop.web  # noqa: F401 - imported at collection: its lazy names are read from its file
 from boundloop import ScriptedClient
 from boundloop.cli import main as cli_main
