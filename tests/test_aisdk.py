@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from boundloop import AgentLoop, MemoryStore, StopReason, tool
+from boundloop import AgentLoop, Budget, MemoryStore, Policy, ScriptedClient, StopReason, tool
 from boundloop.events import Event
 from boundloop.web import UI_MESSAGE_STREAM_HEADERS, ui_message_parts, ui_message_response, ui_message_stream
 from tests.aisdk_chat import (
@@ -342,6 +342,44 @@ async def test_a_failed_run_and_a_refused_start() -> None:
         refused = await client.post("/")
     assert refused.status_code == 409
     assert "has started already" in refused.json()["error"]
+
+
+async def test_a_run_that_raises_ends_with_one_error() -> None:
+    """A run that raises (a tool's exception with `on_tool_error="raise"`) after its parts began:
+    the failed call, one `error` part (its failed stop's), the finish, `[DONE]`."""
+
+    @tool
+    async def boom(order: str) -> str:
+        """Fail."""
+        raise ValueError("the ledger is locked")
+
+    loop = AgentLoop(
+        ScriptedClient([{"stop_reason": "tool_use", "content": [call("boom", {"order": "O-9"}, "toolu_b")]}]),
+        model="claude-sonnet-4-6",
+        tools=[boom],
+        policy=Policy(on_tool_error="raise"),
+        budget=Budget(max_steps=3),
+        store=MemoryStore(),
+        metrics=None,
+    )
+    transport = httpx.ASGITransport(app=mounted(loop), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://chat") as client:
+        status, stream = await post(client, body("c-9", user("Refund O-9")))
+    parts = parse(stream)
+    assert status == 200
+    assert [part for part in parts if part["type"] == "error"] == [
+        {"type": "error", "errorText": "ValueError: the ledger is locked"}
+    ]
+    assert {
+        "type": "tool-output-error",
+        "toolCallId": "toolu_b",
+        "errorText": "ValueError: the ledger is locked",
+    } in parts
+    assert parts[-1] == {
+        "type": "finish",
+        "finishReason": "error",
+        "messageMetadata": {"taskId": "c-9/1", "stopReason": "failed"},
+    }
 
 
 async def test_hanging_up_cancels_the_run() -> None:

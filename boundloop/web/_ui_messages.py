@@ -25,6 +25,7 @@ from ..events import (
     ToolInputDelta,
     ToolResult,
 )
+from ..errors import LoopError
 from ..records import StopReason
 
 Part: TypeAlias = dict[str, object]
@@ -133,8 +134,18 @@ class UIMessageParts:
         return []
 
     def failed(self, exc: Exception) -> list[Part]:
-        """The parts of a run that raised instead of stopping."""
-        return [*self._end_step(), {"type": "error", "errorText": f"{type(exc).__name__}: {exc}"}]
+        """The parts of a run that raised: its error, unless its failed stop gave it already.
+        boundloop's own refusals say why; another exception only its type (its message is
+        not redacted, and may hold what a tool saw)."""
+        parts = self._end_step()
+        if self.stop is None or self.stop.stop_reason != StopReason.FAILED:
+            text = (
+                f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, LoopError)
+                else f"the run raised {type(exc).__name__}"
+            )
+            parts.append({"type": "error", "errorText": text})
+        return parts
 
     def finish(self) -> list[Part]:
         """The last part: the finish reason, and boundloop's stop in the message's metadata."""
