@@ -303,6 +303,9 @@ async def test_guards_token_content_type_and_ids() -> None:
         assert (await client.post("/chat/", json=body("c\n5", user("Hi")), headers=auth)).status_code == 400
         assert (await client.post("/chat/", json={"id": "c-5"}, headers=auth)).status_code == 400
         assert (await client.get("/chat/c-5/stream", headers=auth)).status_code == 204
+        longest = "c" * 199  # a task id, but not with its turn: CHAT_ID/1 has 201 characters
+        assert (await client.get(f"/chat/{longest}/stream", headers=auth)).status_code == 400
+        assert (await client.post("/chat/", json=body(longest, user("Hi")), headers=auth)).status_code == 400
         answer = await client.post("/chat/", json=body("c-5", user("Hi")), headers=auth)
         assert answer.status_code == 200
         assert {k: answer.headers[k] for k in UI_MESSAGE_STREAM_HEADERS} == dict(UI_MESSAGE_STREAM_HEADERS)

@@ -265,12 +265,14 @@ class _Chat:
 
     @contextlib.contextmanager
     def driving(self, task_id: str) -> Generator[None]:
+        """Left when the response driving `task_id` has ended: the run is no longer live here."""
         try:
             yield
         finally:
             self.live.discard(task_id)
 
     def respond(self, run: RunStream[Any], task_id: str) -> Response:
+        """The response that drives `run`, live here from now until it ends."""
         self.live.add(task_id)  # no await since the checks: a second POST now sees the run busy
         return _UIMessageResponse(
             run=run, message_id=task_id, on_disconnect=self.on_disconnect, done=self.driving(task_id)
@@ -323,6 +325,7 @@ class _Chat:
             return _error(401, "This chat needs its token: Authorization: Bearer TOKEN.")
         try:
             chat_id = check_task_id(request.path_params["chat_id"])
+            check_task_id(f"{chat_id}/1")  # its first run's id (at most 200 characters too)
         except InvalidTaskId as exc:
             return _error(400, str(exc))
         task_id = await self.latest(chat_id)
@@ -335,7 +338,10 @@ class _Chat:
         latest = None
         for turn in range(1, MAX_TURNS + 1):
             task_id = f"{chat_id}/{turn}"
-            if task_id not in self.live and await self.store.load(task_id) is None:
+            try:
+                if task_id not in self.live and await self.store.load(check_task_id(task_id)) is None:
+                    break
+            except (InvalidTaskId, CheckpointCorrupt):  # too long an id; a damaged run ends the chat
                 break
             latest = task_id
         return latest

@@ -12,6 +12,7 @@ import json
 from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, Final, Literal, TypeAlias, cast
 
+from ..errors import LoopError
 from ..events import (
     ApprovalRequested,
     Error,
@@ -25,7 +26,6 @@ from ..events import (
     ToolInputDelta,
     ToolResult,
 )
-from ..errors import LoopError
 from ..records import StopReason
 
 Part: TypeAlias = dict[str, object]
