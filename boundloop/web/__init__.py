@@ -1,14 +1,23 @@
-"""The inspector: a web page over a store's runs (docs/inspector.md).
+"""boundloop on the web: the inspector, and the endpoint AG-UI front ends speak.
 
-`app(store, loop=None, token=None)` is an ASGI app (Starlette) listing every run, showing one
-run (its timeline, state diagram, transcript, usage and provenance, live while it runs), and
-the runs waiting for a human, whose calls a person approves or denies: the run is resumed
-through `loop` in the server process. `boundloop serve` runs it under uvicorn.
+- `app(store, loop=None, token=None)` is the inspector (docs/inspector.md): an ASGI app
+  (Starlette) listing every run, showing one run (its timeline, state diagram, transcript,
+  usage and provenance, live while it runs), and the runs waiting for a human, whose calls a
+  person approves or denies: the run is resumed through `loop` in the server process.
+  `boundloop serve` runs it under uvicorn.
+- `agui_app(loop, token=None)` is the loop as an AG-UI endpoint (docs/front-ends.md): the POST
+  of a `RunAgentInput` answered with the run's AG-UI events over server-sent events.
 
-It needs the `web` extra (`pip install 'boundloop[web]'`: starlette and uvicorn).
+It needs the `web` extra (`pip install 'boundloop[web]'`: starlette, uvicorn and
+ag-ui-protocol). Each name is imported on first use: the inspector does not load AG-UI.
 """
 
 from __future__ import annotations
+
+import typing
+
+from .._lazy import lazy_getattr as _lazy_getattr
+from .._lazy import public_names as _public_names
 
 try:
     import starlette
@@ -17,8 +26,19 @@ except ModuleNotFoundError as exc:  # pragma: no cover - the extra is installed 
         "boundloop.web needs the web extra: pip install 'boundloop[web]'", name=exc.name
     ) from None
 
-from ._app import app as app
-
 del starlette  # imported to check the extra is there
 
-__all__ = ["app"]
+if typing.TYPE_CHECKING:
+    from ._agui import agui_app as agui_app
+    from ._app import app as app
+
+_SOURCES: typing.Final[dict[str, str]] = _public_names(__file__)
+"""Where each public name is defined, relative to the package: what `__getattr__` imports."""
+
+__all__ = sorted(_SOURCES)  # pyright: ignore[reportUnsupportedDunderAll]
+
+if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
+    __getattr__ = _lazy_getattr(__name__, globals(), _SOURCES)
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})

@@ -112,6 +112,26 @@ def read_decisions(form: dict[str, Any], state: LoopState) -> tuple[dict[str, De
     return approvals, (str(reply) if reply and state.escalation is not None else None)
 
 
+def check_decisions(
+    task_id: str, state: LoopState | None, approvals: dict[str, Decision], *, busy: bool
+) -> Outcome | None:
+    """Why decisions on `task_id`'s calls change nothing now, or None when they may resume it:
+    the run is not in the store (404); it is being resumed (`busy`), no longer waits (decided
+    already, or it moved on), or a decided call is not pending (409). The inspector's form and
+    the AG-UI endpoint's answers are checked here alike."""
+    if state is None:
+        return Outcome(404, f"No run {task_id!r} in the store: nothing changed.")
+    pending = {p.tool_use_id for p in state.pending_approvals}
+    # A waiting run takes decisions on its calls; a cancelled one, none (it goes on as it was).
+    resumable = status_of(state) == "waiting" or state.stop_reason is StopReason.CANCELLED
+    if busy or not resumable or not set(approvals) <= pending:
+        return Outcome(
+            409,
+            "These calls are no longer pending (decided already, or the run moved on): nothing changed.",
+        )
+    return None
+
+
 class Resumer:
     """Resumes waiting runs through the application's loop, in the server's task group; a run
     waiting inside its DBOS workflow gets the decision sent there (`durable`)."""
@@ -132,17 +152,11 @@ class Resumer:
         A run whose DBOS workflow waits for the decision is continued by its workflow."""
         if (self.loop is None and self.durable is None) or self.task_group is None:
             return Outcome(403, "This inspector is read-only (no --loop): nothing changed.")
-        state = await self.store.load(task_id)
-        if state is None:
-            return Outcome(404, f"No run {task_id!r} in the store: nothing changed.")
-        pending = {p.tool_use_id for p in state.pending_approvals}
-        # A waiting run takes decisions on its calls; a cancelled one, none (it goes on as it was).
-        resumable = status_of(state) == "waiting" or state.stop_reason is StopReason.CANCELLED
-        if task_id in self.resuming or not resumable or not set(approvals) <= pending:
-            return Outcome(
-                409,
-                "These calls are no longer pending (decided already, or the run moved on): nothing changed.",
-            )
+        stale = check_decisions(
+            task_id, await self.store.load(task_id), approvals, busy=task_id in self.resuming
+        )
+        if stale is not None:
+            return stale
         if self.durable is not None:
             sent = await self.send(self.durable, task_id, approvals, reply)
             if sent is not None:
@@ -176,7 +190,7 @@ class Resumer:
         await taken.wait()
         if not refused:
             return Outcome(303, "Resumed.", resumed=True)
-        return _refusal(refused[0])
+        return refusal(refused[0])
 
     async def send(
         self, durable: Durable, task_id: str, approvals: dict[str, Decision], reply: str | None
@@ -198,7 +212,7 @@ class Resumer:
                 "and applied if the workflow takes it before its wait runs out.",
             )
         except Exception as exc:  # refused (ApprovalMissing, NotResumable), or DBOS failed
-            return _refusal(exc)
+            return refusal(exc)
         finally:
             self.resuming.discard(task_id)
         if log is not None:
@@ -208,7 +222,8 @@ class Resumer:
         return Outcome(303, "Resumed in its DBOS workflow.", resumed=True)
 
 
-def _refusal(exc: BaseException) -> Outcome:
+def refusal(exc: BaseException) -> Outcome:
+    """The answer to a resume the loop refused (`TaskBusy`, `NotResumable`: 409; `ApprovalMissing`: 400)."""
     if isinstance(exc, TaskBusy):
         return Outcome(409, "Another decision is resuming this run now: nothing changed.")
     if isinstance(exc, NotResumable):
