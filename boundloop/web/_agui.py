@@ -24,11 +24,9 @@ import anyio
 from ag_ui.core import BaseEvent as AguiEvent
 from ag_ui.core import RunAgentInput, RunErrorEvent, RunStartedEvent
 from pydantic import ValidationError
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import AgentLoop, ConfigurationError, RunStream
 from .._core import event_log_of, follow
@@ -47,7 +45,7 @@ HEADERS: Final = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 """No cache or proxy holds an event back."""
 
 
-def agui_app(loop: AgentLoop[Any], *, token: str | None = None) -> Starlette:
+def agui_app(loop: AgentLoop[Any], *, token: str | None = None) -> ASGIApp:
     """The loop as an AG-UI endpoint: an ASGI app taking the POST of a `RunAgentInput` at its root.
 
     Args:
@@ -57,7 +55,8 @@ def agui_app(loop: AgentLoop[Any], *, token: str | None = None) -> Starlette:
         token: when set, every request carries it as `Authorization: Bearer TOKEN` (else 401).
 
     Returns:
-        A Starlette app; mount it where the front end's `HttpAgent` points (`/agui`, ...).
+        An ASGI app answering a POST at whatever path it is routed: `Route("/agui", app)` in
+        a Starlette or FastAPI app (its `HttpAgent`'s url), or served alone by uvicorn.
 
     Raises:
         ConfigurationError: the loop's store keeps no event log, or not its deltas; the token is empty.
@@ -72,8 +71,31 @@ def agui_app(loop: AgentLoop[Any], *, token: str | None = None) -> Starlette:
         )
     if token is not None and not token.strip():
         raise ConfigurationError("the AG-UI endpoint's token must not be empty")
-    endpoint = _Endpoint(loop, store, log, Guard(token))
-    return Starlette(routes=[Route("/", endpoint.post, methods=["POST"])])
+    return _AguiApp(_Endpoint(loop, store, log, Guard(token)))
+
+
+class _AguiApp:
+    """The endpoint as an ASGI app: a POST at any path it is routed (`Route("/agui", app)`,
+    `Mount`, or uvicorn's root) runs; any other method is answered 405."""
+
+    def __init__(self, endpoint: _Endpoint) -> None:
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":  # served alone: nothing to start or stop
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        if scope["method"] != "POST":
+            response: Response = JSONResponse(
+                {"error": "POST a RunAgentInput here."}, 405, headers={"allow": "POST"}
+            )
+        else:
+            response = await self.endpoint.post(Request(scope, receive))
+        await response(scope, receive, send)
 
 
 class Refused(Exception):
@@ -83,6 +105,14 @@ class Refused(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def _problems(exc: ValidationError) -> str:
+    """Each problem as `where: what`, in the wire's (camelCase) names."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or 'body'}: {error['msg']}"
+        for error in exc.errors(include_url=False)
+    )
 
 
 def _refuse(status: int, message: str) -> JSONResponse:
@@ -97,8 +127,9 @@ class _Endpoint:
         self.store = store
         self.log = log
         self.guard = guard
-        self.live: set[str] = set()
-        """The tasks a request of this app drives now."""
+        self.live: dict[str, anyio.Event] = {}
+        """The tasks a request of this app drives now, each with the event set once its run has
+        stopped and saved its last checkpoint (and let go of its lease)."""
 
     async def post(self, request: Request) -> Response:
         if not self.guard.allowed(request):
@@ -110,7 +141,7 @@ class _Endpoint:
         try:
             run = RunAgentInput.model_validate_json(await request.body())
         except ValidationError as exc:
-            return _refuse(422, f"The body is not an AG-UI RunAgentInput: {exc}")
+            return _refuse(422, f"The body is not an AG-UI RunAgentInput: {_problems(exc)}")
         try:
             given = request.headers.get("last-event-id")
             cursor = None if given is None else Cursor.parse(given)
@@ -199,6 +230,9 @@ class _Stream:
                 last = await self.send(event)
         assert isinstance(last, Stop)
         if last.stop_reason == StopReason.CANCELLED:
+            driving = self.endpoint.live.get(self.task_id)
+            if driving is not None:  # the request it cancelled is still saving its checkpoint
+                await driving.wait()
             await self.drive(emit, self.loop.stream_resume(self.task_id))
         else:
             await self.finish(last)
@@ -206,7 +240,7 @@ class _Stream:
     async def drive(self, emit: Emit, stream: RunStream[Any]) -> None:
         """Run `stream` in this response: its events as they come, to its stop."""
         self.emit = emit
-        self.endpoint.live.add(self.task_id)
+        released = self.endpoint.live[self.task_id] = anyio.Event()
         try:
             async with stream as run:
                 self.driven = run
@@ -229,7 +263,8 @@ class _Stream:
                     return
         finally:
             self.driven = None
-            self.endpoint.live.discard(self.task_id)
+            del self.endpoint.live[self.task_id]
+            released.set()
         assert isinstance(last, Stop)
         await self.finish(last)
 
@@ -282,7 +317,11 @@ class _EventStream(Response):
     `http.disconnect`) cancels the run it drives, checkpoint written, before it is abandoned."""
 
     def __init__(self, stream: _Stream, produce: Callable[[Emit], Awaitable[None]]) -> None:
-        super().__init__(status_code=200, headers=HEADERS, media_type="text/event-stream")
+        # As starlette's StreamingResponse: no body, so no content-length.
+        self.status_code = 200
+        self.media_type = "text/event-stream"
+        self.background = None
+        self.init_headers(HEADERS)
         self.stream = stream
         self.produce = produce
         self.disconnected = False
