@@ -18,6 +18,7 @@ const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 let lastId = null;
 let cutDone = false;
+let errored = false;
 
 // The agent's fetch: reads each server-sent event's `id:` as it passes (HttpAgent's parser
 // ignores ids), and in the reconnect scenario cuts the connection after the chosen event.
@@ -30,6 +31,12 @@ async function recordingFetch(url, init) {
   let buffer = "";
   const body = new ReadableStream({
     async pull(controller) {
+      if (cutDone && !errored) {
+        // After the events before the cut were read (erroring at once would drop them).
+        errored = true;
+        controller.error(new DOMException("the connection was cut", "AbortError"));
+        return;
+      }
       const { value, done } = await reader.read();
       if (done) {
         controller.close();
@@ -49,7 +56,6 @@ async function recordingFetch(url, init) {
         if (config.scenario === "reconnect" && !cutDone && type === config.cutAfter) {
           cutDone = true;
           inner.abort(); // the server sees the client go away
-          controller.error(new DOMException("the connection was cut", "AbortError"));
           return;
         }
       }
