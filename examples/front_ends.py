@@ -56,7 +56,9 @@ def scripted_client() -> ScriptedClient:
             },
             {
                 "stop_reason": "tool_use",
-                "content": [{"type": "tool_use", "name": "refund", "input": {"order_id": "O-104", "amount": 189.0}}],
+                "content": [
+                    {"type": "tool_use", "name": "refund", "input": {"order_id": "O-104", "amount": 189.0}}
+                ],
             },
             {"stop_reason": "end_turn", "content": [{"type": "text", "text": "O-104 is refunded."}]},
         ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,10 @@ from ag_ui.core import (
 from ag_ui.core import (
     EventType,
     RunFinishedEvent,
+    RunFinishedInterruptOutcome,
     TextMessageContentEvent,
     ToolCallArgsEvent,
+    ToolCallResultEvent,
 )
 from pydantic import TypeAdapter
 
@@ -33,16 +36,17 @@ from boundloop import (
     SQLiteStore,
     tool,
 )
-
 from boundloop.events import Resumed, Stop
 from boundloop.web import agui_app
 from tests.test_examples import load
 from tests.test_sse_example import WAIT_S, serving
 
+FRONT_ENDS_DOC = (Path(__file__).resolve().parents[1] / "docs" / "front-ends.md").read_text(encoding="utf-8")
+
 EVENTS: TypeAdapter[AguiEvent] = TypeAdapter(AguiEvent)
 """The official types' reader of any AG-UI event."""
 
-HOSTILE = "</script><script>alert(1)</script> \x1b[31m\x07 \u2028\u2029 \r\n\ttab \"quote\" \\ back"
+HOSTILE = '</script><script>alert(1)</script> \x1b[31m\x07 \u2028\u2029 \r\n\ttab "quote" \\ back'
 """Model text a page must get as data: markup, control characters, line separators."""
 
 
@@ -93,7 +97,9 @@ def make_loop(client: Model, store: CheckpointStore | None = None) -> AgentLoop:
     )
 
 
-def run_input(thread: str = "thread-1", run: str = "run-1", text: str = "What is a?", **more: Any) -> dict[str, Any]:
+def run_input(
+    thread: str = "thread-1", run: str = "run-1", text: str = "What is a?", **more: Any
+) -> dict[str, Any]:
     """A `RunAgentInput` as `HttpAgent` sends it."""
     body: dict[str, Any] = {
         "threadId": thread,
@@ -175,7 +181,8 @@ async def test_a_run_streams_as_ag_ui_events_in_the_protocols_order() -> None:
     assert json.loads(args) == {"key": "a"}
     finished = events[-1][1]
     assert isinstance(finished, RunFinishedEvent)
-    assert finished.outcome is not None and finished.outcome.type == "success"
+    assert finished.outcome is not None
+    assert finished.outcome.type == "success"
     assert finished.result == {"taskId": "thread-1/run-1", "stopReason": "completed"}
 
 
@@ -187,8 +194,10 @@ async def test_the_tool_call_is_announced_when_its_block_starts() -> None:
     start = next(i for i, (_, e) in enumerate(events) if e.type == EventType.TOOL_CALL_START)
     first_args = next(i for i, (_, e) in enumerate(events) if e.type == EventType.TOOL_CALL_ARGS)
     assert start < first_args
-    assert events[start][0] is not None and events[first_args][0] is not None
-    assert int(events[start][0].split(":")[0]) < int(events[first_args][0].split(":")[0])  # an earlier event
+    announced, written = events[start][0], events[first_args][0]
+    assert announced is not None
+    assert written is not None
+    assert int(announced.split(":")[0]) < int(written.split(":")[0])  # an earlier boundloop event
 
 
 async def test_huge_and_hostile_text_passes_intact_as_one_json_line() -> None:
@@ -208,7 +217,12 @@ async def test_a_run_waiting_for_approval_ends_with_its_interrupts_and_resume_co
     `resume` approving it runs the call and the run completes; the same answer again is 409."""
     loop = make_loop(
         script(
-            {"stop_reason": "tool_use", "content": [{"type": "tool_use", "id": "toolu_r", "name": "refund", "input": {"order_id": "O-1"}}]},
+            {
+                "stop_reason": "tool_use",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_r", "name": "refund", "input": {"order_id": "O-1"}}
+                ],
+            },
             {"stop_reason": "end_turn", "content": [{"type": "text", "text": "Refunded."}]},
         )
     )
@@ -216,7 +230,8 @@ async def test_a_run_waiting_for_approval_ends_with_its_interrupts_and_resume_co
     first = parse((await post(app, run_input())).text)
     finished = first[-1][1]
     assert isinstance(finished, RunFinishedEvent)
-    assert finished.outcome is not None and finished.outcome.type == "interrupt"
+    assert finished.outcome is not None
+    assert finished.outcome.type == "interrupt"
     (interrupt,) = finished.outcome.interrupts
     assert interrupt.tool_call_id == "toolu_r"
     assert interrupt.reason == "approval"
@@ -227,8 +242,10 @@ async def test_a_run_waiting_for_approval_ends_with_its_interrupts_and_resume_co
     assert [e.type for _, e in events][:2] == [EventType.RUN_STARTED, EventType.TOOL_CALL_RESULT]
     assert texts(events) == {"thread-1/run-1:1:0": "Refunded."}
     done = events[-1][1]
-    assert isinstance(done, RunFinishedEvent) and done.run_id == "run-2"
-    assert done.outcome is not None and done.outcome.type == "success"
+    assert isinstance(done, RunFinishedEvent)
+    assert done.run_id == "run-2"
+    assert done.outcome is not None
+    assert done.outcome.type == "success"
     again = await post(app, run_input(run="run-3", messages=[], resume=answer))
     assert again.status_code == 409
     assert "no longer pending" in again.json()["error"]
@@ -237,60 +254,151 @@ async def test_a_run_waiting_for_approval_ends_with_its_interrupts_and_resume_co
 @pytest.mark.parametrize(
     ("resume", "status", "words"),
     [
-        pytest.param([{"interruptId": "toolu_r@other/run-1", "status": "resolved", "payload": {"approved": True}}], 400, "not of thread", id="another-threads-task"),
-        pytest.param([{"interruptId": "toolu_r", "status": "resolved", "payload": {"approved": True}}], 400, "no interrupt of this endpoint", id="not-ours"),
-        pytest.param([{"interruptId": "toolu_r@thread-1/run-1", "status": "resolved", "payload": "yes"}], 409, "no longer pending", id="a-reply-where-no-question-waits"),
-        pytest.param([{"interruptId": "toolu_r@thread-1/run-1", "status": "resolved", "payload": {"ok": 1}}], 400, '"approved": true', id="bad-payload"),
-        pytest.param([{"interruptId": "toolu_x@thread-1/run-1", "status": "resolved", "payload": {"approved": True}}], 409, "no longer pending", id="a-call-not-waiting"),
-        pytest.param([{"interruptId": "toolu_r@thread-1/nothing", "status": "cancelled"}], 404, "No run", id="no-such-run"),
+        pytest.param(
+            [{"interruptId": "toolu_r@other/run-1", "status": "resolved", "payload": {"approved": True}}],
+            400,
+            "not of thread",
+            id="another-threads-task",
+        ),
+        pytest.param(
+            [{"interruptId": "toolu_r", "status": "resolved", "payload": {"approved": True}}],
+            400,
+            "no interrupt of this endpoint",
+            id="not-ours",
+        ),
+        pytest.param(
+            [{"interruptId": "toolu_r@thread-1/run-1", "status": "resolved", "payload": "yes"}],
+            409,
+            "no longer pending",
+            id="a-reply-where-no-question-waits",
+        ),
+        pytest.param(
+            [{"interruptId": "toolu_r@thread-1/run-1", "status": "resolved", "payload": {"ok": 1}}],
+            400,
+            '"approved": true',
+            id="bad-payload",
+        ),
+        pytest.param(
+            [{"interruptId": "toolu_x@thread-1/run-1", "status": "resolved", "payload": {"approved": True}}],
+            409,
+            "no longer pending",
+            id="a-call-not-waiting",
+        ),
+        pytest.param(
+            [{"interruptId": "toolu_r@thread-1/nothing", "status": "cancelled"}],
+            404,
+            "No run",
+            id="no-such-run",
+        ),
     ],
 )
-async def test_answers_are_checked_before_anything_changes(resume: list[dict[str, Any]], status: int, words: str) -> None:
+async def test_answers_are_checked_before_anything_changes(
+    resume: list[dict[str, Any]], status: int, words: str
+) -> None:
     """Answers naming another thread's run, an id this endpoint did not make, a payload that is
     no approval, or a call that does not wait are refused with a status and the reason; the run
     still waits."""
-    loop = make_loop(script({"stop_reason": "tool_use", "content": [{"type": "tool_use", "id": "toolu_r", "name": "refund", "input": {"order_id": "O-1"}}]}))
+    loop = make_loop(
+        script(
+            {
+                "stop_reason": "tool_use",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_r", "name": "refund", "input": {"order_id": "O-1"}}
+                ],
+            }
+        )
+    )
     app = agui_app(loop)
     await post(app, run_input())
     refused = await post(app, run_input(run="run-2", messages=[], resume=resume))
     assert refused.status_code == status
     assert words in refused.json()["error"]
     state = await loop.config.store.load("thread-1/run-1")  # type: ignore[union-attr]
-    assert state is not None and [p.tool_use_id for p in state.pending_approvals] == ["toolu_r"]
+    assert state is not None
+    assert [p.tool_use_id for p in state.pending_approvals] == ["toolu_r"]
 
 
 async def test_a_denial_with_its_reason_reaches_the_model() -> None:
     """`{"approved": false, "reason": ...}` denies the call: its result is the reason."""
     loop = make_loop(
         script(
-            {"stop_reason": "tool_use", "content": [{"type": "tool_use", "id": "toolu_r", "name": "refund", "input": {"order_id": "O-1"}}]},
+            {
+                "stop_reason": "tool_use",
+                "content": [
+                    {"type": "tool_use", "id": "toolu_r", "name": "refund", "input": {"order_id": "O-1"}}
+                ],
+            },
             {"stop_reason": "end_turn", "content": [{"type": "text", "text": "Not refunded."}]},
         )
     )
     app = agui_app(loop)
     interrupt = parse((await post(app, run_input())).text)[-1][1]
-    assert isinstance(interrupt, RunFinishedEvent) and interrupt.outcome is not None
-    answer = [{"interruptId": interrupt.outcome.interrupts[0].id, "status": "resolved", "payload": {"approved": False, "reason": "too much"}}]  # type: ignore[union-attr]
+    assert isinstance(interrupt, RunFinishedEvent)
+    assert isinstance(interrupt.outcome, RunFinishedInterruptOutcome)
+    answer = [
+        {
+            "interruptId": interrupt.outcome.interrupts[0].id,
+            "status": "resolved",
+            "payload": {"approved": False, "reason": "too much"},
+        }
+    ]
     events = parse((await post(app, run_input(run="run-2", messages=[], resume=answer))).text)
-    result = next(e for _, e in events if e.type == EventType.TOOL_CALL_RESULT)
-    assert "too much" in result.content  # type: ignore[union-attr,operator]
+    result = next(e for _, e in events if isinstance(e, ToolCallResultEvent))
+    assert isinstance(result.content, str)
+    assert "too much" in result.content
 
 
 @pytest.mark.parametrize(
     ("body", "headers", "status", "words"),
     [
-        pytest.param("{}", {"content-type": "application/json"}, 422, "threadId: Field required", id="not-a-run-input"),
-        pytest.param(json.dumps(run_input()), {"content-type": "text/plain"}, 415, "application/json", id="a-form-like-body"),
-        pytest.param(json.dumps(run_input(thread="a/b")), {"content-type": "application/json"}, 400, "thread id may not", id="slash-in-thread"),
-        pytest.param(json.dumps(run_input(thread="x" * 300)), {"content-type": "application/json"}, 400, "at most 200", id="task-id-too-long"),
-        pytest.param(json.dumps(run_input(messages=[{"id": "a", "role": "assistant", "content": "hi"}])), {"content-type": "application/json"}, 400, "end with the user's turn", id="no-user-turn"),
-        pytest.param(json.dumps(run_input()), {"content-type": "application/json", "last-event-id": "seven"}, 400, "Last-Event-ID", id="bad-last-event-id"),
+        pytest.param(
+            "{}", {"content-type": "application/json"}, 422, "threadId: Field required", id="not-a-run-input"
+        ),
+        pytest.param(
+            json.dumps(run_input()),
+            {"content-type": "text/plain"},
+            415,
+            "application/json",
+            id="a-form-like-body",
+        ),
+        pytest.param(
+            json.dumps(run_input(thread="a/b")),
+            {"content-type": "application/json"},
+            400,
+            "thread id may not",
+            id="slash-in-thread",
+        ),
+        pytest.param(
+            json.dumps(run_input(thread="x" * 300)),
+            {"content-type": "application/json"},
+            400,
+            "at most 200",
+            id="task-id-too-long",
+        ),
+        pytest.param(
+            json.dumps(run_input(messages=[{"id": "a", "role": "assistant", "content": "hi"}])),
+            {"content-type": "application/json"},
+            400,
+            "end with the user's turn",
+            id="no-user-turn",
+        ),
+        pytest.param(
+            json.dumps(run_input()),
+            {"content-type": "application/json", "last-event-id": "seven"},
+            400,
+            "Last-Event-ID",
+            id="bad-last-event-id",
+        ),
     ],
 )
-async def test_bad_requests_are_refused_with_a_clear_message(body: str, headers: dict[str, str], status: int, words: str) -> None:
+async def test_bad_requests_are_refused_with_a_clear_message(
+    body: str, headers: dict[str, str], status: int, words: str
+) -> None:
     """Input the endpoint cannot run is answered with a 4xx and what is wrong, and starts nothing."""
     loop = make_loop(script())
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=agui_app(loop)), base_url="http://app") as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=agui_app(loop)), base_url="http://app"
+    ) as client:
         answer = await client.post("/", content=body, headers=headers)
     assert answer.status_code == status
     assert words in answer.json()["error"]
@@ -326,12 +434,14 @@ async def test_the_same_ids_again_replay_the_run_from_its_start() -> None:
     assert texts(again) == texts(first)
 
 
-async def stream_until(client: httpx.AsyncClient, url: str, body: dict[str, Any], until: EventType) -> list[tuple[str | None, AguiEvent]]:
+async def stream_until(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], until: EventType
+) -> list[tuple[str | None, AguiEvent]]:
     """POST and read the stream up to the first event of type `until`, then hang up."""
     got: list[tuple[str | None, AguiEvent]] = []
-    async with client.stream("POST", url, json=body) as answer, contextlib.aclosing(answer.aiter_text()) as pieces:
+    async with client.stream("POST", url, json=body) as answer:
         buffer = ""
-        async for piece in pieces:
+        async for piece in answer.aiter_text():
             buffer += piece
             while "\n\n" in buffer:
                 chunk, buffer = buffer.split("\n\n", 1)
@@ -351,7 +461,9 @@ async def stopped(loop: AgentLoop, task_id: str) -> str:
 
 
 @pytest.mark.asyncio_only  # a real server in a thread: one event loop is enough
-async def test_a_disconnect_cancels_the_run_and_a_reconnect_continues_without_gap_or_duplicate(tmp_path: Path) -> None:
+async def test_a_disconnect_cancels_the_run_and_a_reconnect_continues_without_gap_or_duplicate(
+    tmp_path: Path,
+) -> None:
     """Served by uvicorn: the client hangs up while a tool runs, the run stops `cancelled`
     (checkpoint written); the same run posted again with `Last-Event-ID` gets what came after
     that event once (the open message restarted by id, no delta twice), then the run goes on
@@ -388,7 +500,9 @@ async def test_a_disconnect_cancels_the_run_and_a_reconnect_continues_without_ga
     }
     assert any(e.type == EventType.TOOL_CALL_RESULT for _, e in more)  # the cancelled call's answer
     done = more[-1][1]
-    assert isinstance(done, RunFinishedEvent) and done.outcome is not None and done.outcome.type == "success"
+    assert isinstance(done, RunFinishedEvent)
+    assert done.outcome is not None
+    assert done.outcome.type == "success"
     resumed = [event for event in await store.read("thread-1/run-1") if isinstance(event, Resumed)]
     assert [event.from_stop for event in resumed] == ["cancelled"]  # the checkpoint said so
 
@@ -406,3 +520,42 @@ async def test_a_reconnect_in_the_middle_of_a_message_restarts_it_by_id(tmp_path
     assert [e.type for _, e in rest][:2] == [EventType.RUN_STARTED, EventType.TEXT_MESSAGE_START]
     assert texts(first + rest) == texts(whole)
     assert [i for i, _ in rest if i is not None] == [i for i, _ in whole[cut_at + 1 :] if i is not None]
+
+
+async def test_a_waiting_call_left_unanswered_is_refused() -> None:
+    """Two calls wait; answering one is 400 (decide every waiting call) and nothing runs."""
+    calls = [
+        {"type": "tool_use", "id": "toolu_1", "name": "refund", "input": {"order_id": "O-1"}},
+        {"type": "tool_use", "id": "toolu_2", "name": "refund", "input": {"order_id": "O-2"}},
+    ]
+    loop = make_loop(script({"stop_reason": "tool_use", "content": calls}))
+    app = agui_app(loop)
+    await post(app, run_input())
+    answer = [{"interruptId": "toolu_1@thread-1/run-1", "status": "resolved", "payload": {"approved": True}}]
+    refused = await post(app, run_input(run="run-2", messages=[], resume=answer))
+    assert refused.status_code == 400
+    assert "Decide every waiting call" in refused.json()["error"]
+    state = await loop.config.store.load("thread-1/run-1")  # type: ignore[union-attr]
+    assert state is not None
+    assert len(state.pending_approvals) == 2
+
+
+async def test_the_docs_event_table_names_the_events_the_endpoint_sends() -> None:
+    """docs/front-ends.md's table names every AG-UI event type a run sends (thinking, text, a
+    tool, a success, a budget stop as RUN_ERROR), and no other."""
+    sent: set[str] = set()
+    for steps in (6, 1):  # completed; max_steps after the first call
+        loop = AgentLoop(
+            script(*LOOKUP_THEN_ANSWER),
+            model="claude-sonnet-4-6",
+            tools=[lookup],
+            budget=Budget(max_steps=steps),
+            store=MemoryStore(log_deltas=True),
+            metrics=None,
+        )
+        sent |= {str(event.type.value) for _, event in parse((await post(agui_app(loop), run_input())).text)}
+    doc = FRONT_ENDS_DOC
+    table = doc[doc.index("| boundloop event | AG-UI events |") : doc.index("### A run waiting for a person")]
+    named = set(re.findall(r"`([A-Z]+(?:_[A-Z]+)+)`", table))
+    assert "RUN_ERROR" in sent
+    assert named == sent

@@ -43,7 +43,10 @@ def node_agent() -> list[str]:
 def drive(command: list[str], url: str, **config: Any) -> dict[str, Any]:
     """Run the official client with `config`; what it assembled."""
     done = subprocess.run(
-        [*command, json.dumps({"url": url, "threadId": "thread-1", "runId": "run-1", "messages": USER, **config})],
+        [
+            *command,
+            json.dumps({"url": url, "threadId": "thread-1", "runId": "run-1", "messages": USER, **config}),
+        ],
         capture_output=True,
         text=True,
         timeout=WAIT_S,
@@ -63,7 +66,7 @@ def transcript(state: LoopState) -> list[tuple[Any, ...]]:
         content = message["content"]
         assert isinstance(content, list)
         for block in content:
-            part: dict[str, Any] = dict(block)  # type: ignore[arg-type]
+            part: dict[str, Any] = dict(block)
             if part["type"] == "thinking":
                 items.append(("thinking", part["thinking"]))
             elif part["type"] == "text":
@@ -124,12 +127,19 @@ def test_http_agent_answers_the_interrupt_and_the_run_completes(tmp_path: Path) 
     command = node_agent()
     store = SQLiteStore(tmp_path / "runs.db", log_deltas=True)
     client = script(
-        {"stop_reason": "tool_use", "content": [{"type": "tool_use", "id": "toolu_r", "name": "refund", "input": {"order_id": "O-1"}}]},
+        {
+            "stop_reason": "tool_use",
+            "content": [
+                {"type": "tool_use", "id": "toolu_r", "name": "refund", "input": {"order_id": "O-1"}}
+            ],
+        },
         {"stop_reason": "end_turn", "content": [{"type": "text", "text": "Refunded O-1."}]},
     )
     app = load("front_ends").create_app(make_loop(client, store=store))
     with serving(app) as base:
-        got = drive(command, f"{base}/agui", scenario="approve", secondRunId="run-2", payload={"approved": True})
+        got = drive(
+            command, f"{base}/agui", scenario="approve", secondRunId="run-2", payload={"approved": True}
+        )
     first, waiting, second = got["results"]
     assert first is None  # an interrupted run has no success result
     (interrupt,) = waiting["interrupts"]
@@ -163,7 +173,10 @@ def test_http_agent_reconnects_after_a_cut_without_gap_or_duplicate(tmp_path: Pa
         got = drive(command, f"{base}/agui", scenario="reconnect", cutAfter="TOOL_CALL_END")
     cut = got["results"][1]
     assert cut["cutAt"] is not None
-    assert assembled(cut["messagesAtCut"]) == [("text", "Waiting on the slow tool now."), ("call", "toolu_s", "stall", {"key": "a"})]
+    assert assembled(cut["messagesAtCut"]) == [
+        ("text", "Waiting on the slow tool now."),
+        ("call", "toolu_s", "stall", {"key": "a"}),
+    ]
     state = stored(store, "thread-1/run-1")
     assert str(state.stop_reason) == "completed"
     assert assembled(got["messages"]) == transcript(state)
