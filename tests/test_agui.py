@@ -410,6 +410,7 @@ async def test_a_token_guards_the_endpoint_and_get_is_not_allowed() -> None:
     app = agui_app(make_loop(script(*LOOKUP_THEN_ANSWER)), token="s3cret")
     assert (await post(app, run_input())).status_code == 401
     assert (await post(app, run_input(), authorization="Bearer wrong")).status_code == 401
+    assert (await post(app, run_input(), cookie="boundloop_session=s3cret")).status_code == 401  # no cookies
     assert (await post(app, run_input(), authorization="Bearer s3cret")).status_code == 200
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app") as client:
         assert (await client.get("/")).status_code == 405

@@ -132,7 +132,11 @@ class _Endpoint:
         stopped and saved its last checkpoint (and let go of its lease)."""
 
     async def post(self, request: Request) -> Response:
-        if not self.guard.allowed(request):
+        scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+        # The header only, never a cookie: no session another site's page could ride.
+        if self.guard.token is not None and not (
+            scheme.lower() == "bearer" and self.guard.token_matches(credentials.strip())
+        ):
             return _refuse(401, "This endpoint needs its token: Authorization: Bearer TOKEN.")
         # A form or a text/plain body is what another site's page can send without asking
         # (no CORS preflight): refused, so a browser cannot be made to start or approve runs.
@@ -240,6 +244,11 @@ class _Stream:
     async def drive(self, emit: Emit, stream: RunStream[Any]) -> None:
         """Run `stream` in this response: its events as they come, to its stop."""
         self.emit = emit
+        if self.task_id in self.endpoint.live:  # another request of this app drives it now
+            await self.refuse(
+                Refused(409, f"Another request drives the run {self.task_id!r} now: nothing changed.")
+            )
+            return
         released = self.endpoint.live[self.task_id] = anyio.Event()
         try:
             async with stream as run:
@@ -249,9 +258,7 @@ class _Stream:
                     first = await anext(events)
                 except Exception as exc:  # refused before it began (TaskBusy, NotResumable, ...)
                     outcome = refusal(exc)
-                    if not self.headed:  # a status, not a stream
-                        raise Refused(outcome.status, outcome.message) from exc
-                    await self.write(RunErrorEvent(message=outcome.message, code=str(outcome.status)))
+                    await self.refuse(Refused(outcome.status, outcome.message))
                     return
                 await self.head()
                 last = await self.send(first)
@@ -267,6 +274,12 @@ class _Stream:
             released.set()
         assert isinstance(last, Stop)
         await self.finish(last)
+
+    async def refuse(self, refused: Refused) -> None:
+        """A refusal: its status before the stream began, else the stream's RUN_ERROR."""
+        if not self.headed:
+            raise refused
+        await self.write(RunErrorEvent(message=refused.message, code=str(refused.status)))
 
     async def cancel(self) -> None:
         """The client went away: the run it drives stops `cancelled` (checkpoint written)."""
