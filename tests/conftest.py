@@ -11,14 +11,20 @@ from blockbuster import BlockBuster, blockbuster_ctx
 from hypothesis import settings
 from prometheus_client import CollectorRegistry
 
-import boundloop.loop  # noqa: F401  (see below)
+import boundloop.contract
+import boundloop.loop
+import boundloop.mcp
+import boundloop.web  # noqa: F401  (see below)
 from boundloop import LoopMetrics
 from tests.postgres import PostgresServer, running_server
 from tests.sim_model import SimulatedModel, shipping_policy
 
 # `boundloop` loads each public name on first use, so the anthropic SDK is first imported by
 # whichever test first touches `AgentLoop`. Its import reads package metadata from disk, which
-# blockbuster flags when that happens inside an async test: import it here, at collection.
+# blockbuster flags when that happens inside an async test: import it here, at collection (and
+# `boundloop.mcp`, whose SDK does the same). The
+# packages that load their names lazily (`boundloop.contract`, `boundloop.web`) read their own
+# file once when imported: here too.
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -17,8 +17,6 @@ import anyio
 import httpx
 import pytest
 
-import boundloop.mcp
-import boundloop.web  # noqa: F401 - imported at collection: its lazy names are read from its file
 from boundloop import ScriptedClient
 from boundloop.cli import main as cli_main
 from boundloop.cli.demo import GOAL, SCENARIOS, demo_loop
@@ -47,6 +45,7 @@ def test_examples_are_all_tested() -> None:
         "parallel_tools",
         "delegation",
         "fastapi_app",
+        "front_ends",
         "diagram",
         "approval",
         "contract_loop",
@@ -71,9 +70,12 @@ def test_example_runs_as_a_script(name: str) -> None:
     assert "stop reason: completed" in ran.stdout
 
 
-async def test_contract_loop(capsys: pytest.CaptureFixture[str]) -> None:
-    """The contract example checks, builds and runs its loop, and its contract round-trips."""
-    assert await load("contract_loop").main() == 0
+def test_contract_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    """The contract example checks, builds and runs its loop, and its contract round-trips.
+    (Imported outside the event loop: its import loads `boundloop.contract`'s checker, which
+    reads the contract schema from disk, as any first import does.)"""
+    example = load("contract_loop")
+    assert anyio.run(example.main) == 0
     out = capsys.readouterr().out
     assert "check: 0 problem(s)" in out
     assert "stop reason: completed" in out
@@ -194,6 +196,58 @@ async def wait_for_run(client: httpx.AsyncClient, field: str, value: str) -> Non
         if any(run[field] == value for run in (await runs(client)).values()):
             return
         await anyio.sleep(0.02)
+
+
+@pytest.mark.asyncio_only  # a real server process: one client loop is enough
+async def test_front_ends_under_uvicorn() -> None:
+    """examples/front_ends.py offline under uvicorn: POST /agui streams AG-UI events to the
+    refund's approval interrupt; the next run answering it runs the refund to `completed`."""
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "front_ends:app",
+        "--app-dir",
+        str(EXAMPLES),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+    ]
+    async with await anyio.open_process(command, env=ENV, cwd=ROOT) as server:
+        assert server.stderr is not None
+        log = b""
+        with anyio.fail_after(30):
+            while not (found := re.search(rb"Uvicorn running on (http://127\.0\.0\.1:\d+)", log)):
+                log += await server.stderr.receive()
+        async with httpx.AsyncClient(base_url=found.group(1).decode(), timeout=20) as client:
+            with anyio.fail_after(30):
+                user = [{"id": "m1", "role": "user", "content": "Is O-104 refundable?"}]
+                first = await client.post("/agui", json={"threadId": "t1", "runId": "r1", "messages": user})
+                assert first.headers["content-type"].startswith("text/event-stream")
+                datas = [
+                    json.loads(line[6:]) for line in first.text.splitlines() if line.startswith("data: ")
+                ]
+                assert datas[0]["type"] == "RUN_STARTED"
+                outcome = datas[-1]["outcome"]
+                assert outcome["type"] == "interrupt"
+                answer = [
+                    {"interruptId": i["id"], "status": "resolved", "payload": {"approved": True}}
+                    for i in outcome["interrupts"]
+                ]
+                second = await client.post(
+                    "/agui", json={"threadId": "t1", "runId": "r2", "messages": [], "resume": answer}
+                )
+                datas = [
+                    json.loads(line[6:]) for line in second.text.splitlines() if line.startswith("data: ")
+                ]
+                assert {"type": "TOOL_CALL_RESULT", "content": "refunded 189.00 on O-104"}.items() <= datas[
+                    1
+                ].items()
+                assert datas[-1]["outcome"] == {"type": "success"}
+        server.send_signal(signal.SIGINT)
+        with anyio.fail_after(15):
+            assert await server.wait() == 0
 
 
 @pytest.mark.asyncio_only  # a real server process: one client loop is enough

@@ -9,9 +9,12 @@
   `ui_message_parts(run)` turn a run's events into the parts `useChat` reads,
   `ui_message_response(...)` sends them from a Starlette/FastAPI endpoint, and `chat_app(loop)`
   is the whole endpoint (`useChat`'s POST, its reconnect, approvals).
+- `agui_app(loop, token=None)` is the loop as an AG-UI endpoint (docs/front-ends.md): the POST
+  of a `RunAgentInput` answered with the run's AG-UI events over server-sent events.
 
-It needs the `web` extra (`pip install 'boundloop[web]'`: starlette and uvicorn). Each name is
-imported on first use, from its own module.
+It needs the `web` extra (`pip install 'boundloop[web]'`: starlette, uvicorn and
+ag-ui-protocol). Each name is imported on first use, from its own module: the inspector loads
+neither protocol.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from .._lazy import lazy_getattr as _lazy_getattr
 from .._lazy import public_names as _public_names
 
 if typing.TYPE_CHECKING:
+    from ._agui import agui_app as agui_app
     from ._app import app as app
     from ._chat import OnDisconnect as OnDisconnect
     from ._chat import chat_app as chat_app

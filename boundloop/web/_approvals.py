@@ -126,7 +126,7 @@ def not_decidable(
 ) -> Outcome | None:
     """Why decisions on `task_id` cannot be taken (404: no such run; 409: a stale decision), or
     None. Every front end that resumes a run checks its decisions here: the inspector's form,
-    the AI SDK's chat."""
+    the AI SDK's chat, the AG-UI endpoint's answers."""
     if state is None:
         return Outcome(404, f"No run {task_id!r} in the store: nothing changed.")
     pending = {p.tool_use_id for p in state.pending_approvals}
@@ -231,7 +231,7 @@ class Resumer:
 
 
 def refusal(exc: BaseException) -> Outcome:
-    """The answer to a resume the loop refused (or that failed)."""
+    """The answer to a resume the loop refused (`TaskBusy`, `NotResumable`: 409; `ApprovalMissing`: 400)."""
     if isinstance(exc, TaskBusy):
         return Outcome(409, "Another decision is resuming this run now: nothing changed.")
     if isinstance(exc, NotResumable):
