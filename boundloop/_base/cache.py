@@ -377,7 +377,10 @@ def _mark_last(request: dict[str, Any], control: dict[str, str]) -> bool:
     if not isinstance(last, Mapping) or _marked(last) or last.get("type") in _UNMARKABLE:
         return False
     copy = list(messages)
-    copy[-1] = {**message, "content": [*blocks[:-1], {**cast(Mapping[str, Any], last), "cache_control": control}]}
+    copy[-1] = {
+        **message,
+        "content": [*blocks[:-1], {**cast(Mapping[str, Any], last), "cache_control": control}],
+    }
     request["messages"] = copy
     return True
 

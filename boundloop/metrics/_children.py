@@ -75,7 +75,9 @@ class Children:
             reason: backend.counter(MODEL_REQUESTS_TOTAL, (loop, platform, reason))
             for reason in (*API_STOP_REASONS, UNKNOWN)
         }
-        self.tokens = tuple(backend.counter(MODEL_TOKENS_TOTAL, (loop, platform, kind)) for kind in TOKEN_KINDS)
+        self.tokens = tuple(
+            backend.counter(MODEL_TOKENS_TOTAL, (loop, platform, kind)) for kind in TOKEN_KINDS
+        )
         # Every kind the installed SDK's `ServerToolUsage` models, and `other` for the rest.
         self.server_tool_uses = {
             kind: backend.counter(SERVER_TOOL_USES_TOTAL, (loop, platform, kind))

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("boundloop.otel")
 
+
 def provider_name(config: TracedLoop) -> str:
     """`gen_ai.provider.name`: the conventions' name for the provider the loop's client calls
     (`anthropic`, `aws.bedrock`, `gcp.vertex_ai`: `boundloop.platforms.FEATURES`)."""

@@ -136,7 +136,10 @@ async def test_server_tool_uses_are_counted_by_kind(
     assert result.stop_reason is StopReason.COMPLETED
     assert result.state.usage.server_tool_uses == {"web_search": 3}
     body, _ = render(registry, accept="")
-    assert 'boundloop_server_tool_uses_total{kind="web_search",loop="searches",platform="anthropic"} 3.0' in body.decode()
+    assert (
+        'boundloop_server_tool_uses_total{kind="web_search",loop="searches",platform="anthropic"} 3.0'
+        in body.decode()
+    )
     counted = {
         sample.labels["kind"]: sample.value
         for family in registry.collect()
