@@ -11,6 +11,7 @@ from typing import Any
 
 import anthropic
 import pytest
+from anthropic.types.beta import BetaRequestMCPServerURLDefinitionParam
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -102,7 +103,11 @@ def test_a_top_level_cache_control_where_there_is_no_automatic_caching_is_refuse
 
 
 def test_the_mcp_connector_is_refused_where_the_platform_does_not_offer_it() -> None:
-    server = {"type": "url", "url": "https://mcp.example.com/sse", "name": "example"}
+    server: BetaRequestMCPServerURLDefinitionParam = {
+        "type": "url",
+        "url": "https://mcp.example.com/sse",
+        "name": "example",
+    }
     with pytest.raises(ConfigurationError, match=r"\(vertex\) does not offer the MCP connector"):
         loop_on(PlatformAPI("vertex", []), settings=ModelSettings(mcp_servers=[server]))
 

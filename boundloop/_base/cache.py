@@ -373,14 +373,13 @@ def _mark_last(request: dict[str, Any], control: dict[str, str]) -> bool:
         blocks = cast("list[object]", content)  # pyright: ignore[reportUnnecessaryCast]
     else:
         return False
-    last = blocks[-1]
-    if not isinstance(last, Mapping) or _marked(last) or last.get("type") in _UNMARKABLE:
+    if not isinstance(blocks[-1], Mapping):
+        return False
+    last = cast(Mapping[str, Any], blocks[-1])
+    if _marked(last) or last.get("type") in _UNMARKABLE:
         return False
     copy = list(messages)
-    copy[-1] = {
-        **message,
-        "content": [*blocks[:-1], {**cast(Mapping[str, Any], last), "cache_control": control}],
-    }
+    copy[-1] = {**message, "content": [*blocks[:-1], {**last, "cache_control": control}]}
     request["messages"] = copy
     return True
 
