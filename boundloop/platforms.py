@@ -34,6 +34,7 @@ __all__ = [
     "PlatformFeatures",
     "platform_named",
     "platform_of",
+    "vertex_region",
 ]
 
 Platform = Literal["anthropic", "aws", "bedrock", "bedrock_mantle", "foundry", "google_cloud", "vertex"]
@@ -186,6 +187,16 @@ def platform_of(client: object) -> Platform:
         if isinstance(client, classes):
             return platform
     return platform_named(getattr(client, "platform", None)) or "anthropic"
+
+
+def vertex_region(client: object) -> str | None:
+    """The region a Vertex AI client calls (`AsyncAnthropicVertex(region=...)`): `"global"` or
+    a regional endpoint, whose tokens cost more on the newer models (`boundloop.prices`); None
+    for any other client."""
+    if platform_of(client) != "vertex":
+        return None
+    region: object = getattr(client, "region", None)
+    return region if isinstance(region, str) else None
 
 
 def platform_named(name: object) -> Platform | None:

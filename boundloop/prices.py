@@ -11,7 +11,10 @@ genai-prices price its model ids first: Amazon Bedrock's (`anthropic.claude-sonn
 and the cross-region `us.`/`eu.`/... profiles at the regional price, `global.anthropic...` at the
 global one: regional endpoints cost 10 % more on the newer models), Google Vertex AI's
 (`claude-sonnet-4-5@20250929`) and Microsoft Foundry's (Azure's); a model the platform's entries
-lack is priced as on the Claude API. A model id in a platform's form is priced from that
+lack is priced as on the Claude API. Vertex AI's model ids do not say the endpoint, its client
+does: on a regional Vertex endpoint (any `region` but `"global"`) a model costs what Bedrock's
+entries say its regional endpoints cost over the global one (10 % more on the models that have
+the premium, nothing more on the others). A model id in a platform's form is priced from that
 platform's entries even where the platform is not known (`boundloop eval` reading a recorded run).
 
 genai-prices gives each model its token rates (long-context tiers included), its web search
@@ -262,7 +265,10 @@ def default_price(model: str) -> Price | None:
 
 
 def resolve_price(
-    model: str, prices: Mapping[str, Price] | None = None, platform: Platform = "anthropic"
+    model: str,
+    prices: Mapping[str, Price] | None = None,
+    platform: Platform = "anthropic",
+    region: str | None = None,
 ) -> Price | None:
     """The price a loop on `model` is costed at: the caller's entry, else genai-prices', else None.
 
@@ -275,6 +281,8 @@ def resolve_price(
         model: the model the loop calls.
         prices: the caller's prices (`AgentLoop(prices=...)`), by model name.
         platform: where the loop's client runs (`boundloop.platforms.platform_of`).
+        region: a Vertex AI client's region (`boundloop.platforms.vertex_region`): genai-prices'
+            price is the global endpoint's, a regional endpoint's premium is added to it.
 
     Raises:
         ConfigurationError: the caller's entry found is not a `Price`.
@@ -288,7 +296,24 @@ def resolve_price(
         priced = price_for(model, prices)
         if priced is not None:
             return priced
-    return None if found is None else found[0].by_id[found[1]]
+    if found is None:
+        return None
+    price = found[0].by_id[found[1]]
+    if platform == "vertex" and region not in (None, "global"):
+        return price.scaled(regional_premium(model))
+    return price
+
+
+def regional_premium(model: str) -> float:
+    """What a regional endpoint costs over the global one for `model` (a Vertex id such as
+    `claude-sonnet-4-5@20250929` or `claude-sonnet-4-6`), as genai-prices' Amazon Bedrock entries
+    price the same model's regional and `global.` profiles; 1.0 where they have no pair."""
+    bedrock = _current("aws")
+    name = model.replace("@", "-")
+    regional, worldwide = bedrock.match(name), bedrock.match(f"global.anthropic.{name}")
+    if regional is None or worldwide is None or not regional.startswith("regional."):
+        return 1.0
+    return bedrock.by_id[regional].input_per_mtok / bedrock.by_id[worldwide].input_per_mtok
 
 
 _warned: set[str] = set()

@@ -17,14 +17,23 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from boundloop import AgentLoop, Budget, LoopMetrics, ModelSettings, ScriptedClient, StopReason, tool
+from boundloop import AgentLoop, Budget, LoopMetrics, ModelSettings, Price, ScriptedClient, StopReason, tool
 from boundloop.errors import ConfigurationError
 from boundloop.events import RunStarted
 from boundloop.otel import TraceSettings
 from boundloop.platforms import FEATURES, platform_of
 from boundloop.prices import resolve_price
 from tests.helpers import assert_valid_transcript, text, tool_use
-from tests.platform_api import AWS_KEY, AWS_REGION, AWS_SECRET, MODELS, THROTTLED, PlatformAPI, Tested
+from tests.platform_api import (
+    AWS_KEY,
+    AWS_REGION,
+    AWS_SECRET,
+    MODELS,
+    THROTTLED,
+    VERTEX_REGION,
+    PlatformAPI,
+    Tested,
+)
 
 PLATFORMS: list[Tested] = ["bedrock", "vertex", "foundry"]
 
@@ -42,6 +51,15 @@ def script() -> list[dict[str, Any]]:
         tool_use(("order_status", {"order_id": "O-2"}), input_tokens=1300, output_tokens=40),
         text("Both orders shipped.", input_tokens=1400, output_tokens=20),
     ]
+
+
+def platform_price(api: PlatformAPI) -> Price:
+    """The price a run on `api`'s client pays: Vertex's fake calls a regional endpoint."""
+    price = resolve_price(
+        api.model, platform=api.platform, region=VERTEX_REGION if api.platform == "vertex" else None
+    )
+    assert price is not None
+    return price
 
 
 def loop_on(api: PlatformAPI, **options: Any) -> AgentLoop:
@@ -185,8 +203,7 @@ async def test_a_multi_turn_tool_run_completes_on_each_platform(platform: Tested
         "boundloop_model_requests_total", {"loop": "orders", "platform": platform, "stop_reason": "tool_use"}
     )
     assert requests == 2
-    price = resolve_price(api.model, platform=platform)
-    assert price is not None
+    price = platform_price(api)
     assert result.state.usage.cost_usd == pytest.approx(
         (3900 * price.input_per_mtok + 100 * price.output_per_mtok) / 1e6
     )
@@ -209,8 +226,7 @@ async def test_a_throttled_request_is_retried_by_the_sdk(platform: Tested) -> No
 async def test_max_cost_usd_stops_a_platform_run(platform: Tested) -> None:
     """A platform model id is priced, so a cost budget builds and stops the run once spent."""
     api = PlatformAPI(platform, script())
-    price = resolve_price(api.model, platform=platform)
-    assert price is not None
+    price = platform_price(api)
     first = (1200 * price.input_per_mtok + 40 * price.output_per_mtok) / 1e6
     result = await loop_on(api, budget=Budget(max_steps=5, max_cost_usd=first * 1.5)).run("Where?")
     assert result.stop_reason is StopReason.COST_BUDGET
@@ -247,6 +263,28 @@ def test_platform_model_ids_are_priced_with_their_regional_premium(
     assert price is not None
     assert price.input_per_mtok == pytest.approx(first_party.input_per_mtok * premium)
     assert price.output_per_mtok == pytest.approx(first_party.output_per_mtok * premium)
+
+
+@pytest.mark.parametrize(
+    ("model", "premium"),
+    [
+        ("claude-sonnet-4-5@20250929", 1.1),
+        ("claude-haiku-4-5@20251001", 1.1),
+        ("claude-sonnet-4@20250514", 1.0),
+    ],
+)
+def test_a_regional_vertex_endpoint_costs_the_regional_premium(model: str, premium: float) -> None:
+    """Vertex's ids do not say the endpoint, its client does: a regional one (`us-east5`) pays what
+    Bedrock's entries charge a regional endpoint over the global one; `global` pays the list price."""
+    global_price = resolve_price(model, platform="vertex", region="global")
+    assert global_price is not None
+    for region, factor in (("us-east5", premium), ("global", 1.0)):
+        client = anthropic.AsyncAnthropicVertex(region=region, project_id="p", access_token="t")
+        loop = AgentLoop(client, model=model, budget=Budget(max_steps=1), metrics=None)
+        price = loop.config.price
+        assert price is not None
+        assert price.input_per_mtok == pytest.approx(global_price.input_per_mtok * factor)
+        assert price.output_per_mtok == pytest.approx(global_price.output_per_mtok * factor)
 
 
 def test_max_cost_usd_builds_on_a_platform_model_id() -> None:

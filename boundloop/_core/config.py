@@ -24,7 +24,7 @@ from ..events import Event
 from ..metrics.instruments import BoundMetrics, LoopMetrics
 from ..model import Model
 from ..otel import TraceSettings, Tracing, is_provider, tracing_for
-from ..platforms import FEATURES, Platform, platform_of
+from ..platforms import FEATURES, Platform, platform_of, vertex_region
 from ..policy import Policy, SignalHandler
 from ..policy import ToolErrors as ToolErrors
 from ..prices import resolve_price, warn_unpriced
@@ -135,6 +135,9 @@ class LoopConfig:
     platform: Platform = "anthropic"
     """Where the client runs (`boundloop.platforms.platform_of`): what its requests may hold and
     how its model ids are priced."""
+    region: str | None = None
+    """A Vertex AI client's region (`boundloop.platforms.vertex_region`): a regional endpoint's
+    premium is in its prices."""
 
     @property
     def automatic_cache(self) -> bool:
@@ -279,10 +282,11 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
     )
     check_policy(spec.policy, registry, listed_later=bool(toolsets))
     prices = wiring.prices
-    price = resolve_price(spec.model, prices, platform)
+    region = vertex_region(client)
+    price = resolve_price(spec.model, prices, platform, region)
     unpriced = [spec.model] if price is None else []
     unpriced += [
-        name for name in other_models(spec, registry) if resolve_price(name, prices, platform) is None
+        name for name in other_models(spec, registry) if resolve_price(name, prices, platform, region) is None
     ]
     if spec.budget.max_cost_usd is not None and unpriced:  # the loop's model, a fallback, an advisor
         name = unpriced[0]
@@ -313,6 +317,7 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
         prices=prices,
         cache=cache_settings(spec.cache),
         platform=platform,
+        region=region,
     )
     for name in unpriced:  # last: a loop that fails to build does not warn
         warn_unpriced(name)
