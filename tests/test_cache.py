@@ -26,7 +26,6 @@ from boundloop import (
 from boundloop._base.cache import (
     LOOKBACK_BLOCKS,
     MAX_BREAKPOINTS,
-    CacheSettings,
     MessageMarkers,
     add_breakpoints,
     count_breakpoints,
