@@ -17,7 +17,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from boundloop import AgentLoop, Budget, LoopMetrics, ModelSettings, Price, ScriptedClient, StopReason, tool
+from boundloop import (
+    AgentLoop,
+    Budget,
+    LoopMetrics,
+    ModelSettings,
+    Price,
+    ScriptedClient,
+    StopReason,
+    replay,
+    tool,
+)
 from boundloop.errors import ConfigurationError
 from boundloop.events import RunStarted
 from boundloop.otel import TraceSettings
@@ -36,6 +46,13 @@ from tests.platform_api import (
 )
 
 PLATFORMS: list[Tested] = ["bedrock", "vertex", "foundry"]
+PROVIDER_NAMES: dict[Tested, str] = {
+    "bedrock": "aws.bedrock",
+    "vertex": "gcp.vertex_ai",
+    "foundry": "anthropic",
+}
+"""`gen_ai.provider.name` as the OpenTelemetry GenAI conventions spell it (Foundry's Claude is
+served by Anthropic)."""
 
 
 @tool
@@ -198,7 +215,7 @@ async def test_a_multi_turn_tool_run_completes_on_each_platform(platform: Tested
         for span in exporter.get_finished_spans()
         if span.attributes and "gen_ai.provider.name" in span.attributes
     }
-    assert names == {FEATURES[platform].provider_name}
+    assert names == {PROVIDER_NAMES[platform]}
     requests = registry.get_sample_value(
         "boundloop_model_requests_total", {"loop": "orders", "platform": platform, "stop_reason": "tool_use"}
     )
@@ -296,3 +313,18 @@ def test_max_cost_usd_builds_on_a_platform_model_id() -> None:
         client = ScriptedClient([], platform="bedrock")
         AgentLoop(client, model=model, budget=Budget(max_steps=2, max_cost_usd=1), metrics=None)
     assert MODELS["bedrock"].startswith("global.")
+
+
+async def test_a_platform_run_replays_as_it_ran_there() -> None:
+    """A recorded Bedrock run replays without a loop: the recorded configuration runs as on
+    Bedrock (priced at its price, block breakpoints), and the replay is identical."""
+    api = PlatformAPI("bedrock", script())
+    result = await loop_on(api, budget=Budget(max_steps=5, max_cost_usd=1)).run("Where are O-1 and O-2?")
+    assert result.stop_reason is StopReason.COMPLETED
+    report = await replay(result.state)
+    assert report.identical, report
+    assert report.provenance_changes == []
+    assert report.result is not None
+    started = [event for event in report.result.events if isinstance(event, RunStarted)]
+    assert [event.platform for event in started] == ["bedrock"]
+    assert report.result.state.usage.cost_usd == pytest.approx(result.state.usage.cost_usd)
