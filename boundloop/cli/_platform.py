@@ -71,11 +71,13 @@ def platform_client(platform: Platform) -> Any:
             f"--live --platform {platform} needs {' and '.join(missing)} for {FEATURES[platform].title}{hint}"
         )
     import anthropic
+    from anthropic.lib.bedrock import AsyncAnthropicBedrock  # re-exported by `anthropic` with *
+    from anthropic.lib.vertex import AsyncAnthropicVertex
 
     if platform == "bedrock":
-        return anthropic.AsyncAnthropicBedrock()
+        return AsyncAnthropicBedrock()
     if platform == "vertex":
-        return anthropic.AsyncAnthropicVertex()
+        return AsyncAnthropicVertex()
     if platform == "foundry":
         return anthropic.AsyncAnthropicFoundry()
     return anthropic.AsyncAnthropic()
