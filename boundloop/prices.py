@@ -54,6 +54,7 @@ __all__ = [
     "default_price",
     "from_genai_prices",
     "price_for",
+    "regional_premium",
     "resolve_price",
     "warn_unpriced",
 ]
