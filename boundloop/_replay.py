@@ -39,6 +39,7 @@ from .events import (
     to_dict,
 )
 from .loop import AgentLoop
+from .platforms import platform_named
 from .policy import Policy
 from .records import Observation, Provenance, StopReason
 from .settings import LoopSpec
@@ -380,7 +381,12 @@ def _from_trace(events: list[Event]) -> _Recording:
 def _config(recording: _Recording, loop: AgentLoop | None, cut: Cut | None = None) -> LoopConfig:
     """The replaying configuration: the loop's, or the recorded one; a recorded client and tools
     (and, with `cut`, a last model call that cuts the run)."""
-    client = ScriptedClient(recording.responses if cut is None else [*recording.responses, _cuts(cut)])
+    recorded_on = None if recording.provenance is None else platform_named(recording.provenance.platform)
+    # Where the recorded run ran: its requests are built (and its model priced) as they were there.
+    client = ScriptedClient(
+        recording.responses if cut is None else [*recording.responses, _cuts(cut)],
+        platform=recorded_on or "anthropic",
+    )
     if loop is not None:
         return dataclasses.replace(
             loop.config,

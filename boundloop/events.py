@@ -112,6 +112,8 @@ class RunStarted(BaseEvent):
     parent_task_id: str | None = None
     """The run that started this one as a delegation (its events reach the parent's stream and
     hooks with this run's `task_id`); None for a root."""
+    platform: str = "anthropic"
+    """Where the loop's client runs (`boundloop.platforms.Platform`; `Provenance.platform`)."""
 
 
 @dataclasses.dataclass(slots=True)

@@ -6,6 +6,17 @@ lookup never touches the network; the data is read on the first lookup (about 20
 process), not at import. The caller's `prices={model: Price(...)}` entries win over it. A model
 with no price in either warns once (`UnpricedModelWarning`) and its cost is not tracked.
 
+On a platform other than the Claude API (`boundloop.platforms`) the platform's own entries in
+genai-prices price its model ids first: Amazon Bedrock's (`anthropic.claude-sonnet-4-5-...-v1:0`
+and the cross-region `us.`/`eu.`/... profiles at the regional price, `global.anthropic...` at the
+global one: regional endpoints cost 10 % more on the newer models), Google Vertex AI's
+(`claude-sonnet-4-5@20250929`) and Microsoft Foundry's (Azure's); a model the platform's entries
+lack is priced as on the Claude API. Vertex AI's model ids do not say the endpoint, its client
+does: on a regional Vertex endpoint (any `region` but `"global"`) a model costs what Bedrock's
+entries say its regional endpoints cost over the global one (10 % more on the models that have
+the premium, nothing more on the others). A model id in a platform's form is priced from that
+platform's entries even where the platform is not known (`boundloop eval` reading a recorded run).
+
 genai-prices gives each model its token rates (long-context tiers included), its web search
 rate, and its fast-mode (`speed: "fast"`) and batch rates where it lists them; what a `Price`
 does with a response's `usage` is in its own module's docstring (`boundloop._base.price`).
@@ -30,6 +41,7 @@ from genai_prices.types import TieredPrices
 
 from ._base.price import Price
 from .errors import ConfigurationError
+from .platforms import FEATURES, Platform
 
 if TYPE_CHECKING:
     from genai_prices.data_snapshot import DataSnapshot
@@ -42,6 +54,7 @@ __all__ = [
     "default_price",
     "from_genai_prices",
     "price_for",
+    "regional_premium",
     "resolve_price",
     "warn_unpriced",
 ]
@@ -74,14 +87,15 @@ class _Catalogue:
     changed on a date are read as of the catalogue's first use.
     """
 
-    __slots__ = ("by_id", "matches", "snapshot")
+    __slots__ = ("by_id", "matches", "provider", "snapshot")
 
-    def __init__(self, snapshot: DataSnapshot) -> None:
+    def __init__(self, snapshot: DataSnapshot, provider_id: str = PROVIDER) -> None:
         self.snapshot = snapshot
+        self.provider = provider_id
         now = datetime.now(tz=UTC)
         self.by_id: dict[str, Price] = {}
         for provider in snapshot.providers:
-            if provider.id == PROVIDER:
+            if provider.id == provider_id:
                 for model in provider.models:
                     price = _priced(model, now)
                     if price is not None:
@@ -90,11 +104,11 @@ class _Catalogue:
         """Model name -> the genai-prices id it matches (None: none)."""
 
     def match(self, model: str) -> str | None:
-        """The genai-prices id of the Anthropic model `model` names, or None."""
+        """The genai-prices id of the Claude model `model` names on this provider, or None."""
         if model in self.matches:
             return self.matches[model]
         try:
-            _, info = self.snapshot.find_provider_model(model, None, PROVIDER, None)
+            _, info = self.snapshot.find_provider_model(model, None, self.provider, None)
         except LookupError:
             found = None
         else:
@@ -103,16 +117,40 @@ class _Catalogue:
         return found
 
 
-_catalogue: _Catalogue | None = None
+_catalogues: dict[str, _Catalogue] = {}
+"""By genai-prices provider id: the catalogue of the current snapshot."""
 
 
-def _current() -> _Catalogue:
-    """The catalogue of genai-prices' current snapshot (built again when the snapshot changes)."""
-    global _catalogue
+def _current(provider: str = PROVIDER) -> _Catalogue:
+    """The catalogue of genai-prices' current snapshot for `provider` (built again when the
+    snapshot changes)."""
     snapshot = get_snapshot()
-    if _catalogue is None or _catalogue.snapshot is not snapshot:
-        _catalogue = _Catalogue(snapshot)
-    return _catalogue
+    catalogue = _catalogues.get(provider)
+    if catalogue is None or catalogue.snapshot is not snapshot:
+        catalogue = _catalogues[provider] = _Catalogue(snapshot, provider)
+    return catalogue
+
+
+_PLATFORM_FORMS: Final = (("aws", "anthropic."), ("google", "@"))
+"""genai-prices provider -> what a model id in its platform's form holds (Bedrock's
+`[geo.]anthropic.claude-...`, Vertex's `claude-...@date`)."""
+
+
+def _catalogue_for(model: str, platform: Platform) -> tuple[_Catalogue, str] | None:
+    """The catalogue that prices `model` on `platform`, and the id it matched: the platform's
+    entries, else the Claude API's; on the Claude API, an id in a platform's form goes to that
+    platform's entries."""
+    providers = [FEATURES[platform].prices]
+    if platform == "anthropic":
+        providers += [provider for provider, form in _PLATFORM_FORMS if form in model]
+    elif providers[0] != PROVIDER:
+        providers.append(PROVIDER)
+    for provider in providers:
+        catalogue = _current(provider)
+        matched = catalogue.match(model)
+        if matched is not None:
+            return catalogue, matched
+    return None
 
 
 _CONTEXTS: Final = {"fast": {"speed": "fast"}, "batch": {"processing": "batch"}}
@@ -227,31 +265,56 @@ def default_price(model: str) -> Price | None:
     return None if found is None else catalogue.by_id[found]
 
 
-def resolve_price(model: str, prices: Mapping[str, Price] | None = None) -> Price | None:
+def resolve_price(
+    model: str,
+    prices: Mapping[str, Price] | None = None,
+    platform: Platform = "anthropic",
+    region: str | None = None,
+) -> Price | None:
     """The price a loop on `model` is costed at: the caller's entry, else genai-prices', else None.
 
     The caller's `prices` win. Their entries are matched exactly, then by the genai-prices id the
     model belongs to (so `{"claude-sonnet-4-5": ...}` prices `claude-sonnet-4-5-20250929` too),
-    then as `price_for` matches dated ids.
+    then as `price_for` matches dated ids. genai-prices' price is the platform's entry for the
+    model, else the Claude API's (the module docstring).
 
     Args:
         model: the model the loop calls.
         prices: the caller's prices (`AgentLoop(prices=...)`), by model name.
+        platform: where the loop's client runs (`boundloop.platforms.platform_of`).
+        region: a Vertex AI client's region (`boundloop.platforms.vertex_region`): genai-prices'
+            price is the global endpoint's, a regional endpoint's premium is added to it.
 
     Raises:
         ConfigurationError: the caller's entry found is not a `Price`.
     """
     if prices and model in prices:
         return _checked(model, prices[model])
-    catalogue = _current()
-    matched = catalogue.match(model)
+    found = _catalogue_for(model, platform)
     if prices:
-        if matched is not None and matched in prices:
-            return _checked(matched, prices[matched])
-        found = price_for(model, prices)
-        if found is not None:
-            return found
-    return None if matched is None else catalogue.by_id[matched]
+        if found is not None and found[1] in prices:
+            return _checked(found[1], prices[found[1]])
+        priced = price_for(model, prices)
+        if priced is not None:
+            return priced
+    if found is None:
+        return None
+    price = found[0].by_id[found[1]]
+    if platform == "vertex" and region not in (None, "global"):
+        return price.scaled(regional_premium(model))
+    return price
+
+
+def regional_premium(model: str) -> float:
+    """What a regional endpoint costs over the global one for `model` (a Vertex id such as
+    `claude-sonnet-4-5@20250929` or `claude-sonnet-4-6`), as genai-prices' Amazon Bedrock entries
+    price the same model's regional and `global.` profiles; 1.0 where they have no pair."""
+    bedrock = _current("aws")
+    name = model.replace("@", "-")
+    regional, worldwide = bedrock.match(name), bedrock.match(f"global.anthropic.{name}")
+    if regional is None or worldwide is None or not regional.startswith("regional."):
+        return 1.0
+    return bedrock.by_id[regional].input_per_mtok / bedrock.by_id[worldwide].input_per_mtok
 
 
 _warned: set[str] = set()

@@ -465,6 +465,9 @@ class Provenance:
     """The loop's version (`AgentLoop(version=...)`, a contract's `version`)."""
     cache_sha256: str | None = None
     """The hash of the loop's `cache` setting; None: the default, `"auto"`."""
+    platform: str = "anthropic"
+    """Where the loop's client runs (`boundloop.platforms.Platform`): `"anthropic"` (the Claude
+    API), `"bedrock"`, `"bedrock_mantle"`, `"vertex"`, `"foundry"`, `"aws"`, `"google_cloud"`."""
 
     @property
     def model_route(self) -> tuple[str, ...]:

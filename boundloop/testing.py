@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # at run time, imported where a response is built: `import bo
     from anthropic.types import Message
 
     from ._base.simulated import SimulatedClient as SimulatedClient
+    from .platforms import Platform
 
 __all__ = [
     "Request",
@@ -165,10 +166,15 @@ class ScriptedClient:
     validated into real `anthropic.types.Message` objects up front, so a bad script fails at
     construction, not mid-run. The ids a response dict leaves out are numbered per client, in
     the order served: `msg_scripted_1`, ... for responses, `toolu_scripted_1`, ... for
-    `tool_use` blocks, so no two tool calls of a script share an id.
+    `tool_use` blocks, so no two tool calls of a script share an id. `platform` is the platform
+    the loop takes it for (`boundloop.platforms`): `ScriptedClient(script, platform="bedrock")`
+    builds and prices a loop as on Amazon Bedrock's client.
     """
 
-    def __init__(self, responses: Iterable[ScriptItem], *, model: str = "scripted") -> None:
+    def __init__(
+        self, responses: Iterable[ScriptItem], *, model: str = "scripted", platform: Platform = "anthropic"
+    ) -> None:
+        self.platform: Platform = platform
         self._script: list[ScriptItem] = []
         self._unnamed: dict[int, tuple[int, ...]] = {}
         """Script position -> the positions of a response dict's `tool_use` blocks without an id."""

@@ -52,6 +52,7 @@ FLOORS = {
         "_base.tool_output",
         "compaction",
         "contract",
+        "platforms",
         "policy",
         "prices",
         "redaction",

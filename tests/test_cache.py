@@ -23,7 +23,13 @@ from boundloop import (
     StopReason,
     tool,
 )
-from boundloop._base.cache import LOOKBACK_BLOCKS, MAX_BREAKPOINTS, MessageMarkers, count_breakpoints
+from boundloop._base.cache import (
+    LOOKBACK_BLOCKS,
+    MAX_BREAKPOINTS,
+    MessageMarkers,
+    add_breakpoints,
+    count_breakpoints,
+)
 from tests.api_rules import violations
 from tests.docrun import python_blocks, runs_as_promised
 from tests.helpers import text, tool_use
@@ -425,3 +431,44 @@ def test_a_runs_marker_count_follows_its_transcript_as_it_grows_shrinks_and_is_e
     assert markers.count(messages) == 3
     messages = [turn("user"), *messages[3:]]  # the head replaced: the first marker is gone
     assert markers.count(messages) == MessageMarkers().count(messages) == 2
+
+
+# -- a platform without automatic caching (docs/platforms.md) ------------------------------------
+
+
+def block_breakpoints(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The request `add_breakpoints` makes of `messages` for a platform without automatic caching."""
+    request: dict[str, Any] = {"model": "m", "max_tokens": 8, "system": "Be brief.", "messages": messages}
+    add_breakpoints(request, CacheSettings(), automatic=False)
+    return request
+
+
+def test_without_automatic_caching_the_last_block_takes_the_breakpoint() -> None:
+    """No top-level `cache_control`: the last block (a plain string made a text block) carries it,
+    on a copy; the system prompt keeps its fixed breakpoint."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Where is O-1?"}]
+    request = block_breakpoints(messages)
+    assert "cache_control" not in request
+    assert request["messages"][-1]["content"] == [
+        {"type": "text", "text": "Where is O-1?", "cache_control": {"type": "ephemeral"}}
+    ]
+    assert messages == [{"role": "user", "content": "Where is O-1?"}]  # the transcript is not changed
+    assert request["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert count_breakpoints(request) == 2
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        {"type": "thinking", "thinking": "...", "signature": "s"},
+        {"type": "text", "text": "marked", "cache_control": {"type": "ephemeral"}},
+    ],
+    ids=["unmarkable", "already-marked"],
+)
+def test_a_last_block_that_cannot_take_one_is_left_as_it_is(last: dict[str, Any]) -> None:
+    """A thinking block cannot carry `cache_control`; a marked one has its breakpoint already."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [last]}]
+    request = block_breakpoints(messages)
+    assert "cache_control" not in request
+    assert request["messages"][-1]["content"] == [last]
+    assert request["system"][0]["cache_control"] == {"type": "ephemeral"}

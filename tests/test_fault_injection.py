@@ -826,6 +826,8 @@ class FaultCampaign(RuleBasedStateMachine):
         def value(name: str, **labels: str) -> float:
             if name.startswith("boundloop_runs_"):  # the run families carry the loop's version ("")
                 labels = {"version": "", **labels}
+            if name.startswith("boundloop_model_"):  # the model families carry the platform
+                labels = {"platform": "anthropic", **labels}
             return snapshot.get((name, frozenset({"loop": LOOP_NAME, **labels}.items())), 0.0)
 
         active = self.registry.get_sample_value("boundloop_runs_active", {"loop": LOOP_NAME, "version": ""})

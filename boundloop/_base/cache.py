@@ -89,7 +89,11 @@ def cache_sha256(cache: CacheMode | CacheSettings) -> str | None:
 
 
 def add_breakpoints(
-    request: dict[str, Any], settings: CacheSettings | None, markers: MessageMarkers | None = None
+    request: dict[str, Any],
+    settings: CacheSettings | None,
+    markers: MessageMarkers | None = None,
+    *,
+    automatic: bool = True,
 ) -> None:
     """Add the loop's cache breakpoints to a built request (its `tools`, `system` and messages
     are replaced by copies where marked; what they were built from is left as it was).
@@ -98,7 +102,9 @@ def add_breakpoints(
     `cache_control` already (the run's `ModelSettings(cache_control=...)`: the user's wins).
     `markers`, the run's count of the breakpoints its transcript holds, counts only the
     messages added since the run's previous request, and marks the run's tools and system
-    prompt once (without it: all of them, each time).
+    prompt once (without it: all of them, each time). `automatic=False` (a platform without
+    automatic caching, `boundloop.platforms`): the breakpoint the top-level `cache_control` would
+    put on the request's last block is put there as a block breakpoint, on a copy.
     """
     if settings is None or "cache_control" in request:
         return
@@ -111,8 +117,11 @@ def add_breakpoints(
     # (tools, system prompt, history), the loop's own breakpoints are written for 5 minutes.
     five = head.five or (head.control.get("ttl") == "1h" and markers.five_in(len(request["messages"])))
     control = FIVE_MINUTES if five else head.control
-    request["cache_control"] = control  # automatic: the last cacheable block, moving with the transcript
-    free -= 1
+    if automatic:
+        request["cache_control"] = control  # automatic: the last cacheable block, moving with the transcript
+        free -= 1
+    elif _mark_last(request, control):  # the same block, marked: the platform has no automatic caching
+        free -= 1
     if free and head.marked:
         request.update(head.marked)
         free -= 1
@@ -348,6 +357,35 @@ def _mark_prefix(marked: dict[str, Any], request: Mapping[str, Any], control: di
     tools: list[Mapping[str, Any]] = request.get("tools") or []
     if system is None and tools and not tools[-1].get("cache_control"):
         marked["tools"] = [*tools[:-1], {**tools[-1], "cache_control": control}]
+
+
+def _mark_last(request: dict[str, Any], control: dict[str, str]) -> bool:
+    """Mark the last block of the request's last message (on a copy), where automatic caching
+    puts its breakpoint; False: it is not a block that can take one (or holds one already)."""
+    messages: list[Mapping[str, Any]] = request.get("messages") or []
+    if not messages:
+        return False
+    message = messages[-1]
+    content = message.get("content")
+    if isinstance(content, str):
+        blocks: list[object] = [{"type": "text", "text": content}]
+    elif isinstance(content, list) and content:
+        blocks = cast("list[object]", content)  # pyright: ignore[reportUnnecessaryCast]
+    else:
+        return False
+    if not isinstance(blocks[-1], Mapping):
+        return False
+    last = cast(Mapping[str, Any], blocks[-1])
+    if _marked(last) or last.get("type") in _UNMARKABLE:
+        return False
+    copy = list(messages)
+    copy[-1] = {**message, "content": [*blocks[:-1], {**last, "cache_control": control}]}
+    request["messages"] = copy
+    return True
+
+
+_UNMARKABLE: Final = frozenset({"thinking", "redacted_thinking"})
+"""Blocks that cannot carry `cache_control` (the API caches them with the blocks around them)."""
 
 
 def _mark_lookback(

@@ -24,6 +24,7 @@ from ..events import Event
 from ..metrics.instruments import BoundMetrics, LoopMetrics
 from ..model import Model
 from ..otel import TraceSettings, Tracing, is_provider, tracing_for
+from ..platforms import FEATURES, Platform, platform_of, vertex_region
 from ..policy import Policy, SignalHandler
 from ..policy import ToolErrors as ToolErrors
 from ..prices import resolve_price, warn_unpriced
@@ -131,6 +132,17 @@ class LoopConfig:
     cache: CacheSettings | None = None
     """The breakpoints each request gets (`_base/cache.py`'s `add_breakpoints`), from `spec.cache` once (one
     object for every request: the run's `MessageMarkers` know it by identity); None: caching off."""
+    platform: Platform = "anthropic"
+    """Where the client runs (`boundloop.platforms.platform_of`): what its requests may hold and
+    how its model ids are priced."""
+    region: str | None = None
+    """A Vertex AI client's region (`boundloop.platforms.vertex_region`): a regional endpoint's
+    premium is in its prices."""
+
+    @property
+    def automatic_cache(self) -> bool:
+        """The platform takes the top-level `cache_control` (else the last block is marked)."""
+        return FEATURES[self.platform].automatic_cache
 
 
 @final
@@ -233,7 +245,8 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
         spec.policy, wiring, spec.server_tools, spec.output_schema
     )
     spec = LoopSpec.of(**{**dict(spec), **declared, "metrics": metrics is not None})
-    check_client(client, effective_settings(spec, spec.settings.data()))
+    platform = platform_of(client)
+    check_client(client, effective_settings(spec, spec.settings.data()), platform)
     _require(
         isinstance(cast(object, metrics), Default | LoopMetrics | None),
         f"metrics must be a LoopMetrics or None, got {type(metrics).__name__}",
@@ -247,6 +260,11 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
         or callable(getattr(getattr(client, "messages", None), "count_tokens", None)),
         "Budget.count_tokens=True needs a client with messages.count_tokens (AsyncAnthropic), "
         f"not {client!r}",
+    )
+    _require(
+        not spec.budget.count_tokens or FEATURES[platform].count_tokens,
+        f"Budget.count_tokens=True: {FEATURES[platform].title} ({platform}) has no token counting "
+        "(messages.count_tokens); leave count_tokens off there (docs/platforms.md)",
     )
     _require(
         tracing is None or isinstance(cast(object, tracing), TraceSettings),
@@ -264,9 +282,12 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
     )
     check_policy(spec.policy, registry, listed_later=bool(toolsets))
     prices = wiring.prices
-    price = resolve_price(spec.model, prices)
+    region = vertex_region(client)
+    price = resolve_price(spec.model, prices, platform, region)
     unpriced = [spec.model] if price is None else []
-    unpriced += [name for name in other_models(spec, registry) if resolve_price(name, prices) is None]
+    unpriced += [
+        name for name in other_models(spec, registry) if resolve_price(name, prices, platform, region) is None
+    ]
     if spec.budget.max_cost_usd is not None and unpriced:  # the loop's model, a fallback, an advisor
         name = unpriced[0]
         raise ConfigurationError(
@@ -282,11 +303,11 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
         store=wiring.store,
         metrics=None
         if chosen_metrics is None
-        else chosen_metrics.bind(spec.name, registry, spec.version or ""),
+        else chosen_metrics.bind(spec.name, registry, spec.version or "", platform),
         price=price,
         signal_handlers=_handlers(spec.policy.signal_handlers),
         machine=LoopMachine(),
-        provenance=provenance(spec),
+        provenance=provenance(spec, platform),
         recorded=None,
         tracing=None if provider is None else tracing_for(provider),
         traces_global=tracing is not None and provider is None,
@@ -295,6 +316,8 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
         toolsets=toolsets,
         prices=prices,
         cache=cache_settings(spec.cache),
+        platform=platform,
+        region=region,
     )
     for name in unpriced:  # last: a loop that fails to build does not warn
         warn_unpriced(name)
@@ -359,7 +382,7 @@ def run_settings(config: LoopConfig, override: ModelSettings | None) -> tuple[di
     check_settings(data, max_tokens=spec.max_tokens, tools=config.tools)
     check_cache(spec.cache, data)
     data = effective_settings(spec, data)
-    check_client(config.client, data)
+    check_client(config.client, data, config.platform)
     return data, dataclasses.replace(config.provenance, settings_sha256=settings_sha256(data))
 
 

@@ -248,6 +248,7 @@ async def _first_event(
             model=spec.model,
             version=spec.version,
             parent_task_id=ctx.state.parent_task_id,
+            platform=ctx.config.platform,
         )
 
 

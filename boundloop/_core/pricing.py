@@ -40,7 +40,7 @@ def price_of(ctx: RunContext, model: str) -> Price | None:
     config = ctx.config
     if model == config.spec.model:
         return config.price
-    return resolve_price(model, config.prices)
+    return resolve_price(model, config.prices, config.platform, config.region)
 
 
 def call_model(ctx: RunContext) -> str:

@@ -16,6 +16,7 @@ from .._base.route import route_data
 from ..compaction import context_settings
 from ..errors import ConfigurationError
 from ..model import Model
+from ..platforms import FEATURES, Platform
 from ..records import Provenance
 from ..settings import LoopSpec
 
@@ -25,8 +26,9 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigurationError(message)
 
 
-def provenance(spec: LoopSpec) -> Provenance:
-    """The model and hashes of what a run is made with, from its spec: replay compares them.
+def provenance(spec: LoopSpec, platform: Platform = "anthropic") -> Provenance:
+    """The model and hashes of what a run is made with, from its spec, and the platform its
+    client runs on: replay compares them.
 
     Each hash is of canonical JSON (sorted keys): the system prompt, the tool manifest as the
     model and the approval gate see it (name, description, input_schema, requires_approval)
@@ -51,6 +53,7 @@ def provenance(spec: LoopSpec) -> Provenance:
         fallback_model=route_data(spec.fallback_model),  # one model: its name, as before routes
         version=spec.version,
         cache_sha256=cache_sha256(spec.cache),
+        platform=platform,
     )
 
 
@@ -72,12 +75,25 @@ def effective_settings(spec: LoopSpec, settings: Mapping[str, Any]) -> dict[str,
     return context_settings(settings, compaction=spec.compaction, context_editing=spec.context_editing)
 
 
-def check_client(client: Model, settings: Mapping[str, object]) -> None:
-    """A client that can send `settings`: the beta ones need `client.beta.messages.create`.
+def check_client(client: Model, settings: Mapping[str, object], platform: Platform = "anthropic") -> None:
+    """A client that can send `settings`: the beta ones need `client.beta.messages.create`, and
+    the client's platform must offer each feature they use (`boundloop.platforms.FEATURES`).
 
     Raises:
-        ConfigurationError: it cannot.
+        ConfigurationError: it cannot, naming the platform and the feature.
     """
+    features = FEATURES[platform]
+    if settings.get("cache_control") and not features.automatic_cache:
+        raise ConfigurationError(
+            f"ModelSettings(cache_control=...): {features.title} ({platform}) has no automatic prompt "
+            "caching (the top-level cache_control); leave it out: cache='auto' marks the last block "
+            "there instead (docs/platforms.md)"
+        )
+    for name, feature in features.refused.items():
+        _require(
+            not settings.get(name),
+            f"settings {name!r}: {features.title} ({platform}) does not offer {feature} (docs/platforms.md)",
+        )
     beta = sorted(BETA_ONLY & set(settings))
     if beta:
         create = getattr(getattr(getattr(client, "beta", None), "messages", None), "create", None)

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any, final
 import anyio
 
 from .. import AgentLoop, LoopResult, Model, StopReason
+from ..platforms import FEATURES, Platform, platform_of
 from . import demo
-from ._defaults import SIMULATED_MODEL
+from ._defaults import DEMO_MODEL, SIMULATED_MODEL
 from ._errors import EXIT_NOT_COMPLETED, EXIT_USAGE, CommandError
+from ._platform import live_model, platform_client
 from ._runner import Cleanup, EventHook, RunOptions, Start, execute, run_goal
 from ._view import RunView
 
@@ -47,11 +49,13 @@ def demo_command(args: argparse.Namespace) -> int:
         simulated = SimulatedClient(seed=0)
         client, cleanup, model = simulated, simulated.close, demo.MODEL
     elif live:
-        if not os.environ.get("ANTHROPIC_API_KEY"):
+        platform: Platform = args.platform
+        if platform == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
             raise CommandError(
                 "--live needs an API key: set ANTHROPIC_API_KEY (or run the demo without --live)"
             )
-        anthropic_client = live_client()
+        anthropic_client = live_client() if platform == "anthropic" else platform_client(platform)
+        model = live_model(platform, model, DEMO_MODEL)
         reach = Reach(anthropic_client)
         client, cleanup, start = reach, anthropic_client.close, reach.watch(start)
 
@@ -85,9 +89,11 @@ class Reach:
         """Watch the calls made through `client`.
 
         Args:
-            client: the live client.
+            client: the live client (of any platform: `platform` says which).
         """
         self._client = client
+        self.platform: Platform = platform_of(client)
+        """The client's platform: the loop takes this wrapper for a client of it."""
         self._create: Callable[..., Awaitable[Message]] = client.messages.create
         self.unreachable: str | None = None
         """Why the latest call found no API (None once a call got an answer)."""
@@ -138,8 +144,9 @@ class Reach:
         ) -> LoopResult:
             result = await start(loop, view, on_event, cancel)
             if result.stop_reason is StopReason.FAILED and self.unreachable is not None:
+                where = "the Anthropic API" if self.platform == "anthropic" else FEATURES[self.platform].title
                 raise CommandError(
-                    f"could not reach the Anthropic API at {self._client.base_url}: {self.unreachable}",
+                    f"could not reach {where} at {self._client.base_url}: {self.unreachable}",
                     EXIT_NOT_COMPLETED if self.answered else EXIT_USAGE,
                 )
             return result

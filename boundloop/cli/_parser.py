@@ -25,6 +25,7 @@ from ._errors import (
     RUN_EXIT_CODES,
     CommandError,
 )
+from ._platform import LIVE_PLATFORMS
 from ._scenarios import SCENARIO_NAMES
 
 Command = Callable[[argparse.Namespace], int]
@@ -113,6 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEMO_MODEL,
         help=f"model name (default: {DEMO_MODEL}); with --live, the model used ({SIMULATED_MODEL}: the "
         "simulated model, offline, no key)",
+    )
+    demo_parser.add_argument(
+        "--platform",
+        choices=LIVE_PLATFORMS,
+        default="anthropic",
+        help="with --live, where Claude runs: the Claude API (default), Amazon Bedrock, Google Vertex "
+        "AI or Microsoft Foundry, the SDK's client for it built from the platform's environment "
+        "variables (docs/platforms.md)",
     )
     _add_run_options(demo_parser)
     demo_parser.set_defaults(command=command("_demo", "demo_command"))

@@ -54,7 +54,9 @@ class Children:
         "tool_duration",
     )
 
-    def __init__(self, backend: Backend, loop: str, version: str, tools: frozenset[str]) -> None:
+    def __init__(
+        self, backend: Backend, loop: str, version: str, tools: frozenset[str], platform: str = "anthropic"
+    ) -> None:
         # Every edge of the table, resolved now: the hot path never resolves a label set.
         self.edges = {
             (row["source"], row["dest"]): backend.counted_histogram(
@@ -68,15 +70,17 @@ class Children:
             reason: backend.counter(RUNS_TOTAL, (loop, version, reason))
             for reason in (*RUN_STOP_REASONS, UNKNOWN)
         }
-        self.model_duration = backend.histogram(MODEL_REQUEST_DURATION, (loop,))
+        self.model_duration = backend.histogram(MODEL_REQUEST_DURATION, (loop, platform))
         self.model_requests: dict[str | None, Counting] = {
-            reason: backend.counter(MODEL_REQUESTS_TOTAL, (loop, reason))
+            reason: backend.counter(MODEL_REQUESTS_TOTAL, (loop, platform, reason))
             for reason in (*API_STOP_REASONS, UNKNOWN)
         }
-        self.tokens = tuple(backend.counter(MODEL_TOKENS_TOTAL, (loop, kind)) for kind in TOKEN_KINDS)
+        self.tokens = tuple(
+            backend.counter(MODEL_TOKENS_TOTAL, (loop, platform, kind)) for kind in TOKEN_KINDS
+        )
         # Every kind the installed SDK's `ServerToolUsage` models, and `other` for the rest.
         self.server_tool_uses = {
-            kind: backend.counter(SERVER_TOOL_USES_TOTAL, (loop, kind))
+            kind: backend.counter(SERVER_TOOL_USES_TOTAL, (loop, platform, kind))
             for kind in (*server_tool_kinds(), OTHER_KIND)
         }
         self.tool_calls: dict[tuple[str, str], Counting] = {

@@ -63,16 +63,26 @@ RUN_DURATION: Final = Family(
 )
 RUNS_ACTIVE: Final = Family("runs_active", "Runs in progress.", "gauge", ("loop", "version"))
 MODEL_REQUESTS_TOTAL: Final = Family(
-    "model_requests_total", "Model requests, by the API's stop_reason.", "counter", ("loop", "stop_reason")
+    "model_requests_total",
+    "Model requests, by the API's stop_reason.",
+    "counter",
+    ("loop", "platform", "stop_reason"),
 )
 MODEL_REQUEST_DURATION: Final = Family(
-    "model_request_duration_seconds", "Model request latency.", "histogram", ("loop",), MODEL_BUCKETS
+    "model_request_duration_seconds",
+    "Model request latency.",
+    "histogram",
+    ("loop", "platform"),
+    MODEL_BUCKETS,
 )
 MODEL_TOKENS_TOTAL: Final = Family(
-    "model_tokens_total", "Tokens reported by the API.", "counter", ("loop", "kind")
+    "model_tokens_total", "Tokens reported by the API.", "counter", ("loop", "platform", "kind")
 )
 SERVER_TOOL_USES_TOTAL: Final = Family(
-    "server_tool_uses_total", "Server tool uses the API reported, by kind.", "counter", ("loop", "kind")
+    "server_tool_uses_total",
+    "Server tool uses the API reported, by kind.",
+    "counter",
+    ("loop", "platform", "kind"),
 )
 TOOL_CALLS_TOTAL: Final = Family(
     "tool_calls_total", "Tool calls answered, by outcome.", "counter", ("loop", "tool", "outcome")

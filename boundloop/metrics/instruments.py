@@ -121,7 +121,9 @@ class LoopMetrics:
         self.exemplars = not multiprocess_mode() if exemplars is None else exemplars
         self.instruments = _instruments_for(self.registry, namespace)
 
-    def bind(self, loop: str, tools: Iterable[str], version: str = "") -> BoundMetrics:
+    def bind(
+        self, loop: str, tools: Iterable[str], version: str = "", platform: str = "anthropic"
+    ) -> BoundMetrics:
         """Resolve the labelled children for one loop and its registered tools.
 
         Args:
@@ -129,12 +131,19 @@ class LoopMetrics:
             tools: the registered tool names; any other name is counted as `_unknown`.
             version: the `version` label of the run families (`AgentLoop(version=...)`, "" when
                 the loop has none).
+            platform: the `platform` label of the model families: where the loop's client runs
+                (`boundloop.platforms.Platform`).
 
         Returns:
             The children of that loop, with the methods the loop calls on its hot path.
         """
         return BoundMetrics(
-            self.instruments, loop, frozenset(tools), version=version, exemplars=self.exemplars
+            self.instruments,
+            loop,
+            frozenset(tools),
+            version=version,
+            exemplars=self.exemplars,
+            platform=platform,
         )
 
 
@@ -147,29 +156,54 @@ class BoundMetrics:
     of its own, found through a `threading.local`, and a scrape adds them up.
     """
 
-    __slots__ = ("_backend", "_exemplars", "_local", "_loop", "_runs_active", "_tools", "_version")
+    __slots__ = (
+        "_backend",
+        "_exemplars",
+        "_local",
+        "_loop",
+        "_platform",
+        "_runs_active",
+        "_tools",
+        "_version",
+    )
 
     def __init__(
-        self, backend: Backend, loop: str, tools: frozenset[str], *, version: str = "", exemplars: bool = True
+        self,
+        backend: Backend,
+        loop: str,
+        tools: frozenset[str],
+        *,
+        version: str = "",
+        exemplars: bool = True,
+        platform: str = "anthropic",
     ) -> None:
         self._backend = backend
         self._loop = loop
+        self._platform = platform
         self._version = version
         self._tools = tools
         self._exemplars = exemplars
         self._runs_active = backend.gauge((loop, version))
         self._local = threading.local()
-        self._local.children = Children(backend, loop, version, tools)  # every bounded series exists now
+        # every bounded series exists now
+        self._local.children = Children(backend, loop, version, tools, platform)
 
     def _children(self) -> Children:
         """The calling thread's children, made on its first call."""
-        children = self._local.children = Children(self._backend, self._loop, self._version, self._tools)
+        children = self._local.children = Children(
+            self._backend, self._loop, self._version, self._tools, self._platform
+        )
         return children
 
     def with_tools(self, tools: Iterable[str]) -> BoundMetrics:
         """The same loop's children with `tools` registered (an MCP server's, listed at run start)."""
         return BoundMetrics(
-            self._backend, self._loop, frozenset(tools), version=self._version, exemplars=self._exemplars
+            self._backend,
+            self._loop,
+            frozenset(tools),
+            version=self._version,
+            exemplars=self._exemplars,
+            platform=self._platform,
         )
 
     @property

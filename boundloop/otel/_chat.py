@@ -25,6 +25,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from ..events import Error, Proposal
+from ..platforms import FEATURES
 from . import _content
 from ._request import request_attributes, server_attributes
 from ._setup import TracedLoop
@@ -38,8 +39,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("boundloop.otel")
 
-PROVIDER = "anthropic"
-"""`gen_ai.provider.name`: the conventions' name for the Anthropic API."""
+
+def provider_name(config: TracedLoop) -> str:
+    """`gen_ai.provider.name`: the conventions' name for the provider the loop's client calls
+    (`anthropic`, `aws.bedrock`, `gcp.vertex_ai`: `boundloop.platforms.FEATURES`)."""
+    return FEATURES[config.platform].provider_name
 
 
 def reasoning_tokens(response: ModelResponse) -> int | None:
@@ -88,7 +92,7 @@ class ChatSpans:
             kind=SpanKind.CLIENT,
             attributes={
                 "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": PROVIDER,
+                "gen_ai.provider.name": provider_name(self.config),
                 "gen_ai.request.model": model,
                 "gen_ai.conversation.id": self.state.task_id,
                 **self.server,

@@ -29,7 +29,7 @@ from opentelemetry.util.types import AttributeValue
 from ..events import Error, Event, Proposal, Resumed, ToolResult, ToolStarted, Transition
 from ..records import StopReason, Usage
 from . import _content
-from ._chat import PROVIDER, ChatSpans, reasoning_tokens
+from ._chat import ChatSpans, provider_name, reasoning_tokens
 from ._setup import RUN_TRACING, TracedLoop, Tracing
 from ._tools import ToolSpans, epoch_ns
 
@@ -105,7 +105,7 @@ class RunSpans:
             kind=SpanKind.INTERNAL,
             attributes={
                 "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.provider.name": PROVIDER,
+                "gen_ai.provider.name": provider_name(config),
                 "gen_ai.agent.name": config.spec.name,
                 "gen_ai.request.model": config.spec.model,
                 "gen_ai.request.max_tokens": config.spec.max_tokens,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, cast, final
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer, TracerProvider
 
+    from ..platforms import Platform
     from ..settings import LoopSpec
     from ..tools import Tool
 
@@ -61,6 +62,8 @@ class TracedLoop(Protocol):
     def redactor(self) -> Callable[[str], str]: ...
     @property
     def tools(self) -> Mapping[str, Tool]: ...
+    @property
+    def platform(self) -> Platform: ...
 
 
 RUN_TRACING: Final[ContextVar[Tracing | None]] = ContextVar("boundloop_run_tracing", default=None)

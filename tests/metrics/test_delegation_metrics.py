@@ -48,7 +48,7 @@ async def test_a_childs_run_is_counted_under_its_own_loops_name(
         return registry.get_sample_value("boundloop_runs_total", labels) or 0.0
 
     assert (runs("lead"), runs("researcher")) == (1.0, 2.0)
-    requests = {"loop": "researcher", "stop_reason": "end_turn"}
+    requests = {"loop": "researcher", "platform": "anthropic", "stop_reason": "end_turn"}
     assert registry.get_sample_value("boundloop_model_requests_total", requests) == 2.0
     calls = {"loop": "lead", "tool": "research", "outcome": "ok"}
     assert registry.get_sample_value("boundloop_tool_calls_total", calls) == 2.0

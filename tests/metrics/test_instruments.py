@@ -48,6 +48,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 RUN_FAMILIES = ("boundloop_runs_total", "boundloop_run_duration_seconds", "boundloop_runs_active")
+MODEL_FAMILIES = ("boundloop_model_", "boundloop_server_tool_uses")
+"""The families with a `platform` label: "anthropic" in these tests, whose clients are first-party."""
 """The run families: they carry the loop's `version` label too ("" for a loop without one)."""
 
 
@@ -55,6 +57,8 @@ def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
     """A sample's value; 0 when the series does not exist. A run family's `version` is "" unless given."""
     if name.startswith(RUN_FAMILIES):
         labels = {"version": "", **labels}
+    if name.startswith(MODEL_FAMILIES):
+        labels = {"platform": "anthropic", **labels}
     return registry.get_sample_value(name, labels) or 0.0
 
 
@@ -132,7 +136,10 @@ async def test_server_tool_uses_are_counted_by_kind(
     assert result.stop_reason is StopReason.COMPLETED
     assert result.state.usage.server_tool_uses == {"web_search": 3}
     body, _ = render(registry, accept="")
-    assert 'boundloop_server_tool_uses_total{kind="web_search",loop="searches"} 3.0' in body.decode()
+    assert (
+        'boundloop_server_tool_uses_total{kind="web_search",loop="searches",platform="anthropic"} 3.0'
+        in body.decode()
+    )
     counted = {
         sample.labels["kind"]: sample.value
         for family in registry.collect()

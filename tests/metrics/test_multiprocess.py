@@ -53,6 +53,8 @@ async def test_two_workers_are_summed_by_one_scrape(tmp_path: Path) -> None:
     def value(name: str, **labels: str) -> float:
         if name.startswith("boundloop_runs_"):  # the run families carry the loop's version too
             labels = {"version": "", **labels}
+        if name.startswith("boundloop_model_"):  # and the model families the platform
+            labels = {"platform": "anthropic", **labels}
         return registry.get_sample_value(name, {"loop": "workers", **labels}) or 0.0
 
     assert value("boundloop_runs_total", stop_reason="completed") == 2
@@ -82,7 +84,7 @@ async def test_two_workers_server_tool_uses_are_summed(tmp_path: Path) -> None:
 
     def uses(kind: str) -> float | None:
         return registry.get_sample_value(
-            "boundloop_server_tool_uses_total", {"loop": "searchers", "kind": kind}
+            "boundloop_server_tool_uses_total", {"loop": "searchers", "platform": "anthropic", "kind": kind}
         )
 
     assert (uses("web_search"), uses("web_fetch"), uses("other")) == (6, 0, 0)

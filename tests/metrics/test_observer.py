@@ -29,6 +29,8 @@ def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
     """A sample's value (0 when absent); the run families' `version` is "" (the loops have none)."""
     if name.startswith(("boundloop_runs_", "boundloop_run_duration_seconds")):
         labels = {"version": "", **labels}
+    if name.startswith(("boundloop_model_", "boundloop_server_tool_uses")):  # a first-party client
+        labels = {"platform": "anthropic", **labels}
     return registry.get_sample_value(name, labels) or 0.0
 
 

@@ -238,6 +238,8 @@ def test_threads_lose_no_increment_while_scraped(registry: CollectorRegistry) ->
         scraper.join()
 
     def value(name: str, **labels: str) -> float | None:
+        if name.startswith(("boundloop_model_", "boundloop_server_tool_uses")):
+            labels = {"platform": "anthropic", **labels}
         return registry.get_sample_value(name, {"loop": "threads", **labels})
 
     total = threads * turns
@@ -300,5 +302,5 @@ def test_multiprocess_mode_records_on_prometheus_client_instruments(
     assert registry.get_sample_value("boundloop_transitions_total", labels) == 1
     assert registry.get_sample_value("boundloop_transition_duration_seconds_count", labels) == 1
     for kind, count in {"web_search": 2, "web_fetch": 0, "other": 1}.items():
-        uses = {"loop": "mp", "kind": kind}
+        uses = {"loop": "mp", "platform": "anthropic", "kind": kind}
         assert registry.get_sample_value("boundloop_server_tool_uses_total", uses) == count
