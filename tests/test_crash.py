@@ -153,10 +153,8 @@ async def test_a_tree_killed_while_its_childs_tool_is_in_flight_resumes_that_sam
     lead = await stored(db, task_id)
     assert str(lead.phase) == "act"
     (child_id,) = [row.task_id for row in await SQLiteStore(db).list() if row.task_id != task_id]
-    assert lead.children in (
-        [],
-        [child_id],
-    )  # the lead's next checkpoint names it; the child names its parent
+    assert lead.children == [child_id]  # saved as the child started; the child names its parent
+    assert lead.tool_calls == 1
     child = await stored(db, child_id)
     assert child.parent_task_id == task_id
     assert str(child.phase) == "act"
@@ -178,6 +176,7 @@ async def test_a_tree_killed_while_its_childs_tool_is_in_flight_resumes_that_sam
     assert result.stop_reason is StopReason.COMPLETED
     assert result.answer == "the child charged it"
     assert result.state.children == [child_id]  # the same child: no fresh one started
+    assert result.state.tool_calls == 1  # the delegation run again is the same call
     assert [(o.tool_use_id, o.content) for o in result.state.observations] == [
         (crash_worker.DELEGATE_ID, "charged")
     ]

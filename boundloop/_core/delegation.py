@@ -24,12 +24,13 @@ from ..records import StopReason
 from ..state import LoopResult
 from ..statemachine.table import Phase
 from ..tools import Tool, ToolContext
+from .checkpointing import SAVING
 from .context import RunContext, Watch
 from .ledger import Node
 from .output import output_of
 from .results import Failure
 from .sessions import resume, start_new
-from .tree import CURRENT, add_usage, decided, joining, open_tree, waits_for_approvals
+from .tree import CURRENT, add_usage, decided, joining, open_tree, waits_for_human
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -102,6 +103,9 @@ async def run_child(config: LoopConfig, task: str, context: ToolContext = ALONE)
         if denied is not None:
             return Failure(denied)
         parent.state.children.append(task_id)  # before it starts: a checkpoint names it
+        saving = SAVING.get()
+        if saving is not None:  # the link is in the store before the child is
+            await saving.save_now()
     own = config.spec.budget.max_depth
     depth = node.depth + 1
     child = Node(
@@ -114,7 +118,7 @@ async def run_child(config: LoopConfig, task: str, context: ToolContext = ALONE)
     with joining(child):
         result = await _start_or_continue(config, task, task_id, parent)
     node.children_usage = add_usage(node.children_usage, result.usage)
-    if config.store is not None and waits_for_approvals(result.state):
+    if config.store is not None and waits_for_human(result.state):
         node.waiting[context.tool_use_id] = result.state
     return outcome(result, config)
 
@@ -145,15 +149,24 @@ async def _start_or_continue(
         )
     if stored.phase is not Phase.STOPPED:  # killed mid-run: the same run continues
         return await resume(config, task_id, approvals=None, reply=None, cancel=None, **wiring)
-    if waits_for_approvals(stored):
+    if waits_for_human(stored):
         decisions = decided()
         mine = {
             p.tool_use_id: decisions[p.tool_use_id]
             for p in stored.pending_approvals
             if p.tool_use_id in decisions
         }
-        if len(mine) == len(stored.pending_approvals):
-            return await resume(config, task_id, approvals=mine, reply=None, cancel=None, **wiring)
+        question = stored.escalation
+        reply = None if question is None else decisions.get(question.tool_use_id)
+        if len(mine) == len(stored.pending_approvals) and (question is None or isinstance(reply, str)):
+            return await resume(
+                config,
+                task_id,
+                approvals=mine,
+                reply=reply if isinstance(reply, str) else None,
+                cancel=None,
+                **wiring,
+            )
     return LoopResult(  # it stopped: it answers as it stopped, nothing of it runs again
         stop_reason=stored.stop_reason or StopReason.FAILED,
         answer=stored.answer,

@@ -198,8 +198,10 @@ async def _call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callab
     attempts = 0
     result: CallResult | _Retry
     last_error = ""
+    # Invoked in an earlier session (saved mid-batch, then a crash): the same call, counted then.
+    counted = index in batch.invoked
     while True:
-        if not take_tool_call(ctx):
+        if not (counted and not attempts) and not take_tool_call(ctx):
             if attempts:  # the tool function ran and failed; retrying would exceed max_tool_calls
                 result = refused(
                     call, "error", f"{last_error} (retries stopped: the tool-call budget is spent)"

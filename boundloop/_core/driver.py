@@ -23,7 +23,7 @@ from ..records import Exceeded, StopReason
 from ..state import LoopResult, LoopState
 from ..statemachine.table import Phase, Trigger
 from .answers import answer_open_calls, finish
-from .checkpointing import CheckpointWriter
+from .checkpointing import SAVING, CheckpointWriter
 from .context import ModelSpan, RunContext, ToolSpan
 from .dispatch import act
 from .eventlog import EventLogWriter, event_log_of
@@ -182,6 +182,7 @@ async def _run(
     log = event_log_of(store)
     writer = None if log is None else EventLogWriter(ctx, log)
     checkpoints = None if store is None else CheckpointWriter(ctx, store, writer)
+    saving = SAVING.set(checkpoints)  # its delegations save it as they start a child
     if timeout is not None:
         deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_s)
         ctx.deadline = deadline if ctx.deadline is None else min(deadline, ctx.deadline)  # a tree's
@@ -221,6 +222,7 @@ async def _run(
         _record_stop(ctx)
         if checkpoints is not None:
             await checkpoints.last()
+        SAVING.reset(saving)
 
 
 def _cut_from_outside(ctx: RunContext) -> None:

@@ -61,6 +61,19 @@ def decided() -> Mapping[str, ApprovalDecision]:
     return _DECIDED.get()
 
 
+def passed_down(
+    state: LoopState, approvals: Mapping[str, ApprovalDecision] | None, reply: str | None
+) -> dict[str, ApprovalDecision]:
+    """What a resume of `state` (read before `prepare` clears its wait) passes down its tree: the
+    decisions on calls of the runs below it (`state.waiting_on`), and the reply to a question one
+    of them asked, under that question's tool_use_id."""
+    below = {key: value for key, value in (approvals or {}).items() if key in state.waiting_on}
+    escalation = state.escalation
+    if escalation is not None and reply is not None and escalation.tool_use_id in state.waiting_on:
+        below[escalation.tool_use_id] = reply
+    return below
+
+
 def enter(ctx: RunContext) -> Token[RunContext | None]:
     """The run starts: it takes the node it was started to join, and is its task's current run."""
     node = _JOINING.get()
@@ -196,12 +209,12 @@ def add_usage(total: Usage | None, usage: Usage) -> Usage:
     )
 
 
-def waits_for_approvals(state: LoopState) -> bool:
-    """The run stopped `needs_human` for calls waiting for approval (not for the model's question)."""
+def waits_for_human(state: LoopState) -> bool:
+    """The run stopped `needs_human` for calls waiting for approval or for a reply to the model's
+    question: a resume with the human's decisions continues it."""
     return (
         state.stop_reason is StopReason.NEEDS_HUMAN
-        and bool(state.pending_approvals)
-        and state.escalation is None
+        and (bool(state.pending_approvals) or state.escalation is not None)
         and state.turn is not None
         and state.turn.awaiting_human
     )
@@ -209,9 +222,10 @@ def waits_for_approvals(state: LoopState) -> bool:
 
 def hold_for_children(ctx: RunContext, turn: Turn) -> None:
     """Children of this batch wait for a human: the run stops `needs_human`, listing their waiting
-    calls as its own pending approvals (`state.waiting_on` says whose). Their delegation calls'
-    answers are provisional and the calls count as not run: `resume` runs them again, which
-    resumes the children; the other calls of the batch keep their results."""
+    calls as its own pending approvals and the first question one of them asked as its own
+    escalation (`state.waiting_on` says whose). Their delegation calls' answers are provisional
+    and the calls count as not run (nor against `max_tool_calls`): `resume` runs them again,
+    which resumes the children; the other calls of the batch keep their results."""
     node = ctx.tree
     assert node is not None
     waiting, node.waiting = node.waiting, {}
@@ -225,20 +239,29 @@ def hold_for_children(ctx: RunContext, turn: Turn) -> None:
         turn.answers[index] = refused(
             call, "denied", f"not run: the delegated run {child.task_id} waits for a human"
         )
-        if index in turn.invoked:
+        if index in turn.invoked:  # the same call runs again on resume, counted then
             turn.invoked.remove(index)
+            state.tool_calls -= 1
         for pending in child.pending_approvals:
             state.pending_approvals.append(pending)
             state.waiting_on[pending.tool_use_id] = child.waiting_on.get(pending.tool_use_id, child.task_id)
+        question = child.escalation
+        if question is not None and state.escalation is None:  # one question at a time
+            state.escalation = question
+            state.waiting_on[question.tool_use_id] = child.waiting_on.get(question.tool_use_id, child.task_id)
     turn.awaiting_human = True
-    ctx.event(
-        ApprovalRequested,
-        calls=[
-            PendingCall(tool=pending.tool, tool_use_id=pending.tool_use_id)
-            for pending in state.pending_approvals
-        ],
-    )
-    tools = ", ".join(pending.tool for pending in state.pending_approvals)
-    finish(
-        ctx, StopReason.NEEDS_HUMAN, f"approval required for {tools} in the delegated run {', '.join(listed)}"
-    )
+    if state.pending_approvals:
+        ctx.event(
+            ApprovalRequested,
+            calls=[
+                PendingCall(tool=pending.tool, tool_use_id=pending.tool_use_id)
+                for pending in state.pending_approvals
+            ],
+        )
+    runs = ", ".join(listed)
+    if state.escalation is not None and not state.pending_approvals:
+        detail = f"the delegated run {runs} asked for a human: {state.escalation.reason}"
+    else:
+        tools = ", ".join(pending.tool for pending in state.pending_approvals)
+        detail = f"approval required for {tools} in the delegated run {runs}"
+    finish(ctx, StopReason.NEEDS_HUMAN, detail)
