@@ -13,6 +13,7 @@ stop answers it with an error naming the stop reason and the child's task id.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable
@@ -116,7 +117,7 @@ async def run_child(config: LoopConfig, task: str, context: ToolContext = ALONE)
         parent_task_id=parent.state.task_id,
     )
     with joining(child):
-        result = await _start_or_continue(config, task, task_id, parent)
+        result = await _start_or_continue(_counted_with(config, parent.config), task, task_id, parent)
     node.children_usage = add_usage(node.children_usage, result.usage)
     if config.store is not None and waits_for_human(result.state):
         node.waiting[context.tool_use_id] = result.state
@@ -174,6 +175,15 @@ async def _start_or_continue(
         events=[],
         output=output_of(config.output, stored.answer),
     )
+
+
+def _counted_with(config: LoopConfig, parent: LoopConfig) -> LoopConfig:
+    """The child's loop, counted on its parent's metrics registry when it has no metrics of its
+    own (`metrics=` not given) and its parent's loop has."""
+    mine, theirs = config.metrics, parent.metrics
+    if not config.metrics_default or parent.metrics_default or mine is None or theirs is None:
+        return config
+    return dataclasses.replace(config, metrics=mine.on(theirs))
 
 
 def _denied(parent: RunContext, node: Node) -> str | None:
