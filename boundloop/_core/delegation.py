@@ -31,7 +31,7 @@ from .ledger import Node
 from .output import output_of
 from .results import Failure
 from .sessions import resume, start_new
-from .tree import CURRENT, add_usage, decided, joining, open_tree, waits_for_human
+from .tree import CURRENT, Delegated, decided, joining, open_tree, waits_for_human
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -83,16 +83,17 @@ def delegation_tool(
     )
 
 
-async def run_child(config: LoopConfig, task: str, context: ToolContext = ALONE) -> str | Failure:
+async def run_child(config: LoopConfig, task: str, context: ToolContext = ALONE) -> str | Failure | Delegated:
     """Run `task` on `config`'s loop as a child of the current run (a run alone when the tool is
     called outside any run), and answer with its outcome.
 
     The child's task id is derived from the call's idempotency key, so the call run again (its
     parent resumed after a crash, or after a human decided) finds its child in the child loop's
     store: one killed mid-run continues, one waiting for a human is resumed with the decisions
-    its parent's resume was given, one that stopped answers as it stopped. A child that stops
-    waiting for approvals (and can be resumed: its loop has a store) is noted on the parent's
-    node: the parent stops `needs_human` after its batch (`hold_for_children`).
+    its parent's resume was given, one that stopped answers as it stopped. The outcome comes
+    back as a `Delegated` value, which the parent takes in as the call is answered (`joined`):
+    a child that stops waiting for a human (and can be resumed: its loop has a store) makes the
+    parent stop `needs_human` after its batch (`hold_for_children`).
     """
     parent = CURRENT.get()
     if parent is None or context is ALONE:  # the tool called as its function, outside a run
@@ -118,10 +119,8 @@ async def run_child(config: LoopConfig, task: str, context: ToolContext = ALONE)
     )
     with joining(child):
         result = await _start_or_continue(_counted_with(config, parent.config), task, task_id, parent)
-    node.children_usage = add_usage(node.children_usage, result.usage)
-    if config.store is not None and waits_for_human(result.state):
-        node.waiting[context.tool_use_id] = result.state
-    return outcome(result, config)
+    waiting = result.state if config.store is not None and waits_for_human(result.state) else None
+    return Delegated(outcome(result, config), task_id, result.usage, waiting)
 
 
 def child_task_id(key: str) -> str:

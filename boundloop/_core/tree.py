@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Generator, Mapping
 from contextvars import ContextVar, Token
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, final
 
 import anyio
 
@@ -27,7 +27,7 @@ from .budget import next_input_estimate, output_allowance
 from .context import RunContext
 from .ledger import Claim, Grant, Node, Shortfall, TreeLedger
 from .pricing import call_price, ceiling_price
-from .results import refused
+from .results import Failure, refused
 
 if TYPE_CHECKING:
     from ..state import LoopState
@@ -265,3 +265,32 @@ def hold_for_children(ctx: RunContext, turn: Turn) -> None:
         tools = ", ".join(pending.tool for pending in state.pending_approvals)
         detail = f"approval required for {tools} in the delegated run {runs}"
     finish(ctx, StopReason.NEEDS_HUMAN, detail)
+
+
+@final
+class Delegated:
+    """A delegated run's outcome, as its delegation tool's value: the answer to the call, and what
+    the calling run takes in when the call is answered (`joined`): the child's task id, the usage
+    of its tree, and its state when it waits for a human. A plain value, so that a durable step
+    (DBOS) records it whole, and a workflow replaying the step takes in what the live call did."""
+
+    __slots__ = ("answer", "task_id", "usage", "waiting")
+
+    def __init__(self, answer: str | Failure, task_id: str, usage: Usage, waiting: LoopState | None) -> None:
+        self.answer = answer
+        self.task_id = task_id
+        self.usage = usage
+        self.waiting = waiting
+
+
+def joined(ctx: RunContext, call_id: str, delegated: Delegated) -> str | Failure:
+    """The run takes in its delegation's outcome (the child listed, its usage added, a child that
+    waits for a human noted for `hold_for_children`); the answer to the call."""
+    node = open_tree(ctx)
+    children = ctx.state.children
+    if delegated.task_id not in children:  # a replayed step: its child was not started here
+        children.append(delegated.task_id)
+    node.children_usage = add_usage(node.children_usage, delegated.usage)
+    if delegated.waiting is not None:
+        node.waiting[call_id] = delegated.waiting
+    return delegated.answer
