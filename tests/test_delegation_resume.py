@@ -166,3 +166,38 @@ async def test_a_child_that_had_stopped_answers_the_resumed_parent_as_it_stopped
     assert result.state.tool_calls == 1  # the call run again is the same call
     assert idle.requests == []
     assert [event.task_id for event in events if isinstance(event, Resumed)] == ["lead"]  # not the child
+
+
+async def test_two_children_asking_at_once_are_answered_one_resume_each() -> None:
+    """Both delegations of one batch ask a human: the root holds the first question; the resume
+    that answers it finds the second still waiting, and the tree stops again with that one."""
+    store = MemoryStore()
+
+    def asker(question: str, answer: str) -> AgentLoop:
+        return loop(
+            [tool_use(("request_human", {"reason": question}, f"toolu_{answer}")), text(answer)],
+            store,
+            policy=Policy(escalation_tool="request_human"),
+        )
+
+    root = loop(
+        [
+            tool_use(("first", {"task": "a"}, "toolu_a"), ("second", {"task": "b"}, "toolu_b")),
+            text("both answered"),
+        ],
+        store,
+        tools=[
+            asker("Which account?", "one").as_tool("first", description="First."),
+            asker("Which day?", "two").as_tool("second", description="Second."),
+        ],
+    )
+    waiting = await root.run("Go.")
+    assert waiting.state.escalation is not None
+    assert waiting.state.escalation.reason == "Which account?"
+    again = await root.resume(waiting.state.task_id, reply="EU")
+    assert again.stop_reason is StopReason.NEEDS_HUMAN
+    assert again.state.escalation is not None
+    assert again.state.escalation.reason == "Which day?"
+    result = await root.resume(waiting.state.task_id, reply="Monday")
+    assert result.stop_reason is StopReason.COMPLETED, result.state.stop_detail
+    assert sorted(str(answer.content) for answer in result.state.observations) == ["one", "two"]
