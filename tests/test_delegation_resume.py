@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from boundloop import AgentLoop, Budget, LoopState, MemoryStore, Policy, ScriptedClient, StopReason, tool
 from boundloop.events import Event, Resumed
 from tests.helpers import JSON, text, tool_use
@@ -205,3 +207,47 @@ async def test_two_children_asking_at_once_are_answered_one_resume_each() -> Non
     result = await root.resume(waiting.state.task_id, reply="Monday")
     assert result.stop_reason is StopReason.COMPLETED, result.state.stop_detail
     assert sorted(str(answer.content) for answer in result.state.observations) == ["one", "two"]
+
+
+async def test_a_resumed_trees_ledger_counts_what_the_runs_below_spent_before() -> None:
+    """The lead's ceiling is $0.35; its refunds child spends $0.30015 before it waits for a human.
+    After the resume, the tree's ledger starts from that spend too (kept in the lead's
+    `state.below`), so the next child's request is clamped to what the tree has left, and the
+    lead's usage is the whole tree's, every session of it."""
+    store = MemoryStore()
+    refunds = loop(
+        [
+            tool_use(
+                ("issue_refund", {"order_id": "O-1"}, "toolu_refund"), input_tokens=100_000, output_tokens=10
+            ),
+            text("refunded O-1"),
+        ],
+        store,
+        tools=[refund_tool([])],
+    )
+    writer_client = ScriptedClient([text("written")])
+    writer = AgentLoop(writer_client, model=MODEL, budget=Budget(max_steps=2), metrics=None, store=store)
+    lead = loop(
+        [
+            tool_use(("refunds", {"task": "refund O-1"}, "toolu_del")),
+            tool_use(("write", {"task": "write it up"}, "toolu_write")),
+            text("done"),
+        ],
+        store,
+        tools=[
+            refunds.as_tool("refunds", description="Refunds."),
+            writer.as_tool("write", description="Write."),
+        ],
+        budget=Budget(max_steps=4, max_cost_usd=0.35),
+    )
+    waiting = await lead.run("Refund O-1, then write it up.")
+    (refunds_id,) = waiting.state.children
+    assert waiting.state.below[refunds_id].cost_usd == pytest.approx(0.30015)
+    result = await lead.resume(waiting.state.task_id, approvals={"toolu_refund": True})
+    assert result.stop_reason is StopReason.COMPLETED, result.state.stop_detail
+    (request,) = writer_client.requests
+    assert request["max_tokens"] < 4096  # the tree had under $0.0614 left: not the loop's 4,096
+    assert 0.30015 < (result.usage.cost_usd or 0.0) <= 0.35
+    children = [await store.load(task_id) for task_id in result.state.children]
+    spent = sum((child.usage.cost_usd or 0.0) for child in children if child is not None)
+    assert result.usage.cost_usd == pytest.approx((result.state.usage.cost_usd or 0.0) + spent)

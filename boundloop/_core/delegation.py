@@ -31,7 +31,7 @@ from .ledger import Node
 from .output import output_of
 from .results import Failure
 from .sessions import resume, start_new
-from .tree import CURRENT, Delegated, decided, joining, open_tree, waits_for_human
+from .tree import CURRENT, Delegated, decided, joining, open_tree, tree_total, waits_for_human
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -173,6 +173,7 @@ async def _start_or_continue(
         state=stored,
         events=[],
         output=output_of(config.output, stored.answer),
+        tree_usage=tree_total(stored),
     )
 
 

@@ -30,7 +30,7 @@ from .eventlog import EventLogWriter, event_log_of
 from .observe import observe
 from .output import output_of
 from .propose import assemble, propose
-from .tree import add_usage, enter, joins_tree, leave
+from .tree import enter, joins_tree, leave, tree_total
 from .validation import validate
 
 if TYPE_CHECKING:
@@ -367,14 +367,11 @@ def _record_stop(ctx: RunContext) -> None:
 def loop_result(ctx: RunContext) -> LoopResult[Any]:
     """The run's result (partial until stopped)."""
     state = ctx.state
-    tree = ctx.tree
     return LoopResult(
         stop_reason=state.stop_reason or StopReason.FAILED,
         answer=state.answer,
         state=state,
         events=ctx.events,
         output=output_of(ctx.config.output, state.answer),
-        tree_usage=None
-        if tree is None or tree.children_usage is None
-        else add_usage(state.usage, tree.children_usage),
+        tree_usage=None if not state.below else tree_total(state),
     )

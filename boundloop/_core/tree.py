@@ -113,7 +113,7 @@ def open_tree(ctx: RunContext) -> Node:
     if ctx.tree is not None:
         return ctx.tree
     budget = ctx.config.spec.budget
-    usage = ctx.state.usage
+    usage = tree_total(ctx.state) or ctx.state.usage  # a resumed run: what its tree spent before
     ctx.tree = Node(
         ledger=TreeLedger(
             max_cost_usd=budget.max_cost_usd,
@@ -209,6 +209,17 @@ def add_usage(total: Usage | None, usage: Usage) -> Usage:
     )
 
 
+def tree_total(state: LoopState) -> Usage | None:
+    """What the run and every run below it spent, over all their sessions (`state.below`); None
+    for a run that delegated nothing."""
+    if not state.below:
+        return None
+    total = state.usage
+    for usage in state.below.values():
+        total = add_usage(total, usage)
+    return total
+
+
 def waits_for_human(state: LoopState) -> bool:
     """The run stopped `needs_human` for calls waiting for approval or for a reply to the model's
     question: a resume with the human's decisions continues it."""
@@ -287,10 +298,10 @@ def joined(ctx: RunContext, call_id: str, delegated: Delegated) -> str | Failure
     """The run takes in its delegation's outcome (the child listed, its usage added, a child that
     waits for a human noted for `hold_for_children`); the answer to the call."""
     node = open_tree(ctx)
-    children = ctx.state.children
-    if delegated.task_id not in children:  # a replayed step: its child was not started here
-        children.append(delegated.task_id)
-    node.children_usage = add_usage(node.children_usage, delegated.usage)
+    state = ctx.state
+    if delegated.task_id not in state.children:  # a replayed step: its child was not started here
+        state.children.append(delegated.task_id)
+    state.below[delegated.task_id] = delegated.usage  # its tree's total so far: replaces the last
     if delegated.waiting is not None:
         node.waiting[call_id] = delegated.waiting
     return delegated.answer
