@@ -217,6 +217,10 @@ class LoopState:
     waiting_on: dict[str, str] = dataclasses.field(default_factory=empty_dict)
     """The calls of `pending_approvals` that are not this run's but a delegated run's below it
     (the tree waits for them): tool_use_id -> the task id of the run whose call it is."""
+    below: dict[str, records.Usage] = dataclasses.field(default_factory=empty_dict)
+    """What each run this run delegated to spent, with the runs below it, as it last answered
+    (its task id -> that usage): the tree's spend across sessions, from which a resumed run's
+    tree ledger starts."""
     signature: str | None = None
     """HMAC-SHA256 of the rest of the state, in a `SignedStore`
     (which verifies it on load); a loop without a key ignores it."""
@@ -286,6 +290,8 @@ def non_finite(state: LoopState) -> tuple[str, str] | None:
     ]
     if state.exceeded is not None:
         floats += [("exceeded.value", state.exceeded.value), ("exceeded.used", state.exceeded.used)]
+    for task_id, usage in state.below.items():
+        floats += [(f"below[{task_id!r}].cost_usd", usage.cost_usd)]
     if state.turn is not None:
         answers = enumerate(state.turn.answers)
         floats += [(f"turn.answers[{i}].duration_s", a.duration_s) for i, a in answers if a is not None]

@@ -2,6 +2,8 @@
 
     python tests/crash_worker.py DB LEDGER MODE TASK_ID [APPROVALS_JSON]
 
+DB is a SQLite file, or a PostgreSQL DSN (`postgresql://...`: the runs checkpoint there).
+
 MODE is one of:
 
 - `kill-in-tool`: the first `charge` applies its effect, prints `IN_FLIGHT` and blocks, so the
@@ -35,7 +37,8 @@ from typing import Any, Final, cast
 import anyio
 import anyio.to_thread
 
-from boundloop import AgentLoop, Budget, SQLiteStore, ToolContext, tool
+from boundloop import AgentLoop, Budget, CheckpointStore, SQLiteStore, ToolContext, tool
+from boundloop.checkpoint import PostgresStore
 from boundloop.testing import Request, ScriptedClient, ScriptItem
 
 JSON = dict[str, Any]
@@ -129,8 +132,24 @@ LEAD_SCRIPT: Final[list[ScriptItem]] = [
 """The lead of `kill-in-child-tool`: one delegation to the billing child, then the answer."""
 
 
+def db_of(argument: str) -> Path | str:
+    """DB as given: a PostgreSQL DSN as it is, else a SQLite file's path."""
+    return argument if argument.startswith("postgresql://") else Path(argument)
+
+
+@functools.cache
+def store_at(db: Path | str) -> CheckpointStore:
+    """The store the runs checkpoint to: PostgreSQL for a DSN, else the SQLite file; one per
+    process (a test closes it once, for all the loops on it)."""
+    return PostgresStore(db) if isinstance(db, str) else SQLiteStore(db)
+
+
 def build_tree(
-    db: Path, ledger: Path, mode: str, lead_script: Sequence[ScriptItem], child_script: Sequence[ScriptItem]
+    db: Path | str,
+    ledger: Path,
+    mode: str,
+    lead_script: Sequence[ScriptItem],
+    child_script: Sequence[ScriptItem],
 ) -> AgentLoop:
     """A lead whose `billing` tool runs `build_loop`'s charging loop as its child, both
     checkpointing to `db`."""
@@ -141,7 +160,7 @@ def build_tree(
         tools=[child.as_tool("billing", description="Charge orders.")],
         budget=Budget(max_steps=4, max_tool_calls=6, max_depth=1),
         metrics=None,
-        store=SQLiteStore(db),
+        store=store_at(db),
         name="crash_lead",
     )
 
@@ -178,7 +197,7 @@ def read_ledger(ledger: Path) -> tuple[list[tuple[str, str]], list[tuple[str, st
     return [(str(k), str(o)) for k, o in effects], [(str(t), str(k), int(p)) for t, k, p in calls]
 
 
-def build_loop(db: Path, ledger: Path, mode: str, script: Sequence[ScriptItem]) -> AgentLoop:
+def build_loop(db: Path | str, ledger: Path, mode: str, script: Sequence[ScriptItem]) -> AgentLoop:
     """The loop of `mode`, checkpointing to `db`, its tools writing to `ledger`."""
     hang = mode == "kill-in-tool"
     hung: list[str] = []
@@ -213,23 +232,25 @@ def build_loop(db: Path, ledger: Path, mode: str, script: Sequence[ScriptItem]) 
         tools=[issue_refund] if approval else [read_order, charge],
         budget=Budget(max_steps=4, max_tool_calls=6),
         metrics=None,
-        store=SQLiteStore(db),
+        store=store_at(db),
         name="crash_worker",
     )
 
 
 async def resume_loop(
-    db: Path, ledger: Path, mode: str, task_id: str, approvals: Mapping[str, bool | str] | None = None
+    db: Path | str, ledger: Path, mode: str, task_id: str, approvals: Mapping[str, bool | str] | None = None
 ) -> str:
     """Resume `task_id` with the rest of the script; the result as JSON."""
-    state = await SQLiteStore(db).load(task_id)
+    state = await store_at(db).load(task_id)
     assert state is not None, f"{task_id} is not in {db}"
     loop = build_loop(db, ledger, mode, script_for(mode)[len(state.responses) :])
     result = await loop.resume(task_id, approvals=approvals)
     return result.to_json()
 
 
-async def main(db: Path, ledger: Path, mode: str, task_id: str, approvals: Mapping[str, bool | str]) -> int:
+async def main(
+    db: Path | str, ledger: Path, mode: str, task_id: str, approvals: Mapping[str, bool | str]
+) -> int:
     """Run or resume one loop as `mode` says; print what the parent reads."""
     await anyio.to_thread.run_sync(init_ledger, ledger)
     if mode in ("resume", "resume-approval"):
@@ -251,7 +272,7 @@ def cli(argv: Sequence[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     approvals: dict[str, bool | str] = json.loads(argv[4]) if len(argv) == 5 else {}
-    return anyio.run(functools.partial(main, Path(argv[0]), Path(argv[1]), argv[2], argv[3], approvals))
+    return anyio.run(functools.partial(main, db_of(argv[0]), Path(argv[1]), argv[2], argv[3], approvals))
 
 
 if __name__ == "__main__":

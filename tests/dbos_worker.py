@@ -14,6 +14,10 @@ MODE is one of:
 - `approve`: as `serve`, but `charge` requires a human's approval (the run waits for it inside
   its workflow: `DurableLoop.decide`).
 
+Every worker also serves the workflow `LEAD_WORKFLOW`: a lead whose one tool, `charges`, runs
+the charges loop as a delegated child (`as_tool`, checkpointed to DSN); the delegation is one of
+the lead's steps. In `hang` mode, the child's first `charge` hangs as above.
+
 The tools and the model write to DSN's tables: `effects` holds one row per idempotency key whose
 effect was applied (`ON CONFLICT DO NOTHING`), `calls` one row per tool invocation, and
 `model_calls` one row per request that reached the model (with the process and the turn).
@@ -43,6 +47,8 @@ MODES: Final = ("hang", "serve", "approve")
 QUEUE: Final = "agents"
 WORKFLOW: Final = "boundloop.charges"
 READY: Final = "READY"
+LEAD_WORKFLOW: Final = "boundloop.lead"
+DELEGATE_ID: Final = "toolu_delegate"
 IN_FLIGHT: Final = "IN_FLIGHT"
 RECOVERED: Final = "RECOVERED"
 HANG_S: Final = 120.0
@@ -164,7 +170,44 @@ def build_loop(dsn: str, executor: str, mode: str) -> AgentLoop:
     )
 
 
-async def serve_commands(durable: DurableLoop) -> None:
+class _LeadMessages:
+    async def create(self, **request: Any) -> Message:
+        messages: Sequence[Mapping[str, Any]] = request["messages"]
+        usage = {"input_tokens": 10, "output_tokens": 5}
+        if len(messages) == 1:
+            block = {"type": "tool_use", "id": DELEGATE_ID, "name": "charges", "input": {"task": GOAL}}
+            answer: JSON = {"stop_reason": "tool_use", "content": [block], "usage": usage}
+        else:
+            answer = {
+                "stop_reason": "end_turn",
+                "content": [{"type": "text", "text": "delegated"}],
+                "usage": usage,
+            }
+        return parse_message(answer, model=str(request["model"]))
+
+
+class LeadModel:
+    """The lead's model: delegate the charge, then say so."""
+
+    def __init__(self) -> None:
+        self.messages = _LeadMessages()
+
+
+def build_lead(dsn: str, executor: str, mode: str) -> AgentLoop:
+    """A lead that delegates to the charges loop (`build_loop`), both checkpointed to DSN."""
+    child = build_loop(dsn, executor, mode)
+    return AgentLoop(
+        LeadModel(),
+        model="claude-sonnet-4-6",
+        tools=[child.as_tool("charges", description="Charge orders.")],
+        budget=Budget(max_steps=3, max_tool_calls=1),
+        metrics=None,
+        store=PostgresStore(dsn),
+        name="lead",
+    )
+
+
+async def serve_commands(*durables: DurableLoop) -> None:
     """Read `recover EXECUTOR` lines from stdin until it ends."""
     while True:
         line = await anyio.to_thread.run_sync(sys.stdin.readline)
@@ -172,7 +215,9 @@ async def serve_commands(durable: DurableLoop) -> None:
             return
         command, _, executor = line.strip().partition(" ")
         if command == "recover":
-            task_ids = await durable.recover(executor, queue=QUEUE)
+            task_ids = [
+                task_id for durable in durables for task_id in await durable.recover(executor, queue=QUEUE)
+            ]
             print(RECOVERED, flush=True)
             print(json.dumps(task_ids), flush=True)
 
@@ -180,6 +225,7 @@ async def serve_commands(durable: DurableLoop) -> None:
 async def main(dsn: str, executor: str, mode: str) -> int:
     """Launch DBOS as `executor`, serve the queue, and wait (killed, or until stdin ends)."""
     durable = DurableLoop(build_loop(dsn, executor, mode), name=WORKFLOW)
+    lead = DurableLoop(build_lead(dsn, executor, mode), name=LEAD_WORKFLOW)
     DBOS(
         config={
             "name": "boundloop-workers",
@@ -196,7 +242,7 @@ async def main(dsn: str, executor: str, mode: str) -> int:
         if mode == "hang":
             await anyio.sleep(HANG_S)
             return 1  # not killed in time
-        await serve_commands(durable)
+        await serve_commands(durable, lead)
         return 0
     finally:
         DBOS.destroy()

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -22,7 +23,8 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from boundloop import LoopState, SQLiteStore, StopReason
+from boundloop import CheckpointStore, LoopState, SQLiteStore, StopReason
+from boundloop.checkpoint import PostgresStore
 from boundloop.events import Resumed
 from tests import crash_worker
 from tests.crash_worker import CHARGE_ID, READ_ID, REFUND_IDS
@@ -36,7 +38,7 @@ DEADLINE_S: Final = 30.0
 Ledger = tuple[list[tuple[str, str]], list[tuple[str, str, int]]]
 
 
-def command(db: Path, ledger: Path, mode: str, task_id: str, *extra: str) -> list[str]:
+def command(db: Path | str, ledger: Path, mode: str, task_id: str, *extra: str) -> list[str]:
     """The worker's command line."""
     return [sys.executable, WORKER, str(db), str(ledger), mode, task_id, *extra]
 
@@ -57,7 +59,7 @@ async def read_until(process: Process, marker: str) -> None:
         lines.append(line)
 
 
-async def kill_at(marker: str, db: Path, ledger: Path, mode: str, task_id: str) -> None:
+async def kill_at(marker: str, db: Path | str, ledger: Path, mode: str, task_id: str) -> None:
     """Start a worker in `mode`, wait until it prints `marker`, then SIGKILL it."""
     # stderr is inherited: pytest shows a worker's traceback with the failing test.
     async with await anyio.open_process(command(db, ledger, mode, task_id), cwd=ROOT, stderr=None) as process:
@@ -140,55 +142,90 @@ async def test_a_run_killed_while_its_tool_is_in_flight_resumes_and_charges_once
     assert after.stop_reason is StopReason.COMPLETED
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def tree_db(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Where the tree's runs checkpoint: a SQLite file, or a PostgreSQL database (its DSN)."""
+    if request.param == "sqlite":
+        return tmp_path / "runs.db"
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    return dsn
+
+
+async def released(db: Path | str, *task_ids: str) -> None:
+    """On PostgreSQL, wait until the killed worker's leases are gone (its session ends a moment
+    after the kill: waited for in the database, not slept)."""
+    if isinstance(db, str):
+        from tests.test_pg_workers import wait_for_release
+
+        for task_id in task_ids:
+            await anyio.to_thread.run_sync(wait_for_release, db, task_id)
+
+
+@contextlib.asynccontextmanager
+async def opened(db: Path | str) -> AsyncIterator[CheckpointStore]:
+    """The tree's store (a PostgreSQL one closed at the end)."""
+    store = crash_worker.store_at(db)
+    try:
+        yield store
+    finally:
+        if isinstance(store, PostgresStore):
+            await store.aclose()
+
+
+@pytest.mark.asyncio_only  # the work is in the worker: one event loop is enough
 async def test_a_tree_killed_while_its_childs_tool_is_in_flight_resumes_that_same_child(
-    tmp_path: Path,
+    tmp_path: Path, tree_db: Path | str
 ) -> None:
     """SIGKILL while the delegated child's `charge` is in flight: both runs are checkpointed,
-    linked. Resuming the lead runs its delegation again, which finds the child by the call's
-    idempotency key and resumes it (never a fresh one): the charge runs again under the same key
-    and lands once."""
-    db, ledger, task_id = tmp_path / "runs.db", tmp_path / "ledger.db", "crash-in-child"
+    linked (the lead's checkpoint named the child as it started), on SQLite and on PostgreSQL.
+    Resuming the lead runs its delegation again, which finds the child by the call's idempotency
+    key and resumes it (never a fresh one): the charge runs again under the same key and lands
+    once, and the delegation is still the lead's one tool call."""
+    db, ledger, task_id = tree_db, tmp_path / "ledger.db", "crash-in-child"
     await kill_at(crash_worker.IN_FLIGHT, db, ledger, "kill-in-child-tool", task_id)
 
-    lead = await stored(db, task_id)
-    assert str(lead.phase) == "act"
-    (child_id,) = [row.task_id for row in await SQLiteStore(db).list() if row.task_id != task_id]
-    assert lead.children in (
-        [],
-        [child_id],
-    )  # the lead's next checkpoint names it; the child names its parent
-    child = await stored(db, child_id)
-    assert child.parent_task_id == task_id
-    assert str(child.phase) == "act"
-    key = f"{child_id}:1:{CHARGE_ID}"
-    effects, calls = await read_ledger(ledger)
-    assert effects == [(key, "O-1")]
-    (killed_pid,) = {pid for _, _, pid in calls}
+    async with opened(db) as store:
+        lead = await store.load(task_id)
+        assert lead is not None
+        assert str(lead.phase) == "act"
+        (child_id,) = [row.task_id for row in await store.list() if row.task_id != task_id]
+        assert lead.children == [child_id]  # saved as the child started; the child names its parent
+        assert lead.tool_calls == 1
+        child = await store.load(child_id)
+        assert child is not None
+        assert child.parent_task_id == task_id
+        assert str(child.phase) == "act"
+        key = f"{child_id}:1:{CHARGE_ID}"
+        effects, calls = await read_ledger(ledger)
+        assert effects == [(key, "O-1")]
+        (killed_pid,) = {pid for _, _, pid in calls}
+        await released(db, task_id, child_id)
 
-    tree = crash_worker.build_tree(
-        db,
-        ledger,
-        "resume",
-        crash_worker.LEAD_SCRIPT[len(lead.responses) :],
-        crash_worker.SCRIPT[len(child.responses) :],
-    )
-    with anyio.fail_after(DEADLINE_S):
-        result = await tree.resume(task_id)
+        tree = crash_worker.build_tree(
+            db,
+            ledger,
+            "resume",
+            crash_worker.LEAD_SCRIPT[len(lead.responses) :],
+            crash_worker.SCRIPT[len(child.responses) :],
+        )
+        with anyio.fail_after(DEADLINE_S):
+            result = await tree.resume(task_id)
 
-    assert result.stop_reason is StopReason.COMPLETED
-    assert result.answer == "the child charged it"
-    assert result.state.children == [child_id]  # the same child: no fresh one started
-    assert [(o.tool_use_id, o.content) for o in result.state.observations] == [
-        (crash_worker.DELEGATE_ID, "charged")
-    ]
-    effects, calls = await read_ledger(ledger)
-    assert effects == [(key, "O-1")]  # one effect
-    charges = [(k, pid) for tool, k, pid in calls if tool == "charge"]
-    assert charges == [(key, killed_pid), (key, os.getpid())]  # run again, under the same key
-    after = await stored(db, child_id)
-    assert after.stop_reason is StopReason.COMPLETED
-    assert [row.task_id for row in await SQLiteStore(db).list()].count(child_id) == 1
-    assert len(await SQLiteStore(db).list()) == 2  # the lead and its one child
+        assert result.stop_reason is StopReason.COMPLETED
+        assert result.answer == "the child charged it"
+        assert result.state.children == [child_id]  # the same child: no fresh one started
+        assert result.state.tool_calls == 1  # the delegation run again is the same call
+        assert [(o.tool_use_id, o.content) for o in result.state.observations] == [
+            (crash_worker.DELEGATE_ID, "charged")
+        ]
+        effects, calls = await read_ledger(ledger)
+        assert effects == [(key, "O-1")]  # one effect
+        charges = [(k, pid) for tool, k, pid in calls if tool == "charge"]
+        assert charges == [(key, killed_pid), (key, os.getpid())]  # run again, under the same key
+        after = await store.load(child_id)
+        assert after is not None
+        assert after.stop_reason is StopReason.COMPLETED
+        assert sorted(row.task_id for row in await store.list()) == sorted([task_id, child_id])
 
 
 @pytest.mark.asyncio_only  # the work is in the workers: one event loop is enough

@@ -12,10 +12,11 @@ import anyio.to_thread
 import httpx
 import pytest
 
-from boundloop import SQLiteStore, replay
+from boundloop import AgentLoop, Budget, ScriptedClient, SQLiteStore, StopReason, ToolContext, replay, tool
 from boundloop.events import RunStarted
 from boundloop.web import app as inspector_app
 from tests.delegation_tree import make_tree, run_tree
+from tests.helpers import text, tool_use
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -189,3 +190,94 @@ def test_boundloop_replay_with_the_store_replays_the_tree(tmp_path: Path) -> Non
         f"  delegated run {tree.second}: 1 recorded steps",
     ]
     assert len([line for line in lines if "identical:" in line]) == 4
+
+
+@pytest.mark.asyncio_only  # starlette's app over httpx's ASGI transport: asyncio
+async def test_the_inspectors_run_list_shows_each_child_under_its_parent(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "runs.db")
+    tree = await run_tree(store)
+    app = inspector_app(store)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client,
+    ):
+        page = (await client.get("/")).text
+    rows = re.findall(
+        r'<tr><td>(?:<span class="below" data-depth="(\d)">[^<]*</span>)?'
+        r'<a class="task" href="/runs/([^"]+)"',
+        page,
+    )
+    assert rows == [("", tree.lead), ("1", tree.first), ("2", tree.checker), ("1", tree.second)]
+    assert "child of" not in page
+
+
+async def waiting_tree(store: SQLiteStore, refunds: list[str]) -> tuple[AgentLoop, str, str]:
+    """A lead whose delegated run waits for a human's approval of its refund: the lead, its task
+    id and the child's."""
+
+    @tool(requires_approval=True, side_effect=True)
+    async def refund(order_id: str, ctx: ToolContext) -> str:
+        """Refund an order."""
+        refunds.append(ctx.idempotency_key)
+        return f"refunded {order_id}"
+
+    child = AgentLoop(
+        ScriptedClient([tool_use(("refund", {"order_id": "O-1"}, "toolu_refund")), text("refunded O-1")]),
+        model="claude-sonnet-4-6",
+        tools=[refund],
+        budget=Budget(max_steps=3),
+        metrics=None,
+        store=store,
+    )
+    lead = AgentLoop(
+        ScriptedClient(
+            [tool_use(("refunds", {"task": "Refund O-1."}, "toolu_del")), text("O-1 is refunded.")]
+        ),
+        model="claude-sonnet-4-6",
+        tools=[child.as_tool("refunds", description="Refunds.")],
+        budget=Budget(max_steps=3),
+        metrics=None,
+        store=store,
+    )
+    waiting = await lead.run("Refund O-1.")
+    assert waiting.stop_reason is StopReason.NEEDS_HUMAN
+    (child_id,) = waiting.state.children
+    return lead, waiting.state.task_id, child_id
+
+
+@pytest.mark.asyncio_only  # starlette's app over httpx's ASGI transport: asyncio
+async def test_approving_a_childs_call_on_the_approvals_page_resumes_the_tree(tmp_path: Path) -> None:
+    """The approvals page lists the child's refund on the lead's card under the child's
+    idempotency key (the key it runs under); approving it from the child's card resumes the lead,
+    whose delegation resumes the child: the refund runs once, and both runs complete."""
+    store = SQLiteStore(tmp_path / "runs.db")
+    refunds: list[str] = []
+    lead, root, child_id = await waiting_tree(store, refunds)
+    key = f"{child_id}:1:toolu_refund"
+    app = inspector_app(store, lead)
+    last = await store.last_seq(root)
+    with anyio.fail_after(30):
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client,
+        ):
+            page = (await client.get("/approvals")).text
+            cards = dict(re.findall(r'<section class="waiting" id="([^"]+)">(.*?)</section>', page, re.S))
+            assert set(cards) == {root, child_id}
+            assert key in cards[root]  # not the lead's own task id: the child runs the call
+            assert f"{root}:1:toolu_refund" not in page
+            assert "in the delegated run" in cards[root]
+            csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+            assert csrf is not None
+            form = {"csrf": csrf.group(1), "decision:toolu_refund": "approve"}
+            answer = await client.post(f"/runs/{child_id}/decide", data=form)
+            assert answer.status_code == 303, answer.text
+            async for event in lead.events(root, after=last):
+                if event.kind == "stop":
+                    assert event.stop_reason == "completed"
+                    break
+    assert refunds == [key]
+    for task_id in (root, child_id):
+        state = await store.load(task_id)
+        assert state is not None
+        assert state.stop_reason is StopReason.COMPLETED, task_id

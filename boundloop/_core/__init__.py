@@ -61,6 +61,8 @@ if typing.TYPE_CHECKING:
     from .toolset import ToolList as ToolList
     from .toolset import Toolset as Toolset
     from .toolset import lone as lone
+    from .tree import deciding as deciding
+    from .tree import passed_down as passed_down
 
 _SOURCES: typing.Final[dict[str, str]] = _public_names(__file__)
 """Where each name is defined, relative to the package: what `__getattr__` imports."""

@@ -14,6 +14,7 @@ points saved after:
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, cast, final
 
 import anyio
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
 CHECKPOINT_TIMEOUT_S: Final = 10.0
 """How long the shielded final checkpoint may take."""
 
+SAVING: Final[ContextVar[CheckpointWriter | None]] = ContextVar("boundloop_saving", default=None)
+"""The checkpoint writer of the run whose work runs in this task (its tool calls' tasks inherit
+it): a delegation saves its parent when it starts a child (`save_now`)."""
+
 
 def saves_after(event: Transition) -> bool:
     """Whether the run is saved after this transition."""
@@ -46,12 +51,13 @@ def saves_after(event: Transition) -> bool:
 class CheckpointWriter:
     """Saves one run's state to its store (redacted with `redact_checkpoints`)."""
 
-    __slots__ = ("_ctx", "_log", "_store")
+    __slots__ = ("_ctx", "_lock", "_log", "_store")
 
     def __init__(self, ctx: RunContext, store: CheckpointStore, log: EventLogWriter | None = None) -> None:
         self._ctx = ctx
         self._store = store
         self._log = log
+        self._lock: anyio.Lock | None = None
 
     async def catch_up(self) -> None:
         """Before the run's first event: its `seq`s continue the task's event log."""
@@ -70,6 +76,16 @@ class CheckpointWriter:
         if self._log is not None and (saves or flushes_after(event)):
             await self._log.flush()
         if saves:
+            await self._store.save(for_store(self._ctx))
+
+    async def save_now(self) -> None:
+        """Save in the middle of a batch (a delegated run started: the parent's checkpoint names
+        it before the child runs), the log written first; the batch's calls save one at a time."""
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            if self._log is not None:
+                await self._log.flush()
             await self._store.save(for_store(self._ctx))
 
     async def last(self) -> None:

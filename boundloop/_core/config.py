@@ -115,6 +115,9 @@ class LoopConfig:
     """`TraceSettings.provider` and boundloop's tracer on it; None: see `traces_global`."""
     traces_global: bool = False
     """Without a provider of its own: trace each run to the global provider, when one is set."""
+    metrics_default: bool = False
+    """The loop was built without `metrics=`: its runs count on the default registry, except
+    a delegated run, which counts where its parent's loop does (`BoundMetrics.on`)."""
     trace_content: bool = False
     """Spans carry message content (redacted): the model's text, tool inputs and results."""
     output: OutputCheck | None = None
@@ -311,6 +314,7 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
         recorded=None,
         tracing=None if provider is None else tracing_for(provider),
         traces_global=tracing is not None and provider is None,
+        metrics_default=isinstance(metrics, Default),
         trace_content=content,
         output=output,
         toolsets=toolsets,

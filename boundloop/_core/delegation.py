@@ -13,6 +13,7 @@ stop answers it with an error naming the stop reason and the child's task id.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable
@@ -24,12 +25,13 @@ from ..records import StopReason
 from ..state import LoopResult
 from ..statemachine.table import Phase
 from ..tools import Tool, ToolContext
+from .checkpointing import SAVING
 from .context import RunContext, Watch
 from .ledger import Node
 from .output import output_of
 from .results import Failure
 from .sessions import resume, start_new
-from .tree import CURRENT, add_usage, decided, joining, open_tree, waits_for_approvals
+from .tree import CURRENT, Delegated, decided, joining, open_tree, tree_total, waits_for_human
 
 if TYPE_CHECKING:
     from ..events import Event
@@ -81,16 +83,17 @@ def delegation_tool(
     )
 
 
-async def run_child(config: LoopConfig, task: str, context: ToolContext = ALONE) -> str | Failure:
+async def run_child(config: LoopConfig, task: str, context: ToolContext = ALONE) -> str | Failure | Delegated:
     """Run `task` on `config`'s loop as a child of the current run (a run alone when the tool is
     called outside any run), and answer with its outcome.
 
     The child's task id is derived from the call's idempotency key, so the call run again (its
     parent resumed after a crash, or after a human decided) finds its child in the child loop's
     store: one killed mid-run continues, one waiting for a human is resumed with the decisions
-    its parent's resume was given, one that stopped answers as it stopped. A child that stops
-    waiting for approvals (and can be resumed: its loop has a store) is noted on the parent's
-    node: the parent stops `needs_human` after its batch (`hold_for_children`).
+    its parent's resume was given, one that stopped answers as it stopped. The outcome comes
+    back as a `Delegated` value, which the parent takes in as the call is answered (`joined`):
+    a child that stops waiting for a human (and can be resumed: its loop has a store) makes the
+    parent stop `needs_human` after its batch (`hold_for_children`).
     """
     parent = CURRENT.get()
     if parent is None or context is ALONE:  # the tool called as its function, outside a run
@@ -102,6 +105,9 @@ async def run_child(config: LoopConfig, task: str, context: ToolContext = ALONE)
         if denied is not None:
             return Failure(denied)
         parent.state.children.append(task_id)  # before it starts: a checkpoint names it
+        saving = SAVING.get()
+        if saving is not None:  # the link is in the store before the child is
+            await saving.save_now()
     own = config.spec.budget.max_depth
     depth = node.depth + 1
     child = Node(
@@ -112,11 +118,9 @@ async def run_child(config: LoopConfig, task: str, context: ToolContext = ALONE)
         parent_task_id=parent.state.task_id,
     )
     with joining(child):
-        result = await _start_or_continue(config, task, task_id, parent)
-    node.children_usage = add_usage(node.children_usage, result.usage)
-    if config.store is not None and waits_for_approvals(result.state):
-        node.waiting[context.tool_use_id] = result.state
-    return outcome(result, config)
+        result = await _start_or_continue(_counted_with(config, parent.config), task, task_id, parent)
+    waiting = result.state if config.store is not None and waits_for_human(result.state) else None
+    return Delegated(outcome(result, config), task_id, result.usage, waiting)
 
 
 def child_task_id(key: str) -> str:
@@ -145,22 +149,41 @@ async def _start_or_continue(
         )
     if stored.phase is not Phase.STOPPED:  # killed mid-run: the same run continues
         return await resume(config, task_id, approvals=None, reply=None, cancel=None, **wiring)
-    if waits_for_approvals(stored):
+    if waits_for_human(stored):
         decisions = decided()
         mine = {
             p.tool_use_id: decisions[p.tool_use_id]
             for p in stored.pending_approvals
             if p.tool_use_id in decisions
         }
-        if len(mine) == len(stored.pending_approvals):
-            return await resume(config, task_id, approvals=mine, reply=None, cancel=None, **wiring)
+        question = stored.escalation
+        reply = None if question is None else decisions.get(question.tool_use_id)
+        if len(mine) == len(stored.pending_approvals) and (question is None or isinstance(reply, str)):
+            return await resume(
+                config,
+                task_id,
+                approvals=mine,
+                reply=reply if isinstance(reply, str) else None,
+                cancel=None,
+                **wiring,
+            )
     return LoopResult(  # it stopped: it answers as it stopped, nothing of it runs again
         stop_reason=stored.stop_reason or StopReason.FAILED,
         answer=stored.answer,
         state=stored,
         events=[],
         output=output_of(config.output, stored.answer),
+        tree_usage=tree_total(stored),
     )
+
+
+def _counted_with(config: LoopConfig, parent: LoopConfig) -> LoopConfig:
+    """The child's loop, counted on its parent's metrics registry when it has no metrics of its
+    own (`metrics=` not given) and its parent's loop has."""
+    mine, theirs = config.metrics, parent.metrics
+    if not config.metrics_default or parent.metrics_default or mine is None or theirs is None:
+        return config
+    return dataclasses.replace(config, metrics=mine.on(theirs))
 
 
 def _denied(parent: RunContext, node: Node) -> str | None:

@@ -28,7 +28,7 @@ from .answers import answer_open_calls, finish
 from .budget import take_tool_call
 from .context import YIELD_EVERY, Planned, RunContext
 from .results import refused, to_result, truncate
-from .tree import hold_for_children
+from .tree import Delegated, hold_for_children, joined
 from .validation import fill_copies
 
 
@@ -198,8 +198,10 @@ async def _call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callab
     attempts = 0
     result: CallResult | _Retry
     last_error = ""
+    # Invoked in an earlier session (saved mid-batch, then a crash): the same call, counted then.
+    counted = index in batch.invoked
     while True:
-        if not take_tool_call(ctx):
+        if not (counted and not attempts) and not take_tool_call(ctx):
             if attempts:  # the tool function ran and failed; retrying would exceed max_tool_calls
                 result = refused(
                     call, "error", f"{last_error} (retries stopped: the tool-call budget is spent)"
@@ -287,6 +289,8 @@ async def _attempt(
         fault = f"{type(exc).__name__}: {exc}"
     if fault is not None:
         return refused(call, "invalid_result", f"the tool's result does not match what it declares: {fault}")
+    if isinstance(value, Delegated):  # a delegated run's outcome: this run takes in what it did
+        value = joined(ctx, call.id, value)
     return to_result(call, value, spec.budget.max_tool_output_chars)
 
 

@@ -23,14 +23,14 @@ from ..records import Exceeded, StopReason
 from ..state import LoopResult, LoopState
 from ..statemachine.table import Phase, Trigger
 from .answers import answer_open_calls, finish
-from .checkpointing import CheckpointWriter
+from .checkpointing import SAVING, CheckpointWriter
 from .context import ModelSpan, RunContext, ToolSpan
 from .dispatch import act
 from .eventlog import EventLogWriter, event_log_of
 from .observe import observe
 from .output import output_of
 from .propose import assemble, propose
-from .tree import add_usage, enter, joins_tree, leave
+from .tree import enter, joins_tree, leave, tree_total
 from .validation import validate
 
 if TYPE_CHECKING:
@@ -182,6 +182,7 @@ async def _run(
     log = event_log_of(store)
     writer = None if log is None else EventLogWriter(ctx, log)
     checkpoints = None if store is None else CheckpointWriter(ctx, store, writer)
+    saving = SAVING.set(checkpoints)  # its delegations save it as they start a child
     if timeout is not None:
         deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_s)
         ctx.deadline = deadline if ctx.deadline is None else min(deadline, ctx.deadline)  # a tree's
@@ -221,6 +222,7 @@ async def _run(
         _record_stop(ctx)
         if checkpoints is not None:
             await checkpoints.last()
+        SAVING.reset(saving)
 
 
 def _cut_from_outside(ctx: RunContext) -> None:
@@ -366,14 +368,11 @@ def _record_stop(ctx: RunContext) -> None:
 def loop_result(ctx: RunContext) -> LoopResult[Any]:
     """The run's result (partial until stopped)."""
     state = ctx.state
-    tree = ctx.tree
     return LoopResult(
         stop_reason=state.stop_reason or StopReason.FAILED,
         answer=state.answer,
         state=state,
         events=ctx.events,
         output=output_of(ctx.config.output, state.answer),
-        tree_usage=None
-        if tree is None or tree.children_usage is None
-        else add_usage(state.usage, tree.children_usage),
+        tree_usage=None if not state.below else tree_total(state),
     )

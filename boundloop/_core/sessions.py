@@ -22,7 +22,7 @@ from .driver import execute
 from .envelope import new_state
 from .provenance import check_client
 from .resume import Decision, prepare
-from .tree import deciding
+from .tree import deciding, passed_down
 
 if TYPE_CHECKING:
     from anthropic.types import MessageParam
@@ -140,7 +140,7 @@ async def resume(
         if state is None:
             raise TaskNotFound(task_id)
         check_resumed_settings(config, state)
-        below = {key: value for key, value in (approvals or {}).items() if key in state.waiting_on}
+        below = passed_down(state, approvals, reply)
         resumed = prepare(state, approvals, reply)
         with deciding(below):  # the decisions for delegated runs' calls, for their delegations
             return await execute(

@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Generator, Mapping
 from contextvars import ContextVar, Token
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, final
 
 import anyio
 
@@ -27,7 +27,7 @@ from .budget import next_input_estimate, output_allowance
 from .context import RunContext
 from .ledger import Claim, Grant, Node, Shortfall, TreeLedger
 from .pricing import call_price, ceiling_price
-from .results import refused
+from .results import Failure, refused
 
 if TYPE_CHECKING:
     from ..state import LoopState
@@ -59,6 +59,19 @@ def deciding(decisions: Mapping[str, ApprovalDecision]) -> Generator[None]:
 def decided() -> Mapping[str, ApprovalDecision]:
     """The decisions the current resume passes down (empty: none)."""
     return _DECIDED.get()
+
+
+def passed_down(
+    state: LoopState, approvals: Mapping[str, ApprovalDecision] | None, reply: str | None
+) -> dict[str, ApprovalDecision]:
+    """What a resume of `state` (read before `prepare` clears its wait) passes down its tree: the
+    decisions on calls of the runs below it (`state.waiting_on`), and the reply to a question one
+    of them asked, under that question's tool_use_id."""
+    below = {key: value for key, value in (approvals or {}).items() if key in state.waiting_on}
+    escalation = state.escalation
+    if escalation is not None and reply is not None and escalation.tool_use_id in state.waiting_on:
+        below[escalation.tool_use_id] = reply
+    return below
 
 
 def enter(ctx: RunContext) -> Token[RunContext | None]:
@@ -100,7 +113,7 @@ def open_tree(ctx: RunContext) -> Node:
     if ctx.tree is not None:
         return ctx.tree
     budget = ctx.config.spec.budget
-    usage = ctx.state.usage
+    usage = tree_total(ctx.state) or ctx.state.usage  # a resumed run: what its tree spent before
     ctx.tree = Node(
         ledger=TreeLedger(
             max_cost_usd=budget.max_cost_usd,
@@ -196,12 +209,23 @@ def add_usage(total: Usage | None, usage: Usage) -> Usage:
     )
 
 
-def waits_for_approvals(state: LoopState) -> bool:
-    """The run stopped `needs_human` for calls waiting for approval (not for the model's question)."""
+def tree_total(state: LoopState) -> Usage | None:
+    """What the run and every run below it spent, over all their sessions (`state.below`); None
+    for a run that delegated nothing."""
+    if not state.below:
+        return None
+    total = state.usage
+    for usage in state.below.values():
+        total = add_usage(total, usage)
+    return total
+
+
+def waits_for_human(state: LoopState) -> bool:
+    """The run stopped `needs_human` for calls waiting for approval or for a reply to the model's
+    question: a resume with the human's decisions continues it."""
     return (
         state.stop_reason is StopReason.NEEDS_HUMAN
-        and bool(state.pending_approvals)
-        and state.escalation is None
+        and (bool(state.pending_approvals) or state.escalation is not None)
         and state.turn is not None
         and state.turn.awaiting_human
     )
@@ -209,9 +233,10 @@ def waits_for_approvals(state: LoopState) -> bool:
 
 def hold_for_children(ctx: RunContext, turn: Turn) -> None:
     """Children of this batch wait for a human: the run stops `needs_human`, listing their waiting
-    calls as its own pending approvals (`state.waiting_on` says whose). Their delegation calls'
-    answers are provisional and the calls count as not run: `resume` runs them again, which
-    resumes the children; the other calls of the batch keep their results."""
+    calls as its own pending approvals and the first question one of them asked as its own
+    escalation (`state.waiting_on` says whose). Their delegation calls' answers are provisional
+    and the calls count as not run (nor against `max_tool_calls`): `resume` runs them again,
+    which resumes the children; the other calls of the batch keep their results."""
     node = ctx.tree
     assert node is not None
     waiting, node.waiting = node.waiting, {}
@@ -225,20 +250,58 @@ def hold_for_children(ctx: RunContext, turn: Turn) -> None:
         turn.answers[index] = refused(
             call, "denied", f"not run: the delegated run {child.task_id} waits for a human"
         )
-        if index in turn.invoked:
+        if index in turn.invoked:  # the same call runs again on resume, counted then
             turn.invoked.remove(index)
+            state.tool_calls -= 1
         for pending in child.pending_approvals:
             state.pending_approvals.append(pending)
             state.waiting_on[pending.tool_use_id] = child.waiting_on.get(pending.tool_use_id, child.task_id)
+        question = child.escalation
+        if question is not None and state.escalation is None:  # one question at a time
+            state.escalation = question
+            state.waiting_on[question.tool_use_id] = child.waiting_on.get(question.tool_use_id, child.task_id)
     turn.awaiting_human = True
-    ctx.event(
-        ApprovalRequested,
-        calls=[
-            PendingCall(tool=pending.tool, tool_use_id=pending.tool_use_id)
-            for pending in state.pending_approvals
-        ],
-    )
-    tools = ", ".join(pending.tool for pending in state.pending_approvals)
-    finish(
-        ctx, StopReason.NEEDS_HUMAN, f"approval required for {tools} in the delegated run {', '.join(listed)}"
-    )
+    if state.pending_approvals:
+        ctx.event(
+            ApprovalRequested,
+            calls=[
+                PendingCall(tool=pending.tool, tool_use_id=pending.tool_use_id)
+                for pending in state.pending_approvals
+            ],
+        )
+    runs = ", ".join(listed)
+    if state.escalation is not None and not state.pending_approvals:
+        detail = f"the delegated run {runs} asked for a human: {state.escalation.reason}"
+    else:
+        tools = ", ".join(pending.tool for pending in state.pending_approvals)
+        detail = f"approval required for {tools} in the delegated run {runs}"
+    finish(ctx, StopReason.NEEDS_HUMAN, detail)
+
+
+@final
+class Delegated:
+    """A delegated run's outcome, as its delegation tool's value: the answer to the call, and what
+    the calling run takes in when the call is answered (`joined`): the child's task id, the usage
+    of its tree, and its state when it waits for a human. A plain value, so that a durable step
+    (DBOS) records it whole, and a workflow replaying the step takes in what the live call did."""
+
+    __slots__ = ("answer", "task_id", "usage", "waiting")
+
+    def __init__(self, answer: str | Failure, task_id: str, usage: Usage, waiting: LoopState | None) -> None:
+        self.answer = answer
+        self.task_id = task_id
+        self.usage = usage
+        self.waiting = waiting
+
+
+def joined(ctx: RunContext, call_id: str, delegated: Delegated) -> str | Failure:
+    """The run takes in its delegation's outcome (the child listed, its usage added, a child that
+    waits for a human noted for `hold_for_children`); the answer to the call."""
+    node = open_tree(ctx)
+    state = ctx.state
+    if delegated.task_id not in state.children:  # a replayed step: its child was not started here
+        state.children.append(delegated.task_id)
+    state.below[delegated.task_id] = delegated.usage  # its tree's total so far: replaces the last
+    if delegated.waiting is not None:
+        node.waiting[call_id] = delegated.waiting
+    return delegated.answer

@@ -180,7 +180,7 @@ async def _plan(
             escalated.append(call.name)
         elif planned is not None:
             (to_approve if decision == "approve" else plan).append(planned)
-    stop, exceeded = _batch_stop(ctx, len(plan) + len(to_approve), blocked, escalated)
+    stop, exceeded = _batch_stop(ctx, _uncounted(turn, plan, to_approve), blocked, escalated)
     if stop is not None:
         _hold(ctx, turn, to_approve, stop)
         return list(decisions.values()), stop, exceeded
@@ -209,6 +209,15 @@ async def _plan(
     ctx.scratch.plan_records = [decisions[planned.index] for planned in plan]
     fill_copies(turn)
     return list(decisions.values()), None, None
+
+
+def _uncounted(turn: Turn, plan: list[Planned], to_approve: list[Planned]) -> int:
+    """The calls to run that take a tool call: in a continued turn, a call run again was
+    counted when it first ran (`turn.invoked`)."""
+    if not turn.invoked:
+        return len(plan) + len(to_approve)
+    counted = set(turn.invoked)
+    return sum(planned.index not in counted for planned in (*plan, *to_approve))
 
 
 def _decide_again(

@@ -178,7 +178,8 @@ def _answers(turn: Turn) -> Iterator[Problem]:
 
 
 def _waiting(state: LoopState) -> Iterator[Problem]:
-    """Every call waiting for a human is a call of the turn, and every waiting call is listed."""
+    """Every call waiting for a human is a call of the turn (or of a delegated run, named in
+    `waiting_on`), and every waiting call is listed."""
     turn = state.turn
     ids = [] if turn is None else [call.id for call in turn.calls]
     pending = [approval.tool_use_id for approval in state.pending_approvals]
@@ -186,7 +187,11 @@ def _waiting(state: LoopState) -> Iterator[Problem]:
         if tool_use_id not in ids and tool_use_id not in state.waiting_on:  # a delegated run's
             yield "pending_approvals", f"{tool_use_id!r} is not a call of the turn"
     escalation = state.escalation
-    if escalation is not None and escalation.tool_use_id not in ids:
+    if (
+        escalation is not None
+        and escalation.tool_use_id not in ids
+        and escalation.tool_use_id not in state.waiting_on
+    ):
         yield "escalation", f"{escalation.tool_use_id!r} is not a call of the turn"
     if turn is None or not turn.awaiting_human:
         return

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Final, Protocol, final, runtime_checkable
 
 from ..errors import ConfigurationError
@@ -25,6 +26,7 @@ __all__ = [
     "check_limit",
     "decode_cursor",
     "encode_cursor",
+    "in_tree_order",
     "page_runs",
 ]
 
@@ -138,3 +140,30 @@ async def page_runs(
     if after is not None:
         rows = [row for row in rows if (row.updated_at, row.task_id) < after]
     return after_cursor(rows[: limit + 1], limit, after)
+
+
+def in_tree_order(
+    task_ids: Sequence[str], parent_of: Mapping[str, str | None], children_of: Mapping[str, Sequence[str]]
+) -> builtins.list[tuple[int, str]]:
+    """A page's runs with their depth in their delegation tree: each delegated run right under
+    its parent when its parent is on the page (in the order its parent started them), else where
+    it falls, at depth 0. Each run once, also in a damaged store (a cycle)."""
+    on_page = set(task_ids)
+    ordered: builtins.list[tuple[int, str]] = []
+    seen: set[str] = set()
+
+    def add(task_id: str, depth: int) -> None:
+        if task_id in seen:
+            return
+        seen.add(task_id)
+        ordered.append((depth, task_id))
+        for child in children_of.get(task_id, ()):
+            if child in on_page:
+                add(child, depth + 1)
+
+    for task_id in task_ids:
+        if parent_of.get(task_id) not in on_page:
+            add(task_id, 0)
+    for task_id in task_ids:  # only in a damaged store: runs whose parents' states do not name them
+        add(task_id, 0)
+    return ordered

@@ -56,6 +56,7 @@ _LATER_FIELDS: Final[tuple[tuple[str, object], ...]] = (
     ("parent_task_id", None),
     ("children", []),
     ("waiting_on", {}),
+    ("below", {}),
 )
 """`LoopState` fields added since signing began, with their unset values."""
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .. import AgentLoop, CheckpointCorrupt, CheckpointStore, ConfigurationError
-from ..checkpoint.paging import page_runs
+from ..checkpoint.paging import in_tree_order, page_runs
 from ..redaction import Redactor
 from ._errors import EXIT_OK, CommandError
 from ._pending import when
@@ -152,26 +152,11 @@ def runs_command(args: argparse.Namespace) -> int:
 
 def as_tree(records: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
     """The page's runs with their depth, each delegated run right under its parent when its
-    parent is on the page (in the order its parent started them), else where it falls."""
+    parent is on the page (`in_tree_order`)."""
     by_id = {record["task_id"]: record for record in records}
-    ordered: list[tuple[int, dict[str, Any]]] = []
-    seen: set[str] = set()
-
-    def add(record: dict[str, Any], depth: int) -> None:
-        if record["task_id"] in seen:  # a cycle in a damaged store: each run once
-            return
-        seen.add(record["task_id"])
-        ordered.append((depth, record))
-        for child in record["children"]:
-            if child in by_id:
-                add(by_id[child], depth + 1)
-
-    for record in records:
-        if record["parent_task_id"] not in by_id:
-            add(record, 0)
-    for record in records:  # only in a damaged store: runs whose parents' states do not name them
-        add(record, 0)
-    return ordered
+    parents = {task_id: record["parent_task_id"] for task_id, record in by_id.items()}
+    children = {task_id: record["children"] for task_id, record in by_id.items()}
+    return [(depth, by_id[task_id]) for depth, task_id in in_tree_order(list(by_id), parents, children)]
 
 
 async def _runs(

@@ -195,6 +195,13 @@ class BoundMetrics:
         )
         return children
 
+    def on(self, other: BoundMetrics) -> BoundMetrics:
+        """This loop's children on the registry `other` records to (a delegated run of a loop on
+        the default metrics counts where its parent's loop does), under this loop's labels."""
+        return BoundMetrics(
+            other._backend, self._loop, self._tools, version=self._version, exemplars=other._exemplars
+        )
+
     def with_tools(self, tools: Iterable[str]) -> BoundMetrics:
         """The same loop's children with `tools` registered (an MCP server's, listed at run start)."""
         return BoundMetrics(

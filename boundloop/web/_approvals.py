@@ -53,6 +53,12 @@ def waiting_card(
     calls: list[Html] = []
     for pending in state.pending_approvals:
         name = pending.tool_use_id
+        owner = state.waiting_on.get(name, state.task_id)  # a delegated run's call runs under its key
+        where = (
+            Html(f' in the delegated run <a class="task" href="{e(run_link(owner))}">{e(owner)}</a>')
+            if owner != state.task_id
+            else Html("")
+        )
         choice = (
             Html(
                 f'<label><input type="radio" name="decision:{e(name)}" value="approve" required>'
@@ -67,11 +73,11 @@ def waiting_card(
         calls.append(
             Html(
                 f'<div class="card call" data-call="{e(name)}"><b>'
-                f"{e(pending.tool)}</b> [{e(name)}] at step {e(pending.step)}"
+                f"{e(pending.tool)}</b> [{e(name)}] at step {e(pending.step)}{where}"
                 f"<pre>{e(as_json(redact_strings(pending.input, redact)))}</pre>"
                 f"<div>why: {e(redact(reasons.get(name, 'the policy requires approval')))}</div>"
                 "<div>idempotency key: <code>"
-                f"{e(redact(idempotency_key_of(state.task_id, pending.step, name)))}</code></div>"
+                f"{e(redact(idempotency_key_of(owner, pending.step, name)))}</code></div>"
                 f"{choice}</div>"
             )
         )
@@ -160,9 +166,11 @@ class Resumer:
         A run whose DBOS workflow waits for the decision is continued by its workflow."""
         if (self.loop is None and self.durable is None) or self.task_group is None:
             return Outcome(403, "This inspector is read-only (no --loop): nothing changed.")
-        stale = not_decidable(
-            await self.store.load(task_id), task_id, approvals, busy=task_id in self.resuming
-        )
+        state = await self.store.load(task_id)
+        if state is not None:  # a delegated run's calls are decided at its tree's root
+            state = await self.waiting_root(state)
+            task_id = state.task_id
+        stale = not_decidable(state, task_id, approvals, busy=task_id in self.resuming)
         if stale is not None:
             return stale
         if self.durable is not None:
@@ -199,6 +207,21 @@ class Resumer:
         if not refused:
             return Outcome(303, "Resumed.", resumed=True)
         return refusal(refused[0])
+
+    async def waiting_root(self, state: LoopState) -> LoopState:
+        """The run a decision on `state`'s calls resumes: a delegated run's tree waits for them at
+        its root (each parent lists them in `waiting_on`), and the root's resume reaches it."""
+        seen = {state.task_id}
+        while state.parent_task_id is not None and state.parent_task_id not in seen:
+            parent = await self.store.load(state.parent_task_id)
+            asked = [p.tool_use_id for p in state.pending_approvals]
+            if state.escalation is not None:
+                asked.append(state.escalation.tool_use_id)
+            if parent is None or status_of(parent) != "waiting" or not set(asked) & set(parent.waiting_on):
+                break
+            seen.add(parent.task_id)
+            state = parent
+        return state
 
     async def send(
         self, durable: Durable, task_id: str, approvals: dict[str, Decision], reply: str | None

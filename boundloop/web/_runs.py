@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, Final, cast
 from urllib.parse import quote, urlencode
 
-from ..checkpoint.paging import RunPage
+from ..checkpoint.paging import RunPage, in_tree_order
 from ..checkpoint.store import StoredRun, status_of
 from ..events import Event, redact_strings
 from ..records import StopReason, Usage
@@ -65,7 +65,14 @@ def runs_page(
             f"<th>{e(name)}</th>"
             for name in ("task", "status", "stop reason", "goal", "model", "steps", "cost", "age")
         )
-        lines = [_run_row(row, states.get(row.task_id), redact, now) for row in page.runs]
+        rows_by_id = {row.task_id: row for row in page.runs}
+        loaded = {task_id: state for task_id, state in states.items() if isinstance(state, LoopState)}
+        parents = {task_id: state.parent_task_id for task_id, state in loaded.items()}
+        children = {task_id: state.children for task_id, state in loaded.items()}
+        lines = [
+            _run_row(rows_by_id[task_id], states.get(task_id), redact, now, depth, parents.get(task_id))
+            for depth, task_id in in_tree_order(list(rows_by_id), parents, children)
+        ]
         body.append(
             Html(f'<table id="runs"><thead><tr>{head}</tr></thead><tbody>{join(lines)}</tbody></table>')
         )
@@ -76,15 +83,29 @@ def runs_page(
     return join(body)
 
 
-def _run_row(row: StoredRun, state: LoopState | str | None, redact: Redact, now: float) -> Html:
+def _run_row(
+    row: StoredRun, state: LoopState | str | None, redact: Redact, now: float, depth: int, parent: str | None
+) -> Html:
+    """One run of the list; a delegated run indented under its parent, or naming it when its
+    parent is not listed above it."""
     if isinstance(state, LoopState):
         goal = _goal(state, redact)
         model = state.provenance.model if state.provenance is not None else "-"
         money = cost(state.usage.cost_usd)
     else:
         goal, model, money = ("(deleted)" if state is None else f"(unreadable: {state})"), "-", "-"
+    mark = (
+        Html(f'<span class="below" data-depth="{depth}">{"&nbsp;&nbsp;" * (depth - 1)}└ </span>')
+        if depth
+        else ""
+    )
+    orphan = (
+        Html(f' <span class="parent">(child of <a href="{e(run_link(parent))}">{e(parent)}</a>)</span>')
+        if parent is not None and not depth
+        else ""
+    )
     cells = [
-        Html(f'<a class="task" href="{e(run_link(row.task_id))}">{e(row.task_id)}</a>'),
+        Html(f'{mark}<a class="task" href="{e(run_link(row.task_id))}">{e(row.task_id)}</a>{orphan}'),
         Html(f'<span class="status-{e(row.status)}">{e(row.status)}</span>'),
         e(row.stop_reason or "-"),
         Html(f'<span class="goal">{e(goal)}</span>'),

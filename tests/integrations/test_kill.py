@@ -28,6 +28,7 @@ from boundloop import StopReason
 from boundloop.checkpoint import PostgresStore
 from boundloop.integrations.dbos import retrieve, submit
 from tests import dbos_worker
+from tests.test_pg_workers import wait_for_release
 
 pytestmark = pytest.mark.asyncio_only  # DBOS runs workflows and steps on asyncio event loops
 
@@ -147,3 +148,97 @@ async def test_a_worker_killed_while_its_tool_is_in_flight_leaves_its_run_to_ano
                     await process.wait()
         await anyio.to_thread.run_sync(client.destroy)
     assert os.getpid() not in {pid for _, _, pid in calls}
+
+
+async def test_a_worker_killed_during_a_delegated_childs_tool_leaves_the_tree_to_another(
+    postgres_dsn: str,
+) -> None:
+    """The lead's workflow delegates to the charges loop (its child, checkpointed in the shared
+    PostgreSQL store); worker 1 is killed while the child's `charge` is in flight. Worker 2
+    recovers the lead's workflow: DBOS replays the lead's model call, and the delegation's step,
+    never recorded, runs again, which resumes that same child from its checkpoint (its task id
+    from the call's idempotency key): the charge runs again under the same key, lands once, and
+    the lead completes with the child's answer."""
+    dsn = postgres_dsn
+    await anyio.to_thread.run_sync(dbos_worker.init_tables, dsn)
+    client = await anyio.to_thread.run_sync(lambda: DBOSClient(system_database_url=dsn))
+    worker_1 = await anyio.open_process(command(dsn, "worker-1", "hang"), cwd=ROOT, stderr=None)
+    worker_2: Process | None = None
+    calls: list[tuple[str, str, int]] = []
+    try:
+        assert worker_1.stdout is not None
+        out_1 = BufferedByteReceiveStream(worker_1.stdout)
+        with anyio.fail_after(DEADLINE_S):
+            await read_until(out_1, worker_1, dbos_worker.READY)
+            await submit(
+                client,
+                workflow=dbos_worker.LEAD_WORKFLOW,
+                queue=dbos_worker.QUEUE,
+                goal="Charge O-1.",
+                task_id="tree-1",
+            )
+            await read_until(out_1, worker_1, dbos_worker.IN_FLIGHT)
+            worker_2 = await anyio.open_process(command(dsn, "worker-2", "serve"), cwd=ROOT, stderr=None)
+            assert worker_2.stdout is not None
+            assert worker_2.stdin is not None
+            out_2 = BufferedByteReceiveStream(worker_2.stdout)
+            await read_until(out_2, worker_2, dbos_worker.READY)
+        killed_pid = worker_1.pid
+        worker_1.kill()
+        with anyio.fail_after(DEADLINE_S):
+            await worker_1.wait()
+        assert worker_1.returncode == -signal.SIGKILL
+
+        async with PostgresStore(dsn) as store:
+            lead = await store.load("tree-1")
+            assert lead is not None
+            (child_id,) = lead.children  # named as the child started
+            child = await store.load(child_id)
+            assert child is not None
+            assert child.parent_task_id == "tree-1"
+            assert str(child.phase) == "act"
+        key = f"{child_id}:2:toolu_charge"
+        effects, calls, _ = await anyio.to_thread.run_sync(dbos_worker.read_tables, dsn)
+        assert effects == [(key, "O-1")]
+        await anyio.to_thread.run_sync(wait_for_release, dsn, child_id)  # the dead worker's lease
+
+        with anyio.fail_after(DEADLINE_S):
+            await worker_2.stdin.send(b"recover worker-1\n")
+            await read_until(out_2, worker_2, dbos_worker.RECOVERED)
+            recovered = (await out_2.receive_until(b"\n", 1 << 20)).decode()
+            result = await (await retrieve(client, "tree-1")).result()
+
+        assert recovered == '["tree-1"]'
+        assert result.stop_reason is StopReason.COMPLETED, result.state.stop_detail
+        assert result.answer == "delegated"
+        assert [(o.tool_use_id, o.content) for o in result.state.observations] == [
+            (dbos_worker.DELEGATE_ID, "charged")
+        ]
+        assert result.state.children == [child_id]  # that same child: no fresh one
+        assert result.state.tool_calls == 1
+        effects, calls, models = await anyio.to_thread.run_sync(dbos_worker.read_tables, dsn)
+        assert effects == [(key, "O-1")]  # exactly once
+        assert calls == [
+            ("read_order", f"{child_id}:1:toolu_read", killed_pid),
+            ("charge", key, killed_pid),
+            ("charge", key, worker_2.pid),  # in flight at the kill: run again under the same key
+        ]
+        assert models == [("worker-1", 1), ("worker-1", 2), ("worker-2", 3)]  # the child's turns
+        steps = await client.list_workflow_steps_async("tree-1")
+        assert [s["function_name"] for s in steps] == [
+            "boundloop.store.exists",
+            "boundloop.messages.create",
+            f"boundloop.tool:charges:{dbos_worker.DELEGATE_ID}:1",
+            "boundloop.messages.create",
+        ]
+        await worker_2.stdin.aclose()
+        with anyio.fail_after(DEADLINE_S):
+            assert await worker_2.wait() == 0
+    finally:
+        for process in (worker_1, worker_2):
+            if process is not None and process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                with anyio.fail_after(DEADLINE_S, shield=True):
+                    await process.wait()
+        await anyio.to_thread.run_sync(client.destroy)

@@ -89,3 +89,72 @@ async def test_a_run_waiting_for_a_human_survives_its_worker_and_goes_on_with_th
                 with anyio.fail_after(DEADLINE_S, shield=True):
                     await process.wait()
         await anyio.to_thread.run_sync(client.destroy)
+
+
+async def test_a_tree_waiting_for_a_human_survives_its_worker_and_the_decision_reaches_the_child(
+    postgres_dsn: str,
+) -> None:
+    """The lead's workflow waits because its delegated child's charge waits for approval; the
+    worker is killed. The recovering worker replays the lead's delegation step from DBOS's record
+    (the child is not run again: the recorded outcome says it waits), so the lead waits again at
+    the same step, receives the decision, and its delegation, run again, resumes the child, which
+    charges once under its own key."""
+    dsn = postgres_dsn
+    await anyio.to_thread.run_sync(dbos_worker.init_tables, dsn)
+    client = await anyio.to_thread.run_sync(lambda: DBOSClient(system_database_url=dsn))
+    workers: list[Process] = []
+    try:
+        worker_1 = await anyio.open_process(command(dsn, "worker-1", "approve"), cwd=ROOT, stderr=None)
+        workers.append(worker_1)
+        assert worker_1.stdout is not None
+        with anyio.fail_after(DEADLINE_S):
+            await read_until(BufferedByteReceiveStream(worker_1.stdout), worker_1, dbos_worker.READY)
+            await submit(
+                client,
+                workflow=dbos_worker.LEAD_WORKFLOW,
+                queue=dbos_worker.QUEUE,
+                goal="Charge O-1.",
+                task_id="tree-wait",
+            )
+            published = await client.get_event_async("tree-wait", WAITING_EVENT, timeout_seconds=DEADLINE_S)
+        assert [p["tool_use_id"] for p in published["pending"]] == ["toolu_charge"]  # the child's call
+        worker_1.kill()
+        with anyio.fail_after(DEADLINE_S):
+            await worker_1.wait()
+        with pytest.raises(TimeoutError, match="delivered"):
+            await decide(client, "tree-wait", approvals={"toolu_charge": True}, timeout_s=0.5)
+
+        worker_2 = await anyio.open_process(command(dsn, "worker-2", "approve"), cwd=ROOT, stderr=None)
+        workers.append(worker_2)
+        assert worker_2.stdout is not None
+        assert worker_2.stdin is not None
+        out_2 = BufferedByteReceiveStream(worker_2.stdout)
+        with anyio.fail_after(DEADLINE_S):
+            await read_until(out_2, worker_2, dbos_worker.READY)
+            await worker_2.stdin.send(b"recover worker-1\n")
+            await read_until(out_2, worker_2, dbos_worker.RECOVERED)
+            result = await (await retrieve(client, "tree-wait")).result()
+
+        assert result.stop_reason is StopReason.COMPLETED, result.state.stop_detail
+        (child_id,) = result.state.children
+        assert [(o.tool_use_id, o.content) for o in result.state.observations] == [
+            (dbos_worker.DELEGATE_ID, "charged")
+        ]
+        effects, calls, models = await anyio.to_thread.run_sync(dbos_worker.read_tables, dsn)
+        key = f"{child_id}:2:toolu_charge"
+        assert effects == [(key, "O-1")]
+        assert [(tool, k, pid) for tool, k, pid in calls if tool == "charge"] == [
+            ("charge", key, worker_2.pid)
+        ]
+        assert models == [("worker-1", 1), ("worker-1", 2), ("worker-2", 3)]  # the child's turns, once each
+        await worker_2.stdin.aclose()
+        with anyio.fail_after(DEADLINE_S):
+            assert await worker_2.wait() == 0
+    finally:
+        for process in workers:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                with anyio.fail_after(DEADLINE_S, shield=True):
+                    await process.wait()
+        await anyio.to_thread.run_sync(client.destroy)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import REGISTRY, CollectorRegistry
 
 from boundloop import AgentLoop, Budget, LoopMetrics, ScriptedClient, StopReason
 from tests.helpers import JSON, text, tool_use
@@ -53,3 +53,23 @@ async def test_a_childs_run_is_counted_under_its_own_loops_name(
     calls = {"loop": "lead", "tool": "research", "outcome": "ok"}
     assert registry.get_sample_value("boundloop_tool_calls_total", calls) == 2.0
     assert loops_of(registry) == {"lead", "researcher"}  # the task never becomes a label
+
+
+async def test_a_child_loop_without_metrics_of_its_own_counts_on_its_parents_registry(
+    registry: CollectorRegistry, metrics: LoopMetrics
+) -> None:
+    """The researcher was built without `metrics=`: run by a lead whose loop counts on `registry`,
+    its runs are counted there (under its own name), not on the process's default registry."""
+    default = {"loop": "default-researcher", "stop_reason": "completed", "version": ""}
+    before = REGISTRY.get_sample_value("boundloop_runs_total", default) or 0.0
+    researcher = loop_of([text("one")], name="default-researcher")
+    lead = loop_of(
+        [tool_use(("research", {"task": "a"})), text("done")],
+        name="lead",
+        tools=[researcher.as_tool("research", description="Research.")],
+        metrics=metrics,
+    )
+    result = await lead.run("go")
+    assert result.stop_reason is StopReason.COMPLETED
+    assert registry.get_sample_value("boundloop_runs_total", default) == 1.0
+    assert (REGISTRY.get_sample_value("boundloop_runs_total", default) or 0.0) == before

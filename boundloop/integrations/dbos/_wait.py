@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import anyio
 from dbos import DBOS, DBOSClient
 
-from ..._core import Decision, drive, prepare
+from ..._core import Decision, deciding, drive, passed_down, prepare
 from ...checkpoint.store import lease_of
 from ...errors import ApprovalMissing, NotResumable, TaskBusy
 from ...records import StopReason
@@ -88,11 +88,13 @@ async def _deadline(wait_s: float) -> float:
     return await recorded(DBOS.run_step_async({"name": WAIT_STEP}, now_plus))
 
 
-async def _decision(state: LoopState, wait_s: float) -> dict[str, object] | None:
-    """Wait for a decision that fits; what the resume records, or None when the wait ran out."""
+async def _decision(state: LoopState, wait_s: float) -> tuple[dict[str, object], dict[str, Decision]] | None:
+    """Wait for a decision that fits; what the resume records and what it passes down to the
+    delegated runs below (`passed_down`), or None when the wait ran out."""
     deadline = await _deadline(wait_s)
     await recorded(DBOS.set_event_async(WAITING_EVENT, waiting_for(state)))
     record: dict[str, object] | None = None
+    below: dict[str, Decision] = {}
     while record is None:
         # Always called, also past the deadline (timeout 0): a replay meets each recorded `recv`.
         remaining = max(0.0, deadline - time.time())
@@ -105,6 +107,7 @@ async def _decision(state: LoopState, wait_s: float) -> dict[str, object] | None
             continue
         decision_id, approvals, reply = decision
         try:
+            below = passed_down(state, approvals, reply)  # read before `prepare` clears the wait
             record = prepare(state, approvals, reply)
         except (ApprovalMissing, NotResumable) as exc:
             log.warning("task %r: a decision was refused, the run keeps waiting: %s", state.task_id, exc)
@@ -117,7 +120,8 @@ async def _decision(state: LoopState, wait_s: float) -> dict[str, object] | None
         await recorded(DBOS.set_event_async(answer_key(decision_id), answer))
     if record is None:  # the wait ran out
         await recorded(DBOS.set_event_async(WAITING_EVENT, None))
-    return record
+        return None
+    return record, below
 
 
 def _read(message: object) -> tuple[str, Mapping[str, Decision] | None, str | None] | None:
@@ -159,10 +163,12 @@ async def wait_and_continue(config: LoopConfig, result: LoopResult[Any], wait_s:
                     state.task_id,
                 )
                 return result
-            record = await _decision(state, wait_s)
-            if record is None:
+            decision = await _decision(state, wait_s)
+            if decision is None:
                 return result  # the wait ran out: the run goes on outside DBOS, with loop.resume
-            result = await drive(config, state, resumed=record)
+            record, below = decision
+            with deciding(below):  # a delegation's call run again resumes its run with them
+                result = await drive(config, state, resumed=record)
     return result
 
 
