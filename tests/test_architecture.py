@@ -53,6 +53,7 @@ FLOORS = {
         "compaction",
         "contract",
         "policy",
+        "pools",
         "prices",
         "redaction",
         "settings",

@@ -14,6 +14,7 @@ from .._base.server_tools import server_tool_uses
 from ..errors import ConfigurationError, InvalidRequest, ScriptExhausted
 from ..events import ModelRequest, Proposal
 from ..model import TokenCounter
+from ..pools.ledger import Shortfall
 from ..records import StopReason, ToolCall, Turn
 from ..signals import KNOWN_STOP_REASONS
 from ..statemachine.table import Trigger
@@ -34,7 +35,6 @@ from .compaction import after_response, request_settings
 from .connect import refresh_tools
 from .context import RunContext
 from .invariant import drop_unfinished_server_turns
-from .ledger import Shortfall
 from .pricing import count_response
 from .refusals import fallback
 from .request import as_message, fit_thinking, for_count, messages_of, settings_params, uses_beta

@@ -20,12 +20,13 @@ import anyio
 
 from ..events import ApprovalRequested, PendingCall
 from ..policy import ApprovalDecision
+from ..pools.ledger import Claim, Grant, Shortfall
 from ..records import Exceeded, Limit, StopReason, Turn, Usage
 from ..statemachine.table import Trigger
 from .answers import finish
 from .budget import next_input_estimate, output_allowance
 from .context import RunContext
-from .ledger import Claim, Grant, Node, Shortfall, TreeLedger
+from .ledger import Node, TreeLedger
 from .pricing import call_price, ceiling_price
 from .results import refused
 
