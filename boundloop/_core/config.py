@@ -40,6 +40,7 @@ from .toolset import Toolset, declared_specs, split_toolsets
 
 if TYPE_CHECKING:
     from .._base.sdk_tools import SDKTool
+    from ..pools.pool import BudgetPool
 
 RedactHook = Callable[[str], str]
 EventHook = Callable[[Event], None]
@@ -131,6 +132,8 @@ class LoopConfig:
     cache: CacheSettings | None = None
     """The breakpoints each request gets (`_base/cache.py`'s `add_breakpoints`), from `spec.cache` once (one
     object for every request: the run's `MessageMarkers` know it by identity); None: caching off."""
+    pools: tuple[BudgetPool, ...] = ()
+    """The loop's budget pools, and a run's added (`with_pools`): each model call reserves from each."""
 
 
 @final
@@ -153,6 +156,8 @@ class Wiring:
     """The default patterns, `Redaction.patterns` and `Redaction.hook`, compiled once."""
     prices: Mapping[str, Price] | None = None
     on_event: EventHook | None = None
+    pools: Sequence[BudgetPool] = ()
+    """The budget pools every run of the loop reserves its model calls from (docs/pools.md)."""
 
 
 def check_objects(*, budget: object, policy: object, redaction: object, context: object) -> None:
@@ -267,7 +272,13 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
     price = resolve_price(spec.model, prices)
     unpriced = [spec.model] if price is None else []
     unpriced += [name for name in other_models(spec, registry) if resolve_price(name, prices) is None]
-    if spec.budget.max_cost_usd is not None and unpriced:  # the loop's model, a fallback, an advisor
+    pools: tuple[BudgetPool, ...] = ()
+    if wiring.pools:  # a loop without pools does not load them
+        from ..pools.pool import joined_pools
+
+        pools = joined_pools((), wiring.pools)
+    costed = spec.budget.max_cost_usd is not None or any(pool.max_cost_usd is not None for pool in pools)
+    if costed and unpriced:  # the loop's model, a fallback, an advisor
         name = unpriced[0]
         raise ConfigurationError(
             f"max_cost_usd needs a price for model {name!r}: pass prices={{{name!r}: Price(...)}}"
@@ -295,6 +306,7 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
         toolsets=toolsets,
         prices=prices,
         cache=cache_settings(spec.cache),
+        pools=pools,
     )
     for name in unpriced:  # last: a loop that fails to build does not warn
         warn_unpriced(name)

@@ -20,7 +20,7 @@ from ..errors import ScriptExhausted, SetupError, UnhandledStop
 from ..events import LimitHit, Resumed, RunStarted, Stop, Transition
 from ..otel import global_tracing, run_tracing
 from ..records import Exceeded, StopReason
-from ..state import LoopResult, LoopState
+from ..state import LoopResult, LoopState, at_ceiling
 from ..statemachine.table import Phase, Trigger
 from .answers import answer_open_calls, finish
 from .checkpointing import CheckpointWriter
@@ -340,13 +340,17 @@ def _record_stop(ctx: RunContext) -> None:
     duration = ctx.elapsed_s
     exceeded = state.exceeded
     usage = state.usage
+    if at_ceiling(state):  # the stop says so: `resume` goes on once the ceiling is raised
+        state.stop_detail = f"{state.stop_detail}; resumable once the ceiling is raised"
     ctx.event(
         Stop,
         stop_reason=str(reason),
         detail=state.stop_detail,
         limit=None
         if exceeded is None
-        else LimitHit(limit=str(exceeded.limit), value=exceeded.value, used=exceeded.used),
+        else LimitHit(
+            limit=str(exceeded.limit), value=exceeded.value, used=exceeded.used, pool=exceeded.pool
+        ),
         steps=state.step,
         tool_calls=state.tool_calls,
         duration_s=duration,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Final, final
 from ..pools.ledger import Claim, Grant, Ledger, Shortfall, fit
 
 if TYPE_CHECKING:
+    from ..pools.pool import BudgetPool
     from ..records import Usage
     from ..state import LoopState
 
@@ -120,7 +121,16 @@ class Node:
     """A run's place in a delegation tree: the tree's ledger and deadline, its depth, the usage
     of the children it ran (each child's own tree total) and those waiting for a human."""
 
-    __slots__ = ("children_usage", "deadline", "depth", "ledger", "max_depth", "parent_task_id", "waiting")
+    __slots__ = (
+        "children_usage",
+        "deadline",
+        "depth",
+        "ledger",
+        "max_depth",
+        "parent_task_id",
+        "pools",
+        "waiting",
+    )
 
     def __init__(
         self,
@@ -130,8 +140,11 @@ class Node:
         max_depth: int | None,
         deadline: float | None,
         parent_task_id: str | None,
+        pools: tuple[BudgetPool, ...] = (),
     ) -> None:
         self.ledger = ledger
+        self.pools = pools
+        """The root's budget pools: every run of the tree reserves from them too."""
         self.depth = depth
         """0 for the root, one more per delegation."""
         self.max_depth = max_depth

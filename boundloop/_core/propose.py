@@ -14,7 +14,6 @@ from .._base.server_tools import server_tool_uses
 from ..errors import ConfigurationError, InvalidRequest, ScriptExhausted
 from ..events import ModelRequest, Proposal
 from ..model import TokenCounter
-from ..pools.ledger import Shortfall
 from ..records import StopReason, ToolCall, Turn
 from ..signals import KNOWN_STOP_REASONS
 from ..statemachine.table import Trigger
@@ -38,9 +37,9 @@ from .invariant import drop_unfinished_server_turns
 from .pricing import count_response
 from .refusals import fallback
 from .request import as_message, fit_thinking, for_count, messages_of, settings_params, uses_beta
+from .reservation import around
 from .setup import setup_error
 from .streaming import streamed
-from .tree import marked, reserve, settle, uncovered
 from .validation import FROM_CODE, canonical
 
 
@@ -141,24 +140,12 @@ def build_request(
 async def propose(ctx: RunContext) -> Trigger:
     """Call the model; record its response as the run's current turn.
 
-    In a delegation tree the call's worst case is reserved from the tree's ledger first, its
-    `max_tokens` clamped to what the ledger grants; a call the ledger cannot cover is not sent
-    (`_core/tree.py`). The response settles the reservation; a failure or a cancellation releases it.
+    In a delegation tree, or with budget pools, the call's worst case is reserved from the
+    tree's ledger and each pool first, its `max_tokens` clamped to what they grant; a call they
+    cannot cover is not sent (`_core/reservation.py`). The response settles the reservation; a
+    failure or a cancellation releases it.
     """
-    node = ctx.tree
-    if node is None:
-        return await _propose(ctx, None)
-    grant = await reserve(ctx, node)
-    if isinstance(grant, Shortfall):
-        return uncovered(ctx, grant)
-    before = marked(ctx)
-    try:
-        trigger = await _propose(ctx, grant.output_tokens)
-    except BaseException:
-        await settle(ctx, node, grant, before, billed=False)
-        raise
-    await settle(ctx, node, grant, before, billed=trigger is Trigger.PROPOSED)
-    return trigger
+    return await around(ctx, lambda max_tokens: _propose(ctx, max_tokens))
 
 
 async def _propose(ctx: RunContext, max_tokens: int | None) -> Trigger:

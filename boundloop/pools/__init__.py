@@ -1,7 +1,7 @@
 """Budget pools: ceilings many runs share (a tenant's day, a team's month), and their stores.
 
-`BudgetPool`, `PoolStatus`, `MemoryPoolStore` and `SQLitePoolStore` are imported from
-`boundloop`; this package is also the home of the store interface (`PoolStore`, `Hold`,
+`BudgetPool`, `PoolStatus`, `MemoryPoolStore` and `SQLitePoolStore` (in `pool.py`, `store.py`,
+`sqlite.py`) are imported from `boundloop`; this package is the home of the store interface (`PoolStore`, `Hold`,
 `PoolUsage`: `boundloop/pools/store.py` says what a store must guarantee, and its tables) and
 of the ledger's values (`Claim`, `Grant`, `Shortfall`, `Ledger`). docs/pools.md.
 
@@ -22,13 +22,9 @@ if typing.TYPE_CHECKING:
     from .ledger import Ledger as Ledger
     from .ledger import Shortfall as Shortfall
     from .ledger import fit as fit
-    from .pool import BudgetPool as BudgetPool
     from .pool import Period as Period
-    from .pool import PoolStatus as PoolStatus
     from .pool import period_of as period_of
-    from .sqlite import SQLitePoolStore as SQLitePoolStore
     from .store import Hold as Hold
-    from .store import MemoryPoolStore as MemoryPoolStore
     from .store import PoolStore as PoolStore
     from .store import PoolUsage as PoolUsage
 

@@ -16,7 +16,7 @@ import datetime as dt
 import os
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final, Literal, TypeAlias, final
 
 from .._base.names import name_problem
@@ -24,7 +24,7 @@ from ..errors import ConfigurationError
 from .ledger import Claim, Grant, Shortfall
 from .store import NANO, Hold, MemoryPoolStore, PoolStore, PoolUsage, cost_nusd, price_nusd
 
-__all__ = ["BudgetPool", "Period", "PoolStatus", "period_of"]
+__all__ = ["BudgetPool", "Period", "PoolStatus", "joined_pools", "period_of"]
 
 Period: TypeAlias = Literal["hour", "day", "month"]
 
@@ -231,3 +231,26 @@ class BudgetPool:
             max_cost_usd=self.max_cost_usd,
             max_total_tokens=self.max_total_tokens,
         )
+
+
+def joined_pools(first: tuple[BudgetPool, ...], more: Iterable[object]) -> tuple[BudgetPool, ...]:
+    """`first`, then each pool of `more` not in it already (one pool given twice counts once):
+    a loop's pools and a run's.
+
+    Raises:
+        ConfigurationError: one of `more` is not a `BudgetPool`, or two pools share a name.
+    """
+    pools = list(first)
+    if isinstance(more, BudgetPool | str):
+        raise ConfigurationError("pools must be a list of BudgetPool, not one")
+    for pool in more:
+        if not isinstance(pool, BudgetPool):
+            raise ConfigurationError(f"pools must be BudgetPool objects, got {type(pool).__name__}")
+        if any(pool is seen for seen in pools):
+            continue
+        if any(pool.name == seen.name for seen in pools):
+            raise ConfigurationError(
+                f"two budget pools are named {pool.name!r}: a run would be charged twice"
+            )
+        pools.append(pool)
+    return tuple(pools)
