@@ -1,9 +1,11 @@
 """Budget pools: ceilings many runs share (a tenant's day, a team's month), and their stores.
 
 `BudgetPool`, `PoolStatus`, `MemoryPoolStore` and `SQLitePoolStore` (in `pool.py`, `store.py`,
-`sqlite.py`) are imported from `boundloop`; this package is the home of the store interface (`PoolStore`, `Hold`,
-`PoolUsage`: `boundloop/pools/store.py` says what a store must guarantee, and its tables) and
-of the ledger's values (`Claim`, `Grant`, `Shortfall`, `Ledger`). docs/pools.md.
+`sqlite.py`) are imported from `boundloop`; this package is the home of the store interface
+(`PoolStore`, `Hold`, `PoolUsage`: `boundloop/pools/store.py` says what a store must
+guarantee, and its tables), of `PostgresPoolStore` (the `postgres` extra; `conformance.py`
+holds the checks every store passes) and of the ledger's values (`Claim`, `Grant`,
+`Shortfall`, `Ledger`). docs/pools.md.
 
 Each name is imported on first use, from its own module: the core's use of the ledger's
 values does not load the stores.
@@ -24,6 +26,7 @@ if typing.TYPE_CHECKING:
     from .ledger import fit as fit
     from .pool import Period as Period
     from .pool import period_of as period_of
+    from .postgres import PostgresPoolStore as PostgresPoolStore
     from .store import Hold as Hold
     from .store import PoolStore as PoolStore
     from .store import PoolUsage as PoolUsage
@@ -31,7 +34,8 @@ if typing.TYPE_CHECKING:
 _SOURCES: typing.Final[dict[str, str]] = _public_names(__file__)
 """Where each public name is defined, relative to the package: what `__getattr__` imports."""
 
-__all__ = sorted(_SOURCES)  # pyright: ignore[reportUnsupportedDunderAll]
+# `PostgresPoolStore` needs the `postgres` extra: not in `__all__`, so `import *` works without it.
+__all__ = sorted(set(_SOURCES) - {"PostgresPoolStore"})  # pyright: ignore[reportUnsupportedDunderAll]
 
 if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
     __getattr__ = _lazy_getattr(__name__, globals(), _SOURCES)
