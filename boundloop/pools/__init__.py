@@ -1,9 +1,10 @@
 """Budget pools: ceilings many runs share (a tenant's day, a team's month), and their stores.
 
-`BudgetPool`, `PoolStatus`, `MemoryPoolStore` and `SQLitePoolStore` (in `pool.py`, `store.py`,
-`sqlite.py`) are imported from `boundloop`; this package is the home of the store interface (`PoolStore`, `Hold`,
-`PoolUsage`: `boundloop/pools/store.py` says what a store must guarantee, and its tables) and
-of the ledger's values (`Claim`, `Grant`, `Shortfall`, `Ledger`). docs/pools.md.
+`BudgetPool`, `PoolStatus`, `MemoryPoolStore` and `SQLitePoolStore` (in `pool.py`,
+`store.py`, `sqlite.py`) are imported from `boundloop`; this package is the home of the store
+interface (`PoolStore`, `Hold`, `PoolUsage`: `boundloop/pools/store.py` says what a store must
+guarantee, and its tables) and of the ledger's values (`Claim`, `Grant`, `Shortfall`,
+`Ledger`). docs/pools.md.
 
 Each name is imported on first use, from its own module: the core's use of the ledger's
 values does not load the stores.
