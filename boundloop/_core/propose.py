@@ -79,13 +79,13 @@ async def assemble(ctx: RunContext) -> Trigger:
 
 
 async def _count_input(ctx: RunContext) -> None:
-    """With `Budget.count_tokens` and a token or cost budget (the run's, or its delegation
-    tree's): the next request's exact input."""
+    """With `Budget.count_tokens` and a token or cost budget (the run's, its delegation tree's,
+    a budget pool's): the next request's exact input."""
     ctx.scratch.counted_input = None
     config = ctx.config
     budget = config.spec.budget
     if not budget.count_tokens or (
-        budget.max_total_tokens is None and budget.max_cost_usd is None and ctx.tree is None
+        budget.max_total_tokens is None and budget.max_cost_usd is None and ctx.tree is None and not ctx.pools
     ):
         return
     try:
