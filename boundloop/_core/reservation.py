@@ -75,6 +75,7 @@ async def reserve(ctx: RunContext, found: list[Ledger]) -> Held | Trigger:
             return unreachable(ctx, ledger, exc)
         if isinstance(granted, Shortfall):
             await _release(held)
+            await show(ctx, [ledger])
             return uncovered(ctx, granted)
         held.grants.append((ledger, granted))
         wanted = dataclasses.replace(wanted, output_tokens=granted.output_tokens)
@@ -107,6 +108,23 @@ async def settle(ctx: RunContext, held: Held, *, billed: bool) -> None:
                 )
             except Exception as exc:
                 ctx.error("budget_pool", exc)
+        await show(ctx, [ledger for ledger, _ in held.grants])
+
+
+async def show(ctx: RunContext, found: list[Ledger]) -> None:
+    """Set the loop's pool gauges (metrics on) from each pool's status: what the fleet has spent
+    and holds, read after this process settled or was refused. A store failing here is skipped:
+    metrics never fail a run."""
+    metrics = ctx.config.metrics
+    if metrics is None:
+        return
+    for ledger in found:
+        if isinstance(ledger, BudgetPool):
+            try:
+                status = await ledger.status()
+            except Exception:
+                continue
+            metrics.pool_usage(ledger.name, status.spent_usd, status.reserved_usd)
 
 
 @asynccontextmanager
