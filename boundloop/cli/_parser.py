@@ -386,6 +386,11 @@ def _add_inspector_commands(add_parser: Callable[..., argparse.ArgumentParser]) 
     add_store(serve_parser, required=True)
     serve_parser.add_argument("--loop", metavar="SPEC", help="resume approved runs through this loop")
     serve_parser.add_argument(
+        "--pools",
+        metavar="STORE",
+        help="the budget pools' store (a SQLite file or a postgresql:// URI): /pools lists them",
+    )
+    serve_parser.add_argument(
         "--dbos-url",
         metavar="URL",
         help="the DBOS system database of your workers: a run waiting in its DBOS workflow gets the "

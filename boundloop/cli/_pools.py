@@ -35,7 +35,7 @@ def pools_command(args: argparse.Namespace) -> int:
             the database cannot be reached or read.
     """
     path: str = args.store
-    store = _postgres(path) if is_postgres(path) else _sqlite(path)
+    store = open_pool_store(path)
     now = dt.datetime.now(dt.UTC).timestamp()
     found: list[PoolUsage] = [] if store is None else anyio.run(_list, store, path, now)
     records = [record(usage) for usage in found]
@@ -106,15 +106,27 @@ def _first_line(exc: BaseException) -> str:
     return next(iter(str(exc).strip().splitlines()), "") or type(exc).__name__
 
 
-def _sqlite(path: str) -> PoolStore | None:
+def open_pool_store(path: str, option: str = "--store") -> PoolStore | None:
+    """The pool store `option` (`--store`, or `serve --pools`) names: a `PostgresPoolStore` for a URI
+    (connecting on first use), else the `SQLitePoolStore` of an existing file; None when the
+    file holds no pool yet.
+
+    Raises:
+        CommandError: no such file, a directory, not a SQLite database, or the `postgres`
+            extra missing.
+    """
+    return _postgres(path) if is_postgres(path) else _sqlite(path, option)
+
+
+def _sqlite(path: str, option: str) -> PoolStore | None:
     """The SQLite pool store at `path`; None when the file holds no pool yet."""
     from ..pools.sqlite import SQLitePoolStore
 
     file = Path(path)
     if file.is_dir():
-        raise CommandError(f"--store {path} is a directory, not a SQLite file")
+        raise CommandError(f"{option} {path} is a directory, not a SQLite file")
     if not file.exists():
-        raise CommandError(f"--store {path}: no such file (a pool's store is made by SQLitePoolStore(...))")
+        raise CommandError(f"{option} {path}: no such file (a pool's store is made by SQLitePoolStore(...))")
     try:
         with sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True) as db:
             has = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'boundloop_pools'").fetchone()
