@@ -219,6 +219,9 @@ class LoopState:
     waiting_on: dict[str, str] = dataclasses.field(default_factory=empty_dict)
     """The calls of `pending_approvals` that are not this run's but a delegated run's below it
     (the tree waits for them): tool_use_id -> the task id of the run whose call it is."""
+    pools: list[str] = dataclasses.field(default_factory=empty_list)
+    """The names of the budget pools the run has reserved from (the loop's, the run's, its
+    tree's), sorted: a resume not given each of them again is refused (a tree's are its root's)."""
     signature: str | None = None
     """HMAC-SHA256 of the rest of the state, in a `SignedStore`
     (which verifies it on load); a loop without a key ignores it."""

@@ -338,18 +338,22 @@ async def test_a_run_stopped_by_a_pool_resumes_once_its_ceiling_is_raised() -> N
     api = PoolAPI()
     ran: list[str] = []
     pool = BudgetPool("tenant-a", max_cost_usd=usd(FIRST_CALL))
+    other = BudgetPool("team", max_cost_usd=1.0)
     loop = loop_of(api, lookups=ran, pools=[pool], store=MemoryStore())
-    stopped = await loop.run("Look it up.", task_id="t1")
+    stopped = await loop.run("Look it up.", task_id="t1", pools=[other])
     assert (stopped.stop_reason, stopped.resumable, len(api.requests), ran) == (
         StopReason.COST_BUDGET,
         True,
         1,
         ["k"],
     )
-    again = await loop.resume("t1")  # the ceiling is as it was: stops again, sends nothing
+    assert stopped.state.pools == ["team", "tenant-a"]
+    with pytest.raises(ConfigurationError, match=r"ran under the budget pools 'team': give them again"):
+        await loop.resume("t1")  # the run's own pool not given: refused, never run without it
+    again = await loop.resume("t1", pools=[other])  # the ceiling is as it was: stops again, sends nothing
     assert (again.stop_reason, len(api.requests)) == (StopReason.COST_BUDGET, 1)
     pool.max_cost_usd = 1.0
-    done = await loop.resume("t1")
+    done = await loop.resume("t1", pools=[other])
     assert (done.stop_reason, done.answer, ran, len(api.requests)) == (
         StopReason.COMPLETED,
         "the answer",

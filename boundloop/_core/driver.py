@@ -150,6 +150,9 @@ async def _execute(
         if config.price is None:  # not tracked from the start, also when no model call succeeds
             state.usage.cost_usd = state.usage.cache_savings_usd = None
         current = enter(ctx)  # the run's tool calls see it: a delegation's child joins its tree
+        pools = ctx.config.pools
+        if pools:  # a resume must be given them again (`sessions.check_pools`)
+            state.pools = sorted({*state.pools, *(pool.name for pool in pools)})
         try:
             await _run(ctx, cancel, failure, resumed)
         finally:

@@ -45,7 +45,7 @@ class Held:
 def ledgers(ctx: RunContext) -> list[Ledger]:
     """The ledgers the run's next call reserves from: its tree's, then its pools."""
     found: list[Ledger] = [] if ctx.tree is None else [ctx.tree.ledger]
-    found.extend(ctx.pools)
+    found.extend(ctx.config.pools)
     return found
 
 
