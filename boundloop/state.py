@@ -373,7 +373,8 @@ class LoopResult(Generic[OutputT]):
     def resumable(self) -> bool:
         """`resume(task_id, ...)` can go on with this run: it waits for a human, a person
         cancelled it, or it stopped at a ceiling (its budget's, its tree's, a pool's) before a
-        model call, and goes on once the ceiling is raised (`resume(task_id, budget=...)`)."""
+        model call, and goes on once the ceiling is raised (`resume(task_id, budget=...)`). The
+        loop must keep its runs in a store to resume one."""
         state = self.state
         if self.stop_reason is records.StopReason.NEEDS_HUMAN:
             return state.turn is not None and state.turn.awaiting_human

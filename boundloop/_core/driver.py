@@ -343,7 +343,7 @@ def _record_stop(ctx: RunContext) -> None:
     duration = ctx.elapsed_s
     exceeded = state.exceeded
     usage = state.usage
-    if at_ceiling(state):  # the stop says so: `resume` goes on once the ceiling is raised
+    if at_ceiling(state) and ctx.config.store is not None:  # `resume` goes on once it is raised
         state.stop_detail = f"{state.stop_detail}; resumable once the ceiling is raised"
     ctx.event(
         Stop,
