@@ -219,6 +219,9 @@ class LoopState:
     waiting_on: dict[str, str] = dataclasses.field(default_factory=empty_dict)
     """The calls of `pending_approvals` that are not this run's but a delegated run's below it
     (the tree waits for them): tool_use_id -> the task id of the run whose call it is."""
+    pools: list[str] = dataclasses.field(default_factory=empty_list)
+    """The names of the budget pools the run has reserved from (the loop's, the run's, its
+    tree's), sorted: a resume not given each of them again is refused (a tree's are its root's)."""
     signature: str | None = None
     """HMAC-SHA256 of the rest of the state, in a `SignedStore`
     (which verifies it on load); a loop without a key ignores it."""
@@ -370,7 +373,8 @@ class LoopResult(Generic[OutputT]):
     def resumable(self) -> bool:
         """`resume(task_id, ...)` can go on with this run: it waits for a human, a person
         cancelled it, or it stopped at a ceiling (its budget's, its tree's, a pool's) before a
-        model call, and goes on once the ceiling is raised (`resume(task_id, budget=...)`)."""
+        model call, and goes on once the ceiling is raised (`resume(task_id, budget=...)`). The
+        loop must keep its runs in a store to resume one."""
         state = self.state
         if self.stop_reason is records.StopReason.NEEDS_HUMAN:
             return state.turn is not None and state.turn.awaiting_human

@@ -23,6 +23,8 @@ from boundloop import (
     ConfigurationError,
     MemoryPoolStore,
     MemoryStore,
+    ScriptedClient,
+    ScriptExhausted,
     SQLitePoolStore,
     StopReason,
     tool,
@@ -221,12 +223,13 @@ def test_a_pool_is_checked_when_made() -> None:
 
 
 async def test_a_pool_that_cannot_cover_a_call_stops_the_run_before_it_is_sent() -> None:
-    """A pool covering the first call and part of none of the second: the second is not sent;
-    the run stops `cost_budget`, its stop detail, its `Stop` event and `BudgetExceeded` naming
-    the pool; the pool holds exactly what was billed."""
+    """A pool covering the first call and no output token of the second: the second is not
+    sent; the run stops `cost_budget`, its stop detail (saying it is resumable: the loop has a
+    store), its `Stop` event and `BudgetExceeded` naming the pool; the pool holds exactly what
+    was billed. Without a store the detail does not offer a resume."""
     api = PoolAPI()
     pool = BudgetPool("tenant-a", max_cost_usd=usd(FIRST_CALL + 60 * 3_000))  # the second's input only
-    result = await loop_of(api, pools=[pool]).run("Look it up.")
+    result = await loop_of(api, pools=[pool], store=MemoryStore()).run("Look it up.")
 
     assert result.stop_reason is StopReason.COST_BUDGET
     assert len(api.requests) == 1
@@ -246,6 +249,9 @@ async def test_a_pool_that_cannot_cover_a_call_stops_the_run_before_it_is_sent()
     status = await pool.status()
     assert (status.spent_usd, status.reserved_usd) == (usd(FIRST_CALL), 0.0)
     assert sum(api.billed) == FIRST_CALL
+    alone = await loop_of(PoolAPI(), pools=[BudgetPool("t", max_cost_usd=usd(FIRST_CALL))]).run("Look it up.")
+    assert alone.stop_reason is StopReason.COST_BUDGET
+    assert "resumable" not in (alone.state.stop_detail or "")
 
 
 async def test_the_tightest_pool_clamps_max_tokens_and_every_pool_is_charged() -> None:
@@ -338,18 +344,22 @@ async def test_a_run_stopped_by_a_pool_resumes_once_its_ceiling_is_raised() -> N
     api = PoolAPI()
     ran: list[str] = []
     pool = BudgetPool("tenant-a", max_cost_usd=usd(FIRST_CALL))
+    other = BudgetPool("team", max_cost_usd=1.0)
     loop = loop_of(api, lookups=ran, pools=[pool], store=MemoryStore())
-    stopped = await loop.run("Look it up.", task_id="t1")
+    stopped = await loop.run("Look it up.", task_id="t1", pools=[other])
     assert (stopped.stop_reason, stopped.resumable, len(api.requests), ran) == (
         StopReason.COST_BUDGET,
         True,
         1,
         ["k"],
     )
-    again = await loop.resume("t1")  # the ceiling is as it was: stops again, sends nothing
+    assert stopped.state.pools == ["team", "tenant-a"]
+    with pytest.raises(ConfigurationError, match=r"ran under the budget pools 'team': give them again"):
+        await loop.resume("t1")  # the run's own pool not given: refused, never run without it
+    again = await loop.resume("t1", pools=[other])  # the ceiling is as it was: stops again, sends nothing
     assert (again.stop_reason, len(api.requests)) == (StopReason.COST_BUDGET, 1)
     pool.max_cost_usd = 1.0
-    done = await loop.resume("t1")
+    done = await loop.resume("t1", pools=[other])
     assert (done.stop_reason, done.answer, ran, len(api.requests)) == (
         StopReason.COMPLETED,
         "the answer",
@@ -453,4 +463,16 @@ async def test_a_running_call_renews_its_holds() -> None:
     result = await loop.run("Look it up.")
     assert result.stop_reason is StopReason.MAX_STEPS
     assert seen == [0, 1]
+    assert (await pool.status()).reserved_usd == 0.0
+
+
+async def test_an_error_of_a_call_under_pools_is_raised_as_itself() -> None:
+    """The renewals run beside the call in a task group; what the call raises (a test script
+    running out) still leaves `run()` as itself, not wrapped in a group, its hold released."""
+    pool = BudgetPool("p", max_cost_usd=1.0)
+    loop = AgentLoop(
+        ScriptedClient([]), model=MODEL, budget=Budget(max_steps=2), metrics=None, tracing=None, pools=[pool]
+    )
+    with pytest.raises(ScriptExhausted):
+        await loop.run("Look it up.")
     assert (await pool.status()).reserved_usd == 0.0

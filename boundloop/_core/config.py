@@ -133,7 +133,8 @@ class LoopConfig:
     """The breakpoints each request gets (`_base/cache.py`'s `add_breakpoints`), from `spec.cache` once (one
     object for every request: the run's `MessageMarkers` know it by identity); None: caching off."""
     pools: tuple[BudgetPool, ...] = ()
-    """The loop's budget pools, and a run's added (`with_pools`): each model call reserves from each."""
+    """The budget pools each model call reserves from: the loop's, a run's (`sessions.for_run`)
+    and a delegated run's tree's (`tree.enter`)."""
 
 
 @final

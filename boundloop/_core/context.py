@@ -32,7 +32,6 @@ from .invariant import RequestChecker
 if TYPE_CHECKING:
     from anthropic.types import Message
 
-    from ..pools.pool import BudgetPool
     from ..state import LoopState
     from ..statemachine.machine import RunModel
     from .config import EventHook, LoopConfig
@@ -171,7 +170,6 @@ class RunContext:
         "markers",
         "model",
         "model_span",
-        "pools",
         "relay",
         "request_checker",
         "scratch",
@@ -197,7 +195,8 @@ class RunContext:
     ) -> None:
         self.config = config
         """The loop's spec and wiring, as `drive` was given them: fixed for the run (not state: code
-        and settings; the state records their provenance)."""
+        and settings; the state records their provenance). A delegated run adds its tree's
+        budget pools to its `pools` as it starts (`_core/tree.py`'s `enter`)."""
         self.state = state
         """The run: everything needed to continue it."""
         self.model = model
@@ -221,9 +220,6 @@ class RunContext:
         """The run's place in a delegation tree (its ledger, depth and deadline): set when the run
         was started by a delegation, or at its first delegation; None for a run alone (wiring:
         the tree lives in this process)."""
-        self.pools: tuple[BudgetPool, ...] = config.pools
-        """The budget pools every model call of the run reserves from: the loop's and the run's,
-        and a delegation tree's (`_core/tree.py`'s `enter`). Wiring: given again on resume."""
         self.deps = deps
         """The run's dependencies (`run(goal, deps=...)`), handed to its tool functions in their
         `ToolContext`; never in the state, an event or a span (wiring: given again on resume)."""

@@ -150,6 +150,9 @@ async def _execute(
         if config.price is None:  # not tracked from the start, also when no model call succeeds
             state.usage.cost_usd = state.usage.cache_savings_usd = None
         current = enter(ctx)  # the run's tool calls see it: a delegation's child joins its tree
+        pools = ctx.config.pools
+        if pools:  # a resume must be given them again (`sessions.check_pools`)
+            state.pools = sorted({*state.pools, *(pool.name for pool in pools)})
         try:
             await _run(ctx, cancel, failure, resumed)
         finally:
@@ -340,7 +343,7 @@ def _record_stop(ctx: RunContext) -> None:
     duration = ctx.elapsed_s
     exceeded = state.exceeded
     usage = state.usage
-    if at_ceiling(state):  # the stop says so: `resume` goes on once the ceiling is raised
+    if at_ceiling(state) and ctx.config.store is not None:  # `resume` goes on once it is raised
         state.stop_detail = f"{state.stop_detail}; resumable once the ceiling is raised"
     ctx.event(
         Stop,

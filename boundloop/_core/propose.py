@@ -85,7 +85,10 @@ async def _count_input(ctx: RunContext) -> None:
     config = ctx.config
     budget = config.spec.budget
     if not budget.count_tokens or (
-        budget.max_total_tokens is None and budget.max_cost_usd is None and ctx.tree is None and not ctx.pools
+        budget.max_total_tokens is None
+        and budget.max_cost_usd is None
+        and ctx.tree is None
+        and not config.pools
     ):
         return
     try:

@@ -14,8 +14,7 @@ cancellation releases them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 
 import anyio
 
@@ -45,7 +44,7 @@ class Held:
 def ledgers(ctx: RunContext) -> list[Ledger]:
     """The ledgers the run's next call reserves from: its tree's, then its pools."""
     found: list[Ledger] = [] if ctx.tree is None else [ctx.tree.ledger]
-    found.extend(ctx.pools)
+    found.extend(ctx.config.pools)
     return found
 
 
@@ -127,32 +126,36 @@ async def show(ctx: RunContext, found: list[Ledger]) -> None:
             metrics.pool_usage(ledger.name, status.spent_usd, status.reserved_usd)
 
 
-@asynccontextmanager
-async def renewing(held: Held) -> AsyncGenerator[None]:
-    """While the block runs (the model call), renew the leases of the pools' holds every third
-    of the shortest lease, so a hold outlives its lease only when its holder died."""
+async def _renew(pools: list[BudgetPool], every: float) -> None:
+    while True:
+        await anyio.sleep(every)
+        for pool in pools:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await pool.renew()
+                except Exception:  # the next renewal tries again; until the lease ends the hold counts
+                    continue
+
+
+async def renewing(held: Held, call: Callable[[], Awaitable[Trigger]]) -> Trigger:
+    """`call()`, the pools' holds renewed while it runs, every third of the shortest lease, so
+    a hold outlives its lease only when its holder died. What `call` raises is raised as itself
+    once the renewals stopped (a task group would wrap it in a group)."""
     pools = [ledger for ledger, _ in held.grants if isinstance(ledger, BudgetPool)]
     if not pools:
-        yield
-        return
-    every = min(pool.lease_s for pool in pools) / 3
-
-    async def renew() -> None:
-        while True:
-            await anyio.sleep(every)
-            for pool in pools:
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await pool.renew()
-                    except Exception:
-                        continue
-
+        return await call()
+    failure: Exception | None = None
+    trigger = Trigger.HALT
     async with anyio.create_task_group() as group:
-        group.start_soon(renew)
+        group.start_soon(_renew, pools, min(pool.lease_s for pool in pools) / 3)
         try:
-            yield
-        finally:
-            group.cancel_scope.cancel()
+            trigger = await call()
+        except Exception as exc:  # raised below, as itself
+            failure = exc
+        group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return trigger
 
 
 async def around(ctx: RunContext, call: Callable[[int | None], Awaitable[Trigger]]) -> Trigger:
@@ -164,8 +167,7 @@ async def around(ctx: RunContext, call: Callable[[int | None], Awaitable[Trigger
     if isinstance(held, Trigger):
         return held
     try:
-        async with renewing(held):
-            trigger = await call(held.output_tokens)
+        trigger = await renewing(held, lambda: call(held.output_tokens))
     except BaseException:
         await settle(ctx, held, billed=False)
         raise

@@ -25,7 +25,7 @@ from .driver import execute
 from .envelope import new_state
 from .provenance import check_client
 from .resume import Decision, prepare
-from .tree import deciding
+from .tree import deciding, joins_tree
 
 if TYPE_CHECKING:
     from anthropic.types import MessageParam
@@ -148,6 +148,8 @@ async def resume(
         if state is None:
             raise TaskNotFound(task_id)
         check_resumed_settings(config, state)
+        if not joins_tree():  # a delegated run's pools are its tree's, given by its root
+            check_pools(config, state)
         below = {key: value for key, value in (approvals or {}).items() if key in state.waiting_on}
         resumed = prepare(state, approvals, reply)
         with deciding(below):  # the decisions for delegated runs' calls, for their delegations
@@ -178,6 +180,22 @@ def for_run(config: LoopConfig, pools: Sequence[BudgetPool], budget: Budget | No
             f"pass prices={{{config.spec.model!r}: Price(...)}}"
         )
     return config
+
+
+def check_pools(config: LoopConfig, state: LoopState) -> None:
+    """A resumed run reserves from every pool it reserved from before: fail closed, never on.
+
+    Raises:
+        ConfigurationError: a pool the run was under is not given (`resume(task_id, pools=...)`).
+    """
+    given = {pool.name for pool in config.pools}
+    missing = [name for name in state.pools if name not in given]
+    if missing:
+        names = ", ".join(repr(name) for name in missing)
+        raise ConfigurationError(
+            f"task {state.task_id!r} ran under the budget pools {names}: give them again, "
+            "resume(task_id, pools=[...])"
+        )
 
 
 def check_resumed_settings(config: LoopConfig, state: LoopState) -> None:

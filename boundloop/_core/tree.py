@@ -11,6 +11,7 @@ touches a ledger: a run that delegates opens its tree's ledger at its first dele
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Generator, Mapping
 from contextvars import ContextVar, Token
 from types import MappingProxyType
@@ -64,8 +65,10 @@ def enter(ctx: RunContext) -> Token[RunContext | None]:
         ctx.tree = node
         if ctx.state.parent_task_id is None:
             ctx.state.parent_task_id = node.parent_task_id
-        names = {pool.name for pool in node.pools}  # the tree's pools, then the child's own others
-        ctx.pools = node.pools + tuple(pool for pool in ctx.pools if pool.name not in names)
+        if node.pools:  # the tree's pools, then the child's own others: its configuration's
+            names = {pool.name for pool in node.pools}
+            own = tuple(pool for pool in ctx.config.pools if pool.name not in names)
+            ctx.config = dataclasses.replace(ctx.config, pools=node.pools + own)
         if node.deadline is not None:  # the tree's deadline is the run's too
             ctx.deadline = node.deadline if ctx.deadline is None else min(ctx.deadline, node.deadline)
     return CURRENT.set(ctx)
@@ -109,7 +112,7 @@ def open_tree(ctx: RunContext) -> Node:
         max_depth=budget.max_depth,
         deadline=ctx.deadline,
         parent_task_id=None,
-        pools=ctx.pools,
+        pools=ctx.config.pools,
     )
     return ctx.tree
 

@@ -7,38 +7,52 @@ guarantee, and its tables), of `PostgresPoolStore` (the `postgres` extra; `confo
 holds the checks every store passes) and of the ledger's values (`Claim`, `Grant`,
 `Shortfall`, `Ledger`). docs/pools.md.
 
-Each name is imported on first use, from its own module: the core's use of the ledger's
-values does not load the stores.
+The package imports its names when imported (three small modules, no file read, nothing
+of the stores' drivers): the core imports the ledger's values with the first run.
 """
 
 from __future__ import annotations
 
 import typing
 
-from .._lazy import lazy_getattr as _lazy_getattr
-from .._lazy import public_names as _public_names
+from .ledger import Claim as Claim
+from .ledger import Grant as Grant
+from .ledger import Ledger as Ledger
+from .ledger import Shortfall as Shortfall
+from .ledger import fit as fit
+from .pool import Period as Period
+from .pool import period_of as period_of
+from .store import Hold as Hold
+from .store import PoolStore as PoolStore
+from .store import PoolUsage as PoolUsage
 
 if typing.TYPE_CHECKING:
-    from .ledger import Claim as Claim
-    from .ledger import Grant as Grant
-    from .ledger import Ledger as Ledger
-    from .ledger import Shortfall as Shortfall
-    from .ledger import fit as fit
-    from .pool import Period as Period
-    from .pool import period_of as period_of
     from .postgres import PostgresPoolStore as PostgresPoolStore
-    from .store import Hold as Hold
-    from .store import PoolStore as PoolStore
-    from .store import PoolUsage as PoolUsage
 
-_SOURCES: typing.Final[dict[str, str]] = _public_names(__file__)
-"""Where each public name is defined, relative to the package: what `__getattr__` imports."""
+# `PostgresPoolStore` is not in `__all__`, so `from boundloop.pools import *` works without the
+# `postgres` extra; `from boundloop.pools import PostgresPoolStore` is how it is imported.
+__all__ = [
+    "Claim",
+    "Grant",
+    "Hold",
+    "Ledger",
+    "Period",
+    "PoolStore",
+    "PoolUsage",
+    "Shortfall",
+    "fit",
+    "period_of",
+]
 
-# `PostgresPoolStore` needs the `postgres` extra: not in `__all__`, so `import *` works without it.
-__all__ = sorted(set(_SOURCES) - {"PostgresPoolStore"})  # pyright: ignore[reportUnsupportedDunderAll]
 
-if not typing.TYPE_CHECKING:  # type checkers see the imports above, and an unknown name stays an error
-    __getattr__ = _lazy_getattr(__name__, globals(), _SOURCES)
+def _postgres(name: str) -> object:
+    """`PostgresPoolStore`, imported when first asked for (it needs the `postgres` extra)."""
+    if name == "PostgresPoolStore":
+        from .postgres import PostgresPoolStore
 
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *__all__})
+        return PostgresPoolStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if not typing.TYPE_CHECKING:  # type checkers see the import above
+    __getattr__ = _postgres
