@@ -14,9 +14,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -155,3 +157,12 @@ async def test_the_tables_are_made_once_and_a_made_database_is_only_read(postgre
         granted = await pool.reserve(Claim(input_tokens=10, output_tokens=100, output_usd=15e-6))
         assert not isinstance(granted, Shortfall)
         assert (await pool.status()).reserved_usd == pytest.approx(0.0015)
+
+
+def test_the_pools_guide_names_these_tests() -> None:
+    """docs/pools.md's PostgreSQL proofs name tests of this file that exist."""
+    names = re.findall(r"tests/test_pool_postgres\.py::(test_\w+)", (ROOT / "docs" / "pools.md").read_text())
+    assert len(names) == 2
+    source = Path(__file__).read_text(encoding="utf-8")
+    for name in names:
+        assert f"async def {name}(" in source
