@@ -27,6 +27,8 @@ from .ledger import Shortfall
 from .store import Hold, PoolStore, PoolUsage
 
 __all__ = [
+    "LEASE_S",
+    "NOW",
     "POOL_CHECKS",
     "PoolCheck",
     "charges_a_settled_hold_once",

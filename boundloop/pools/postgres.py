@@ -53,7 +53,7 @@ except ModuleNotFoundError as exc:
 from .ledger import Shortfall
 from .store import Hold, PoolUsage
 
-__all__ = ["PostgresPoolStore", "SCHEMA"]
+__all__ = ["PRUNE_AFTER_S", "PostgresPoolStore", "SCHEMA", "SCHEMA_LOCK", "create_tables"]
 
 SCHEMA: Final[tuple[LiteralString, ...]] = (
     "CREATE TABLE IF NOT EXISTS boundloop_pools (pool text NOT NULL, period text NOT NULL, "
