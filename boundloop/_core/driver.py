@@ -336,6 +336,10 @@ def abort(ctx: RunContext, reason: StopReason, detail: str) -> None:
     fire(ctx, Trigger.HALT)
 
 
+RESUMABLE_NOTE: Final = "; resumable once the ceiling is raised"
+"""The end of the stop detail of a run stopped at a ceiling it can go on from (`at_ceiling`)."""
+
+
 def _record_stop(ctx: RunContext) -> None:
     state = ctx.state
     reason = state.stop_reason or StopReason.FAILED
@@ -343,8 +347,8 @@ def _record_stop(ctx: RunContext) -> None:
     duration = ctx.elapsed_s
     exceeded = state.exceeded
     usage = state.usage
-    if at_ceiling(state) and ctx.config.store is not None:  # `resume` goes on once it is raised
-        state.stop_detail = f"{state.stop_detail}; resumable once the ceiling is raised"
+    if at_ceiling(state) and not (state.stop_detail or "").endswith(RESUMABLE_NOTE):
+        state.stop_detail = f"{state.stop_detail}{RESUMABLE_NOTE}"  # the stop says it can go on
     ctx.event(
         Stop,
         stop_reason=str(reason),
