@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._fixtures import MODEL, instant, script, tools_of
 from benchmarks._harness import Timing, compare, settle
 from boundloop import AgentLoop, Budget, ScriptedClient, tool
-from boundloop._core.ledger import Claim, Grant, TreeLedger
+from boundloop._core.ledger import TreeLedger
+from boundloop.pools import Claim, Grant
 from boundloop.testing import parse_message
 
 DELEGATED = "as_tool (a tree: the ledger on every call)"

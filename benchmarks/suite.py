@@ -26,6 +26,9 @@ Usage::
     largest request input, broken requests, an identical replay (`python -m benchmarks.compaction`).
 11. streaming — `loop.stream()` against `run()` on the scripted model: CPU per turn, and a delta's
     latency to the consumer (`benchmarks/streaming.py`; `python -m benchmarks.streaming`).
+12. budget pools — a pool's reservation per model call on the memory, SQLite and PostgreSQL stores
+    against a run without pools, and 1,000 concurrent runs sharing one PostgreSQL pool
+    (`benchmarks/pools.py`; `python -m benchmarks.pools`).
 
 Prints Markdown tables and the targets; `--write` also writes `benchmarks/RESULTS.md`.
 """
@@ -762,6 +765,13 @@ async def compaction(config: Config, report: Report) -> None:
     await compaction.workload(config, report)
 
 
+async def budget_pools(config: Config, report: Report) -> None:
+    """12. Budget pools: `benchmarks/pools.py`, imported here (it imports this module)."""
+    from benchmarks import pools
+
+    await pools.workload(config, report)
+
+
 async def streaming(config: Config, report: Report) -> None:
     """11. Streaming: `benchmarks/streaming.py`, imported here (it imports this module)."""
     from benchmarks import streaming
@@ -781,6 +791,7 @@ WORKLOADS: Final = (
     prompt_caching,
     compaction,
     streaming,
+    budget_pools,
 )
 
 

@@ -72,6 +72,10 @@ if typing.TYPE_CHECKING:
     from .policy import Route as Route
     from .policy import SignalContext as SignalContext
     from .policy import Verdict as Verdict
+    from .pools.pool import BudgetPool as BudgetPool
+    from .pools.pool import PoolStatus as PoolStatus
+    from .pools.sqlite import SQLitePoolStore as SQLitePoolStore
+    from .pools.store import MemoryPoolStore as MemoryPoolStore
     from .prices import UnpricedModelWarning as UnpricedModelWarning
     from .records import CallResult as CallResult
     from .records import StopReason as StopReason

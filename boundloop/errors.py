@@ -264,13 +264,15 @@ class RunError(LoopError):
 
 class BudgetExceeded(RunError):
     """A budget was spent: `.limit` names it (its `Budget` field), `.value` is the configured number,
-    `.used` the use. `limit` names the field when the state records no `exceeded`."""
+    `.used` the use, `.pool` the budget pool whose ceiling it was (None: the run's own budget or
+    its tree's). `limit` names the field when the state records no `exceeded`."""
 
     def __init__(self, result: LoopResult[Any], limit: str | None = None) -> None:
         exceeded = result.state.exceeded
         self.limit: str = (limit or str(result.stop_reason)) if exceeded is None else exceeded.limit
         self.value: float | None = None if exceeded is None else exceeded.value
         self.used: float | None = None if exceeded is None else exceeded.used
+        self.pool: str | None = None if exceeded is None else exceeded.pool
         super().__init__(result)
 
 

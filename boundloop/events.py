@@ -363,6 +363,8 @@ class LimitHit:
     limit: str
     value: float
     used: float
+    pool: str | None = None
+    """The budget pool whose ceiling it was (None: the run's own budget or its tree's)."""
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)

@@ -436,6 +436,9 @@ class Exceeded:
     `max_cost_usd`, `max_consecutive_tool_errors` or `max_repeated_calls`."""
     value: float
     used: float
+    pool: str | None = None
+    """The budget pool whose ceiling it is (`max_cost_usd`, `max_total_tokens`); None: the run's
+    own budget, or its delegation tree's."""
 
 
 @final

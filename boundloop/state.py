@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUDGET_COUNTS",
+    "CEILINGS",
     "Budget",
     "LoopResult",
     "LoopState",
@@ -45,6 +46,7 @@ __all__ = [
     "OutputT",
     "SCHEMA_VERSION",
     "ZERO",
+    "at_ceiling",
     "non_finite",
 ]
 
@@ -221,6 +223,9 @@ class LoopState:
     """What each run this run delegated to spent, with the runs below it, as it last answered
     (its task id -> that usage): the tree's spend across sessions, from which a resumed run's
     tree ledger starts."""
+    pools: list[str] = dataclasses.field(default_factory=empty_list)
+    """The names of the budget pools the run has reserved from (the loop's, the run's, its
+    tree's), sorted: a resume not given each of them again is refused (a tree's are its root's)."""
     signature: str | None = None
     """HMAC-SHA256 of the rest of the state, in a `SignedStore`
     (which verifies it on load); a loop without a key ignores it."""
@@ -278,6 +283,28 @@ def _digest_old_keys(state: LoopState) -> None:
         }
     if state.turn is not None:
         state.turn.keys = [call_digest(key) if "\x00" in key else key for key in state.turn.keys]
+
+
+CEILINGS: Final = frozenset(
+    {records.StopReason.COST_BUDGET, records.StopReason.TOKEN_BUDGET, records.StopReason.MAX_STEPS}
+)
+"""The stops at a ceiling (the run's own budget, its tree's, a budget pool's) that `resume` goes
+on from once the ceiling is raised."""
+
+
+def at_ceiling(state: LoopState) -> bool:
+    """The run stopped at a ceiling before a model call, its transcript ending with a user turn
+    (the goal, or tool results): `resume` can go on from there once the ceiling is raised, and
+    nothing that ran runs again. A run that made its final answer at the limit cannot."""
+    messages = state.messages
+    return (
+        state.stop_reason in CEILINGS
+        and state.phase is Phase.STOPPED
+        and bool(messages)
+        and messages[-1]["role"] == "user"
+        and not state.pending_approvals
+        and (state.turn is None or not state.turn.open)
+    )
 
 
 def non_finite(state: LoopState) -> tuple[str, str] | None:
@@ -347,6 +374,23 @@ class LoopResult(Generic[OutputT]):
     def ok(self) -> bool:
         """True when the run completed."""
         return self.stop_reason is records.StopReason.COMPLETED
+
+    @property
+    def resumable(self) -> bool:
+        """`resume(task_id, ...)` can go on with this run: it waits for a human, a person
+        cancelled it, or it stopped at a ceiling (its budget's, its tree's, a pool's) before a
+        model call, and goes on once the ceiling is raised (`resume(task_id, budget=...)`). The
+        loop must keep its runs in a store to resume one."""
+        state = self.state
+        if self.stop_reason is records.StopReason.NEEDS_HUMAN:
+            return state.turn is not None and state.turn.awaiting_human
+        if self.stop_reason is records.StopReason.CANCELLED:
+            return (
+                not state.pending_approvals
+                and state.escalation is None
+                and (state.turn is None or not state.turn.open)
+            )
+        return at_ceiling(state)
 
     def unwrap(self) -> str:
         """Return the answer of a completed run.

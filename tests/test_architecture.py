@@ -54,6 +54,7 @@ FLOORS = {
         "contract",
         "platforms",
         "policy",
+        "pools",
         "prices",
         "redaction",
         "settings",

@@ -524,12 +524,13 @@ async def test_a_run_on_a_dated_model_is_costed_at_its_alias_price() -> None:
     assert result.usage.cost_usd == pytest.approx((1_000 * 1 + 200 * 5) / 1_000_000)
 
 
-def test_agent_loop_takes_at_most_20_parameters_and_loop_spec_s_defaults() -> None:
+def test_agent_loop_takes_at_most_21_parameters_and_loop_spec_s_defaults() -> None:
     """The constructor stays small (related settings travel as value objects: `Budget`, `Policy`,
-    `Redaction`, `ContextManagement`, `TraceSettings`), and a data keyword's default is its
-    `LoopSpec` field's: a loop given only what is required has the spec of those settings."""
+    `Redaction`, `ContextManagement`, `TraceSettings`; the 21st is `pools`, objects with their
+    stores that no value object holds), and a data keyword's default is its `LoopSpec` field's:
+    a loop given only what is required has the spec of those settings."""
     parameters = [name for name in inspect.signature(AgentLoop.__init__).parameters if name != "self"]
-    assert len(parameters) <= 20, parameters
+    assert len(parameters) <= 21, parameters
     for name in set(parameters) & set(LoopSpec.model_fields):
         field = LoopSpec.model_fields[name]
         if field.is_required() or name in ("budget", "policy", "settings"):  # None: the spec's default

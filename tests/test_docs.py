@@ -169,3 +169,21 @@ def test_the_delegation_guide_names_the_test_that_proves_its_guarantee() -> None
     (name,) = re.findall(r"tests/test_delegation\.py::(test_\w+)", DELEGATION)
     source = (ROOT / "tests" / "test_delegation.py").read_text(encoding="utf-8")
     assert f"async def {name}(" in source
+
+
+POOLS = (DOCS / "pools.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks(POOLS))))
+def test_the_pools_guide_runs(index: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each python block of docs/pools.md runs as a script and prints what its comments say."""
+    runs_as_promised(python_blocks(POOLS)[index], tmp_path / f"pools_{index}.py", capsys)
+
+
+def test_the_pools_guide_names_the_tests_that_prove_it() -> None:
+    """docs/pools.md's guarantee and faults name their proofs: tests of tests/test_pool_processes.py."""
+    names = re.findall(r"tests/test_pool_processes\.py::(test_\w+)", POOLS)
+    assert len(names) == 2
+    source = (ROOT / "tests" / "test_pool_processes.py").read_text(encoding="utf-8")
+    for name in names:
+        assert f"async def {name}(" in source

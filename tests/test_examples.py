@@ -52,6 +52,7 @@ def test_examples_are_all_tested() -> None:
         "dbos_workers",
         "mcp_time",
         "ai_sdk_chat",
+        "pool_tenants",
     }
 
 
@@ -80,6 +81,22 @@ def test_contract_loop(capsys: pytest.CaptureFixture[str]) -> None:
     assert "check: 0 problem(s)" in out
     assert "stop reason: completed" in out
     assert "round trip checks: 0 problem(s)" in out
+
+
+async def test_pool_tenants(capsys: pytest.CaptureFixture[str]) -> None:
+    """The multi-tenant app: a tenant's third question stops at its daily pool (429, the pool
+    named, resumable), goes on once the ceiling is raised; another tenant is not affected; the
+    service's hourly pool was charged every call."""
+    assert await load("pool_tenants").main() == 0
+    out = capsys.readouterr().out
+    assert "initech #2: stop reason: completed (pool: None)" in out
+    assert "initech #3: stop reason: cost_budget (pool: tenant:initech)" in out
+    assert "detail: the budget pool 'tenant:initech': max_cost_usd=0.03 cannot cover the next call" in out
+    assert "resumable: True" in out
+    assert "initech today: spent $0.0285 of $0.03" in out
+    assert "initech resumed: stop reason: completed" in out
+    assert "acme: stop reason: completed" in out
+    assert "the service this hour: spent $0.0513 of $2.00" in out
 
 
 async def test_approval(capsys: pytest.CaptureFixture[str]) -> None:

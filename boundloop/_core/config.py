@@ -41,6 +41,7 @@ from .toolset import Toolset, declared_specs, split_toolsets
 
 if TYPE_CHECKING:
     from .._base.sdk_tools import SDKTool
+    from ..pools.pool import BudgetPool
 
 RedactHook = Callable[[str], str]
 EventHook = Callable[[Event], None]
@@ -147,6 +148,10 @@ class LoopConfig:
         """The platform takes the top-level `cache_control` (else the last block is marked)."""
         return FEATURES[self.platform].automatic_cache
 
+    pools: tuple[BudgetPool, ...] = ()
+    """The budget pools each model call reserves from: the loop's, a run's (`sessions.for_run`)
+    and a delegated run's tree's (`tree.enter`)."""
+
 
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,6 +173,8 @@ class Wiring:
     """The default patterns, `Redaction.patterns` and `Redaction.hook`, compiled once."""
     prices: Mapping[str, Price] | None = None
     on_event: EventHook | None = None
+    pools: Sequence[BudgetPool] = ()
+    """The budget pools every run of the loop reserves its model calls from (docs/pools.md)."""
 
 
 def check_objects(*, budget: object, policy: object, redaction: object, context: object) -> None:
@@ -291,7 +298,13 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
     unpriced += [
         name for name in other_models(spec, registry) if resolve_price(name, prices, platform, region) is None
     ]
-    if spec.budget.max_cost_usd is not None and unpriced:  # the loop's model, a fallback, an advisor
+    pools: tuple[BudgetPool, ...] = ()
+    if wiring.pools:  # a loop without pools does not load them
+        from ..pools.pool import joined_pools
+
+        pools = joined_pools((), wiring.pools)
+    costed = spec.budget.max_cost_usd is not None or any(pool.max_cost_usd is not None for pool in pools)
+    if costed and unpriced:  # the loop's model, a fallback, an advisor
         name = unpriced[0]
         raise ConfigurationError(
             f"max_cost_usd needs a price for model {name!r}: pass prices={{{name!r}: Price(...)}}"
@@ -322,6 +335,7 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
         cache=cache_settings(spec.cache),
         platform=platform,
         region=region,
+        pools=pools,
     )
     for name in unpriced:  # last: a loop that fails to build does not warn
         warn_unpriced(name)

@@ -195,7 +195,8 @@ class RunContext:
     ) -> None:
         self.config = config
         """The loop's spec and wiring, as `drive` was given them: fixed for the run (not state: code
-        and settings; the state records their provenance)."""
+        and settings; the state records their provenance). A delegated run adds its tree's
+        budget pools to its `pools` as it starts (`_core/tree.py`'s `enter`)."""
         self.state = state
         """The run: everything needed to continue it."""
         self.model = model

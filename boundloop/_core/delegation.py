@@ -116,6 +116,7 @@ async def run_child(config: LoopConfig, task: str, context: ToolContext = ALONE)
         max_depth=_tightest(node.max_depth, None if own is None else depth + own),
         deadline=parent.deadline,
         parent_task_id=parent.state.task_id,
+        pools=parent.config.pools,  # the tree's and the parent's own: the child reserves from them too
     )
     with joining(child):
         result = await _start_or_continue(_counted_with(config, parent.config), task, task_id, parent)

@@ -20,7 +20,7 @@ from ..errors import ScriptExhausted, SetupError, UnhandledStop
 from ..events import LimitHit, Resumed, RunStarted, Stop, Transition
 from ..otel import global_tracing, run_tracing
 from ..records import Exceeded, StopReason
-from ..state import LoopResult, LoopState
+from ..state import LoopResult, LoopState, at_ceiling
 from ..statemachine.table import Phase, Trigger
 from .answers import answer_open_calls, finish
 from .checkpointing import SAVING, CheckpointWriter
@@ -150,6 +150,9 @@ async def _execute(
         if config.price is None:  # not tracked from the start, also when no model call succeeds
             state.usage.cost_usd = state.usage.cache_savings_usd = None
         current = enter(ctx)  # the run's tool calls see it: a delegation's child joins its tree
+        pools = ctx.config.pools
+        if pools:  # a resume must be given them again (`sessions.check_pools`)
+            state.pools = sorted({*state.pools, *(pool.name for pool in pools)})
         try:
             await _run(ctx, cancel, failure, resumed)
         finally:
@@ -336,6 +339,10 @@ def abort(ctx: RunContext, reason: StopReason, detail: str) -> None:
     fire(ctx, Trigger.HALT)
 
 
+RESUMABLE_NOTE: Final = "; resumable once the ceiling is raised"
+"""The end of the stop detail of a run stopped at a ceiling it can go on from (`at_ceiling`)."""
+
+
 def _record_stop(ctx: RunContext) -> None:
     state = ctx.state
     reason = state.stop_reason or StopReason.FAILED
@@ -343,13 +350,17 @@ def _record_stop(ctx: RunContext) -> None:
     duration = ctx.elapsed_s
     exceeded = state.exceeded
     usage = state.usage
+    if at_ceiling(state) and not (state.stop_detail or "").endswith(RESUMABLE_NOTE):
+        state.stop_detail = f"{state.stop_detail}{RESUMABLE_NOTE}"  # the stop says it can go on
     ctx.event(
         Stop,
         stop_reason=str(reason),
         detail=state.stop_detail,
         limit=None
         if exceeded is None
-        else LimitHit(limit=str(exceeded.limit), value=exceeded.value, used=exceeded.used),
+        else LimitHit(
+            limit=str(exceeded.limit), value=exceeded.value, used=exceeded.used, pool=exceeded.pool
+        ),
         steps=state.step,
         tool_calls=state.tool_calls,
         duration_s=duration,

@@ -10,80 +10,23 @@ never spend more than the tree has: a run whose call cannot be covered stops (`c
 `token_budget`) without sending it.
 
 `Ledger` is the protocol (`reserve`, `settle`, `release`: awaited, so a ledger kept in a store
-can implement it with one atomic statement each); `TreeLedger` is the in-memory one a tree
-uses. Each method of `TreeLedger` runs without a checkpoint between its read and its write,
-which makes it atomic among the tasks of one event loop.
+can implement it with one atomic statement each: a `BudgetPool`, `boundloop/pools/`), and the
+claim, the grant and the shortfall are its values (`boundloop/pools/ledger.py`); `TreeLedger`
+is the in-memory one a tree uses. Each method of `TreeLedger` runs without a checkpoint between
+its read and its write, which makes it atomic among the tasks of one event loop.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import math
-from typing import TYPE_CHECKING, Final, Literal, Protocol, final
+from typing import TYPE_CHECKING, Final, final
+
+from ..pools.ledger import Claim, Grant, Ledger, Shortfall, fit
 
 if TYPE_CHECKING:
+    from ..pools.pool import BudgetPool
     from ..records import Usage
     from ..state import LoopState
-
-CeilingName = Literal["max_total_tokens", "max_cost_usd"]
-
-
-@final
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Claim:
-    """What one model call may cost at most: its input and `max_tokens` of output, at its price."""
-
-    input_tokens: int
-    """The request's input, counted (`Budget.count_tokens`) or estimated."""
-    output_tokens: int
-    """The `max_tokens` the call wants (already within its own run's budget)."""
-    input_usd: float = 0.0
-    """Dollars per input token at the call's model (0: no cost ceiling to keep)."""
-    output_usd: float = 0.0
-    """Dollars per output token at the call's model."""
-
-
-@final
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Grant:
-    """A reservation: the call may be sent with `max_tokens=output_tokens`."""
-
-    id: int
-    output_tokens: int
-    tokens: int
-    """Tokens held: the input and all of the output."""
-    cost_usd: float
-    """Dollars held: the worst case at the call's price."""
-
-
-@final
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Shortfall:
-    """The ledger cannot cover one output token of the call: it must not be sent."""
-
-    limit: CeilingName
-    value: float
-    """The ceiling."""
-    used: float
-    """What is spent and reserved under it."""
-
-
-class Ledger(Protocol):
-    """Ceilings many runs draw on at once: each model call reserved, then settled or released."""
-
-    async def reserve(self, claim: Claim) -> Grant | Shortfall:
-        """Hold the worst case of `claim`, its output clamped to what is left; or say why not."""
-        ...
-
-    async def settle(self, grant: Grant, *, cost_usd: float, tokens: int) -> None:
-        """The call was billed: what it cost replaces what it held."""
-        ...
-
-    async def release(self, grant: Grant) -> None:
-        """The call failed or was cancelled before a response: what it held is free again."""
-        ...
-
 
 _IDS: Final = itertools.count(1)
 
@@ -128,23 +71,19 @@ class TreeLedger:
     async def reserve(self, claim: Claim) -> Grant | Shortfall:
         """Hold the claim's input and as much of its output as the ceilings leave (no
         checkpoint inside: atomic among the tree's tasks)."""
-        output = claim.output_tokens
-        if self.max_total_tokens is not None:
-            used = self.spent_tokens + self.reserved_tokens
-            output = min(output, self.max_total_tokens - used - claim.input_tokens)
-            if output < 1:
-                return Shortfall(limit="max_total_tokens", value=self.max_total_tokens, used=used)
         input_usd = claim.input_tokens * claim.input_usd
-        if self.max_cost_usd is not None:
-            used_usd = self.spent_usd + self.reserved_usd
-            left = self.max_cost_usd - used_usd - input_usd
-            if claim.output_usd > 0:
-                output = min(output, math.floor(left / claim.output_usd))
-                # Float division may round up by one token: the held cost itself must fit.
-                while output >= 1 and used_usd + input_usd + output * claim.output_usd > self.max_cost_usd:
-                    output -= 1
-            if output < 1 or left < 0:
-                return Shortfall(limit="max_cost_usd", value=self.max_cost_usd, used=used_usd)
+        output = fit(
+            claim.output_tokens,
+            input_tokens=claim.input_tokens,
+            input_cost=input_usd,
+            output_cost=claim.output_usd,
+            used_tokens=self.spent_tokens + self.reserved_tokens,
+            used_cost=self.spent_usd + self.reserved_usd,
+            max_tokens=self.max_total_tokens,
+            max_cost=self.max_cost_usd,
+        )
+        if isinstance(output, Shortfall):
+            return output
         grant = Grant(
             id=next(_IDS),
             output_tokens=output,
@@ -182,7 +121,16 @@ class Node:
     """A run's place in a delegation tree: the tree's ledger and deadline, its depth, the usage
     of the children it ran (each child's own tree total) and those waiting for a human."""
 
-    __slots__ = ("children_usage", "deadline", "depth", "ledger", "max_depth", "parent_task_id", "waiting")
+    __slots__ = (
+        "children_usage",
+        "deadline",
+        "depth",
+        "ledger",
+        "max_depth",
+        "parent_task_id",
+        "pools",
+        "waiting",
+    )
 
     def __init__(
         self,
@@ -192,8 +140,11 @@ class Node:
         max_depth: int | None,
         deadline: float | None,
         parent_task_id: str | None,
+        pools: tuple[BudgetPool, ...] = (),
     ) -> None:
         self.ledger = ledger
+        self.pools = pools
+        """The root's budget pools: every run of the tree reserves from them too."""
         self.depth = depth
         """0 for the root, one more per delegation."""
         self.max_depth = max_depth

@@ -34,13 +34,12 @@ from .compaction import after_response, request_settings
 from .connect import refresh_tools
 from .context import RunContext
 from .invariant import drop_unfinished_server_turns
-from .ledger import Shortfall
 from .pricing import count_response
 from .refusals import fallback
 from .request import as_message, fit_thinking, for_count, messages_of, settings_params, uses_beta
+from .reservation import around
 from .setup import setup_error
 from .streaming import streamed
-from .tree import marked, reserve, settle, uncovered
 from .validation import FROM_CODE, canonical
 
 
@@ -80,13 +79,16 @@ async def assemble(ctx: RunContext) -> Trigger:
 
 
 async def _count_input(ctx: RunContext) -> None:
-    """With `Budget.count_tokens` and a token or cost budget (the run's, or its delegation
-    tree's): the next request's exact input."""
+    """With `Budget.count_tokens` and a token or cost budget (the run's, its delegation tree's,
+    a budget pool's): the next request's exact input."""
     ctx.scratch.counted_input = None
     config = ctx.config
     budget = config.spec.budget
     if not budget.count_tokens or (
-        budget.max_total_tokens is None and budget.max_cost_usd is None and ctx.tree is None
+        budget.max_total_tokens is None
+        and budget.max_cost_usd is None
+        and ctx.tree is None
+        and not config.pools
     ):
         return
     try:
@@ -143,24 +145,12 @@ def build_request(
 async def propose(ctx: RunContext) -> Trigger:
     """Call the model; record its response as the run's current turn.
 
-    In a delegation tree the call's worst case is reserved from the tree's ledger first, its
-    `max_tokens` clamped to what the ledger grants; a call the ledger cannot cover is not sent
-    (`_core/tree.py`). The response settles the reservation; a failure or a cancellation releases it.
+    In a delegation tree, or with budget pools, the call's worst case is reserved from the
+    tree's ledger and each pool first, its `max_tokens` clamped to what they grant; a call they
+    cannot cover is not sent (`_core/reservation.py`). The response settles the reservation; a
+    failure or a cancellation releases it.
     """
-    node = ctx.tree
-    if node is None:
-        return await _propose(ctx, None)
-    grant = await reserve(ctx, node)
-    if isinstance(grant, Shortfall):
-        return uncovered(ctx, grant)
-    before = marked(ctx)
-    try:
-        trigger = await _propose(ctx, grant.output_tokens)
-    except BaseException:
-        await settle(ctx, node, grant, before, billed=False)
-        raise
-    await settle(ctx, node, grant, before, billed=trigger is Trigger.PROPOSED)
-    return trigger
+    return await around(ctx, lambda max_tokens: _propose(ctx, max_tokens))
 
 
 async def _propose(ctx: RunContext, max_tokens: int | None) -> Trigger:

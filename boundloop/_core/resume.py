@@ -11,6 +11,10 @@ its delegation's call again, which resumes that run with their decisions
 (`_core/delegation.py`). A human's approval answers the approval requirement only; a call the
 resuming loop forbids, does not know or has no budget for does not run.
 
+A run stopped at a ceiling before a model call (`cost_budget`, `token_budget`, `max_steps`:
+its own budget's, its tree's, a budget pool's) goes on to `assemble` too, where the budget it
+is resumed with (or a pool's raised ceiling) is checked before the next call.
+
 A run stopped `cancelled` (a person stopped it) goes on to `assemble`: its transcript as the
 cancel left it (every open call answered `cancelled`, never run again as such), its budget
 checked before the next model call, and every call the model proposes then decided as any
@@ -25,7 +29,7 @@ from typing import TypeAlias, cast
 from ..errors import ApprovalMissing, NotResumable
 from ..policy import ApprovalDecision
 from ..records import CallResult, StopReason, Turn
-from ..state import LoopState
+from ..state import LoopState, at_ceiling
 from ..statemachine.table import Phase
 from .results import refused
 from .validation import HUMAN_APPROVED
@@ -49,6 +53,8 @@ def prepare(
         return {"from_phase": str(state.phase), "interrupted": True}
     if state.stop_reason is StopReason.CANCELLED:
         return _uncancel(state, approvals, reply)
+    if at_ceiling(state):
+        return _past_ceiling(state, approvals, reply)
     turn = state.turn
     waiting = state.stop_reason is StopReason.NEEDS_HUMAN and turn is not None and turn.awaiting_human
     if not waiting or turn is None:
@@ -100,6 +106,23 @@ def _uncancel(
     state.stop_detail = None
     state.phase = Phase.ASSEMBLE
     return {"from_phase": "stopped", "from_stop": "cancelled"}
+
+
+def _past_ceiling(
+    state: LoopState, approvals: Mapping[str, Decision] | None, reply: str | None
+) -> dict[str, object]:
+    """Continue a run stopped at a ceiling at `assemble`: the (raised) budget checked first,
+    then the next model call, from the transcript as it stopped (every call it made answered;
+    none runs again). A ceiling still spent stops it again, without a call."""
+    if approvals or reply is not None:
+        raise ApprovalMissing(state.task_id, "it stopped at a ceiling and waits for no decision")
+    record: dict[str, object] = {"from_phase": "stopped", "from_stop": str(state.stop_reason)}
+    state.stop_reason = None
+    state.stop_detail = None
+    state.exceeded = None
+    state.final_call_due = False
+    state.phase = Phase.ASSEMBLE
+    return record
 
 
 def _check_decisions(

@@ -14,15 +14,18 @@ import anyio
 
 from .._base.model_settings import ModelSettings, check_settings
 from ..checkpoint.store import check_task_id, is_stored, lease_of
+from ..compaction import ContextManagement
 from ..errors import CheckpointCorrupt, ConfigurationError, TaskBusy, TaskExists, TaskNotFound
-from ..state import LoopResult, LoopState
-from .config import run_settings
+from ..pools.pool import BudgetPool, joined_pools
+from ..redaction import Redaction
+from ..state import Budget, LoopResult, LoopState
+from .config import check_objects, run_settings
 from .connect import connected
 from .driver import execute
 from .envelope import new_state
 from .provenance import check_client
 from .resume import Decision, prepare
-from .tree import deciding, passed_down
+from .tree import deciding, joins_tree, passed_down
 
 if TYPE_CHECKING:
     from anthropic.types import MessageParam
@@ -44,9 +47,11 @@ async def start_new(
     settings: ModelSettings | None = None,
     watch: Watch | None = None,
     deps: object = None,
+    pools: Sequence[BudgetPool] = (),
 ) -> LoopResult[Any]:
     """`AgentLoop.run`: the run's state built from its arguments, then `start`d (its toolsets
     connected for the run, unless the loop was entered)."""
+    config = for_run(config, pools)
     async with connected(config) as config:
         model_settings, provenance = run_settings(config, settings)
         state = new_state(
@@ -125,6 +130,8 @@ async def resume(
     on_event: EventHook | None,
     watch: Watch | None = None,
     deps: object = None,
+    pools: Sequence[BudgetPool] = (),
+    budget: Budget | None = None,
 ) -> LoopResult[Any]:
     """Load a stored run under its task's lease, apply the decisions and drive it on.
 
@@ -132,6 +139,7 @@ async def resume(
         See `AgentLoop.resume`.
     """
     check_task_id(task_id)
+    config = for_run(config, pools, budget)
     store = config.store
     if store is None:
         raise ConfigurationError("resume needs a store: AgentLoop(..., store=SQLiteStore('runs.db'))")
@@ -140,12 +148,54 @@ async def resume(
         if state is None:
             raise TaskNotFound(task_id)
         check_resumed_settings(config, state)
+        if not joins_tree():  # a delegated run's pools are its tree's, given by its root
+            check_pools(config, state)
         below = passed_down(state, approvals, reply)
         resumed = prepare(state, approvals, reply)
         with deciding(below):  # the decisions for delegated runs' calls, for their delegations
             return await execute(
                 config, state, cancel=cancel, on_event=on_event, resumed=resumed, watch=watch, deps=deps
             )
+
+
+def for_run(config: LoopConfig, pools: Sequence[BudgetPool], budget: Budget | None = None) -> LoopConfig:
+    """The configuration one run (or one resume) uses: the loop's pools and `pools`, and
+    `budget` in place of the loop's when given.
+
+    Raises:
+        ConfigurationError: a pool is not one, two share a name, `budget` is not a `Budget`, a
+            cost ceiling (the budget's, a pool's) for a loop whose model has no price.
+    """
+    if pools:
+        config = dataclasses.replace(config, pools=joined_pools(config.pools, pools))
+    if budget is not None:
+        check_objects(budget=budget, policy=None, redaction=Redaction(), context=ContextManagement())
+        config = dataclasses.replace(config, spec=config.spec.model_copy(update={"budget": budget}))
+    costed = config.spec.budget.max_cost_usd is not None or any(
+        pool.max_cost_usd is not None for pool in config.pools
+    )
+    if costed and config.price is None:
+        raise ConfigurationError(
+            f"max_cost_usd needs a price for model {config.spec.model!r}: "
+            f"pass prices={{{config.spec.model!r}: Price(...)}}"
+        )
+    return config
+
+
+def check_pools(config: LoopConfig, state: LoopState) -> None:
+    """A resumed run reserves from every pool it reserved from before: fail closed, never on.
+
+    Raises:
+        ConfigurationError: a pool the run was under is not given (`resume(task_id, pools=...)`).
+    """
+    given = {pool.name for pool in config.pools}
+    missing = [name for name in state.pools if name not in given]
+    if missing:
+        names = ", ".join(repr(name) for name in missing)
+        raise ConfigurationError(
+            f"task {state.task_id!r} ran under the budget pools {names}: give them again, "
+            "resume(task_id, pools=[...])"
+        )
 
 
 def check_resumed_settings(config: LoopConfig, state: LoopState) -> None:

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
     from .._base.model_settings import ModelSettings
+    from ..pools.pool import BudgetPool
+    from ..state import Budget
     from .config import EventHook, LoopConfig
     from .context import Watch
 
@@ -52,6 +54,7 @@ class RunOptions(TypedDict, total=False):
     messages: Sequence[MessageParam] | None
     on_event: EventHook | None
     settings: ModelSettings | None
+    pools: Sequence[BudgetPool]
 
 
 class ResumeOptions(TypedDict, total=False):
@@ -60,6 +63,8 @@ class ResumeOptions(TypedDict, total=False):
     approvals: Mapping[str, bool | str] | None
     reply: str | None
     on_event: EventHook | None
+    pools: Sequence[BudgetPool]
+    budget: Budget | None
 
 
 def stream_new(

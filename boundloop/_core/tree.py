@@ -11,22 +11,18 @@ touches a ledger: a run that delegates opens its tree's ledger at its first dele
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Generator, Mapping
 from contextvars import ContextVar, Token
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final, final
 
-import anyio
-
 from ..events import ApprovalRequested, PendingCall
 from ..policy import ApprovalDecision
-from ..records import Exceeded, Limit, StopReason, Turn, Usage
-from ..statemachine.table import Trigger
+from ..records import StopReason, Turn, Usage
 from .answers import finish
-from .budget import next_input_estimate, output_allowance
 from .context import RunContext
-from .ledger import Claim, Grant, Node, Shortfall, TreeLedger
-from .pricing import call_price, ceiling_price
+from .ledger import Node, TreeLedger
 from .results import Failure, refused
 
 if TYPE_CHECKING:
@@ -82,6 +78,10 @@ def enter(ctx: RunContext) -> Token[RunContext | None]:
         ctx.tree = node
         if ctx.state.parent_task_id is None:
             ctx.state.parent_task_id = node.parent_task_id
+        if node.pools:  # the tree's pools, then the child's own others: its configuration's
+            names = {pool.name for pool in node.pools}
+            own = tuple(pool for pool in ctx.config.pools if pool.name not in names)
+            ctx.config = dataclasses.replace(ctx.config, pools=node.pools + own)
         if node.deadline is not None:  # the tree's deadline is the run's too
             ctx.deadline = node.deadline if ctx.deadline is None else min(ctx.deadline, node.deadline)
     return CURRENT.set(ctx)
@@ -125,66 +125,9 @@ def open_tree(ctx: RunContext) -> Node:
         max_depth=budget.max_depth,
         deadline=ctx.deadline,
         parent_task_id=None,
+        pools=ctx.config.pools,
     )
     return ctx.tree
-
-
-async def reserve(ctx: RunContext, node: Node) -> Grant | Shortfall:
-    """Reserve the next call's worst case from the tree's ledger: its input estimate (exact with
-    `Budget.count_tokens`) and the `max_tokens` its own budget allows, at its model's price (a
-    model without one at the highest known rates)."""
-    estimate = next_input_estimate(ctx)
-    price = call_price(ctx) or ceiling_price(ctx.config.prices)
-    price = price.at(estimate)
-    claim = Claim(
-        input_tokens=estimate,
-        output_tokens=max(1, output_allowance(ctx)),
-        input_usd=price.input_per_mtok / 1_000_000,
-        output_usd=price.output_per_mtok / 1_000_000,
-    )
-    return await node.ledger.reserve(claim)
-
-
-async def settle(
-    ctx: RunContext, node: Node, grant: Grant, before: tuple[float | None, int], *, billed: bool
-) -> None:
-    """Settle the call's reservation with what its response added to the run's cost and tokens
-    (`before`: `marked(ctx)` before the call), or release it when no response was accepted;
-    never cut short by a cancellation."""
-    with anyio.CancelScope(shield=True):
-        if not billed:
-            await node.ledger.release(grant)
-            return
-        cost, tokens = marked(ctx)
-        await node.ledger.settle(
-            grant,
-            # Not tracked (no price): the worst case stays spent.
-            cost_usd=grant.cost_usd if cost is None or before[0] is None else cost - before[0],
-            tokens=tokens - before[1],
-        )
-
-
-def marked(ctx: RunContext) -> tuple[float | None, int]:
-    """The run's cost (None: not tracked) and tokens so far."""
-    usage = ctx.state.usage
-    return usage.cost_usd, usage.total_tokens
-
-
-def uncovered(ctx: RunContext, shortfall: Shortfall) -> Trigger:
-    """The tree cannot cover the next call: it is not sent, and the run stops at the ceiling
-    (`cost_budget`, `token_budget`); a final-answer call is dropped, the stop's reason kept."""
-    state = ctx.state
-    detail = (
-        f"the tree's {shortfall.limit}={shortfall.value:g} cannot cover the next call "
-        f"(spent and reserved across the tree: {shortfall.used:g})"
-    )
-    if state.stop_reason is None:
-        state.exceeded = Exceeded(limit=shortfall.limit, value=shortfall.value, used=shortfall.used)
-        finish(ctx, Limit.of(shortfall.limit).stop, detail)
-    else:
-        state.stop_detail = f"{state.stop_detail}; the final-answer call was not made: {detail}"
-    state.final_call_due = False
-    return Trigger.HALT
 
 
 def add_usage(total: Usage | None, usage: Usage) -> Usage:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
-import re
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -22,6 +21,7 @@ from typing import Final, Literal, Protocol, TypeAlias, cast, final, runtime_che
 import anyio
 import anyio.to_thread
 
+from .._base.names import MAX_NAME_LENGTH, name_problem
 from ..errors import CheckpointCorrupt, InvalidTaskId, TaskBusy
 from ..events import BaseEvent, Event
 from ..records import StopReason
@@ -52,11 +52,8 @@ Status: TypeAlias = Literal["running", "waiting", "stopped"]
 `needs_human` and calls or a question for a human; `stopped`: any other stop."""
 
 
-MAX_TASK_ID_LENGTH: Final = 200
+MAX_TASK_ID_LENGTH: Final = MAX_NAME_LENGTH
 """The longest task id a run or a store takes, in characters."""
-
-_FORBIDDEN: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-"""Control characters (Unicode category Cc: NUL, newlines, escapes) and lone surrogates."""
 
 
 def check_task_id(task_id: object) -> str:
@@ -69,18 +66,10 @@ def check_task_id(task_id: object) -> str:
     Raises:
         InvalidTaskId: the id, and what is wrong with it.
     """
-    if not isinstance(task_id, str):
-        raise InvalidTaskId(task_id, f"a task id is a string, not {type(task_id).__name__}")
-    if not task_id.strip():
-        raise InvalidTaskId(task_id, "it is empty" if not task_id else "it is only whitespace")
-    if len(task_id) > MAX_TASK_ID_LENGTH:
-        raise InvalidTaskId(
-            task_id, f"it has {len(task_id)} characters; a task id has at most {MAX_TASK_ID_LENGTH}"
-        )
-    bad = _FORBIDDEN.search(task_id)
-    if bad is not None:
-        raise InvalidTaskId(task_id, f"it holds the control character {bad.group()!r} at index {bad.start()}")
-    return task_id
+    problem = name_problem(task_id, "task id")
+    if problem is None and isinstance(task_id, str):
+        return task_id
+    raise InvalidTaskId(task_id, problem or "a task id is a string")
 
 
 def log_rows(events: Sequence[BaseEvent]) -> builtins.list[tuple[str, int, str]]:

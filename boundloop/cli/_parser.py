@@ -351,7 +351,7 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_inspector_commands(add_parser: Callable[..., argparse.ArgumentParser]) -> None:
-    """Add `runs` and `serve` (docs/inspector.md)."""
+    """Add `runs`, `pools` and `serve` (docs/inspector.md, docs/pools.md)."""
     runs_parser = add_parser(
         "runs",
         help="list every run in a store, newest first",
@@ -369,6 +369,19 @@ def _add_inspector_commands(add_parser: Callable[..., argparse.ArgumentParser]) 
     runs_parser.add_argument("--json", action="store_true", help="print JSON instead")
     runs_parser.set_defaults(command=command("_serve", "runs_command"))
 
+    pools_parser = add_parser(
+        "pools",
+        help="list the budget pools of a pool store: spent, reserved, ceiling",
+        description=wrap(
+            "List the budget pools in a pool store (a SQLite file of SQLitePoolStore or a PostgreSQL "
+            "database of PostgresPoolStore), each pool's latest period: name, period, spent, "
+            "reserved by calls running now, and the ceiling its latest reservation was held under."
+        ),
+    )
+    add_store(pools_parser, required=True)
+    pools_parser.add_argument("--json", action="store_true", help="print JSON instead")
+    pools_parser.set_defaults(command=command("_pools", "pools_command"))
+
     serve_parser = add_parser(
         "serve",
         help="serve the inspector: the runs, each run's page, and the approvals",
@@ -381,6 +394,11 @@ def _add_inspector_commands(add_parser: Callable[..., argparse.ArgumentParser]) 
     )
     add_store(serve_parser, required=True)
     serve_parser.add_argument("--loop", metavar="SPEC", help="resume approved runs through this loop")
+    serve_parser.add_argument(
+        "--pools",
+        metavar="STORE",
+        help="the budget pools' store (a SQLite file or a postgresql:// URI): /pools lists them",
+    )
     serve_parser.add_argument(
         "--dbos-url",
         metavar="URL",

@@ -15,6 +15,7 @@ from ..checkpoint.paging import in_tree_order, page_runs
 from ..redaction import Redactor
 from ._errors import EXIT_OK, CommandError
 from ._pending import when
+from ._pools import open_pool_store
 from ._run import load_target, make_loop
 from ._store import close_store, open_store, store_errors, store_failure
 
@@ -62,6 +63,7 @@ def serve_command(args: argparse.Namespace) -> int:
             f"boundloop serve needs the web extra: pip install 'boundloop[web]' ({exc})"
         ) from exc
     store = open_store(path)
+    pools = None if args.pools is None else open_pool_store(args.pools, "--pools")
     target = None if spec is None else load_target(spec, args.app_dir)
     client = None if dbos_url is None else dbos_client(dbos_url)
 
@@ -70,7 +72,7 @@ def serve_command(args: argparse.Namespace) -> int:
             None if target is None or spec is None else await make_loop(spec, target)
         )
         try:
-            inspector = app(store, loop, token=token, dbos_client=client)
+            inspector = app(store, loop, token=token, dbos_client=client, pools=pools)
         except ConfigurationError as exc:
             raise CommandError(str(exc)) from exc
         modes = [] if loop is None else [f"approvals resume through {spec}"]
@@ -83,6 +85,9 @@ def serve_command(args: argparse.Namespace) -> int:
             await uvicorn.Server(config).serve()
         finally:
             await close_store(store)
+            close = getattr(pools, "aclose", None)
+            if close is not None:
+                await close()
             if client is not None:
                 client.destroy()
 

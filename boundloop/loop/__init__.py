@@ -48,6 +48,7 @@ from ._contract import contract_wiring
 if TYPE_CHECKING:
     from .._base.sdk_tools import SDKTool
     from ..contract import Contract
+    from ..pools.pool import BudgetPool
 
 __all__ = [
     "AgentLoop",
@@ -88,6 +89,8 @@ class AgentLoop(Generic[OutputT, DepsT]):
         store: where the state is checkpointed (`MemoryStore`, `SQLiteStore`, `PostgresStore`);
             `SignedStore(store, key)` signs every checkpoint (HMAC-SHA256) and refuses a row
             whose signature is missing or wrong (`CheckpointCorrupt`).
+        pools: `BudgetPool`s every run of the loop reserves each model call from before it is
+            sent: ceilings shared across runs, processes and periods (docs/pools.md).
 
     Raises:
         ConfigurationError: no budget, a bad tool, a duplicate tool name, a policy naming a
@@ -118,6 +121,7 @@ class AgentLoop(Generic[OutputT, DepsT]):
         prices: Mapping[str, Price] | None = None,
         on_event: EventHook | None = None,
         store: CheckpointStore | None = None,
+        pools: Sequence[BudgetPool] = (),
     ) -> None:
         _core.check_objects(budget=budget, policy=policy, redaction=redaction, context=context)
         wiring = _core.Wiring(
@@ -130,6 +134,7 @@ class AgentLoop(Generic[OutputT, DepsT]):
             redactor=Redactor(redaction.patterns, redaction.hook),
             prices=prices,
             on_event=on_event,
+            pools=pools,
         )
         spec = LoopSpec.of(  # the declarations first: the settings are checked against the tools
             name=name,
@@ -352,6 +357,7 @@ class AgentLoop(Generic[OutputT, DepsT]):
         on_event: EventHook | None = None,
         settings: ModelSettings | None = None,
         deps: DepsT | None = None,
+        pools: Sequence[BudgetPool] = (),
     ) -> LoopResult[OutputT]:
         """Run the loop on `goal` until it stops, and return the typed outcome.
 
@@ -370,9 +376,12 @@ class AgentLoop(Generic[OutputT, DepsT]):
             deps: this run's dependencies (a database pool, an HTTP client, the current user),
                 given to its tool functions as `ToolContext.deps`: never checkpointed, recorded
                 or traced (`resume` is given them again).
+            pools: budget pools this run reserves from besides the loop's (docs/pools.md);
+                not checkpointed: `resume` is given them again.
 
         Raises:
-            ConfigurationError: no goal and no messages, an invalid history, metadata that is not
+            ConfigurationError: no goal and no messages, a pool that is not a `BudgetPool` or
+                shares another's name, an invalid history, metadata that is not
                 JSON, an empty trace id, settings breaking a rule of the API; `InvalidTaskId`.
             TaskExists: the store already holds `task_id`.
             TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
@@ -393,6 +402,7 @@ class AgentLoop(Generic[OutputT, DepsT]):
             on_event=on_event,
             settings=settings,
             deps=deps,
+            pools=pools,
         )
 
     def run_sync(
@@ -433,6 +443,8 @@ class AgentLoop(Generic[OutputT, DepsT]):
         cancel: anyio.Event | None = None,
         on_event: EventHook | None = None,
         deps: DepsT | None = None,
+        pools: Sequence[BudgetPool] = (),
+        budget: Budget | None = None,
     ) -> LoopResult[OutputT]:
         """Continue a stored run from its last checkpoint, with the same task and trace id.
 
@@ -454,13 +466,18 @@ class AgentLoop(Generic[OutputT, DepsT]):
             on_event: called with every `Event` of this session as it is recorded.
             deps: the dependencies of this session's tool calls (`ToolContext.deps`): a
                 checkpoint never holds them, so a resumed run is given them again.
+            pools: budget pools this session reserves from besides the loop's (a run's own
+                pools are not checkpointed: give them again).
+            budget: this session's budget in place of the loop's: a run stopped at a ceiling
+                (`result.resumable`) goes on with a higher one, where it stopped.
 
         Raises:
-            ConfigurationError: the loop has no store; `InvalidTaskId`, a bad `task_id`.
+            ConfigurationError: the loop has no store; a bad pool or budget; `InvalidTaskId`, a bad `task_id`.
             TaskNotFound: the store does not hold `task_id`.
             TaskBusy: another run, here or in another worker, holds the lease of `task_id`.
             CheckpointCorrupt: the stored state is unreadable, inconsistent or badly signed.
-            NotResumable: the run's stop is final (completed, a budget, a block, ...).
+            NotResumable: the run's stop is final (completed, a block, a budget after its final
+                answer, ...).
             ApprovalMissing: a waiting call has no decision (the run keeps waiting).
             Exception: the store's own error reading the state (there is no run to record it in).
         """
@@ -472,6 +489,8 @@ class AgentLoop(Generic[OutputT, DepsT]):
             cancel=cancel,
             on_event=on_event,
             deps=deps,
+            pools=pools,
+            budget=budget,
         )
 
     def stream_resume(

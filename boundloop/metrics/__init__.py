@@ -23,6 +23,7 @@ if typing.TYPE_CHECKING:
     from .exposition import render as render
     from .exposition import serve as serve
     from .instruments import BoundMetrics as BoundMetrics
+    from .instruments import PoolGauges as PoolGauges
     from .instruments import multiprocess_mode as multiprocess_mode
     from .observer import RunMetrics as RunMetrics
 

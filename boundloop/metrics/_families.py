@@ -108,3 +108,16 @@ FAMILIES: Final = (
     TOOL_DURATION,
 )
 """docs/metrics.md's table, in the order a scrape lists it."""
+
+POOL_SPENT: Final = Family(
+    "pool_spent_usd", "Dollars a budget pool has spent in its current period.", "gauge", ("pool",)
+)
+POOL_RESERVED: Final = Family(
+    "pool_reserved_usd",
+    "Dollars a budget pool holds for model calls not yet settled (live leases).",
+    "gauge",
+    ("pool",),
+)
+POOL_FAMILIES: Final = (POOL_SPENT, POOL_RESERVED)
+"""The budget pools' gauges (docs/metrics.md, after the table): labelled by the pool's name only,
+a name the application gave its `BudgetPool`, and shared by every loop of the registry."""

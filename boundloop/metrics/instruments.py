@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Final, final
 
-from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client import REGISTRY, CollectorRegistry, Gauge
 
 from .._base.server_tools import OTHER_KIND
 from ._children import API_STOP_REASONS as API_STOP_REASONS
@@ -33,7 +33,7 @@ from ._children import TOOL_OUTCOMES as TOOL_OUTCOMES
 from ._children import UNKNOWN as UNKNOWN
 from ._children import Children
 from ._client import ClientInstruments
-from ._families import FAMILIES, RUN_DURATION, TOOL_CALLS_TOTAL, TOOL_DURATION
+from ._families import FAMILIES, POOL_RESERVED, POOL_SPENT, RUN_DURATION, TOOL_CALLS_TOTAL, TOOL_DURATION
 from ._families import MODEL_BUCKETS as MODEL_BUCKETS
 from ._families import RUN_BUCKETS as RUN_BUCKETS
 from ._families import TOOL_BUCKETS as TOOL_BUCKETS
@@ -53,7 +53,9 @@ __all__ = [
     "TOOL_OUTCOMES",
     "TRANSITION_BUCKETS",
     "UNKNOWN",
+    "PoolGauges",
     "multiprocess_mode",
+    "pool_gauges_for",
 ]
 
 EXEMPLAR_MIN_S: Final = 1e-3
@@ -90,6 +92,49 @@ def _instruments_for(registry: CollectorRegistry, namespace: str) -> Backend:
 
 
 @final
+class PoolGauges:
+    """The budget pools' gauges on one registry and namespace: `boundloop_pool_spent_usd{pool}`
+    and `boundloop_pool_reserved_usd{pool}`, prometheus_client's own `Gauge`s (set once per model
+    call a run settles under a pool, not on the hot path), shared by the registry's loops; in
+    multiprocess mode the most recent value any process wrote. The `pool` label is a name the
+    application gave its `BudgetPool`: a model never names a pool."""
+
+    __slots__ = ("_reserved", "_spent")
+
+    def __init__(self, registry: CollectorRegistry, namespace: str) -> None:
+        self._spent, self._reserved = (
+            Gauge(
+                family.name,
+                family.documentation,
+                family.labelnames,
+                namespace=namespace,
+                registry=registry,
+                multiprocess_mode="mostrecent",
+            )
+            for family in (POOL_SPENT, POOL_RESERVED)
+        )
+
+    def set(self, pool: str, *, spent_usd: float, reserved_usd: float) -> None:
+        """Show a pool's current period as its store last gave it."""
+        self._spent.labels(pool).set(spent_usd)
+        self._reserved.labels(pool).set(reserved_usd)
+
+
+_pools_shared: weakref.WeakKeyDictionary[CollectorRegistry, dict[str, PoolGauges]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def pool_gauges_for(registry: CollectorRegistry, namespace: str) -> PoolGauges:
+    """The pool gauges of `registry` and `namespace`, registered on first use."""
+    with _lock:
+        by_namespace = _pools_shared.setdefault(registry, {})
+        if namespace not in by_namespace:
+            by_namespace[namespace] = PoolGauges(registry, namespace)
+        return by_namespace[namespace]
+
+
+@final
 class LoopMetrics:
     """The Prometheus instruments of boundloop, on one registry.
 
@@ -107,7 +152,7 @@ class LoopMetrics:
             multiprocess mode, which does not store exemplars.
     """
 
-    __slots__ = ("exemplars", "instruments", "namespace", "registry")
+    __slots__ = ("exemplars", "instruments", "namespace", "pools", "registry")
 
     def __init__(
         self,
@@ -120,6 +165,8 @@ class LoopMetrics:
         self.namespace = namespace
         self.exemplars = not multiprocess_mode() if exemplars is None else exemplars
         self.instruments = _instruments_for(self.registry, namespace)
+        self.pools = pool_gauges_for(self.registry, namespace)
+        """The budget pools' gauges, shared by every loop of the registry."""
 
     def bind(
         self, loop: str, tools: Iterable[str], version: str = "", platform: str = "anthropic"
@@ -144,6 +191,7 @@ class LoopMetrics:
             version=version,
             exemplars=self.exemplars,
             platform=platform,
+            pools=self.pools,
         )
 
 
@@ -162,6 +210,7 @@ class BoundMetrics:
         "_local",
         "_loop",
         "_platform",
+        "_pools",
         "_runs_active",
         "_tools",
         "_version",
@@ -176,8 +225,10 @@ class BoundMetrics:
         version: str = "",
         exemplars: bool = True,
         platform: str = "anthropic",
+        pools: PoolGauges | None = None,
     ) -> None:
         self._backend = backend
+        self._pools = pools
         self._loop = loop
         self._platform = platform
         self._version = version
@@ -211,6 +262,7 @@ class BoundMetrics:
             version=self._version,
             exemplars=self._exemplars,
             platform=self._platform,
+            pools=self._pools,
         )
 
     @property
@@ -260,6 +312,17 @@ class BoundMetrics:
             edges[(source, dest)].observe(duration_s, trace_id)
         else:
             edges[(source, dest)].observe(duration_s, None)
+
+    def pool_usage(self, pool: str, spent_usd: float, reserved_usd: float) -> None:
+        """Show a budget pool's current period as its store gave it (`PoolStatus`).
+
+        Args:
+            pool: the pool's name, which the application gave its `BudgetPool`.
+            spent_usd: what its period has spent.
+            reserved_usd: what calls not yet settled hold in it.
+        """
+        if self._pools is not None:
+            self._pools.set(pool, spent_usd=spent_usd, reserved_usd=reserved_usd)
 
     def run_started(self) -> None:
         """A run began."""

@@ -17,11 +17,13 @@ from .. import AgentLoop, CheckpointCorrupt, ConfigurationError, LoopState
 from ..checkpoint.paging import page_runs
 from ..checkpoint.store import CheckpointStore, Status, check_task_id
 from ..errors import InvalidTaskId
+from ..pools.store import PoolStore
 from ..redaction import Redactor
 from ..statemachine import diagram
 from ._approvals import Resumer, read_decisions, waiting_card
 from ._html import Html, csrf_field, e, join, page
 from ._live import LIVE_JS
+from ._pools import pools_page, read_pools, stopped_by_pools
 from ._runs import MAX_BELOW, STATUSES, Below, has_graphviz, run_link, run_page, runs_page
 from ._security import SESSION_COOKIE, Guard
 from ._timeline import call_reasons, read_events, rows
@@ -41,6 +43,7 @@ def app(
     token: str | None = None,
     *,
     dbos_client: DBOSClient | None = None,
+    pools: PoolStore | None = None,
 ) -> Starlette:
     """The inspector as an ASGI app: the runs of `store`, each run's page, and the approvals.
 
@@ -56,6 +59,8 @@ def app(
         dbos_client: a `DBOSClient` on the DBOS system database of the workers that run the
             loop's workflows: decisions for runs waiting in their workflow are sent through it
             (the `decide` of `boundloop.integrations.dbos`), without DBOS in this process.
+        pools: the pool store of the application's budget pools: `/pools` lists them (their
+            spend, what running calls hold, their ceilings) beside the runs a pool stopped.
 
     Returns:
         A Starlette app. Mounted inside another app, run its lifespan too (it holds the task
@@ -72,11 +77,13 @@ def app(
 
         loop, durable = split(loop, dbos_client)
     inspector = _Inspector(store, loop, Guard(token), durable)
+    inspector.pools = pools
     guarded = inspector.guarded
     routes = [
         Route("/", guarded(inspector.runs)),
         Route("/login", inspector.login, methods=["GET", "POST"]),
         Route("/approvals", guarded(inspector.approvals)),
+        Route("/pools", guarded(inspector.pools_page)),
         Route("/runs/{task_id:path}/diagram.svg", guarded(inspector.diagram_svg)),
         Route("/runs/{task_id:path}/decide", guarded(inspector.decide), methods=["POST"]),
         Route("/runs/{task_id:path}", guarded(inspector.run)),
@@ -103,6 +110,8 @@ class _Inspector:
         self.redact: Callable[[str], str] = Redactor() if loop is None else loop.config.redactor
         self.graphviz = False
         """Whether the diagram is an SVG (graphviz's `dot` is installed), else mermaid text."""
+        self.pools: PoolStore | None = None
+        """The pool store `/pools` lists (None: only the runs a pool stopped)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _: Starlette) -> AsyncGenerator[None]:
@@ -181,6 +190,11 @@ class _Inspector:
                 states[row.task_id] = str(exc)
         body = runs_page(found, states, {"status": status, "stop_reason": stop_reason}, self.redact)
         return self.html(request, "Runs", body)
+
+    async def pools_page(self, request: Request) -> Response:
+        usages = await read_pools(self.pools)
+        stopped = await stopped_by_pools(self.store)
+        return self.html(request, "Budget pools", pools_page(usages, stopped, self.redact))
 
     async def load(self, request: Request) -> LoopState | Response:
         task_id = request.path_params["task_id"]

@@ -82,6 +82,7 @@ def page(title: str, body: Html, *, read_only: bool = False) -> Html:
     return Html(
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>{e(title)} · boundloop</title><style>{CSS}</style></head><body>"
-        '<header><b>boundloop inspector</b><a href="/">Runs</a><a href="/approvals">Approvals</a></header>'
+        '<header><b>boundloop inspector</b><a href="/">Runs</a><a href="/approvals">Approvals</a>'
+        '<a href="/pools">Pools</a></header>'
         f"<main>{banner}{body}</main></body></html>"
     )

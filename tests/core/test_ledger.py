@@ -7,7 +7,8 @@ import anthropic
 import httpx2
 
 from boundloop import AgentLoop, Budget, ScriptedClient, StopReason
-from boundloop._core.ledger import Claim, Grant, Shortfall, TreeLedger
+from boundloop._core.ledger import TreeLedger
+from boundloop.pools import Claim, Grant, Shortfall
 from tests.helpers import text, tool_use
 
 CLAIM = Claim(input_tokens=100, output_tokens=1_000, input_usd=1e-6, output_usd=1e-5)

@@ -27,7 +27,7 @@ from boundloop import (
 )
 from boundloop.events import Transition
 from boundloop.metrics import render
-from boundloop.metrics._families import FAMILIES
+from boundloop.metrics._families import FAMILIES, POOL_FAMILIES
 from boundloop.metrics.instruments import EXEMPLAR_MIN_S
 from boundloop.statemachine.table import TRANSITIONS
 from tests.helpers import text, tool_use
@@ -477,7 +477,7 @@ def test_the_docs_tables_name_every_metric_its_type_and_labels(doc: str) -> None
             family.type,
             [label for label in family.labelnames if label != "loop"],
         )
-        for family in FAMILIES
+        for family in (*FAMILIES, *POOL_FAMILIES)
     ]
     assert len(documented) == len(expected)
     assert [

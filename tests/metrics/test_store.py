@@ -23,7 +23,7 @@ from boundloop.metrics import BoundMetrics, render
 from boundloop.metrics._client import ClientInstruments
 from boundloop.metrics._families import FAMILIES, TRANSITION_BUCKETS
 from boundloop.metrics._store import LocalStore
-from boundloop.metrics.instruments import EXEMPLAR_MIN_S
+from boundloop.metrics.instruments import EXEMPLAR_MIN_S, pool_gauges_for
 
 pytestmark = pytest.mark.asyncio_only  # servers, subprocesses and Prometheus need one event loop
 
@@ -54,6 +54,7 @@ def record(bound: BoundMetrics) -> None:
     bound.run_started()
     bound.run_finished("not_a_stop_reason", 0.001, TRACE)
     bound.run_started()
+    bound.pool_usage("tenant-a", 0.25, 0.0153)
 
 
 def pair(
@@ -63,7 +64,8 @@ def pair(
     local_registry, client_registry = CollectorRegistry(), CollectorRegistry()
     local = LoopMetrics(registry=local_registry, exemplars=exemplars).bind("parity", TOOLS, "v1")
     instruments = ClientInstruments(client_registry, "boundloop", FAMILIES)
-    client = BoundMetrics(instruments, "parity", TOOLS, version="v1", exemplars=exemplars)
+    pools = pool_gauges_for(client_registry, "boundloop")
+    client = BoundMetrics(instruments, "parity", TOOLS, version="v1", exemplars=exemplars, pools=pools)
     return (local_registry, local), (client_registry, client)
 
 
