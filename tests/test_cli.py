@@ -847,7 +847,7 @@ def test_an_input_file_that_is_not_json_is_one_rule(
         ("policy_blocked", "forbidden tool proposed: issue_refund"),
         ("needs_human", "circuit breaker open: 2 failing tool results in a row"),
         ("evidence_missing", "missing evidence from read_delivery_status"),
-        ("max_steps", "max_steps=8 spent (used 8)"),
+        ("max_steps", "max_steps=8 spent (used 8); resumable once the ceiling is raised"),
     ],
 )
 def test_each_demo_scenario_ends_with_its_refund_stop_reason(
