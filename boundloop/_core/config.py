@@ -16,7 +16,6 @@ from .._base.cache import CacheSettings, cache_settings, check_cache
 from .._base.model_settings import ModelSettings, check_settings, merged, settings_sha256
 from .._base.output import OutputCheck, OutputType
 from .._base.price import Price
-from ..checkpoint.signed import resigned
 from ..checkpoint.store import CheckpointStore
 from ..compaction import ContextManagement
 from ..errors import ConfigurationError
@@ -355,6 +354,8 @@ def other_models(spec: LoopSpec, tools: ToolRegistry) -> list[str]:
 
 def with_store(config: LoopConfig, store: CheckpointStore | None) -> LoopConfig:
     """The configuration checkpointing to `store` (signed with the loop's key, when it has one)."""
+    from ..checkpoint.signed import resigned  # signing loads with the store that swaps (replay, DBOS)
+
     return dataclasses.replace(config, store=resigned(store, config.store))
 
 
