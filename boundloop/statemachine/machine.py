@@ -2,7 +2,7 @@
 
 `build` makes a machine of the table (`table.TRANSITIONS`, the guards of `guards.GUARDS` as
 each row's `conditions`); the runtime builds one `LoopMachine` per `AgentLoop` from it (a
-`PhaseMachine`: transitions' `Machine` with its documented `state_cls` set), and the
+a `_PhaseMachine`: transitions' `Machine` with its documented `state_cls` set), and the
 diagrams (`diagram.py`) are drawn by the same builder with transitions' `GraphMachine`.
 
 A run is a model of its loop's machine while it runs: `LoopMachine.start` adds it
@@ -32,7 +32,7 @@ from transitions import Machine, MachineError, State
 from .guards import GUARDS, StateFacts
 from .table import FINAL, INITIAL, STATES, TRANSITIONS, Phase, TransitionRow, Trigger
 
-__all__ = ["InvalidTransition", "LoopMachine", "PhaseMachine", "PhaseState", "RunModel", "RunState", "build"]
+__all__ = ["InvalidTransition", "LoopMachine", "RunModel", "RunState", "build"]
 
 _Machine = TypeVar("_Machine", bound=Machine)
 
@@ -78,7 +78,7 @@ class RunModel:
         """The guard names of the edge the last trigger took, set by the edge (None: unguarded)."""
 
 
-class PhaseState(State):
+class _PhaseState(State):
     """A state of the runtime's machine. The table gives its states no `on_enter` or `on_exit`
     callbacks, so entering or leaving one does nothing; transitions' `State` would still walk
     the empty lists and log twice, about a sixth of a transition's cost (five a turn). A state
@@ -93,11 +93,11 @@ class PhaseState(State):
             super().exit(event_data)
 
 
-class PhaseMachine(Machine):
-    """The runtime's machine: transitions' `Machine` whose states are `PhaseState`s (its
+class _PhaseMachine(Machine):
+    """The runtime's machine: transitions' `Machine` whose states are `_PhaseState`s (its
     documented `state_cls`)."""
 
-    state_cls = PhaseState
+    state_cls = _PhaseState
 
 
 def _took(guard: str, run: RunModel) -> None:
@@ -160,7 +160,7 @@ class LoopMachine:
     __slots__ = ("_machine",)
 
     def __init__(self, rows: Sequence[TransitionRow] = TRANSITIONS) -> None:
-        self._machine = build(PhaseMachine, rows)
+        self._machine = build(_PhaseMachine, rows)
 
     @property
     def runs(self) -> int:

@@ -11,7 +11,12 @@ import pytest
 
 from boundloop import AgentLoop, Budget, MemoryStore, StopReason, UnhandledStop, tool
 from boundloop.events import Event, Transition
-from boundloop.statemachine.machine import PhaseMachine, PhaseState, RunModel, build
+from boundloop.statemachine.machine import (  # the runtime machine's own classes, tested here
+    RunModel,
+    _PhaseMachine,  # pyright: ignore[reportPrivateUsage]
+    _PhaseState,  # pyright: ignore[reportPrivateUsage]
+    build,
+)
 from boundloop.statemachine.table import Phase, Trigger
 from tests.helpers import scripted_loop, text, tool_use
 
@@ -155,10 +160,10 @@ async def test_a_resumed_run_joins_the_machine_in_its_saved_phase() -> None:
 def test_a_phase_state_runs_the_callbacks_it_is_given() -> None:
     """The runtime's states skip entering and leaving only while they have no callbacks: a
     callback added through transitions' own API runs, on exit and on entry, in that order."""
-    machine = build(PhaseMachine)
+    machine = build(_PhaseMachine)
     seen: list[str] = []
     assemble, propose = machine.get_state(str(Phase.ASSEMBLE)), machine.get_state(str(Phase.PROPOSE))
-    assert isinstance(assemble, PhaseState)
+    assert isinstance(assemble, _PhaseState)
 
     def note(what: str) -> Callable[[RunModel], None]:
         return lambda run: seen.append(f"{what} {run.phase}")
