@@ -3,6 +3,7 @@ built, from its start to its end, however it ends; concurrent runs share it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -10,7 +11,13 @@ import pytest
 
 from boundloop import AgentLoop, Budget, MemoryStore, StopReason, UnhandledStop, tool
 from boundloop.events import Event, Transition
-from boundloop.statemachine.table import Phase
+from boundloop.statemachine.machine import (  # the runtime machine's own classes, tested here
+    RunModel,
+    _PhaseMachine,  # pyright: ignore[reportPrivateUsage]
+    _PhaseState,  # pyright: ignore[reportPrivateUsage]
+    build,
+)
+from boundloop.statemachine.table import Phase, Trigger
 from tests.helpers import scripted_loop, text, tool_use
 
 pytestmark = pytest.mark.anyio
@@ -148,3 +155,33 @@ async def test_a_resumed_run_joins_the_machine_in_its_saved_phase() -> None:
     first = next(event for event in after_resume if isinstance(event, Transition))
     assert first.source == Phase.VALIDATE  # where the resume put the saved run
     assert loop.config.machine.runs == 0
+
+
+def test_a_phase_state_runs_the_callbacks_it_is_given() -> None:
+    """The runtime's states skip entering and leaving only while they have no callbacks: a
+    callback added through transitions' own API runs, on exit and on entry, in that order."""
+    machine = build(_PhaseMachine)
+    seen: list[str] = []
+    assemble, propose = machine.get_state(str(Phase.ASSEMBLE)), machine.get_state(str(Phase.PROPOSE))
+    assert isinstance(assemble, _PhaseState)
+
+    def note(what: str) -> Callable[[RunModel], None]:
+        return lambda run: seen.append(f"{what} {run.phase}")
+
+    assemble.add_callback("exit", note("exit"))
+    propose.add_callback("enter", note("enter"))
+    run = RunModel(_Facts())
+    machine.add_model(run, initial=str(Phase.ASSEMBLE))
+    assert machine.events[str(Trigger.ASSEMBLED)].trigger(run, run)
+    assert seen == ["exit assemble", "enter propose"]
+    assert run.guard == "within_budget"  # the guarded edge's after callback ran too
+
+
+class _Facts:
+    """A fresh run's facts, as a `LoopState` holds them before its first model call."""
+
+    phase = Phase.ASSEMBLE
+    stop_reason = None
+    exceeded = None
+    final_call_due = False
+    turn = None
