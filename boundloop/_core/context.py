@@ -27,7 +27,7 @@ from ..metrics.observer import RunMetrics
 from ..records import ErrorRecord, ToolCall, Turn
 from ..redaction import recorded_call_id
 from ..tools import Tool
-from .invariant import RequestChecker
+from .invariant import RequestChecker, ResponseShape
 
 if TYPE_CHECKING:
     from anthropic.types import Message
@@ -108,6 +108,7 @@ class Scratch:
         "recorded_for",
         "response",
         "retried",
+        "shape",
         "tool_raised",
     )
 
@@ -131,10 +132,12 @@ class Scratch:
         """The transcript's assistant message made from the last response (`_core/invariant.py`);
         not state: the transcript holds it, this is the object to compare by identity."""
         self.response: Message | None = None
-        """The SDK's `Message` of the last response, as received: read by its validation and by
-        the next request's check (`_core/invariant.py`), dropped once that request is built. Not state:
-        the state keeps its record (`ModelResponse`); a continued run builds the `Message` from
-        that."""
+        """The SDK's `Message` of the last response, as received: read by its validation, then
+        let go (`RunContext.validated`). Not state: the state keeps its record (`ModelResponse`);
+        a continued run builds the `Message` from that."""
+        self.shape: ResponseShape | None = None
+        """What the next request's check (`_core/invariant.py`) reads of the last response once
+        its `Message` is let go; dropped once that request is built (derived from the response)."""
         self.fallback: Retry | None = None
         """The refused request is to be retried on the fallback model (`_core/refusals.py`); not
         state: a continued run sends its next request to the loop's model."""
@@ -340,6 +343,14 @@ class RunContext:
         if response is None:
             response = self.scratch.response = self.state.responses[-1].message()
         return response
+
+    def validated(self) -> None:
+        """The last response is validated: its SDK `Message` goes (a run holds no SDK object
+        while its tools run), the next request's check keeps its `ResponseShape`."""
+        scratch = self.scratch
+        if scratch.response is not None:
+            scratch.shape = ResponseShape(scratch.response)
+            scratch.response = None
 
     def deferred(self, value: object) -> Deferred:
         """`value` for an event: kept by reference, written as redacted JSON."""
