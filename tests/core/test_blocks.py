@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from anthropic.types import ToolUseBlock
 
 from boundloop._core.blocks import assistant_message
 from boundloop.testing import parse_message
@@ -82,7 +83,7 @@ def test_a_tool_use_blocks_input_is_the_responses_own_dict_not_a_copy() -> None:
     (the call's record holds the same dict): one copy of the model's arguments in memory, also
     when the block came with more fields than the usual four."""
     response = parse_message(message([block for block in BLOCKS if block["type"] == "tool_use"]))
-    sent = assistant_message(response.content)["content"]
-    assert [block["input"] is got.input for block, got in zip(sent, response.content, strict=True)] == [
-        True
-    ] * 4
+    sent: list[Any] = list(assistant_message(response.content)["content"])
+    inputs = [block.input for block in response.content if isinstance(block, ToolUseBlock)]
+    assert len(inputs) == 4
+    assert [block["input"] is given for block, given in zip(sent, inputs, strict=True)] == [True] * 4
