@@ -108,7 +108,6 @@ class Scratch:
         "recorded_for",
         "response",
         "retried",
-        "shape",
         "tool_raised",
     )
 
@@ -131,13 +130,11 @@ class Scratch:
         self.received: object = None
         """The transcript's assistant message made from the last response (`_core/invariant.py`);
         not state: the transcript holds it, this is the object to compare by identity."""
-        self.response: Message | None = None
-        """The SDK's `Message` of the last response, as received: read by its validation, then
-        let go (`RunContext.validated`). Not state: the state keeps its record (`ModelResponse`);
-        a continued run builds the `Message` from that."""
-        self.shape: ResponseShape | None = None
-        """What the next request's check (`_core/invariant.py`) reads of the last response once
-        its `Message` is let go; dropped once that request is built (derived from the response)."""
+        self.response: Message | ResponseShape | None = None
+        """The SDK's `Message` of the last response, as received, read by its validation; then
+        (`RunContext.validated`) only its shape, what the next request's check
+        (`_core/invariant.py`) reads of it; dropped once that request is built. Not state: the
+        state keeps its record (`ModelResponse`); a continued run builds the `Message` from that."""
         self.fallback: Retry | None = None
         """The refused request is to be retried on the fallback model (`_core/refusals.py`); not
         state: a continued run sends its next request to the loop's model."""
@@ -340,7 +337,7 @@ class RunContext:
         """The SDK `Message` of the last response: as received in this session, else built from
         its record (a run continued from a checkpoint)."""
         response = self.scratch.response
-        if response is None:
+        if response is None or isinstance(response, ResponseShape):
             response = self.scratch.response = self.state.responses[-1].message()
         return response
 
@@ -348,9 +345,8 @@ class RunContext:
         """The last response is validated: its SDK `Message` goes (a run holds no SDK object
         while its tools run), the next request's check keeps its `ResponseShape`."""
         scratch = self.scratch
-        if scratch.response is not None:
-            scratch.shape = ResponseShape(scratch.response)
-            scratch.response = None
+        if scratch.response is not None and not isinstance(scratch.response, ResponseShape):
+            scratch.response = ResponseShape(scratch.response)
 
     def deferred(self, value: object) -> Deferred:
         """`value` for an event: kept by reference, written as redacted JSON."""

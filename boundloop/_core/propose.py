@@ -134,9 +134,7 @@ def build_request(
     if container is not None:  # code execution's pending calls continue in the same container
         request["container"] = container
     add_breakpoints(request, ctx.config.cache, ctx.markers)  # copies: the transcript stays as is
-    scratch = ctx.scratch
-    last = scratch.shape if scratch.response is None else scratch.response
-    ctx.request_checker.check(request, last, scratch.received)
+    ctx.request_checker.check(request, ctx.scratch.response, ctx.scratch.received)
     return request
 
 
@@ -173,7 +171,7 @@ async def _propose(ctx: RunContext, max_tokens: int | None) -> Trigger:
         _failed(ctx, str(exc))
         state.final_call_due = False
         return Trigger.HALT
-    ctx.scratch.response = ctx.scratch.shape = None  # its request checked: held no longer
+    ctx.scratch.response = None  # its request checked: held no longer
     ctx.emit(  # the request as sent: a refusal's retry names its fallback model
         ModelRequest(
             seq=ctx.next_seq(),
