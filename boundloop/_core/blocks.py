@@ -4,7 +4,8 @@ The SDK turns a content block object back into JSON on every request that carrie
 transcript of objects costs a dump per block per turn, growing with the run. Dumped once here,
 the blocks are plain dicts from then on: the same JSON a checkpoint holds, so a fresh run and
 a resumed one send identical requests. A `tool_use` or `text` block with only its usual fields
-is copied by hand (its `input` dict shared: tool functions get copies); any other block — thinking
+is copied by hand (its `input` dict shared: tool functions get copies; a `tool_use` with more
+fields, such as `caller`, field by field, nested objects dumped); any other block — thinking
 with its signature, server tool blocks, citations, a block type or field this SDK does not
 model — is dumped by the SDK's own model with `exclude_unset`, which keeps exactly the keys and
 values the API sent (extras included; the SDK does not keep the keys' order, so `type` comes
@@ -86,6 +87,8 @@ def _sent(model: BaseModel, skip: frozenset[str]) -> dict[str, Any]:
     return fields | extra if extra else fields
 
 
+_TYPE: Final = frozenset({"type"})
+"""A block's field `_block_json` writes first, as the API sends it."""
 _OWN: Final = frozenset({"content", "usage"})
 """A response's fields `response_record` takes apart from the rest of its envelope."""
 _FIELDS: dict[tuple[type[BaseModel], frozenset[str]], tuple[str, ...]] = {}
@@ -109,8 +112,12 @@ def plain_block(block: object) -> object:
 def _block_json(block: ContentBlock) -> dict[str, Any]:
     fields = block.__pydantic_fields_set__  # `model_fields_set`, without its property call
     if not block.__pydantic_extra__:  # a field the SDK does not model: dumped below, with the rest
-        if isinstance(block, ToolUseBlock) and block.type == "tool_use" and fields <= _TOOL_USE_FIELDS:
-            return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+        if isinstance(block, ToolUseBlock) and block.type == "tool_use":
+            if fields <= _TOOL_USE_FIELDS:
+                return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+            # More fields sent (`caller`, `toolset_name`, null or not): read one by one, the
+            # `input` dict shared, not copied as a dump would.
+            return {"type": "tool_use", **_sent(block, _TYPE)}
         if isinstance(block, TextBlock) and block.type == "text" and fields <= _TEXT_FIELDS:
             return {"type": "text", "text": block.text}
     # `type` first, as the API sends it; a block type the SDK does not know (built as the

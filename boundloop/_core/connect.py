@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 
 from ..errors import ConfigurationError
 from ..tools import Tool
@@ -110,12 +111,14 @@ async def refresh_tools(config: LoopConfig) -> LoopConfig:
     return await config.relisted(config) or config
 
 
+def connected(config: LoopConfig) -> AbstractAsyncContextManager[LoopConfig]:
+    """Open `config`'s toolsets and yield the run's configuration: `config` itself when it has
+    none (a `nullcontext`, not a generator's frame held for the whole run)."""
+    return _connected(config) if config.toolsets else contextlib.nullcontext(config)
+
+
 @contextlib.asynccontextmanager
-async def connected(config: LoopConfig) -> AsyncGenerator[LoopConfig]:
-    """Open `config`'s toolsets (none: `config` itself) and yield the run's configuration."""
-    if not config.toolsets:
-        yield config
-        return
+async def _connected(config: LoopConfig) -> AsyncGenerator[LoopConfig]:
     ready = False
     try:
         async with contextlib.AsyncExitStack() as stack:

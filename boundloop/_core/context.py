@@ -27,7 +27,7 @@ from ..metrics.observer import RunMetrics
 from ..records import ErrorRecord, ToolCall, Turn
 from ..redaction import recorded_call_id
 from ..tools import Tool
-from .invariant import RequestChecker
+from .invariant import RequestChecker, ResponseShape
 
 if TYPE_CHECKING:
     from anthropic.types import Message
@@ -130,11 +130,11 @@ class Scratch:
         self.received: object = None
         """The transcript's assistant message made from the last response (`_core/invariant.py`);
         not state: the transcript holds it, this is the object to compare by identity."""
-        self.response: Message | None = None
-        """The SDK's `Message` of the last response, as received: read by its validation and by
-        the next request's check (`_core/invariant.py`), dropped once that request is built. Not state:
-        the state keeps its record (`ModelResponse`); a continued run builds the `Message` from
-        that."""
+        self.response: Message | ResponseShape | None = None
+        """The SDK's `Message` of the last response, as received, read by its validation; then
+        (`RunContext.validated`) only its shape, what the next request's check
+        (`_core/invariant.py`) reads of it; dropped once that request is built. Not state: the
+        state keeps its record (`ModelResponse`); a continued run builds the `Message` from that."""
         self.fallback: Retry | None = None
         """The refused request is to be retried on the fallback model (`_core/refusals.py`); not
         state: a continued run sends its next request to the loop's model."""
@@ -338,9 +338,16 @@ class RunContext:
         """The SDK `Message` of the last response: as received in this session, else built from
         its record (a run continued from a checkpoint)."""
         response = self.scratch.response
-        if response is None:
+        if response is None or isinstance(response, ResponseShape):
             response = self.scratch.response = self.state.responses[-1].message()
         return response
+
+    def validated(self) -> None:
+        """The last response is validated: its SDK `Message` goes (a run holds no SDK object
+        while its tools run), the next request's check keeps its `ResponseShape`."""
+        scratch = self.scratch
+        if scratch.response is not None and not isinstance(scratch.response, ResponseShape):
+            scratch.response = ResponseShape(scratch.response)
 
     def deferred(self, value: object) -> Deferred:
         """`value` for an event: kept by reference, written as redacted JSON."""

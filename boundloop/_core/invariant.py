@@ -26,6 +26,7 @@ ended: a run's checks cost what its transcript holds, once, not once per request
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, Final, cast, final
 
 from anthropic.types import Message, MessageParam
@@ -82,6 +83,32 @@ def container_id(response: Message | None) -> str | None:
 
 
 @final
+class ResponseShape:
+    """What the check of the next request reads of a response: its container's id, and each
+    content block's type and the names of the fields the API sent (the SDK block's own set,
+    not a copy). A run keeps this once the response is validated, and lets the SDK `Message`
+    go: its blocks, usage and envelope objects (about 5 KiB for a turn of two calls) are not
+    held while the turn's tools run."""
+
+    __slots__ = ("blocks", "container")
+
+    def __init__(self, response: Message) -> None:
+        self.container = container_id(response)
+        """`container_id` of the response."""
+        self.blocks = [_shape(block) for block in response.content]
+        """Each block's `type` and the fields it came with (extra fields included)."""
+
+
+def _shape(block: object) -> tuple[object, AbstractSet[str]]:
+    kind: object = getattr(block, "type", None)  # the response's blocks: SDK models
+    fields: set[str] | None = getattr(block, "__pydantic_fields_set__", None)  # a model's
+    extra: dict[str, object] | None = getattr(block, "__pydantic_extra__", None)
+    if fields is None:  # a mapping's keys
+        fields = set(cast(Mapping[str, object], block)) if isinstance(block, Mapping) else set[str]()
+    return kind, (fields | extra.keys() if extra else fields)
+
+
+@final
 class RequestChecker:
     """`check_request` for a run's requests in turn, each from where the one before ended."""
 
@@ -94,7 +121,9 @@ class RequestChecker:
         self._size = -1
         """How many blocks the tail held: a tail the loop extended in place is checked again."""
 
-    def check(self, request: Mapping[str, Any], last: Message | None, received: object) -> None:
+    def check(
+        self, request: Mapping[str, Any], last: Message | ResponseShape | None, received: object
+    ) -> None:
         """`check_request`, from the first message the previous request did not hold as is.
 
         Raises:
@@ -119,7 +148,7 @@ def _size(message: object) -> int:
 
 def check_request(
     request: Mapping[str, Any],
-    last: Message | None,
+    last: Message | ResponseShape | None,
     received: object,
     *,
     start: int = 0,
@@ -129,7 +158,7 @@ def check_request(
 
     Args:
         request: the keyword arguments of `messages.create`.
-        last: the last response, whose `container` the request must carry.
+        last: the last response (or its shape), whose `container` the request must carry.
         received: the transcript's message made from `last` (its assistant turn), checked
             block by block against the response when the request holds it.
         start: the first message to check (those before it were checked with the request before).
@@ -147,10 +176,11 @@ def check_request(
 
 
 def request_problem(
-    request: Mapping[str, Any], last: Message | None, received: object, *, start: int = 0
+    request: Mapping[str, Any], last: Message | ResponseShape | None, received: object, *, start: int = 0
 ) -> str | None:
     """The first rule `request` breaks (in its messages from `start`), or None."""
-    container = container_id(last)
+    shape = last if last is None or isinstance(last, ResponseShape) else ResponseShape(last)
+    container = None if shape is None else shape.container
     if container is not None and request.get("container") != container:
         return f"the last response's container {container!r} is not sent with the next request"
     messages: list[Mapping[str, Any]] = request.get("messages") or []
@@ -161,8 +191,8 @@ def request_problem(
     for index in range(first, len(messages)):
         message = messages[index]
         if message.get("role") == "assistant":
-            if message is received and last is not None:
-                problem = _as_received(_plain(message.get("content")), last)
+            if message is received and shape is not None:
+                problem = _as_received(_plain(message.get("content")), shape)
                 if problem is not None:
                     return f"messages[{index}]: {problem}"
         elif previous is not None and previous.get("role") == "assistant":
@@ -238,22 +268,15 @@ def _fields(block: object) -> Mapping[str, object]:
     return {}
 
 
-def _as_received(sent_blocks: list[Mapping[str, object]], response: Message) -> str | None:
+def _as_received(sent_blocks: list[Mapping[str, object]], response: ResponseShape) -> str | None:
     """Each block of the turn (`sent_blocks`) is the response's: its type, and every field the API sent."""
-    blocks: Sequence[object] = response.content
+    blocks = response.blocks
     if len(sent_blocks) != len(blocks):
         return f"the assistant turn holds {len(sent_blocks)} blocks, the response {len(blocks)}"
-    for position, got in enumerate(blocks):
+    for position, (kind, fields) in enumerate(blocks):
         sent = sent_blocks[position]
-        kind: object = getattr(got, "type", None)  # the response's blocks: SDK models
         if sent.get("type") != kind:
             return f"block {position} is sent as {sent.get('type')!r}, received as {kind!r}"
-        fields: set[str] | None = getattr(got, "__pydantic_fields_set__", None)  # a model's
-        extra: dict[str, object] | None = getattr(got, "__pydantic_extra__", None)
-        if fields is None:  # a mapping's keys
-            fields = set(cast(Mapping[str, object], got)) if isinstance(got, Mapping) else set[str]()
-        keys = sent.keys()
-        if not (keys >= fields and (not extra or keys >= extra.keys())):
-            missing = (fields | set(extra or ())) - keys
-            return f"block {position} ({kind}) is sent without the fields {sorted(missing)}"
+        if not sent.keys() >= fields:
+            return f"block {position} ({kind}) is sent without the fields {sorted(fields - sent.keys())}"
     return None

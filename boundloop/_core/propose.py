@@ -163,7 +163,7 @@ async def _propose(ctx: RunContext, max_tokens: int | None) -> Trigger:
         _failed(ctx, str(exc))
         state.final_call_due = False
         return Trigger.HALT
-    ctx.scratch.response = None  # its request checked: the SDK objects go while the model answers
+    ctx.scratch.response = None  # its request checked: held no longer
     ctx.emit(  # the request as sent: a refusal's retry names its fallback model
         ModelRequest(
             seq=ctx.next_seq(),

@@ -96,6 +96,16 @@ async def start(
         TaskBusy: the task's lease is held elsewhere.
     """
     store = config.store
+    if store is None:  # no lease to hold, nothing stored to refuse: no exit stack held for the run
+        return await execute(
+            config,
+            state,
+            cancel=cancel,
+            on_event=on_event,
+            adopt_trace_id=adopt_trace_id,
+            watch=watch,
+            deps=deps,
+        )
     async with contextlib.AsyncExitStack() as held:
         try:
             await held.enter_async_context(lease_of(store, state.task_id))

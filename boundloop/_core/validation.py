@@ -139,6 +139,7 @@ async def validate(ctx: RunContext) -> Trigger:
             stop_at(ctx, exceeded, route.detail)
         else:
             finish(ctx, route.stop_reason, route.detail)
+    ctx.validated()  # the response's SDK objects go before its calls run
     return Trigger.VALIDATED
 
 

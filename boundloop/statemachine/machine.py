@@ -42,6 +42,9 @@ _MODEL_ATTRIBUTE: Final = "phase"
 _PHASES: Final = {str(phase): phase for phase in Phase}
 """A state's name, as the machine sets it -> the `Phase`."""
 
+_RUN_FIELDS: Final = frozenset({"guard", "phase", "state"})
+"""`RunModel`'s own fields: the attributes it keeps."""
+
 
 class InvalidTransition(RuntimeError):
     """No edge of the table accepts the trigger in the run's state, or a saved run's phase is
@@ -60,13 +63,17 @@ class RunModel:
 
     The machine reads and sets the run's state in `phase` (a plain attribute: transitions reads
     it twice and sets it once a transition); `LoopMachine.fire` copies it into the run's
-    `LoopState`. Its own fields are slots; its `__dict__` holds only what `add_model` gives a
-    model, transitions' convenience methods (`trigger`, `may_<trigger>`, `is_phase_<state>`:
-    about 5 KiB), which the runtime does not use (it fires through `LoopMachine.fire`) and
-    `LoopMachine.end` drops.
+    `LoopState`. Its fields are slots, and it keeps nothing else: `add_model` sets a model's
+    convenience methods on it (`trigger`, `may_<trigger>`, `is_phase_<state>`: about 5 KiB a
+    run in flight, each a partial holding the run), which the runtime never calls (it fires
+    through `LoopMachine.fire`), so `__setattr__` lets them go as they are given.
     """
 
-    __slots__ = ("__dict__", "guard", "phase", "state")
+    __slots__ = ("guard", "phase", "state")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _RUN_FIELDS:  # its own fields; anything else is one of add_model's methods
+            object.__setattr__(self, name, value)
 
     def __init__(self, state: RunState) -> None:
         self.state = state
@@ -202,10 +209,5 @@ class LoopMachine:
         return run.guard
 
     def end(self, run: RunModel) -> None:
-        """Remove a run from the machine (it ended: stopped, failed or cancelled).
-
-        The convenience methods `add_model` gave it each hold the run: they are dropped with it,
-        so an ended run is freed at once, not left for the cycle collector.
-        """
+        """Remove a run from the machine (it ended: stopped, failed or cancelled)."""
         self._machine.remove_model(run)
-        run.__dict__.clear()
