@@ -288,8 +288,11 @@ def boundloop_streamed(client: Any = None, received: list[float] | None = None) 
     async def run() -> None:
         async with loop.stream("go") as stream:
             async for event in stream:
-                if isinstance(event, TextDelta | ThinkingDelta | ToolInputDelta) and received is not None:
-                    received.append(time.perf_counter())
+                if received is None or not isinstance(event, TextDelta | ThinkingDelta | ToolInputDelta):
+                    continue
+                if isinstance(event, ToolInputDelta) and not event.partial_json:
+                    continue  # a tool call's announcement at its block's start: not a delta handed over
+                received.append(time.perf_counter())
         assert stream.result is not None
         finished(stream.result.state)
 
