@@ -79,7 +79,9 @@ async def test_four_processes_never_spend_past_a_shared_sqlite_pool(tmp_path: Pa
     stops = sorted({run["stop_reason"] for run in runs})
     assert stops == ["completed", "cost_budget"]
     completed = [run for run in runs if run["stop_reason"] == "completed"]
-    assert 10 <= len(completed) <= 20
+    # At most the 20 runs the pool covers complete; how many do depends on the interleaving (a run
+    # stopped at the ceiling after its first call spent part of the pool), not on the guarantee.
+    assert 1 <= len(completed) <= 20
     for run in runs:
         if run["stop_reason"] == "cost_budget":
             assert run["detail"].startswith("the budget pool 'shared': max_cost_usd=")
