@@ -1,66 +1,130 @@
-"""The platforms' HTTP APIs for Claude, faked on the SDK's own HTTP client, for the SDK's platform clients.
+"""The platforms' HTTP APIs for Claude, served on loopback to the anthropic SDK's platform clients.
 
-`PlatformAPI(platform, script)` answers the paths each platform serves, the way it answers them,
-to the real client of that platform (`client()`), built with fake credentials: the SDK signs
-and frames every request as in production before the transport sees it, and the fake checks it.
+`PlatformServer` is a real HTTP server (uvicorn and starlette, in a thread of its own, on a free
+port of 127.0.0.1). It answers as the platform of the `PlatformAPI` it currently serves, on that
+platform's paths, the way the platform answers. `PlatformAPI.client(server.url)` is the real SDK
+client of the platform with fake credentials and its base URL on the server: the SDK builds,
+signs and frames every request as in production, then sends it over a socket; the server checks
+what the platform checks (structurally) before it answers.
 
-- Amazon Bedrock (`AsyncAnthropicBedrock`): `POST /model/{model}/invoke` and
-  `/invoke-with-response-stream`, signed with AWS SigV4 (the signature is computed again here
-  with botocore from the fake secret and compared); a stream is AWS event-stream binary frames
-  (`event_frame`: prelude, headers, payload, CRC32s), each a `chunk` whose payload holds the
-  Messages event as base64 `bytes`; a throttled request is a 429 `ThrottlingException`.
-- Google Vertex AI (`AsyncAnthropicVertex`): `POST /v1/projects/{project}/locations/{region}/
-  publishers/anthropic/models/{model}:rawPredict` (`:streamRawPredict`: server-sent events), a
-  bearer access token, `anthropic_version` in the body; throttled: 429
-  `RESOURCE_EXHAUSTED`.
-- Microsoft Foundry (`AsyncAnthropicFoundry`): `POST /anthropic/v1/messages` on
-  `{resource}.services.ai.azure.com` with the `api-key` header; throttled: Azure's 429.
+- Amazon Bedrock (`AsyncAnthropicBedrock`): `/model/{id}/invoke` and
+  `/invoke-with-response-stream` (AWS event-stream binary frames); SigV4 for `bedrock`.
+- Bedrock's Messages API (`AsyncAnthropicBedrockMantle`): `/anthropic/v1/messages` and
+  `/count_tokens`; SigV4 for `bedrock-mantle`.
+- Google Vertex AI (`AsyncAnthropicVertex`): `/v1/projects/{p}/locations/{r}/publishers/anthropic/
+  models/{id}:rawPredict` (`:streamRawPredict`, `count-tokens:rawPredict`); the access token.
+- Microsoft Foundry (`AsyncAnthropicFoundry`): `/anthropic/v1/messages`; the resource's key
+  (`x-api-key`, `api-key`).
+- Claude Platform on AWS (`AsyncAnthropicAWS`): `/v1/messages` and `/count_tokens`; SigV4 for
+  `aws-external-anthropic` and the `anthropic-workspace-id` header.
+- Claude Platform on Google Cloud (`AsyncAnthropicGoogleCloud`): `/v1/projects/{p}/locations/{l}/
+  workspaces/{w}/invoke/v1/messages` and `/count_tokens`; the access token.
+
+Every SigV4 signature is computed again with botocore from the fake secret and compared.
+Bedrock and Vertex take `anthropic_version` in the body and the model in the path; the others
+take the Claude API's body (`model` in it) and its `anthropic-version` header.
 
 Each script item is a response body (a `tests.helpers.text`/`tool_use` dict, served as the
-platform sends a Message, its id in the platform's form) or `THROTTLED`. `requests` holds the
-JSON body of every request as the platform received it.
+platform sends a Message, its id in the platform's form) or `THROTTLED`: the platform's own
+"too many requests" (status, headers and error body as the platform sends them), which the SDK
+retries. `requests` holds the JSON body of every Messages request as the server received it; a
+request the platform would refuse is answered 400 (not retried) and its reason kept in `refused`.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import socket
+import threading
 import zlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, Final, Literal
 
 import anthropic
 import httpx2
+import uvicorn
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
 
 from boundloop._base.scripted_stream import raw_events
 from boundloop.testing import parse_message
 from tests.sdk_scripted import sse
 
 JSON = dict[str, Any]
-Tested = Literal["bedrock", "vertex", "foundry"]
+Tested = Literal["bedrock", "bedrock_mantle", "vertex", "foundry", "aws", "google_cloud"]
+TESTED: Final[tuple[Tested, ...]] = ("bedrock", "bedrock_mantle", "vertex", "foundry", "aws", "google_cloud")
+"""Every platform client the installed SDK ships besides `AsyncAnthropic`."""
 
 THROTTLED: Final = "throttled"
 """A script item: the platform's 429 for too many requests (the SDK retries it)."""
+UNAVAILABLE: Final = "unavailable"
+"""A script item: the platform's 503 (Bedrock's ServiceUnavailableException; the SDK retries it)."""
 
 AWS_KEY: Final = "AKIAFAKEFAKEFAKE0000"
 AWS_SECRET: Final = "fake/secret/key/for/tests/only/000000000"
 AWS_REGION: Final = "us-east-1"
+AWS_WORKSPACE: Final = "wrkspc_fake0000000000000000"
 VERTEX_PROJECT: Final = "fake-project"
 VERTEX_REGION: Final = "us-east5"
-VERTEX_TOKEN: Final = "ya29.fake-access-token"
-FOUNDRY_RESOURCE: Final = "fake-resource"
+GOOGLE_TOKEN: Final = "ya29.fake-access-token"
+GOOGLE_LOCATION: Final = "global"
+GOOGLE_WORKSPACE: Final = "wrkspc_fakegoogle000000000"
 FOUNDRY_KEY: Final = "fake-foundry-key"
 
 MODELS: Final[dict[Tested, str]] = {
     "bedrock": "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+    "bedrock_mantle": "anthropic.claude-sonnet-4-5-20250929-v1:0",
     "vertex": "claude-sonnet-4-5@20250929",
     "foundry": "claude-sonnet-4-5",
+    "aws": "claude-sonnet-4-5",
+    "google_cloud": "claude-sonnet-4-5",
 }
 """A model id in each platform's form."""
-_IDS: Final[dict[Tested, str]] = {"bedrock": "msg_bdrk_", "vertex": "msg_vrtx_", "foundry": "msg_"}
+_IDS: Final[dict[Tested, str]] = {
+    "bedrock": "msg_bdrk_",
+    "bedrock_mantle": "msg_bdrk_",
+    "vertex": "msg_vrtx_",
+    "foundry": "msg_",
+    "aws": "msg_",
+    "google_cloud": "msg_",
+}
+_SIGV4_SERVICES: Final[dict[Tested, str]] = {
+    "bedrock": "bedrock",
+    "bedrock_mantle": "bedrock-mantle",
+    "aws": "aws-external-anthropic",
+}
+"""The platforms whose requests are SigV4-signed, and the service each signature is scoped to."""
+_VERTEX_MODELS: Final = (
+    f"/v1/projects/{VERTEX_PROJECT}/locations/{VERTEX_REGION}/publishers/anthropic/models/"
+)
+_GOOGLE_INVOKE: Final = (
+    f"/v1/projects/{VERTEX_PROJECT}/locations/{GOOGLE_LOCATION}/workspaces/{GOOGLE_WORKSPACE}/invoke"
+)
+_MESSAGES_PATHS: Final[dict[Tested, str]] = {
+    "bedrock_mantle": "/anthropic/v1/messages",
+    "foundry": "/anthropic/v1/messages",
+    "aws": "/v1/messages",
+    "google_cloud": f"{_GOOGLE_INVOKE}/v1/messages",
+}
+"""Where the platforms that take the Claude API's body serve Messages (relative to the host)."""
+_COUNT_TOKENS_PATHS: Final[dict[Tested, str]] = {
+    "bedrock_mantle": "/anthropic/v1/messages/count_tokens",
+    "vertex": f"{_VERTEX_MODELS}count-tokens:rawPredict",
+    "aws": "/v1/messages/count_tokens",
+    "google_cloud": f"{_GOOGLE_INVOKE}/v1/messages/count_tokens",
+}
+"""Where each platform that counts tokens serves the count (Bedrock's InvokeModel client has none)."""
+_BLOCK_BREAKPOINTS_ONLY: Final[frozenset[Tested]] = frozenset({"bedrock", "bedrock_mantle", "vertex"})
+"""The platforms that answer a top-level `cache_control` (automatic caching) with a 400, and the
+MCP connector's `mcp_servers` too: written here apart from `boundloop.platforms.FEATURES`, so a
+wrong row there fails a run here."""
 
 
 def event_frame(headers: dict[str, str], payload: bytes) -> bytes:
@@ -86,17 +150,17 @@ def bedrock_chunk(event: JSON) -> bytes:
     return event_frame(headers, payload)
 
 
-class _Chunks(httpx2.AsyncByteStream):
-    def __init__(self, chunks: list[bytes]) -> None:
-        self._chunks = chunks
+class Refused(Exception):
+    """The request is one the platform would refuse: the server answers 400."""
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self._chunks:
-            yield chunk
+
+def _require(condition: bool, reason: str) -> None:
+    if not condition:
+        raise Refused(reason)
 
 
 class PlatformAPI:
-    """One platform's API, faked on the transport of the platform's real SDK client."""
+    """One platform's API as the server answers it: a script of responses, the requests seen."""
 
     def __init__(self, platform: Tested, script: Iterable[JSON | str], *, max_retries: int = 2) -> None:
         self.platform: Tested = platform
@@ -104,136 +168,291 @@ class PlatformAPI:
         self.script = list(script)
         self.max_retries = max_retries
         self.requests: list[JSON] = []
+        self.counted: list[JSON] = []
+        """The bodies of the token-count requests."""
+        self.refused: list[str] = []
         self.throttled = 0
         self.served = 0
 
-    def client(self) -> Any:
-        """The platform's SDK client with fake credentials, talking to this fake only."""
-        http = httpx2.AsyncClient(transport=httpx2.MockTransport(self.handler))
+    def client(self, url: str) -> Any:
+        """The platform's SDK client with fake credentials, its base URL on the server at `url`."""
+        retries = self.max_retries
         if self.platform == "bedrock":
             return anthropic.AsyncAnthropicBedrock(
                 aws_access_key=AWS_KEY,
                 aws_secret_key=AWS_SECRET,
                 aws_region=AWS_REGION,
-                max_retries=self.max_retries,
-                http_client=http,
+                base_url=url,
+                max_retries=retries,
+            )
+        if self.platform == "bedrock_mantle":
+            return anthropic.AsyncAnthropicBedrockMantle(
+                aws_access_key=AWS_KEY,
+                aws_secret_key=AWS_SECRET,
+                aws_region=AWS_REGION,
+                base_url=f"{url}/anthropic",
+                max_retries=retries,
             )
         if self.platform == "vertex":
             return anthropic.AsyncAnthropicVertex(
                 region=VERTEX_REGION,
                 project_id=VERTEX_PROJECT,
-                access_token=VERTEX_TOKEN,
-                max_retries=self.max_retries,
-                http_client=http,
+                access_token=GOOGLE_TOKEN,
+                base_url=f"{url}/v1",
+                max_retries=retries,
+            )
+        if self.platform == "aws":
+            return anthropic.AsyncAnthropicAWS(
+                aws_access_key=AWS_KEY,
+                aws_secret_key=AWS_SECRET,
+                aws_region=AWS_REGION,
+                workspace_id=AWS_WORKSPACE,
+                base_url=url,
+                max_retries=retries,
+            )
+        if self.platform == "google_cloud":
+            return anthropic.AsyncAnthropicGoogleCloud(
+                project=VERTEX_PROJECT,
+                location=GOOGLE_LOCATION,
+                workspace_id=GOOGLE_WORKSPACE,
+                token_provider=lambda: GOOGLE_TOKEN,
+                base_url=f"{url}{_GOOGLE_INVOKE}",
+                max_retries=retries,
             )
         return anthropic.AsyncAnthropicFoundry(
-            resource=FOUNDRY_RESOURCE, api_key=FOUNDRY_KEY, max_retries=self.max_retries, http_client=http
+            api_key=FOUNDRY_KEY, base_url=f"{url}/anthropic/", max_retries=retries
         )
 
-    async def handler(self, request: httpx2.Request) -> httpx2.Response:
-        body: JSON = json.loads(request.content)
-        stream = self._check(request, body)
+    async def answer(self, request: Request) -> Response:
+        """The platform's answer to `request`: a Message, a stream, a token count or an error."""
+        content = await request.body()
+        try:
+            body: JSON = json.loads(content)
+            self._check_auth(request, content)
+            if request.url.path == _COUNT_TOKENS_PATHS.get(self.platform):
+                self._check_body(body, model_in_body=True)
+                self.counted.append(body)
+                return JSONResponse({"input_tokens": 1000 + 100 * len(body["messages"])})
+            stream = self._check_messages(request, body)
+        except (Refused, ValueError, KeyError) as exc:
+            self.refused.append(f"{type(exc).__name__}: {exc}")
+            return JSONResponse(
+                {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}},
+                status_code=400,
+                headers={"x-should-retry": "false"},
+            )
         self.requests.append(body)
         if not self.script:
-            return httpx2.Response(500, json={"message": "the test's script ran out"})
+            return JSONResponse({"message": "the test's script ran out"}, status_code=500)
         item = self.script.pop(0)
-        if item == THROTTLED:
+        if item in (THROTTLED, UNAVAILABLE):
             self.throttled += 1
-            return self._throttled()
+            return self._busy(unavailable=item == UNAVAILABLE)
         assert isinstance(item, dict)
         self.served += 1
         message = {"id": f"{_IDS[self.platform]}{self.served:024d}", "model": self.model, **item}
         if stream:
             return self._stream(message)
-        return httpx2.Response(200, json=parse_message(message, model=self.model).model_dump(mode="json"))
-
-    def _check(self, request: httpx2.Request, body: JSON) -> bool:
-        """The request is on the platform's path, framed and signed as the platform takes it;
-        whether it asks for a stream."""
-        assert request.method == "POST"
-        url = request.url
+        parsed = parse_message(message, model=self.model).model_dump(mode="json")
         if self.platform == "bedrock":
-            assert url.host == f"bedrock-runtime.{AWS_REGION}.amazonaws.com"
-            model = self.model.replace(":", "%3A")
-            assert url.raw_path.decode() in {
-                f"/model/{model}/invoke",
-                f"/model/{model}/invoke-with-response-stream",
-                f"/model/{self.model}/invoke",
-                f"/model/{self.model}/invoke-with-response-stream",
-            }, url.raw_path
-            assert isinstance(body["anthropic_version"], str)  # in the body, as Bedrock takes it
-            assert "model" not in body
-            assert "stream" not in body
-            _check_sigv4(request)
-            return url.path.endswith("-with-response-stream")
+            return JSONResponse(parsed, headers=self._bedrock_headers(message))
+        return JSONResponse(parsed, headers={"request-id": f"req_{self.served:024d}"})
+
+    def _check_auth(self, request: Request, content: bytes) -> None:
+        """The credentials the platform takes, where it takes them."""
+        headers = request.headers
+        service = _SIGV4_SERVICES.get(self.platform)
+        if service is not None:
+            _check_sigv4(request, content, service)
+        elif self.platform in ("vertex", "google_cloud"):
+            _require(headers.get("authorization") == f"Bearer {GOOGLE_TOKEN}", "no Google access token")
+        else:
+            _require(headers.get("x-api-key") == FOUNDRY_KEY, "no Foundry key in x-api-key")
+            _require(headers.get("api-key") == FOUNDRY_KEY, "no Foundry key in api-key")
+        if self.platform == "aws":
+            _require(headers.get("anthropic-workspace-id") == AWS_WORKSPACE, "no anthropic-workspace-id")
+
+    def _check_body(self, body: JSON, *, model_in_body: bool) -> None:
+        """Bedrock and Vertex take the version in the body (and a Message's model in the path);
+        the others take the Claude API's body."""
+        if self.platform in ("bedrock", "vertex"):
+            _require(
+                isinstance(body.get("anthropic_version"), str), "anthropic_version missing from the body"
+            )
+        if model_in_body:
+            _require(body.get("model") == self.model, f"the body's model is {body.get('model')!r}")
+        else:
+            _require("model" not in body, "the model in the body: the path names it")
+        _require(isinstance(body.get("messages"), list), "no messages")
+        if self.platform in _BLOCK_BREAKPOINTS_ONLY:
+            _require("cache_control" not in body, "a top-level cache_control: no automatic caching here")
+            _require("mcp_servers" not in body, "mcp_servers: no MCP connector here")
+
+    def _check_messages(self, request: Request, body: JSON) -> bool:
+        """A Messages request on the platform's path, in its form; whether it asks for a stream."""
+        _require(request.method == "POST", "not a POST")
+        path = request.url.path
+        raw_path = request.scope["raw_path"].decode()
+        if self.platform == "bedrock":
+            _require(
+                raw_path
+                in {f"/model/{self.model}/invoke", f"/model/{self.model}/invoke-with-response-stream"},
+                f"not a Bedrock InvokeModel path: {raw_path}",
+            )
+            _require("stream" not in body, "stream in a Bedrock body: the path says it")
+            self._check_body(body, model_in_body=False)
+            return path.endswith("-with-response-stream")
         if self.platform == "vertex":
-            assert url.host == f"{VERTEX_REGION}-aiplatform.googleapis.com"
-            prefix = f"/v1/projects/{VERTEX_PROJECT}/locations/{VERTEX_REGION}/publishers/anthropic/models/"
-            assert url.path in {f"{prefix}{self.model}:rawPredict", f"{prefix}{self.model}:streamRawPredict"}
-            assert request.headers["authorization"] == f"Bearer {VERTEX_TOKEN}"
-            assert isinstance(body["anthropic_version"], str)  # in the body, as Vertex takes it
-            assert "model" not in body
-            return url.path.endswith(":streamRawPredict")
-        assert url.host == f"{FOUNDRY_RESOURCE}.services.ai.azure.com"
-        assert url.path == "/anthropic/v1/messages"
-        assert request.headers["api-key"] == FOUNDRY_KEY
-        assert body["model"] == self.model
+            _require(
+                path
+                in {
+                    f"{_VERTEX_MODELS}{self.model}:rawPredict",
+                    f"{_VERTEX_MODELS}{self.model}:streamRawPredict",
+                },
+                f"not a Vertex AI rawPredict path: {path}",
+            )
+            self._check_body(body, model_in_body=False)
+            stream = path.endswith(":streamRawPredict")
+            _require(bool(body.get("stream")) == stream, "stream in the body and the path disagree")
+            return stream
+        _require(path == _MESSAGES_PATHS[self.platform], f"not the platform's Messages path: {path}")
+        _require(bool(request.headers.get("anthropic-version")), "no anthropic-version header")
+        self._check_body(body, model_in_body=True)
         return bool(body.get("stream"))
 
-    def _throttled(self) -> httpx2.Response:
-        if self.platform == "bedrock":
-            return httpx2.Response(
-                429,
+    def _busy(self, *, unavailable: bool) -> Response:
+        """The platform's own "too many requests" (or Bedrock's "unavailable")."""
+        if self.platform in ("bedrock", "bedrock_mantle"):
+            kind, status, text = (
+                ("ServiceUnavailableException", 503, "Bedrock is unable to process your request.")
+                if unavailable
+                else ("ThrottlingException", 429, "Too many requests, please wait before trying again.")
+            )
+            return JSONResponse(
+                {"message": text},
+                status_code=status,
                 headers={
-                    "x-amzn-errortype": "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/",
+                    "x-amzn-errortype": f"{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/",
                     "x-amzn-requestid": "0f4b7c2e-fake-4d6a-9a53-throttled000",
                 },
-                json={"message": "Too many requests, please wait before trying again."},
             )
         if self.platform == "vertex":
-            return httpx2.Response(
-                429,
-                json={
+            return JSONResponse(
+                {
                     "error": {
                         "code": 429,
                         "message": "Resource exhausted. Please try again later.",
                         "status": "RESOURCE_EXHAUSTED",
                     }
                 },
+                status_code=429,
             )
-        return httpx2.Response(
-            429,
-            headers={"retry-after": "1", "apim-request-id": "fake-apim-request"},
-            json={"error": {"code": "429", "message": "Rate limit is exceeded. Try again in 1 seconds."}},
+        if self.platform == "foundry":
+            return JSONResponse(
+                {"error": {"code": "429", "message": "Rate limit is exceeded. Try again in 1 seconds."}},
+                status_code=429,
+                headers={"retry-after": "1", "apim-request-id": "fake-apim-request"},
+            )
+        # Claude Platform on AWS and on Google Cloud: the Claude API's own rate-limit error.
+        return JSONResponse(
+            {
+                "type": "error",
+                "error": {
+                    "type": "rate_limit_error",
+                    "message": "Number of request tokens has exceeded your rate limit.",
+                },
+                "request_id": "req_fake_throttled",
+            },
+            status_code=429,
+            headers={"request-id": "req_fake_throttled"},
         )
 
-    def _stream(self, message: JSON) -> httpx2.Response:
+    @staticmethod
+    def _bedrock_headers(message: JSON) -> dict[str, str]:
+        usage = message.get("usage", {})
+        return {
+            "x-amzn-requestid": "0f4b7c2e-fake-4d6a-9a53-invoke0000000",
+            "x-amzn-bedrock-input-token-count": str(usage.get("input_tokens", 0)),
+            "x-amzn-bedrock-output-token-count": str(usage.get("output_tokens", 0)),
+            "x-amzn-bedrock-invocation-latency": "412",
+        }
+
+    def _stream(self, message: JSON) -> Response:
         events = list(raw_events(parse_message(message, model=self.model)))
-        if self.platform == "bedrock":
-            last = events[-1]
-            assert last["type"] == "message_stop"
-            usage = message.get("usage", {})
-            events[-1] = {
-                **last,
-                "amazon-bedrock-invocationMetrics": {
-                    "inputTokenCount": usage.get("input_tokens", 0),
-                    "outputTokenCount": usage.get("output_tokens", 0),
-                    "invocationLatency": 412,
-                    "firstByteLatency": 208,
-                },
-            }
-            return httpx2.Response(
-                200,
-                headers={
-                    "content-type": "application/vnd.amazon.eventstream",
-                    "x-amzn-requestid": "0f4b7c2e-fake-4d6a-9a53-stream000000",
-                    "x-amzn-bedrock-content-type": "application/json",
-                },
-                stream=_Chunks([bedrock_chunk(event) for event in events]),
-            )
-        return httpx2.Response(
-            200, headers={"content-type": "text/event-stream"}, stream=_Chunks([sse(e) for e in events])
+        if self.platform != "bedrock":
+            return StreamingResponse(_chunks([sse(e) for e in events]), media_type="text/event-stream")
+        last = events[-1]
+        assert last["type"] == "message_stop"
+        usage = message.get("usage", {})
+        events[-1] = {
+            **last,
+            "amazon-bedrock-invocationMetrics": {
+                "inputTokenCount": usage.get("input_tokens", 0),
+                "outputTokenCount": usage.get("output_tokens", 0),
+                "invocationLatency": 412,
+                "firstByteLatency": 208,
+            },
+        }
+        return StreamingResponse(
+            _chunks([bedrock_chunk(event) for event in events]),
+            media_type="application/vnd.amazon.eventstream",
+            headers={
+                "x-amzn-requestid": "0f4b7c2e-fake-4d6a-9a53-stream000000",
+                "x-amzn-bedrock-content-type": "application/json",
+            },
         )
+
+
+async def _chunks(chunks: list[bytes]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
+
+
+class PlatformServer:
+    """A loopback HTTP server answering as the platform of the `PlatformAPI` it serves."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.api: PlatformAPI | None = None
+        self.clients: list[Any] = []
+
+    def serve(self, api: PlatformAPI) -> Any:
+        """Answer as `api`'s platform from now on; the platform's client, pointed here."""
+        self.api = api
+        client = api.client(self.url)
+        self.clients.append(client)
+        return client
+
+    async def close_clients(self) -> None:
+        """Close the connections of the clients `serve` made (on the event loop that opened them)."""
+        while self.clients:
+            await self.clients.pop().close()
+
+    async def _endpoint(self, request: Request) -> Response:
+        if self.api is None:
+            return JSONResponse({"message": "no platform served"}, status_code=500)
+        return await self.api.answer(request)
+
+
+@contextmanager
+def platform_server() -> Iterator[PlatformServer]:
+    """A `PlatformServer` under uvicorn in a thread of its own (so tests on any anyio backend reach
+    it), on a free port of 127.0.0.1. The socket listens before the server starts, so a request
+    made at once waits in its backlog."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    server = PlatformServer(f"http://127.0.0.1:{sock.getsockname()[1]}")
+    app = Starlette(routes=[Route("/{path:path}", server._endpoint, methods=["POST"])])
+    uvicorn_server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=uvicorn_server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        uvicorn_server.should_exit = True
+        thread.join(10)
+        sock.close()
 
 
 def warm_bedrock_streams() -> None:
@@ -263,22 +482,22 @@ def warm_bedrock_streams() -> None:
 warm_bedrock_streams()
 
 
-def _check_sigv4(request: httpx2.Request) -> None:
+def _check_sigv4(request: Request, content: bytes, service: str) -> None:
     """The request's SigV4 signature is the one AWS computes from the fake secret: the signed
-    headers, the payload hash and the `bedrock` scope in `us-east-1`."""
-    authorization = request.headers["authorization"]
-    assert authorization.startswith(f"AWS4-HMAC-SHA256 Credential={AWS_KEY}/"), authorization
-    assert f"/{AWS_REGION}/bedrock/aws4_request" in authorization
+    headers (the host among them), the payload, and the scope (`us-east-1`, `service`)."""
+    authorization = request.headers.get("authorization", "")
+    _require(authorization.startswith(f"AWS4-HMAC-SHA256 Credential={AWS_KEY}/"), "no SigV4 Authorization")
+    _require(f"/{AWS_REGION}/{service}/aws4_request" in authorization, f"not signed for {service}")
     signed = authorization.split("SignedHeaders=")[1].split(",")[0].split(";")
-    assert "host" in signed
-    assert "x-amz-date" in signed
+    _require("host" in signed and "x-amz-date" in signed, "host or x-amz-date not signed")
+    query = request.scope["query_string"].decode()
+    url = f"http://{request.headers['host']}{request.scope['raw_path'].decode()}" + (
+        f"?{query}" if query else ""
+    )
     aws = AWSRequest(
-        method=request.method,
-        url=str(request.url),
-        data=request.content,
-        headers={name: request.headers[name] for name in signed},
+        method=request.method, url=url, data=content, headers={name: request.headers[name] for name in signed}
     )
     aws.context["timestamp"] = request.headers["x-amz-date"]
-    auth = SigV4Auth(Credentials(AWS_KEY, AWS_SECRET), "bedrock", AWS_REGION)
+    auth = SigV4Auth(Credentials(AWS_KEY, AWS_SECRET), service, AWS_REGION)
     signature = auth.signature(auth.string_to_sign(aws, auth.canonical_request(aws)), aws)
-    assert authorization.endswith(f"Signature={signature}"), "the SigV4 signature does not verify"
+    _require(authorization.endswith(f"Signature={signature}"), "the SigV4 signature does not verify")

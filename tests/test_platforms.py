@@ -1,12 +1,15 @@
 """A loop on each platform client the SDK ships: known from its client, valid there, priced, run.
 
-The runs go through the real `AsyncAnthropicBedrock`, `AsyncAnthropicVertex` and
-`AsyncAnthropicFoundry` with fake credentials, over `tests/platform_api.py`'s fake of each
-platform's API (SigV4 checked, Bedrock's event-stream frames, Vertex's rawPredict paths).
+The runs go through the real `AsyncAnthropicBedrock`, `AsyncAnthropicBedrockMantle`,
+`AsyncAnthropicVertex`, `AsyncAnthropicFoundry`, `AsyncAnthropicAWS` and
+`AsyncAnthropicGoogleCloud` with fake credentials, over HTTP to `tests/platform_api.py`'s
+loopback server answering each platform's paths (SigV4 verified, Bedrock's event-stream frames,
+Vertex's rawPredict paths, the access tokens and keys).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anthropic
@@ -35,24 +38,43 @@ from boundloop.platforms import FEATURES, platform_of
 from boundloop.prices import resolve_price
 from tests.helpers import assert_valid_transcript, text, tool_use
 from tests.platform_api import (
-    AWS_KEY,
-    AWS_REGION,
-    AWS_SECRET,
     MODELS,
+    TESTED,
     THROTTLED,
+    UNAVAILABLE,
     VERTEX_REGION,
     PlatformAPI,
+    PlatformServer,
     Tested,
+    platform_server,
 )
 
-PLATFORMS: list[Tested] = ["bedrock", "vertex", "foundry"]
+PLATFORMS: list[Tested] = list(TESTED)
 PROVIDER_NAMES: dict[Tested, str] = {
     "bedrock": "aws.bedrock",
+    "bedrock_mantle": "aws.bedrock",
     "vertex": "gcp.vertex_ai",
     "foundry": "anthropic",
+    "aws": "anthropic",
+    "google_cloud": "anthropic",
 }
-"""`gen_ai.provider.name` as the OpenTelemetry GenAI conventions spell it (Foundry's Claude is
-served by Anthropic)."""
+"""`gen_ai.provider.name` as the OpenTelemetry GenAI conventions spell it (Anthropic serves the
+Claude of Foundry and of Claude Platform on AWS and on Google Cloud)."""
+COUNTING: list[Tested] = [platform for platform in PLATFORMS if FEATURES[platform].count_tokens]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[PlatformServer]:
+    """One loopback server for the module; each test serves its own `PlatformAPI` on it."""
+    with platform_server() as running:
+        yield running
+
+
+@pytest.fixture
+async def live(server: PlatformServer) -> AsyncIterator[PlatformServer]:
+    """The module's server for a test that sends requests: its clients closed afterwards."""
+    yield server
+    await server.close_clients()
 
 
 @tool
@@ -71,7 +93,7 @@ def script() -> list[dict[str, Any]]:
 
 
 def platform_price(api: PlatformAPI) -> Price:
-    """The price a run on `api`'s client pays: Vertex's fake calls a regional endpoint."""
+    """The price a run on `api`'s client pays: Vertex's calls a regional endpoint."""
     price = resolve_price(
         api.model, platform=api.platform, region=VERTEX_REGION if api.platform == "vertex" else None
     )
@@ -79,84 +101,98 @@ def platform_price(api: PlatformAPI) -> Price:
     return price
 
 
-def loop_on(api: PlatformAPI, **options: Any) -> AgentLoop:
+def loop_on(server: PlatformServer, api: PlatformAPI, **options: Any) -> AgentLoop:
     settings: dict[str, Any] = {
         "budget": Budget(max_steps=5),
         "metrics": None,
         "system": "Answer about orders.",
     }
-    return AgentLoop(api.client(), model=api.model, tools=[order_status], **(settings | options))
+    return AgentLoop(server.serve(api), model=api.model, tools=[order_status], **(settings | options))
+
+
+def completed(result: Any, api: PlatformAPI) -> None:
+    """The run completed, and the platform refused none of its requests."""
+    assert api.refused == []
+    assert result.stop_reason is StopReason.COMPLETED, result.state.errors
 
 
 # -- the platform, known from the client ----------------------------------------------------
 
 
-def test_each_sdk_platform_client_names_its_platform() -> None:
+def test_each_sdk_platform_client_names_its_platform(server: PlatformServer) -> None:
     """Every platform client the installed SDK ships (sync or async) is known by its class."""
     shipped = {name for name in dir(anthropic) if name.startswith("AsyncAnthropic")}
     assert {features.client for features in FEATURES.values()} == shipped
+    assert {FEATURES[platform].client for platform in PLATFORMS} == shipped - {"AsyncAnthropic"}
     assert platform_of(anthropic.AsyncAnthropic(api_key="sk-ant-fake")) == "anthropic"
-    assert platform_of(anthropic.AsyncAnthropicFoundry(api_key="k", resource="r")) == "foundry"
+    for platform in PLATFORMS:
+        client = PlatformAPI(platform, []).client(server.url)
+        assert type(client).__name__ == FEATURES[platform].client
+        assert platform_of(client) == platform
     assert platform_of(anthropic.AnthropicFoundry(api_key="k", resource="r")) == "foundry"
-    bedrock = anthropic.AsyncAnthropicBedrock(
-        aws_access_key=AWS_KEY, aws_secret_key=AWS_SECRET, aws_region=AWS_REGION
-    )
-    assert platform_of(bedrock) == "bedrock"
-    mantle = anthropic.AsyncAnthropicBedrockMantle(
-        aws_access_key=AWS_KEY, aws_secret_key=AWS_SECRET, aws_region=AWS_REGION
-    )
-    assert platform_of(mantle) == "bedrock_mantle"
-    vertex = anthropic.AsyncAnthropicVertex(region="us-east5", project_id="p", access_token="t")
-    assert platform_of(vertex) == "vertex"
-    aws = anthropic.AsyncAnthropicAWS(api_key="k", aws_region=AWS_REGION, workspace_id="wrkspc_fake")
-    assert platform_of(aws) == "aws"
-    google = anthropic.AsyncAnthropicGoogleCloud(
-        project="p", workspace_id="wrkspc_fake", token_provider=lambda: "t"
-    )
-    assert platform_of(google) == "google_cloud"
     assert platform_of(ScriptedClient([], platform="vertex")) == "vertex"
 
 
 # -- valid for the platform ---------------------------------------------------------------------
 
 
-def test_count_tokens_on_bedrock_is_refused_at_construction_naming_platform_and_feature() -> None:
+def test_count_tokens_on_bedrock_is_refused_at_construction_naming_platform_and_feature(
+    server: PlatformServer,
+) -> None:
     """The SDK refuses token counting on Bedrock before sending: the loop refuses it when built."""
     with pytest.raises(
         ConfigurationError, match=r"Amazon Bedrock \(InvokeModel\) \(bedrock\) has no token counting"
     ):
-        loop_on(PlatformAPI("bedrock", []), budget=Budget(max_steps=2, count_tokens=True))
-    loop_on(PlatformAPI("vertex", []), budget=Budget(max_steps=2, count_tokens=True))  # Vertex counts
+        loop_on(server, PlatformAPI("bedrock", []), budget=Budget(max_steps=2, count_tokens=True))
+    with pytest.raises(ConfigurationError, match=r"Microsoft Foundry \(foundry\) has no token counting"):
+        loop_on(server, PlatformAPI("foundry", []), budget=Budget(max_steps=2, count_tokens=True))
 
 
-@pytest.mark.parametrize("platform", ["bedrock", "vertex"])
-def test_a_top_level_cache_control_where_there_is_no_automatic_caching_is_refused(platform: Tested) -> None:
+@pytest.mark.parametrize("platform", COUNTING)
+async def test_count_tokens_runs_where_the_platform_counts(live: PlatformServer, platform: Tested) -> None:
+    """`Budget(count_tokens=True)` on a platform that counts: each request counted first, on the
+    platform's own count path (Vertex's `count-tokens:rawPredict`, the Messages API's elsewhere)."""
+    api = PlatformAPI(platform, script())
+    budget = Budget(max_steps=5, max_cost_usd=1, count_tokens=True)
+    result = await loop_on(live, api, budget=budget).run("Where are O-1 and O-2?")
+    completed(result, api)
+    assert result.state.errors == []
+    assert [len(body["messages"]) for body in api.counted] == [1, 3, 5]
+
+
+@pytest.mark.parametrize("platform", ["bedrock", "bedrock_mantle", "vertex"])
+def test_a_top_level_cache_control_where_there_is_no_automatic_caching_is_refused(
+    server: PlatformServer, platform: Tested
+) -> None:
     """`ModelSettings(cache_control=...)` is automatic caching: refused where the platform lacks it."""
     with pytest.raises(ConfigurationError, match=rf"\({platform}\) has no automatic prompt caching"):
-        loop_on(PlatformAPI(platform, []), settings=ModelSettings(cache_control={"type": "ephemeral"}))
-    loop_on(PlatformAPI("foundry", []), settings=ModelSettings(cache_control={"type": "ephemeral"}))
+        loop_on(
+            server, PlatformAPI(platform, []), settings=ModelSettings(cache_control={"type": "ephemeral"})
+        )
+    loop_on(server, PlatformAPI("foundry", []), settings=ModelSettings(cache_control={"type": "ephemeral"}))
 
 
-def test_the_mcp_connector_is_refused_where_the_platform_does_not_offer_it() -> None:
-    server: BetaRequestMCPServerURLDefinitionParam = {
+def test_the_mcp_connector_is_refused_where_the_platform_does_not_offer_it(server: PlatformServer) -> None:
+    mcp: BetaRequestMCPServerURLDefinitionParam = {
         "type": "url",
         "url": "https://mcp.example.com/sse",
         "name": "example",
     }
-    with pytest.raises(ConfigurationError, match=r"\(vertex\) does not offer the MCP connector"):
-        loop_on(PlatformAPI("vertex", []), settings=ModelSettings(mcp_servers=[server]))
+    for platform in ("bedrock", "bedrock_mantle", "vertex"):
+        with pytest.raises(ConfigurationError, match=rf"\({platform}\) does not offer the MCP connector"):
+            loop_on(server, PlatformAPI(platform, []), settings=ModelSettings(mcp_servers=[mcp]))
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
-async def test_cache_auto_sends_what_the_platform_takes(platform: Tested) -> None:
+async def test_cache_auto_sends_what_the_platform_takes(live: PlatformServer, platform: Tested) -> None:
     """`cache="auto"`: the top-level `cache_control` where there is automatic caching; on Bedrock
     and Vertex the same breakpoint on the last block of the request instead, and no top-level one."""
     api = PlatformAPI(platform, script())
-    result = await loop_on(api).run("Where are O-1 and O-2?")
-    assert result.stop_reason is StopReason.COMPLETED
+    result = await loop_on(live, api).run("Where are O-1 and O-2?")
+    completed(result, api)
     for request in api.requests:
         last = request["messages"][-1]["content"][-1]
-        if platform == "foundry":  # automatic caching there; not on Bedrock and Vertex
+        if FEATURES[platform].automatic_cache:
             assert request["cache_control"] == {"type": "ephemeral"}
             assert "cache_control" not in last
         else:
@@ -177,17 +213,19 @@ async def test_cache_auto_sends_what_the_platform_takes(platform: Tested) -> Non
 
 @pytest.mark.parametrize("platform", PLATFORMS)
 @pytest.mark.parametrize("streamed", [False, True], ids=["create", "stream"])
-async def test_a_multi_turn_tool_run_completes_on_each_platform(platform: Tested, streamed: bool) -> None:
-    """Two tool turns and the answer through the platform's client, non-streaming and streaming
-    (Bedrock's event-stream frames decoded by the SDK); the platform in provenance, `RunStarted`,
-    the spans' `gen_ai.provider.name` and the model metrics' `platform` label; priced."""
+async def test_a_multi_turn_tool_run_completes_on_each_platform(
+    live: PlatformServer, platform: Tested, streamed: bool
+) -> None:
+    """Two tool turns and the answer through the platform's client over HTTP, non-streaming and
+    streaming (Bedrock's event-stream frames decoded by the SDK); the platform in provenance,
+    `RunStarted`, the spans' `gen_ai.provider.name` and the model metrics' `platform` label; priced."""
     api = PlatformAPI(platform, script())
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     registry = CollectorRegistry()
     loop = loop_on(
-        api, metrics=LoopMetrics(registry), tracing=TraceSettings(provider=provider), name="orders"
+        live, api, metrics=LoopMetrics(registry), tracing=TraceSettings(provider=provider), name="orders"
     )
     if streamed:
         async with loop.stream("Where are O-1 and O-2?") as run:
@@ -197,10 +235,11 @@ async def test_a_multi_turn_tool_run_completes_on_each_platform(platform: Tested
         assert result is not None
     else:
         result = await loop.run("Where are O-1 and O-2?")
-    assert result.stop_reason is StopReason.COMPLETED, result.state.errors
+    completed(result, api)
     assert result.answer == "Both orders shipped."
     assert api.served == 3
     assert len(api.requests) == 3
+    assert all(bool(request.get("stream")) == streamed for request in api.requests if "stream" in request)
     assert [m["content"][0]["content"] for m in api.requests[-1]["messages"][2::2]] == [
         "O-1: shipped",
         "O-2: shipped",
@@ -226,13 +265,23 @@ async def test_a_multi_turn_tool_run_completes_on_each_platform(platform: Tested
     )
 
 
-@pytest.mark.parametrize("platform", PLATFORMS)
-async def test_a_throttled_request_is_retried_by_the_sdk(platform: Tested) -> None:
-    """The platform's 429 (Bedrock's ThrottlingException, Vertex's RESOURCE_EXHAUSTED, Azure's
-    rate limit) is retried by the SDK's client: the run sees one response."""
-    api = PlatformAPI(platform, [script()[0], THROTTLED, *script()[1:]])
-    result = await loop_on(api).run("Where are O-1 and O-2?")
-    assert result.stop_reason is StopReason.COMPLETED
+@pytest.mark.asyncio_only  # the SDK's back-off is a real wait: once is enough
+@pytest.mark.parametrize(
+    ("platform", "busy"),
+    [
+        *[pytest.param(platform, THROTTLED, id=f"{platform}-429") for platform in PLATFORMS],
+        pytest.param("bedrock", UNAVAILABLE, id="bedrock-503"),
+    ],
+)
+async def test_a_throttled_request_is_retried_by_the_sdk(
+    live: PlatformServer, platform: Tested, busy: str
+) -> None:
+    """The platform's own 429 (Bedrock's ThrottlingException, Vertex's RESOURCE_EXHAUSTED, Azure's
+    rate limit, the Claude API's rate_limit_error) or Bedrock's 503 is retried by the SDK's
+    client: the run sees one response."""
+    api = PlatformAPI(platform, [script()[0], busy, *script()[1:]])
+    result = await loop_on(live, api).run("Where are O-1 and O-2?")
+    completed(result, api)
     assert api.throttled == 1
     assert len(api.requests) == 4
     assert api.served == 3
@@ -240,16 +289,30 @@ async def test_a_throttled_request_is_retried_by_the_sdk(platform: Tested) -> No
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)
-async def test_max_cost_usd_stops_a_platform_run(platform: Tested) -> None:
+async def test_max_cost_usd_stops_a_platform_run(live: PlatformServer, platform: Tested) -> None:
     """A platform model id is priced, so a cost budget builds and stops the run once spent."""
     api = PlatformAPI(platform, script())
     price = platform_price(api)
     first = (1200 * price.input_per_mtok + 40 * price.output_per_mtok) / 1e6
-    result = await loop_on(api, budget=Budget(max_steps=5, max_cost_usd=first * 1.5)).run("Where?")
+    result = await loop_on(live, api, budget=Budget(max_steps=5, max_cost_usd=first * 1.5)).run("Where?")
+    assert api.refused == []
     assert result.stop_reason is StopReason.COST_BUDGET
     assert api.served < 3
     assert result.state.usage.cost_usd is not None
     assert result.state.usage.cost_usd >= first
+
+
+async def test_a_request_signed_with_another_secret_is_refused(live: PlatformServer) -> None:
+    """The server's checks can fail: a Bedrock request signed with a wrong secret gets a 400."""
+    api = PlatformAPI("bedrock", script())
+    client = live.serve(api).with_options(aws_secret_key="not/the/secret/" + "0" * 25)
+    live.clients.append(client)
+    with pytest.raises(anthropic.BadRequestError):
+        await client.messages.create(
+            model=api.model, max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert api.refused == ["Refused: the SigV4 signature does not verify"]
+    assert api.requests == []
 
 
 # -- prices ----------------------------------------------------------------------------------------
@@ -315,12 +378,14 @@ def test_max_cost_usd_builds_on_a_platform_model_id() -> None:
     assert MODELS["bedrock"].startswith("global.")
 
 
-async def test_a_platform_run_replays_as_it_ran_there() -> None:
+async def test_a_platform_run_replays_as_it_ran_there(live: PlatformServer) -> None:
     """A recorded Bedrock run replays without a loop: the recorded configuration runs as on
     Bedrock (priced at its price, block breakpoints), and the replay is identical."""
     api = PlatformAPI("bedrock", script())
-    result = await loop_on(api, budget=Budget(max_steps=5, max_cost_usd=1)).run("Where are O-1 and O-2?")
-    assert result.stop_reason is StopReason.COMPLETED
+    result = await loop_on(live, api, budget=Budget(max_steps=5, max_cost_usd=1)).run(
+        "Where are O-1 and O-2?"
+    )
+    completed(result, api)
     report = await replay(result.state)
     assert report.identical, report
     assert report.provenance_changes == []
