@@ -162,9 +162,16 @@ def _require(condition: bool, reason: str) -> None:
 class PlatformAPI:
     """One platform's API as the server answers it: a script of responses, the requests seen."""
 
-    def __init__(self, platform: Tested, script: Iterable[JSON | str], *, max_retries: int = 2) -> None:
+    def __init__(
+        self,
+        platform: Tested,
+        script: Iterable[JSON | str],
+        *,
+        model: str | None = None,
+        max_retries: int = 2,
+    ) -> None:
         self.platform: Tested = platform
-        self.model = MODELS[platform]
+        self.model = MODELS[platform] if model is None else model
         self.script = list(script)
         self.max_retries = max_retries
         self.requests: list[JSON] = []

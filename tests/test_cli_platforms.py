@@ -3,11 +3,8 @@ environment variables, or one sentence naming what is missing (exit 2)."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 from pathlib import Path
-from typing import Any, ClassVar
 
 import anthropic
 import pytest
@@ -15,8 +12,7 @@ import pytest
 from boundloop.cli import main
 from boundloop.cli._demo import Reach
 from boundloop.cli.demo import SCRIPT
-from tests.helpers import api_message
-from tests.platform_api import AWS_KEY, AWS_REGION, AWS_SECRET
+from tests.platform_api import AWS_KEY, AWS_REGION, AWS_SECRET, FOUNDRY_KEY, PlatformAPI, platform_server
 
 VARIABLES = (
     "ANTHROPIC_API_KEY",
@@ -85,52 +81,23 @@ def test_a_credentials_file_stands_for_the_variables(
     assert "needs a region (AWS_REGION or AWS_DEFAULT_REGION) for" in capsys.readouterr().err
 
 
-class FoundryAPI(http.server.BaseHTTPRequestHandler):
-    """A loopback Foundry resource: answers the demo's script on its Messages path."""
-
-    script: ClassVar[list[dict[str, Any]]] = []
-    requests: ClassVar[list[tuple[str, dict[str, str], dict[str, Any]]]] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        type(self).requests.append((self.path, dict(self.headers.items()), body))
-        reply = json.dumps(api_message(type(self).script.pop(0), model=body["model"])).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Keep the test output quiet."""
-
-
 def test_the_demo_runs_on_foundry_from_its_environment(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """ANTHROPIC_FOUNDRY_API_KEY and ANTHROPIC_FOUNDRY_BASE_URL (here a loopback resource): the
-    demo completes through `AsyncAnthropicFoundry`, its key in Foundry's `api-key` header."""
-    FoundryAPI.script = list(SCRIPT)
-    FoundryAPI.requests = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FoundryAPI)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        monkeypatch.setenv("ANTHROPIC_FOUNDRY_API_KEY", "fake-foundry-key")
-        monkeypatch.setenv("ANTHROPIC_FOUNDRY_BASE_URL", f"http://127.0.0.1:{server.server_port}/anthropic/")
+    demo completes through `AsyncAnthropicFoundry`, its key in Foundry's headers."""
+    api = PlatformAPI("foundry", SCRIPT, model="claude-sonnet-4-6")
+    with platform_server() as server:
+        server.api = api
+        monkeypatch.setenv("ANTHROPIC_FOUNDRY_API_KEY", FOUNDRY_KEY)
+        monkeypatch.setenv("ANTHROPIC_FOUNDRY_BASE_URL", f"{server.url}/anthropic/")
         assert main(["demo", "--live", "--platform", "foundry", "--json"]) == 0
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
     result = json.loads(capsys.readouterr().out)
+    assert api.refused == []
     assert result["stop_reason"] == "completed"
     assert result["state"]["provenance"]["platform"] == "foundry"
-    path, headers, body = FoundryAPI.requests[0]
-    assert path == "/anthropic/v1/messages"
-    assert headers["api-key"] == "fake-foundry-key"
-    assert body["model"] == "claude-sonnet-4-6"
-    assert body["cache_control"] == {"type": "ephemeral"}  # Foundry has automatic caching
+    assert api.served == len(SCRIPT)
+    assert api.requests[0]["cache_control"] == {"type": "ephemeral"}  # Foundry has automatic caching
 
 
 def test_the_live_wrapper_keeps_its_clients_platform() -> None:
