@@ -18,8 +18,9 @@ requests depend on, each row with its sources:
   (`boundloop.prices.resolve_price`).
 
 A setting a platform lacks is replaced by what it offers or refused when the loop is built,
-never sent to come back as a 400 in the middle of a run. A fact not found in the platform's own
-documentation is taken as missing: the loop fails closed.
+never sent to come back as a 400 in the middle of a run. Each fact names its source
+(`PlatformFeatures.sources`); one no documentation of the platform confirms is listed in
+`PlatformFeatures.unverified`.
 """
 
 from __future__ import annotations
@@ -62,13 +63,27 @@ class PlatformFeatures:
     """`messages.count_tokens` is served."""
     refused: Mapping[str, str] = dataclasses.field(default_factory=dict[str, str])
     """Request settings the platform does not take -> the feature they are."""
-    sources: tuple[str, ...] = ()
-    """Where each fact of the row is documented."""
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict[str, str])
+    """Each fact of the row (`automatic_cache`, `count_tokens`, `refused`, `provider_name`,
+    `prices`) -> where it is documented, and what the page says."""
+    unverified: frozenset[str] = frozenset()
+    """The facts of the row no documentation of the platform confirms: taken from its SDK client,
+    or from an older revision of a page; each fails closed where it can."""
 
 
-_CACHING: Final = "https://platform.claude.com/docs/en/build-with-claude/prompt-caching"
-_SEMCONV: Final = "https://opentelemetry.io/docs/specs/semconv/registry/attributes/gen-ai/"
+_DOCS: Final = "https://platform.claude.com/docs/en/build-with-claude/"
+_CACHING: Final = (
+    f'{_DOCS}prompt-caching ("Automatic caching is available on every platform except the legacy '
+    "Amazon Bedrock (Opus 4.6 and earlier) integration\"; Vertex AI's Claude prompt caching page "
+    "defers to it)"
+)
+_SEMCONV: Final = (
+    "https://opentelemetry.io/docs/specs/semconv/registry/attributes/gen-ai/ (gen_ai.provider.name)"
+)
 _MCP_CONNECTOR: Final = {"mcp_servers": "the MCP connector"}
+_MCP_DOCS: Final = "https://platform.claude.com/docs/en/agents-and-tools/mcp-connector"
+_GOOGLE_CLOUD_SDK: Final = "anthropic/lib/google_cloud/README.md of the anthropic SDK"
+_PRICES: Final = "boundloop.prices: genai-prices' entries for the provider (docs/platforms.md)"
 
 FEATURES: Final[Mapping[Platform, PlatformFeatures]] = {
     "anthropic": PlatformFeatures(
@@ -78,7 +93,13 @@ FEATURES: Final[Mapping[Platform, PlatformFeatures]] = {
         prices="anthropic",
         automatic_cache=True,
         count_tokens=True,
-        sources=(_CACHING, "https://platform.claude.com/docs/en/build-with-claude/token-counting", _SEMCONV),
+        sources={
+            "automatic_cache": _CACHING,
+            "count_tokens": f"{_DOCS}token-counting",
+            "refused": _MCP_DOCS,
+            "provider_name": _SEMCONV,
+            "prices": _PRICES,
+        },
     ),
     "aws": PlatformFeatures(
         title="Claude Platform on AWS",
@@ -88,7 +109,15 @@ FEATURES: Final[Mapping[Platform, PlatformFeatures]] = {
         prices="anthropic",
         automatic_cache=True,
         count_tokens=True,
-        sources=("https://platform.claude.com/docs/en/build-with-claude/claude-platform-on-aws", _CACHING),
+        sources={
+            "automatic_cache": _CACHING,
+            "count_tokens": f'{_DOCS}claude-platform-on-aws (not among its "Features not supported")',
+            "refused": (
+                f'{_DOCS}claude-platform-on-aws (the MCP connector is not among its "Features not supported")'
+            ),
+            "provider_name": _SEMCONV,
+            "prices": f"{_DOCS}claude-platform-on-aws (billed at the Claude API's per-model rates)",
+        },
     ),
     "google_cloud": PlatformFeatures(
         title="Claude Platform on Google Cloud",
@@ -97,22 +126,36 @@ FEATURES: Final[Mapping[Platform, PlatformFeatures]] = {
         prices="anthropic",
         automatic_cache=True,
         count_tokens=True,
-        # The SDK's README for it: "the full Anthropic API ... served through Google Cloud".
-        sources=("anthropic/lib/google_cloud/README.md (the anthropic SDK)", _CACHING),
+        sources={
+            "automatic_cache": f'{_GOOGLE_CLOUD_SDK} ("the full Anthropic API")',
+            "count_tokens": f'{_GOOGLE_CLOUD_SDK} ("the full Anthropic API")',
+            "refused": f'{_GOOGLE_CLOUD_SDK} ("every beta surface")',
+            "provider_name": _SEMCONV,
+            "prices": "anthropic/lib/google_cloud/README.md (first-party model ids, Marketplace billing)",
+        },
+        # No page of Anthropic's or Google's documentation about this offering was found.
+        unverified=frozenset({"automatic_cache", "count_tokens", "refused", "prices"}),
     ),
     "foundry": PlatformFeatures(
         title="Microsoft Foundry",
         client="AsyncAnthropicFoundry",
-        # Claude in Foundry runs on Anthropic's infrastructure, billed through Azure Marketplace.
+        # Anthropic operates the service (on Azure's or Anthropic's infrastructure), billed through Azure.
         provider_name="anthropic",
         prices="azure",
         automatic_cache=True,
-        # Not among the features the Foundry guide lists: taken as missing (fail closed).
-        count_tokens=False,
-        sources=(
-            "https://platform.claude.com/docs/en/build-with-claude/claude-in-microsoft-foundry",
-            _CACHING,
-        ),
+        count_tokens=True,
+        sources={
+            "automatic_cache": _CACHING,
+            "count_tokens": (
+                f'{_DOCS}claude-in-microsoft-foundry ("supports most Claude features"; token counting '
+                'is not among its "Claude features not supported")'
+            ),
+            "refused": (
+                f"{_DOCS}claude-in-microsoft-foundry (the MCP connector is not among those not supported)"
+            ),
+            "provider_name": _SEMCONV,
+            "prices": "https://platform.claude.com/docs/en/about-claude/pricing#claude-in-microsoft-foundry-pricing",
+        },
     ),
     "bedrock": PlatformFeatures(
         title="Amazon Bedrock (InvokeModel)",
@@ -120,46 +163,68 @@ FEATURES: Final[Mapping[Platform, PlatformFeatures]] = {
         provider_name="aws.bedrock",
         prices="aws",
         automatic_cache=False,
-        # The SDK refuses it before sending: "Token counting is not supported in Bedrock yet".
+        # The SDK refuses it before sending: "Token counting is not supported in Bedrock yet"
+        # (AWS's own CountTokens action is another API, which the SDK's client does not call).
         count_tokens=False,
         refused=_MCP_CONNECTOR,
-        sources=(
-            "https://platform.claude.com/docs/en/build-with-claude/claude-on-amazon-bedrock-legacy",
-            "https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html",
-            "https://docs.aws.amazon.com/bedrock/latest/userguide/count-tokens.html",
-            _SEMCONV,
-        ),
+        sources={
+            "automatic_cache": (
+                f'{_CACHING}: on the legacy integration "the API returns a 400 error for a top-level '
+                'cache_control field"'
+            ),
+            "count_tokens": (
+                "anthropic/lib/bedrock/_client.py of the anthropic SDK; "
+                "https://docs.aws.amazon.com/bedrock/latest/userguide/count-tokens.html"
+            ),
+            "refused": f"{_MCP_DOCS} (not on Amazon Bedrock)",
+            "provider_name": _SEMCONV,
+            "prices": _PRICES,
+        },
+        # The MCP connector's page says so in an earlier revision; the current one was not found.
+        unverified=frozenset({"refused"}),
     ),
     "bedrock_mantle": PlatformFeatures(
         title="Amazon Bedrock (Messages API, bedrock-mantle)",
         client="AsyncAnthropicBedrockMantle",
         provider_name="aws.bedrock",
         prices="aws",
-        automatic_cache=False,
-        # AWS: count Claude's tokens with Anthropic's count_tokens on the bedrock-mantle endpoint.
+        automatic_cache=True,
         count_tokens=True,
         refused=_MCP_CONNECTOR,
-        sources=(
-            "https://docs.aws.amazon.com/bedrock/latest/userguide/inference-messages-api.html",
-            "https://docs.aws.amazon.com/bedrock/latest/userguide/count-tokens.html",
-            "https://docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html",
-            _SEMCONV,
-        ),
+        sources={
+            "automatic_cache": f"{_CACHING}; {_DOCS}claude-in-amazon-bedrock (prompt caching supported)",
+            "count_tokens": (
+                "https://docs.aws.amazon.com/bedrock/latest/userguide/count-tokens.html "
+                "(Anthropic's count_tokens on the bedrock-mantle endpoint)"
+            ),
+            "refused": f'{_DOCS}claude-in-amazon-bedrock ("Features not supported": the MCP connector)',
+            "provider_name": _SEMCONV,
+            "prices": f"{_PRICES}; {_DOCS}claude-in-amazon-bedrock (regional endpoints: a 10 % premium)",
+        },
     ),
     "vertex": PlatformFeatures(
         title="Google Vertex AI",
         client="AsyncAnthropicVertex",
         provider_name="gcp.vertex_ai",
         prices="google",
-        automatic_cache=False,
-        # Vertex serves count-tokens:rawPredict for Claude.
+        automatic_cache=True,
         count_tokens=True,
         refused=_MCP_CONNECTOR,
-        sources=(
-            "https://docs.cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/prompt-caching",
-            "https://docs.cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/count-tokens",
-            _SEMCONV,
-        ),
+        sources={
+            "automatic_cache": (
+                f"{_CACHING}; https://docs.cloud.google.com/vertex-ai/generative-ai/docs/partner-models/"
+                'claude/prompt-caching ("behaves as described in the Anthropic documentation")'
+            ),
+            "count_tokens": (
+                "https://docs.cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/"
+                "count-tokens (count-tokens:rawPredict)"
+            ),
+            "refused": f"{_MCP_DOCS} (not on Vertex AI)",
+            "provider_name": _SEMCONV,
+            "prices": _PRICES,
+        },
+        # The MCP connector's page says so in an earlier revision; the current one was not found.
+        unverified=frozenset({"refused"}),
     ),
 }
 """Each platform's features, by platform."""

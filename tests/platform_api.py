@@ -80,7 +80,7 @@ FOUNDRY_KEY: Final = "fake-foundry-key"
 
 MODELS: Final[dict[Tested, str]] = {
     "bedrock": "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
-    "bedrock_mantle": "anthropic.claude-sonnet-4-5-20250929-v1:0",
+    "bedrock_mantle": "anthropic.claude-opus-4-7",
     "vertex": "claude-sonnet-4-5@20250929",
     "foundry": "claude-sonnet-4-5",
     "aws": "claude-sonnet-4-5",
@@ -116,15 +116,18 @@ _MESSAGES_PATHS: Final[dict[Tested, str]] = {
 """Where the platforms that take the Claude API's body serve Messages (relative to the host)."""
 _COUNT_TOKENS_PATHS: Final[dict[Tested, str]] = {
     "bedrock_mantle": "/anthropic/v1/messages/count_tokens",
+    "foundry": "/anthropic/v1/messages/count_tokens",
     "vertex": f"{_VERTEX_MODELS}count-tokens:rawPredict",
     "aws": "/v1/messages/count_tokens",
     "google_cloud": f"{_GOOGLE_INVOKE}/v1/messages/count_tokens",
 }
 """Where each platform that counts tokens serves the count (Bedrock's InvokeModel client has none)."""
-_BLOCK_BREAKPOINTS_ONLY: Final[frozenset[Tested]] = frozenset({"bedrock", "bedrock_mantle", "vertex"})
-"""The platforms that answer a top-level `cache_control` (automatic caching) with a 400, and the
-MCP connector's `mcp_servers` too: written here apart from `boundloop.platforms.FEATURES`, so a
-wrong row there fails a run here."""
+_NO_AUTOMATIC_CACHING: Final[frozenset[Tested]] = frozenset({"bedrock"})
+"""The platforms that answer a top-level `cache_control` (automatic caching) with a 400 (the
+legacy InvokeModel integration, as the prompt-caching page says): written here apart from
+`boundloop.platforms.FEATURES`, so a wrong row there fails a run here."""
+_NO_MCP_CONNECTOR: Final[frozenset[Tested]] = frozenset({"bedrock", "bedrock_mantle", "vertex"})
+"""The platforms that answer the MCP connector's `mcp_servers` with a 400."""
 
 
 def event_frame(headers: dict[str, str], payload: bytes) -> bytes:
@@ -291,8 +294,9 @@ class PlatformAPI:
         else:
             _require("model" not in body, "the model in the body: the path names it")
         _require(isinstance(body.get("messages"), list), "no messages")
-        if self.platform in _BLOCK_BREAKPOINTS_ONLY:
+        if self.platform in _NO_AUTOMATIC_CACHING:
             _require("cache_control" not in body, "a top-level cache_control: no automatic caching here")
+        if self.platform in _NO_MCP_CONNECTOR:
             _require("mcp_servers" not in body, "mcp_servers: no MCP connector here")
 
     def _check_messages(self, request: Request, body: JSON) -> bool:

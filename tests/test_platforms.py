@@ -144,8 +144,6 @@ def test_count_tokens_on_bedrock_is_refused_at_construction_naming_platform_and_
         ConfigurationError, match=r"Amazon Bedrock \(InvokeModel\) \(bedrock\) has no token counting"
     ):
         loop_on(server, PlatformAPI("bedrock", []), budget=Budget(max_steps=2, count_tokens=True))
-    with pytest.raises(ConfigurationError, match=r"Microsoft Foundry \(foundry\) has no token counting"):
-        loop_on(server, PlatformAPI("foundry", []), budget=Budget(max_steps=2, count_tokens=True))
 
 
 @pytest.mark.parametrize("platform", COUNTING)
@@ -160,16 +158,27 @@ async def test_count_tokens_runs_where_the_platform_counts(live: PlatformServer,
     assert [len(body["messages"]) for body in api.counted] == [1, 3, 5]
 
 
-@pytest.mark.parametrize("platform", ["bedrock", "bedrock_mantle", "vertex"])
 def test_a_top_level_cache_control_where_there_is_no_automatic_caching_is_refused(
-    server: PlatformServer, platform: Tested
+    server: PlatformServer,
 ) -> None:
-    """`ModelSettings(cache_control=...)` is automatic caching: refused where the platform lacks it."""
-    with pytest.raises(ConfigurationError, match=rf"\({platform}\) has no automatic prompt caching"):
-        loop_on(
-            server, PlatformAPI(platform, []), settings=ModelSettings(cache_control={"type": "ephemeral"})
-        )
-    loop_on(server, PlatformAPI("foundry", []), settings=ModelSettings(cache_control={"type": "ephemeral"}))
+    """`ModelSettings(cache_control=...)` is automatic caching: refused on Bedrock's InvokeModel,
+    taken by the platforms that have it."""
+    settings = ModelSettings(cache_control={"type": "ephemeral"})
+    with pytest.raises(ConfigurationError, match=r"\(bedrock\) has no automatic prompt caching"):
+        loop_on(server, PlatformAPI("bedrock", []), settings=settings)
+    for platform in PLATFORMS:
+        if platform != "bedrock":
+            loop_on(server, PlatformAPI(platform, []), settings=settings)
+
+
+def test_each_fact_of_the_feature_table_names_its_source() -> None:
+    """Every row says where each of its facts is documented, and which ones nothing confirms."""
+    facts = {"automatic_cache", "count_tokens", "refused", "provider_name", "prices"}
+    for platform, features in FEATURES.items():
+        assert set(features.sources) == facts, platform
+        assert all(features.sources.values()), platform
+        assert features.unverified <= facts, platform
+    assert FEATURES["google_cloud"].unverified == {"automatic_cache", "count_tokens", "refused", "prices"}
 
 
 def test_the_mcp_connector_is_refused_where_the_platform_does_not_offer_it(server: PlatformServer) -> None:
