@@ -147,10 +147,26 @@ def _catalogue_for(model: str, platform: Platform) -> tuple[_Catalogue, str] | N
         providers.append(PROVIDER)
     for provider in providers:
         catalogue = _current(provider)
-        matched = catalogue.match(model)
+        matched = catalogue.match(model) or _undated_on_bedrock(catalogue, model)
         if matched is not None:
             return catalogue, matched
     return None
+
+
+def _undated_on_bedrock(catalogue: _Catalogue, model: str) -> str | None:
+    """Bedrock's Messages API names a model without its date (`anthropic.claude-haiku-4-5`,
+    `global.anthropic.claude-haiku-4-5`): the newest dated entry of that name in genai-prices'
+    Bedrock entries, the global one for a `global.` id, else the regional one (the dearer: a cost
+    budget never counts a regional call at the global price)."""
+    if catalogue.provider != "aws" or _DATED.search(model):
+        return None
+    geography, marker, name = model.partition("anthropic.")
+    if not marker or not name.startswith("claude-"):
+        return None
+    scope = "global." if geography == "global." else "regional."
+    dated = re.compile(rf"{re.escape(scope)}anthropic\.{re.escape(name)}-\d{{8}}-v\d+:\d+")
+    found = sorted(model_id for model_id in catalogue.by_id if dated.fullmatch(model_id))
+    return found[-1] if found else None
 
 
 _CONTEXTS: Final = {"fast": {"speed": "fast"}, "batch": {"processing": "batch"}}

@@ -376,6 +376,25 @@ def test_a_regional_vertex_endpoint_costs_the_regional_premium(model: str, premi
         assert price.output_per_mtok == pytest.approx(global_price.output_per_mtok * factor)
 
 
+@pytest.mark.parametrize(
+    ("model", "premium"),
+    [
+        ("anthropic.claude-haiku-4-5", 1.1),
+        ("us.anthropic.claude-haiku-4-5", 1.1),
+        ("global.anthropic.claude-haiku-4-5", 1.0),
+    ],
+)
+def test_an_undated_bedrock_messages_api_id_is_priced(model: str, premium: float) -> None:
+    """Bedrock's Messages API names models without a date: priced from the dated Bedrock entry of
+    the same name (regional ids at the regional premium, `global.` at the list price)."""
+    first_party = resolve_price("claude-haiku-4-5")
+    price = resolve_price(model, platform="bedrock_mantle")
+    assert first_party is not None
+    assert price is not None
+    assert price.input_per_mtok == pytest.approx(first_party.input_per_mtok * premium)
+    assert resolve_price("anthropic.claude-haiku-4-5-nonsense", platform="bedrock_mantle") is None
+
+
 def test_max_cost_usd_builds_on_a_platform_model_id() -> None:
     """Before: `ConfigurationError: max_cost_usd needs a price` for Bedrock's ids."""
     for model in (
