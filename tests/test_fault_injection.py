@@ -721,7 +721,8 @@ class FaultCampaign(RuleBasedStateMachine):
         if last == "fault" and not interrupted:
             # A fault the run got ends it as failed, recorded (or, on the final-answer call of a
             # spent budget, keeps the budget's reason and says the call failed).
-            final_call_failed = (state.stop_detail or "").endswith("the final-answer call failed")
+            # (a ceiling's stop then says it is resumable after it).
+            final_call_failed = "; the final-answer call failed" in (state.stop_detail or "")
             assert stop_reason is StopReason.FAILED or final_call_failed, (stop_reason, state.stop_detail)
             assert state.errors
             assert state.errors[-1].kind in ("model_api", "model_response")
