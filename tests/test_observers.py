@@ -123,3 +123,22 @@ def test_the_default_observers_count_on_the_default_registry_and_trace_only_to_a
             "invoke_agent defaults",
         ],
     }
+
+
+async def test_a_loops_observers_are_replaced_through_its_wiring() -> None:
+    """`AgentLoop.from_spec(loop.spec, dataclasses.replace(loop.wiring, observers=...))` is the
+    same loop observed as the new `Observers` says (metrics on another registry, or none)."""
+    registry = CollectorRegistry()
+    loop = AgentLoop(ScriptedClient([text("done")]), model=MODEL, budget=Budget(max_steps=2), name="rewired")
+    counted = AgentLoop.from_spec(
+        loop.spec,
+        dataclasses.replace(loop.wiring, observers=Observers(metrics=LoopMetrics(registry=registry))),
+    )
+    silent = AgentLoop.from_spec(
+        loop.spec, dataclasses.replace(loop.wiring, observers=Observers(metrics=None))
+    )
+    assert (await counted.run("go")).answer == "done"
+    labels = {"loop": "rewired", "stop_reason": "completed", "version": ""}
+    assert registry.get_sample_value("boundloop_runs_total", labels) == 1.0
+    assert loop.metrics is not None
+    assert silent.metrics is None
