@@ -738,7 +738,7 @@ async def test_a_failing_callback_of_yours_fails_the_run_it_does_not_escape(wher
     elif where == "approve":
         options["policy"] = boundloop.Policy(requires_approval={"lookup"}, approve=_async_raise)
     elif where == "on_event":
-        options["on_event"] = _raise
+        options["observers"] = Observers(metrics=None, on_event=_raise)
     elif where == "signal_handler":
         options["policy"] = boundloop.Policy(signal_handlers={"end_turn": _raise})
     else:

@@ -33,10 +33,8 @@ from ..signals import DEFAULT_HANDLERS
 from ..state import Budget
 from ..statemachine.machine import LoopMachine
 from ..tools import Tool
-from .observers import DEFAULT as DEFAULT
-from .observers import Default as Default
-from .observers import EventHook as EventHook
-from .observers import Observers
+from .observers import Default, Observers
+from .observers import EventHook as EventHook  # the core's modules name it from here
 from .provenance import check_client, effective_settings, provenance
 from .registry import ToolRegistry
 from .toolset import Toolset, declared_specs, split_toolsets
@@ -238,12 +236,7 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
         isinstance(cast(object, observers), Observers),
         f"observers must be an Observers, got {type(observers).__name__}",
     )
-    client, metrics, tracing, on_event = (
-        wiring.client,
-        observers.metrics,
-        observers.tracing,
-        observers.on_event,
-    )
+    client, metrics, tracing = wiring.client, observers.metrics, observers.tracing
     create = getattr(getattr(client, "messages", None), "create", None)
     _require(
         callable(create),
@@ -262,8 +255,8 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
         f"metrics must be a LoopMetrics or None, got {type(metrics).__name__}",
     )
     _require(
-        on_event is None or callable(on_event),
-        f"on_event must be a callable taking an Event, got {on_event!r}",
+        observers.on_event is None or callable(observers.on_event),
+        f"on_event must be a callable taking an Event, got {observers.on_event!r}",
     )
     _require(
         not spec.budget.count_tokens
@@ -315,7 +308,7 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
         client=client,
         tools=registry,
         redactor=wiring.redactor,
-        on_event=on_event,
+        on_event=observers.on_event,
         store=wiring.store,
         metrics=None
         if chosen_metrics is None

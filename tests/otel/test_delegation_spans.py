@@ -42,7 +42,7 @@ async def test_a_childs_run_span_is_a_child_of_the_parents_tool_span(
     default tracing (the global provider, none set here) is traced where its parent is."""
     child_options: dict[str, Any] = {"name": "researcher"}
     if own_tracing:
-        child_options["tracing"] = TraceSettings(provider=provider)
+        child_options["observers"] = Observers(metrics=None, tracing=TraceSettings(provider=provider))
     researcher = loop_of([text("one"), text("two")], **child_options)
     lead = loop_of(
         [tool_use(("research", {"task": "a"}), ("research", {"task": "b"})), text("done")],
