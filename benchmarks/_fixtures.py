@@ -25,7 +25,7 @@ from anthropic.types import (
 )
 from prometheus_client import CollectorRegistry
 
-from boundloop import AgentLoop, Budget, LoopMetrics, LoopResult, Tool, tool
+from boundloop import AgentLoop, Budget, LoopMetrics, LoopResult, Observers, Tool, tool
 from boundloop.model import Model
 from boundloop.testing import parse_message
 
@@ -194,7 +194,7 @@ def boundloop(client: Model, tools: Sequence[Tool], *, steps: int, metrics: bool
         budget=Budget(max_steps=steps),
         max_tokens=MAX_TOKENS,
         name="bench",
-        metrics=LoopMetrics(registry=CollectorRegistry()) if metrics else None,
+        observers=Observers(metrics=LoopMetrics(registry=CollectorRegistry()) if metrics else None),
     )
 
 

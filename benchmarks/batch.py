@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry
 from benchmarks._fixtures import MAX_TOKENS, MODEL, FastClient, boundloop, run_boundloop
 from benchmarks._harness import Spread, sample, settle
 from benchmarks.suite import Report, run_alone, verdict
-from boundloop import AgentLoop, Budget, LoopMetrics, StopReason, tool
+from boundloop import AgentLoop, Budget, LoopMetrics, Observers, StopReason, tool
 from boundloop.testing import parse_message
 
 SIZES: Final = (1_000, 10_000, 50_000)
@@ -94,7 +94,7 @@ async def measure_size(size: int, repeat: int) -> BatchFigures:
             tools=[tool(name="ping")(endless)],
             budget=Budget(max_steps=3, timeout_s=TIMEOUT_S),
             max_tokens=MAX_TOKENS,
-            metrics=LoopMetrics(registry=CollectorRegistry()),
+            observers=Observers(metrics=LoopMetrics(registry=CollectorRegistry())),
         )
         started = time.perf_counter()
         result = await late.run("go")

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from anthropic.types import Message
 
 from benchmarks.suite import Report, run_alone
-from boundloop import AgentLoop, Budget, Compaction, ContextManagement, StopReason, replay, tool
+from boundloop import AgentLoop, Budget, Compaction, ContextManagement, Observers, StopReason, replay, tool
 from boundloop.events import Compacted
 from boundloop.testing import parse_message
 from tests.api_rules import violations
@@ -111,8 +111,7 @@ async def measure(turns: int) -> dict[str, Any]:
         tools=[read],
         budget=Budget(max_steps=turns + 10),
         context=ContextManagement(compaction=Compaction(trigger_tokens=TRIGGER)),
-        metrics=None,
-        tracing=None,
+        observers=Observers(metrics=None, tracing=None),
     )
     started = time.perf_counter()
     result = await agent.run("Read every page of the log, then say done.")

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._fixtures import MODEL, instant, script, tools_of
 from benchmarks._harness import Timing, compare, settle
-from boundloop import AgentLoop, Budget, ScriptedClient, tool
+from boundloop import AgentLoop, Budget, Observers, ScriptedClient, tool
 from boundloop._core.ledger import TreeLedger
 from boundloop.pools import Claim, Grant
 from boundloop.testing import parse_message
@@ -69,12 +69,20 @@ async def measure(turns: int, repeat: int) -> dict[str, Timing]:
 
     def child() -> AgentLoop:
         return AgentLoop(
-            ScriptedClient(child_script), model=MODEL, tools=tools_of(instant, 1), budget=budget, metrics=None
+            ScriptedClient(child_script),
+            model=MODEL,
+            tools=tools_of(instant, 1),
+            budget=budget,
+            observers=Observers(metrics=None),
         )
 
     def lead(research: Any) -> AgentLoop:
         return AgentLoop(
-            ScriptedClient(lead_script), model=MODEL, tools=[research], budget=budget, metrics=None
+            ScriptedClient(lead_script),
+            model=MODEL,
+            tools=[research],
+            budget=budget,
+            observers=Observers(metrics=None),
         )
 
     async def delegated() -> None:

@@ -24,7 +24,7 @@ import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from benchmarks.scaling import respond, throwaway_databases
-from boundloop import AgentLoop, Budget, LoopState, StoredRun, tool
+from boundloop import AgentLoop, Budget, LoopState, Observers, StoredRun, tool
 from boundloop.checkpoint import PostgresStore, Status
 from boundloop.events import Event
 from boundloop.testing import ScriptedClient, ScriptItem
@@ -89,7 +89,7 @@ def build_loop(store: Any) -> AgentLoop:
         model="claude-sonnet-4-6",
         tools=[lookup],
         budget=Budget(max_steps=4),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
     )
 

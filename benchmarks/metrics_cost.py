@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 from prometheus_client import CollectorRegistry
 
-from boundloop import AgentLoop, Budget, LoopMetrics, ScriptedClient, tool
+from boundloop import AgentLoop, Budget, LoopMetrics, Observers, ScriptedClient, tool
 from boundloop.testing import parse_message
 
 
@@ -97,7 +97,7 @@ async def one_run(turns: int, tools: int, with_metrics: bool) -> tuple[float, fl
         tools=[lookup, echo, count],
         budget=Budget(max_steps=turns + 1, max_tool_calls=turns * tools),
         name="bench",
-        metrics=metrics,
+        observers=Observers(metrics=metrics),
     )
     # Collect now, so garbage left by an earlier run is not collected on this run's clock.
     gc.collect()

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks._fixtures import FastClient, KeyedClient, instant, script, script_for_run, tools_of
 from benchmarks._harness import Timing, compare, settle
 from benchmarks.suite import Report, run_alone
-from boundloop import AgentLoop, Budget, BudgetPool, MemoryPoolStore, SQLitePoolStore, StopReason
+from boundloop import AgentLoop, Budget, BudgetPool, MemoryPoolStore, Observers, SQLitePoolStore, StopReason
 from boundloop.pools import PoolStore
 
 TURNS: Final = 50
@@ -52,8 +52,7 @@ def loop_of(client: Any, pool: BudgetPool | None, steps: int) -> AgentLoop:
         tools=tools_of(instant, 1),
         budget=Budget(max_steps=steps),
         max_tokens=1024,
-        metrics=None,
-        tracing=None,
+        observers=Observers(metrics=None, tracing=None),
         pools=[] if pool is None else [pool],
     )
 

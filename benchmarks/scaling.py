@@ -36,7 +36,7 @@ import anyio.to_thread
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from boundloop import AgentLoop, Budget, CheckpointStore, SQLiteStore, ToolContext, tool
+from boundloop import AgentLoop, Budget, CheckpointStore, Observers, SQLiteStore, ToolContext, tool
 from boundloop.checkpoint import PostgresStore
 from boundloop.errors import NotResumable, TaskBusy
 from boundloop.testing import Request, ScriptedClient, ScriptItem
@@ -72,7 +72,7 @@ def build_loop(store: CheckpointStore, requests: int, *, hold: bool = False) -> 
         model="claude-sonnet-4-6",
         tools=[lookup],
         budget=Budget(max_steps=4),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
     )
 

@@ -54,7 +54,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from benchmarks._harness import Spread, settle
 from benchmarks.suite import Report, run_alone
-from boundloop import AgentLoop, Budget, LoopState, ScriptedClient, StopReason, tool
+from boundloop import AgentLoop, Budget, LoopState, Observers, ScriptedClient, StopReason, tool
 from boundloop._base.scripted_stream import RawStream, raw_events
 from boundloop.events import TextDelta, ThinkingDelta, ToolInputDelta
 
@@ -167,7 +167,13 @@ class StreamingClient:
 
 
 def make_loop(client: Any) -> AgentLoop:
-    return AgentLoop(client, model=MODEL, tools=[ECHO], budget=Budget(max_steps=TURNS + 5), metrics=None)
+    return AgentLoop(
+        client,
+        model=MODEL,
+        tools=[ECHO],
+        budget=Budget(max_steps=TURNS + 5),
+        observers=Observers(metrics=None),
+    )
 
 
 # -- the floors --------------------------------------------------------------------------

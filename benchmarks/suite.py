@@ -72,7 +72,7 @@ from benchmarks._fixtures import (
     tools_of,
 )
 from benchmarks._harness import Runner, Timing, compare, machine, settle
-from boundloop import AgentLoop, Budget, LoopMetrics
+from boundloop import AgentLoop, Budget, LoopMetrics, Observers
 from boundloop.model import Model
 from boundloop.otel import TraceSettings
 
@@ -583,7 +583,13 @@ async def startup(config: Config, report: Report) -> None:
 
         async def build() -> object:
             for _ in range(batch):
-                AgentLoop(client, model=MODEL, tools=tools, budget=Budget(max_steps=2), metrics=metrics)
+                AgentLoop(
+                    client,
+                    model=MODEL,
+                    tools=tools,
+                    budget=Budget(max_steps=2),
+                    observers=Observers(metrics=metrics),
+                )
             return None
 
         return build
@@ -721,9 +727,11 @@ def tracing_variants(responses: Sequence[Message], provider: object, batch: int 
     variants = floor_variants(FastClient(responses), handlers_of(instant, 3))
     settings: dict[str, dict[str, Any]] = {
         TRACING_OFF: {},
-        TRACING_NONE: {"tracing": None},
-        TRACING_ON: {"tracing": TraceSettings(provider=cast(Any, provider))},
-        TRACING_CONTENT: {"tracing": TraceSettings(provider=cast(Any, provider), content=True)},
+        TRACING_NONE: {"observers": Observers(tracing=None)},
+        TRACING_ON: {"observers": Observers(tracing=TraceSettings(provider=cast(Any, provider)))},
+        TRACING_CONTENT: {
+            "observers": Observers(tracing=TraceSettings(provider=cast(Any, provider), content=True))
+        },
     }
     for name, options in settings.items():
         client = FastClient(responses)
@@ -734,7 +742,7 @@ def tracing_variants(responses: Sequence[Message], provider: object, batch: int 
             budget=Budget(max_steps=len(responses) + 1),
             max_tokens=MAX_TOKENS,
             name="bench",
-            metrics=LoopMetrics(registry=CollectorRegistry()),
+            observers=Observers(metrics=LoopMetrics(registry=CollectorRegistry())),
             **options,
         )
         variants[name] = loop_variant(client, loop)

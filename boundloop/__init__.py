@@ -23,6 +23,7 @@ if typing.TYPE_CHECKING:
     from ._base.cache import CacheSettings as CacheSettings
     from ._base.model_settings import ModelSettings as ModelSettings
     from ._base.price import Price as Price
+    from ._core import Observers as Observers
     from ._core import RunStream as RunStream
     from ._core import StreamStatistics as StreamStatistics
     from ._replay import Divergence as Divergence

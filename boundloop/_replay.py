@@ -22,7 +22,7 @@ import anyio
 import anyio.to_thread
 from anthropic.types import Message, MessageParam
 
-from ._core import Cut, LoopConfig, Wiring, build_config, field_text, prepare
+from ._core import Cut, LoopConfig, Observers, Wiring, build_config, field_text, prepare
 from ._core import drive as execute
 from ._lazy import claim
 from .errors import ScriptExhausted, UnhandledStop
@@ -408,7 +408,9 @@ def _config(recording: _Recording, loop: AgentLoop | None, cut: Cut | None = Non
         budget=Budget(**recorded.budget),
         policy=policy,
     )
-    config = build_config(spec, Wiring(client=client, tools=tools, metrics=None, tracing=None))
+    config = build_config(
+        spec, Wiring(client=client, tools=tools, observers=Observers(metrics=None, tracing=None))
+    )
     # The recorded hashes stand: the system prompt itself is not recorded, only its hash.
     return dataclasses.replace(config, provenance=recorded, recorded=recording.results, cut=cut)
 

@@ -22,6 +22,7 @@ from boundloop import (
     AgentLoop,
     Budget,
     LoopResult,
+    Observers,
     ScriptedClient,
     SQLiteStore,
     StopReason,
@@ -80,7 +81,7 @@ def build_loop(store: SQLiteStore, script: list[Mapping[str, Any]]) -> AgentLoop
         tools=[issue_refund],
         budget=Budget(max_steps=4, max_tool_calls=4, timeout_s=30),
         store=store,
-        metrics=None,
+        observers=Observers(metrics=None),
         name="approval",
     )
 

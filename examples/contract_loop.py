@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from boundloop import AgentLoop, ScriptedClient
+from boundloop import AgentLoop, Observers, ScriptedClient
 from boundloop.cli import demo
 from boundloop.contract import check_contract, load_contract
 
@@ -34,7 +34,7 @@ async def main() -> int:
     contract = await anyio.to_thread.run_sync(load_contract, CONTRACT)
     handlers = {name: registered.handler for name, registered in demo.demo_loop().tools.items()}
     loop = AgentLoop.from_contract(
-        contract, handlers=handlers, client=ScriptedClient(demo.SCRIPT), metrics=None
+        contract, handlers=handlers, client=ScriptedClient(demo.SCRIPT), observers=Observers(metrics=None)
     )
     result = await loop.run(demo.GOAL)
     print(f"stop reason: {result.stop_reason}")

@@ -27,7 +27,7 @@ import anyio.abc
 import anyio.to_thread
 from anthropic.types import Message
 
-from boundloop import AgentLoop, Budget, ToolContext, tool
+from boundloop import AgentLoop, Budget, Observers, ToolContext, tool
 from boundloop.testing import parse_message
 
 QUEUE: Final = "refunds"
@@ -90,7 +90,7 @@ def build_loop() -> AgentLoop:
         budget=Budget(max_steps=4, timeout_s=60),
         system="You investigate refund requests.",
         name="refunds",
-        metrics=None,
+        observers=Observers(metrics=None),
     )
 
 

@@ -16,7 +16,7 @@ from typing import Literal
 
 import anyio
 
-from boundloop import AgentLoop, Budget, GraphvizMissing, ScriptedClient, tool
+from boundloop import AgentLoop, Budget, GraphvizMissing, Observers, ScriptedClient, tool
 from boundloop.statemachine import render_image, render_mermaid, trace_path
 
 
@@ -45,7 +45,7 @@ def build_loop() -> AgentLoop:
         model="claude-sonnet-4-6",
         tools=[lookup],
         budget=Budget(max_steps=4),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
 
 

@@ -5,7 +5,8 @@
   burning model calls for nobody: a task watches the ASGI `http.disconnect` message and sets
   the run's `cancel` event.
 - `/metrics` serves the loop's Prometheus metrics from the same app.
-- `/runs` lists recent runs and the state each one is in, fed by `AgentLoop(on_event=...)`.
+- `/runs` lists recent runs and the state each one is in, fed by the loop's event hook
+  (`AgentLoop(observers=Observers(on_event=...))`).
 - Watching a run as it happens: `POST /runs` starts a run in the background with
   `loop.stream(...)`, `GET /runs/{task_id}/events` serves its events from the store's event log
   as server-sent events (`id:` is the event's `seq`; a client reconnecting with
@@ -53,6 +54,7 @@ from boundloop import (
     InvalidTaskId,
     MemoryStore,
     Model,
+    Observers,
     Policy,
     RunStream,
     ScriptedClient,
@@ -162,7 +164,7 @@ def build_loop(
         policy=Policy(required_evidence={"read_order"}),
         system="You investigate refund requests.",
         name="fastapi_investigation",
-        on_event=on_event,
+        observers=Observers(on_event=on_event),
         store=store,
     )
 
@@ -197,7 +199,7 @@ class WatchedRuns:
             model=MODEL,
             budget=Budget(max_steps=1),
             store=store,
-            metrics=None,
+            observers=Observers(metrics=None),
             name="fastapi_follower",
         )
 

@@ -44,6 +44,7 @@ from boundloop import (
     LoopResult,
     MemoryStore,
     Model,
+    Observers,
     PoolStatus,
     ScriptedClient,
     SQLitePoolStore,
@@ -155,7 +156,7 @@ def create_app(pools_db: str | Path | None = None, make_client: Callable[[], Mod
             budget=Budget(max_steps=6, count_tokens=counted),
             system="You explain invoices to the tenant's staff.",
             name="tenant_questions",
-            metrics=None,
+            observers=Observers(metrics=None),
             store=runs,
             pools=[burn_rate],  # every run: the service's hourly burn rate
         )

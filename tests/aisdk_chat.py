@@ -15,7 +15,16 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from boundloop import AgentLoop, Budget, CheckpointStore, MemoryStore, ScriptedClient, ToolContext, tool
+from boundloop import (
+    AgentLoop,
+    Budget,
+    CheckpointStore,
+    MemoryStore,
+    Observers,
+    ScriptedClient,
+    ToolContext,
+    tool,
+)
 from boundloop.testing import ScriptItem
 from boundloop.web import OnDisconnect, chat_app
 
@@ -67,7 +76,7 @@ def chat_loop(
         tools=[lookup, refund, *tools],
         budget=Budget(max_steps=6),
         store=store if store is not None else MemoryStore(log_deltas=True),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
 
 

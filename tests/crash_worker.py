@@ -37,7 +37,7 @@ from typing import Any, Final, cast
 import anyio
 import anyio.to_thread
 
-from boundloop import AgentLoop, Budget, CheckpointStore, SQLiteStore, ToolContext, tool
+from boundloop import AgentLoop, Budget, CheckpointStore, Observers, SQLiteStore, ToolContext, tool
 from boundloop.checkpoint import PostgresStore
 from boundloop.testing import Request, ScriptedClient, ScriptItem
 
@@ -159,7 +159,7 @@ def build_tree(
         model="claude-sonnet-4-6",
         tools=[child.as_tool("billing", description="Charge orders.")],
         budget=Budget(max_steps=4, max_tool_calls=6, max_depth=1),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store_at(db),
         name="crash_lead",
     )
@@ -231,7 +231,7 @@ def build_loop(db: Path | str, ledger: Path, mode: str, script: Sequence[ScriptI
         model="claude-sonnet-4-6",
         tools=[issue_refund] if approval else [read_order, charge],
         budget=Budget(max_steps=4, max_tool_calls=6),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store_at(db),
         name="crash_worker",
     )

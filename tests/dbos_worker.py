@@ -38,7 +38,7 @@ import psycopg
 from anthropic.types import Message
 from dbos import DBOS
 
-from boundloop import AgentLoop, Budget, ToolContext, tool
+from boundloop import AgentLoop, Budget, Observers, ToolContext, tool
 from boundloop.checkpoint import PostgresStore
 from boundloop.integrations.dbos import DurableLoop
 from boundloop.testing import parse_message
@@ -164,7 +164,7 @@ def build_loop(dsn: str, executor: str, mode: str) -> AgentLoop:
         model="claude-sonnet-4-6",
         tools=[read_order, charge],
         budget=Budget(max_steps=4),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=PostgresStore(dsn),
         name="charges",
     )
@@ -201,7 +201,7 @@ def build_lead(dsn: str, executor: str, mode: str) -> AgentLoop:
         model="claude-sonnet-4-6",
         tools=[child.as_tool("charges", description="Charge orders.")],
         budget=Budget(max_steps=3, max_tool_calls=1),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=PostgresStore(dsn),
         name="lead",
     )

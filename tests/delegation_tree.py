@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 
-from boundloop import AgentLoop, Budget, LoopResult, ScriptedClient, SQLiteStore, StopReason
+from boundloop import AgentLoop, Budget, LoopResult, Observers, ScriptedClient, SQLiteStore, StopReason
 from tests.helpers import text, tool_use
 
 MODEL = "claude-sonnet-4-6"
@@ -34,7 +34,7 @@ async def run_tree(store: SQLiteStore) -> Tree:
         model=MODEL,
         name="checker",
         budget=Budget(max_steps=2),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
     )
     researcher = AgentLoop(
@@ -49,7 +49,7 @@ async def run_tree(store: SQLiteStore) -> Tree:
         name="researcher",
         tools=[checker.as_tool("check", description="Check a finding.")],
         budget=Budget(max_steps=3),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
     )
     lead = AgentLoop(
@@ -64,7 +64,7 @@ async def run_tree(store: SQLiteStore) -> Tree:
         name="lead",
         tools=[researcher.as_tool("research", description="Research one topic.")],
         budget=Budget(max_steps=4, max_cost_usd=1.0),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
     )
     result = await lead.run("Write the report.")

@@ -14,7 +14,7 @@ import httpx2 as httpx  # the HTTP library of the anthropic SDK (>= 2.x)
 import pydantic
 from anthropic.types import MessageParam
 
-from boundloop import AgentLoop, Budget, ScriptedClient, Tool
+from boundloop import AgentLoop, Budget, Observers, ScriptedClient, Tool
 from boundloop.transcript import transcript_errors
 
 JSON = dict[str, Any]
@@ -119,7 +119,11 @@ def blocks(message: MessageParam | Mapping[str, Any]) -> list[JSON]:
 def scripted_loop(script: list[JSON], tools: list[Tool], **options: Any) -> AgentLoop:
     """A loop on a `ScriptedClient`: claude-sonnet-4-6, at most three steps, no metrics; any
     option overridden."""
-    settings: JSON = {"model": "claude-sonnet-4-6", "budget": Budget(max_steps=3), "metrics": None}
+    settings: JSON = {
+        "model": "claude-sonnet-4-6",
+        "budget": Budget(max_steps=3),
+        "observers": Observers(metrics=None),
+    }
     return AgentLoop(ScriptedClient(script), tools=tools, **(settings | options))
 
 

@@ -12,6 +12,7 @@ from boundloop import (
     AgentLoop,
     Budget,
     CheckpointStore,
+    Observers,
     Policy,
     ScriptedClient,
     SQLiteStore,
@@ -52,7 +53,7 @@ def _loop(script: list[dict[str, Any]], store: CheckpointStore | None) -> AgentL
         tools=[read_order, refund],
         policy=Policy(requires_approval={"refund"}),
         budget=Budget(max_steps=5),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
     )
 
@@ -78,7 +79,7 @@ async def fill(store: CheckpointStore) -> None:
         model="claude-sonnet-4-6",
         tools=[read_order],
         budget=Budget(max_steps=1),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
     )
     await steps.run("Read order O-9 again and again", task_id="run-max-steps")

@@ -33,7 +33,7 @@ import anyio
 import anyio.to_thread
 import psycopg
 
-from boundloop import AgentLoop, Budget, ToolContext, tool
+from boundloop import AgentLoop, Budget, Observers, ToolContext, tool
 from boundloop.checkpoint import PostgresStore
 from boundloop.errors import TaskBusy
 from boundloop.testing import ScriptedClient, ScriptItem
@@ -117,7 +117,7 @@ def build_loop(dsn: str, store: PostgresStore, script: Sequence[ScriptItem], *, 
         model="claude-sonnet-4-6",
         tools=[charge],
         budget=Budget(max_steps=4, max_tool_calls=4),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
         name="pg_worker",
     )

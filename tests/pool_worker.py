@@ -28,7 +28,7 @@ import anyio
 import anyio.to_thread
 import httpx2
 
-from boundloop import AgentLoop, Budget, BudgetPool, SQLitePoolStore, tool
+from boundloop import AgentLoop, Budget, BudgetPool, Observers, SQLitePoolStore, tool
 from tests.fake_api import MODEL
 from tests.pool_api import PoolAPI, worst_nusd
 
@@ -65,8 +65,7 @@ def loop_for(api: PoolAPI, pool: BudgetPool) -> AgentLoop:
         max_tokens=100,
         tools=[lookup],
         budget=Budget(max_steps=4, count_tokens=True),
-        metrics=None,
-        tracing=None,
+        observers=Observers(metrics=None, tracing=None),
         pools=[pool],
     )
 

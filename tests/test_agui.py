@@ -32,6 +32,7 @@ from boundloop import (
     ConfigurationError,
     MemoryStore,
     Model,
+    Observers,
     ScriptedClient,
     SQLiteStore,
     tool,
@@ -93,7 +94,7 @@ def make_loop(client: Model, store: CheckpointStore | None = None) -> AgentLoop:
         tools=[lookup, stall, refund],
         budget=Budget(max_steps=6),
         store=MemoryStore(log_deltas=True) if store is None else store,
-        metrics=None,
+        observers=Observers(metrics=None),
     )
 
 
@@ -552,7 +553,7 @@ async def test_the_docs_event_table_names_the_events_the_endpoint_sends() -> Non
             tools=[lookup],
             budget=Budget(max_steps=steps),
             store=MemoryStore(log_deltas=True),
-            metrics=None,
+            observers=Observers(metrics=None),
         )
         sent |= {str(event.type.value) for _, event in parse((await post(agui_app(loop), run_input())).text)}
     doc = FRONT_ENDS_DOC

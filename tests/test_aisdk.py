@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from boundloop import AgentLoop, Budget, MemoryStore, Policy, ScriptedClient, StopReason, tool
+from boundloop import AgentLoop, Budget, MemoryStore, Observers, Policy, ScriptedClient, StopReason, tool
 from boundloop.events import Event
 from boundloop.web import UI_MESSAGE_STREAM_HEADERS, ui_message_parts, ui_message_response, ui_message_stream
 from tests.aisdk_chat import (
@@ -363,7 +363,7 @@ async def test_a_run_that_raises_ends_with_one_error() -> None:
         policy=Policy(on_tool_error="raise"),
         budget=Budget(max_steps=3),
         store=MemoryStore(),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     transport = httpx.ASGITransport(app=mounted(loop), raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://chat") as client:

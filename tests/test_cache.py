@@ -19,6 +19,7 @@ from boundloop import (
     LoopSpec,
     MemoryStore,
     ModelSettings,
+    Observers,
     ScriptedClient,
     StopReason,
     tool,
@@ -120,7 +121,7 @@ def long_loop(client: Any, **options: Any) -> AgentLoop:
         budget=Budget(max_steps=60, max_tool_calls=200),
         settings=ModelSettings(thinking={"type": "enabled", "budget_tokens": 1024}),
         max_tokens=2048,
-        metrics=None,
+        observers=Observers(metrics=None),
         **options,
     )
 
@@ -177,7 +178,12 @@ async def test_fifty_turns_keep_a_byte_stable_prefix_in_the_http_bodies() -> Non
 async def test_auto_sends_automatic_caching_and_the_system_prompt_as_a_marked_block() -> None:
     client = ScriptedClient([tool_use(("alpha", {"n": 1})), text("ok")])
     loop = AgentLoop(
-        client, model=MODEL, system=SYSTEM, tools=TOOLS, budget=Budget(max_steps=3), metrics=None
+        client,
+        model=MODEL,
+        system=SYSTEM,
+        tools=TOOLS,
+        budget=Budget(max_steps=3),
+        observers=Observers(metrics=None),
     )
     result = await loop.run("go")
     for request in client.requests:
@@ -191,7 +197,13 @@ async def test_auto_sends_automatic_caching_and_the_system_prompt_as_a_marked_bl
 
 async def test_without_a_system_prompt_the_last_tool_is_marked_on_a_copy() -> None:
     client = ScriptedClient([text("ok")])
-    loop = AgentLoop(client, model=MODEL, tools=[*TOOLS, SEARCH], budget=Budget(max_steps=1), metrics=None)
+    loop = AgentLoop(
+        client,
+        model=MODEL,
+        tools=[*TOOLS, SEARCH],
+        budget=Budget(max_steps=1),
+        observers=Observers(metrics=None),
+    )
     await loop.run("go")
     (request,) = client.requests
     assert "system" not in request
@@ -202,7 +214,13 @@ async def test_without_a_system_prompt_the_last_tool_is_marked_on_a_copy() -> No
 async def test_off_sends_no_cache_control_at_all() -> None:
     client = ScriptedClient([tool_use(("alpha", {"n": 1})), text("ok")])
     loop = AgentLoop(
-        client, model=MODEL, system=SYSTEM, tools=TOOLS, budget=Budget(max_steps=3), metrics=None, cache="off"
+        client,
+        model=MODEL,
+        system=SYSTEM,
+        tools=TOOLS,
+        budget=Budget(max_steps=3),
+        observers=Observers(metrics=None),
+        cache="off",
     )
     await loop.run("go")
     assert all("cache_control" not in json.dumps(request) for request in client.requests)
@@ -216,7 +234,7 @@ async def test_a_one_hour_ttl_is_sent_on_every_breakpoint() -> None:
         model=MODEL,
         system=SYSTEM,
         budget=Budget(max_steps=1),
-        metrics=None,
+        observers=Observers(metrics=None),
         cache=CacheSettings(ttl="1h"),
     )
     await loop.run("go")
@@ -232,7 +250,7 @@ async def test_prefix_false_leaves_the_system_prompt_a_string() -> None:
         model=MODEL,
         system=SYSTEM,
         budget=Budget(max_steps=1),
-        metrics=None,
+        observers=Observers(metrics=None),
         cache=CacheSettings(prefix=False),
     )
     await loop.run("go")
@@ -250,7 +268,7 @@ async def test_the_users_own_cache_control_wins() -> None:
         system=SYSTEM,
         tools=TOOLS,
         budget=Budget(max_steps=1),
-        metrics=None,
+        observers=Observers(metrics=None),
         settings=ModelSettings(cache_control={"type": "ephemeral", "ttl": "1h"}),
     )
     await loop.run("go")
@@ -288,7 +306,12 @@ async def test_never_more_than_four_breakpoints_with_the_users_own(marked: int) 
         history.append({"role": "assistant", "content": [{"type": "text", "text": "y"}]})
     client = ScriptedClient([text("ok")])
     loop = AgentLoop(
-        client, model=MODEL, system=SYSTEM, tools=tools, budget=Budget(max_steps=1), metrics=None
+        client,
+        model=MODEL,
+        system=SYSTEM,
+        tools=tools,
+        budget=Budget(max_steps=1),
+        observers=Observers(metrics=None),
     )
     await loop.run(messages=[*history, {"role": "user", "content": "go"}])
     (request,) = client.requests
@@ -307,7 +330,7 @@ async def test_a_turn_past_the_lookback_marks_where_the_previous_request_ended()
         system=SYSTEM,
         tools=TOOLS,
         budget=Budget(max_steps=5, max_tool_calls=20),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = await loop.run("go")
     second, third = client.requests[1], client.requests[2]
@@ -329,7 +352,7 @@ async def test_the_final_answer_call_and_a_refusal_retry_keep_the_breakpoints() 
         system=SYSTEM,
         tools=TOOLS,
         budget=Budget(max_steps=1, on_exhausted="final_answer"),
-        metrics=None,
+        observers=Observers(metrics=None),
         fallback_model="claude-opus-4-5",
     )
     result = await loop.run("go")
@@ -359,7 +382,7 @@ async def test_a_resumed_run_sends_the_same_breakpoints() -> None:
             tools=[refund],
             budget=Budget(max_steps=4),
             store=store,
-            metrics=None,
+            observers=Observers(metrics=None),
         )
         return loop, client
 
@@ -376,7 +399,9 @@ async def test_a_resumed_run_sends_the_same_breakpoints() -> None:
 
 
 def test_cache_is_part_of_the_spec_the_contract_and_the_provenance() -> None:
-    default = AgentLoop(ScriptedClient([]), model=MODEL, budget=Budget(max_steps=1), metrics=None)
+    default = AgentLoop(
+        ScriptedClient([]), model=MODEL, budget=Budget(max_steps=1), observers=Observers(metrics=None)
+    )
     assert default.config.spec.cache == "auto"
     assert default.config.provenance.cache_sha256 is None  # the default: provenance as before
     assert "cache" not in default.to_contract().to_dict()
@@ -384,10 +409,16 @@ def test_cache_is_part_of_the_spec_the_contract_and_the_provenance() -> None:
         ScriptedClient([]),
         model=MODEL,
         budget=Budget(max_steps=1),
-        metrics=None,
+        observers=Observers(metrics=None),
         cache=CacheSettings(ttl="1h"),
     )
-    off = AgentLoop(ScriptedClient([]), model=MODEL, budget=Budget(max_steps=1), metrics=None, cache="off")
+    off = AgentLoop(
+        ScriptedClient([]),
+        model=MODEL,
+        budget=Budget(max_steps=1),
+        observers=Observers(metrics=None),
+        cache="off",
+    )
     assert hour.config.provenance.cache_sha256 not in (None, off.config.provenance.cache_sha256)
     assert hour.to_contract().to_dict()["cache"] == {"ttl": "1h"}  # a setting at its default left out
     assert off.to_contract().to_dict()["cache"] == "off"

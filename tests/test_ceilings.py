@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from anthropic.types import Message
 
-from boundloop import AgentLoop, Budget, CacheSettings
+from boundloop import AgentLoop, Budget, CacheSettings, Observers
 from boundloop._core.invariant import RequestChecker, check_request
 from boundloop.cli import main
 from boundloop.errors import ConfigurationError, InvalidRequest
@@ -73,7 +73,7 @@ async def test_a_fallback_retry_is_priced_and_clamped_at_the_fallbacks_price() -
         model="claude-haiku-4-5",
         fallback_model="claude-opus-4-1",
         budget=Budget(max_steps=10, max_cost_usd=0.02),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = await loop.run("a question the first model refuses")
     assert [request["model"] for request in api.requests] == ["claude-haiku-4-5", "claude-opus-4-1"]
@@ -90,7 +90,7 @@ def test_an_unpriced_fallback_under_a_cost_budget_is_refused_at_construction() -
             model="claude-haiku-4-5",
             fallback_model="claude-unpriced-9",
             budget=Budget(max_steps=10, max_cost_usd=1.0),
-            metrics=None,
+            observers=Observers(metrics=None),
         )
 
 
@@ -113,7 +113,7 @@ async def test_the_advisors_tokens_are_counted_at_the_advisors_price() -> None:
         model=exchange["response"]["model"],
         tools=[exchange["advisor_tool"]],
         budget=Budget(max_steps=1),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = await loop.run("a task the executor asks its advisor about")
     response = result.state.responses[0]
@@ -153,7 +153,7 @@ async def test_an_advisor_model_without_a_price_is_costed_at_the_highest_known_r
             model="claude-haiku-4-5",
             tools=[{"type": "advisor_20260301", "name": "advisor", "model": "claude-unpriced-9"}],
             budget=Budget(max_steps=1),
-            metrics=None,
+            observers=Observers(metrics=None),
         )
     result = await loop.run("go")
     haiku = resolve_price("claude-haiku-4-5")
@@ -205,7 +205,7 @@ async def test_one_hour_breakpoints_never_follow_a_callers_five_minute_one() -> 
         system="a system prompt",
         budget=Budget(max_steps=1),
         cache=CacheSettings(ttl="1h"),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     await loop.run(messages=history)
     ttls = _ttls(api.requests[0])

@@ -24,6 +24,7 @@ from boundloop import (
     CheckpointStore,
     LoopState,
     MemoryStore,
+    Observers,
     Policy,
     ScriptedClient,
     SQLiteStore,
@@ -85,7 +86,7 @@ def make_loop(
         budget=budget,
         policy=Policy(escalation_tool="request_human"),
         store=store if key is None else SignedStore(store, key),
-        metrics=None,
+        observers=Observers(metrics=None),
         **options,
     )
 
@@ -357,7 +358,7 @@ def cli_store(tmp_path: Path, *, key: bytes | None = None) -> Path:
         budget=Budget(max_steps=6, max_tool_calls=6),
         policy=Policy(escalation_tool="request_human"),
         store=store if key is None else SignedStore(store, key),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
 
     async def seed() -> None:
@@ -431,7 +432,7 @@ def test_the_cli_reads_the_key_from_the_environment(
         ScriptedClient([]),
         model="claude-sonnet-4-6",
         budget=Budget(max_steps=1),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=SignedStore(MemoryStore(), KEY),
     )
 

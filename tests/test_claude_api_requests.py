@@ -18,6 +18,7 @@ from boundloop import (
     Budget,
     ConfigurationError,
     InvalidRequest,
+    Observers,
     Policy,
     ScriptedClient,
     StopReason,
@@ -75,7 +76,7 @@ async def read_order(order_id: str) -> str:
 async def run(script: list[JSON], **settings: Any) -> tuple[Any, ScriptedClient]:
     client = ScriptedClient(script, model=MODEL)
     settings.setdefault("budget", Budget(max_steps=5))
-    loop = AgentLoop(client, model=MODEL, tools=[read_order], metrics=None, **settings)
+    loop = AgentLoop(client, model=MODEL, tools=[read_order], observers=Observers(metrics=None), **settings)
     return await loop.run("What is new about boundloop?"), client
 
 

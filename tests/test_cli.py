@@ -22,6 +22,7 @@ from boundloop import (
     Budget,
     CheckpointStore,
     LoopState,
+    Observers,
     Policy,
     ScriptedClient,
     SQLiteStore,
@@ -371,7 +372,7 @@ def tool_that_crashes_loop() -> AgentLoop:
         tools=[crash],
         budget=Budget(max_steps=2),
         policy=Policy(on_tool_error="raise"),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
 
 
@@ -438,7 +439,9 @@ WATCHED = ScriptedClient([text("done")])
 
 def watched_loop() -> AgentLoop:
     """A loop on `WATCHED`, so a test can see which requests its model got."""
-    return AgentLoop(WATCHED, model="claude-sonnet-4-6", budget=Budget(max_steps=2), metrics=None)
+    return AgentLoop(
+        WATCHED, model="claude-sonnet-4-6", budget=Budget(max_steps=2), observers=Observers(metrics=None)
+    )
 
 
 def watched_run(trace: Path) -> list[str]:

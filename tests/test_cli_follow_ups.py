@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from boundloop import AgentLoop, Budget, CheckpointStore, Policy, ScriptedClient, SQLiteStore, tool
+from boundloop import AgentLoop, Budget, CheckpointStore, Observers, Policy, ScriptedClient, SQLiteStore, tool
 from boundloop.cli.demo import demo_loop
 from tests.helpers import text, tool_use
 
@@ -64,7 +64,7 @@ def _loop(tool_name: str, store: CheckpointStore | None) -> AgentLoop:
         tools=[hold, refund],
         policy=Policy(requires_approval={"refund"}),
         budget=Budget(max_steps=4),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
     )
 

@@ -14,7 +14,7 @@ from typing import Final
 
 import pytest
 
-from boundloop import AgentLoop, Budget, Policy, ScriptedClient, SQLiteStore, tool
+from boundloop import AgentLoop, Budget, Observers, Policy, ScriptedClient, SQLiteStore, tool
 from boundloop.cli import main
 from tests.helpers import tool_use
 
@@ -39,7 +39,7 @@ def raising_loop() -> AgentLoop:
         tools=[fetch],
         budget=Budget(max_steps=3),
         policy=Policy(on_tool_error="raise"),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=SQLiteStore("runs.db"),
     )
 

@@ -26,6 +26,7 @@ from boundloop import (
     AgentLoop,
     Budget,
     CheckpointStore,
+    Observers,
     Policy,
     ScriptedClient,
     SQLiteStore,
@@ -68,7 +69,7 @@ def refund_loop(script: list[ScriptItem], *, policy: Policy | None = None) -> Ag
         budget=Budget(max_steps=6, max_tool_calls=6),
         policy=policy or Policy(escalation_tool="request_human"),
         name="cli_store",
-        metrics=None,
+        observers=Observers(metrics=None),
     )
 
 

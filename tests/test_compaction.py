@@ -17,6 +17,7 @@ from boundloop import (
     ConfigurationError,
     ContextManagement,
     ModelSettings,
+    Observers,
     Policy,
     Price,
     SQLiteStore,
@@ -85,7 +86,7 @@ def loop(script: list[JSON], **options: Any) -> AgentLoop:
     settings: JSON = {
         "model": "claude-sonnet-4-6",
         "budget": Budget(max_steps=10),
-        "metrics": None,
+        "observers": Observers(metrics=None),
         "tools": [lookup],
         "context": ContextManagement(compaction=Compaction(trigger_tokens=50_000)),
     }

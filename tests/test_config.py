@@ -14,6 +14,7 @@ from boundloop import (
     ConfigurationError,
     LoopError,
     LoopSpec,
+    Observers,
     Policy,
     Price,
     ScriptedClient,
@@ -73,7 +74,7 @@ def make_loop(**overrides: Any) -> AgentLoop:
         "model": "claude-sonnet-4-6",
         "tools": [lookup, refund],
         "budget": Budget(max_steps=4),
-        "metrics": None,
+        "observers": Observers(metrics=None),
     }
     options.update(overrides)
     client = options.pop("client")
@@ -147,7 +148,7 @@ def test_agent_loop_misconfiguration_raises_at_construction(overrides: JSON, exp
             id="policy-not-a-policy",
         ),
         pytest.param(
-            {"metrics": "on"},
+            {"observers": Observers(metrics="on")},  # type: ignore[arg-type]
             r"metrics must be a LoopMetrics",
             id="metrics-not-loop-metrics",
         ),
@@ -162,14 +163,25 @@ def test_agent_loop_misconfiguration_raises_at_construction(overrides: JSON, exp
             id="max-tokens-bool",
         ),
         pytest.param(
-            {"on_event": "print"},
+            {"observers": Observers(on_event="print")},  # type: ignore[arg-type]
             r"on_event must be a callable taking an Event, got 'print'",
             id="on-event-not-callable",
+        ),
+        pytest.param(
+            {"observers": Observers(tracing="otlp")},  # type: ignore[arg-type]
+            r"tracing must be a TraceSettings or None, got 'otlp'",
+            id="tracing-not-trace-settings",
+        ),
+        pytest.param(
+            {"observers": {"metrics": None}},
+            r"observers must be an Observers, got dict",
+            id="observers-not-observers",
         ),
     ],
 )
 def test_agent_loop_rejects_arguments_of_the_wrong_type(overrides: JSON, expected: str) -> None:
-    """A wrong-typed policy, metrics, redact hook or max_tokens is a ConfigurationError, not a later crash."""
+    """A wrong-typed policy, observer, redact hook or max_tokens is a ConfigurationError, not a
+    later crash."""
     with pytest.raises(ConfigurationError, match=expected):
         make_loop(**overrides)
 
@@ -524,18 +536,18 @@ async def test_a_run_on_a_dated_model_is_costed_at_its_alias_price() -> None:
     assert result.usage.cost_usd == pytest.approx((1_000 * 1 + 200 * 5) / 1_000_000)
 
 
-def test_agent_loop_takes_at_most_21_parameters_and_loop_spec_s_defaults() -> None:
+def test_agent_loop_takes_at_most_20_parameters_and_loop_spec_s_defaults() -> None:
     """The constructor stays small (related settings travel as value objects: `Budget`, `Policy`,
-    `Redaction`, `ContextManagement`, `TraceSettings`; the 21st is `pools`, objects with their
-    stores that no value object holds), and a data keyword's default is its `LoopSpec` field's:
-    a loop given only what is required has the spec of those settings."""
+    `Redaction`, `ContextManagement`, `Observers`; `pools` are objects with their stores that no
+    value object holds), and a data keyword's default is its `LoopSpec` field's: a loop given
+    only what is required has the spec of those settings."""
     parameters = [name for name in inspect.signature(AgentLoop.__init__).parameters if name != "self"]
-    assert len(parameters) <= 21, parameters
+    assert len(parameters) <= 20, parameters
     for name in set(parameters) & set(LoopSpec.model_fields):
         field = LoopSpec.model_fields[name]
         if field.is_required() or name in ("budget", "policy", "settings"):  # None: the spec's default
             continue
-        if name in ("tools", "metrics"):  # the functions and the instruments: wiring, the spec's differ
+        if name == "tools":  # the functions: wiring, the spec's are their declarations
             continue
         assert inspect.signature(AgentLoop.__init__).parameters[name].default == field.get_default(
             call_default_factory=True

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from boundloop import Budget, LoopResult, LoopState, Policy, ScriptedClient, StopReason
+from boundloop import Budget, LoopResult, LoopState, Observers, Policy, ScriptedClient, StopReason
 from boundloop.events import Event, ToolResult, Transition
 from boundloop.statemachine import Phase, Trigger
 from tests.helpers import blocks, text, tool_use
@@ -105,7 +105,9 @@ async def test_continuing_from_every_checkpoint_gives_the_same_trajectory(
     script = [{**item, "id": f"msg_{index}"} for index, item in enumerate(script)]
     first_client = ScriptedClient(script)
     store = RecordingStore()
-    original = await make_loop(first_client, store=store, on_event=store.events.append, **options).run("goal")
+    original = await make_loop(
+        first_client, store=store, observers=Observers(on_event=store.events.append), **options
+    ).run("goal")
     assert original.stop_reason is expected_stop
     assert store.saved, "every run saves at least its final checkpoint"
     assert store.saved[-1].state_json == original.state.to_json()

@@ -11,7 +11,7 @@ import genai_prices
 import pytest
 from anthropic.types import Message, Usage
 
-from boundloop import AgentLoop, Budget, Price, ScriptedClient, StopReason
+from boundloop import AgentLoop, Budget, Observers, Price, ScriptedClient, StopReason
 from boundloop.errors import ConfigurationError
 from boundloop.prices import PRICES, resolve_price
 from boundloop.testing import parse_message
@@ -226,7 +226,7 @@ def test_a_runs_cost_and_its_cost_budget_count_web_searches() -> None:
         model="house-model-1",
         budget=Budget(max_steps=5, max_cost_usd=0.5),
         prices={"house-model-1": Price(input_per_mtok=1, output_per_mtok=1)},
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = anyio.run(loop.run, "Search.")
     assert result.stop_reason is StopReason.COST_BUDGET

@@ -19,7 +19,17 @@ import httpx2
 import pydantic
 import pytest
 
-from boundloop import AgentLoop, Budget, LoopState, MemoryStore, ScriptedClient, StopReason, ToolContext, tool
+from boundloop import (
+    AgentLoop,
+    Budget,
+    LoopState,
+    MemoryStore,
+    Observers,
+    ScriptedClient,
+    StopReason,
+    ToolContext,
+    tool,
+)
 from boundloop.events import Event, RunStarted, Stop
 from tests.fake_api import MODEL, FakeAPI, message, text_block, tool_use_block
 from tests.helpers import JSON, text, tool_use
@@ -102,8 +112,7 @@ async def test_eight_concurrent_children_never_spend_more_than_the_tree_has() ->
         system="researcher",
         max_tokens=1000,
         budget=Budget(max_steps=2, count_tokens=True),
-        metrics=None,
-        tracing=None,
+        observers=Observers(metrics=None, tracing=None),
     )
     lead = AgentLoop(
         client,
@@ -112,8 +121,7 @@ async def test_eight_concurrent_children_never_spend_more_than_the_tree_has() ->
         max_tokens=1000,
         tools=[researcher.as_tool("research", description="Research one topic.")],
         budget=Budget(max_steps=4, max_cost_usd=0.05, count_tokens=True, max_consecutive_tool_errors=9),
-        metrics=None,
-        tracing=None,
+        observers=Observers(metrics=None, tracing=None),
     )
     with anyio.fail_after(10):  # a failure to run them concurrently waits forever: fail instead
         result = await lead.run("Write a report on eight topics.")
@@ -146,7 +154,12 @@ async def test_a_run_alone_sends_what_its_own_budget_allows() -> None:
     """No delegation, no ledger: the lead's own clamp is what a request carries."""
     api = TreeAPI(covered=0)
     loop = AgentLoop(
-        api.client(), model=MODEL, system="lead", max_tokens=1000, budget=Budget(max_steps=1), metrics=None
+        api.client(),
+        model=MODEL,
+        system="lead",
+        max_tokens=1000,
+        budget=Budget(max_steps=1),
+        observers=Observers(metrics=None),
     )
     api.push()
     result = await loop.run("Write a report.")
@@ -156,14 +169,14 @@ async def test_a_run_alone_sends_what_its_own_budget_allows() -> None:
 
 
 def researcher_loop(*answers: JSON, **options: Any) -> AgentLoop:
-    settings: dict[str, Any] = {"budget": Budget(max_steps=2), "metrics": None}
+    settings: dict[str, Any] = {"budget": Budget(max_steps=2), "observers": Observers(metrics=None)}
     return AgentLoop(
         ScriptedClient(list(answers)), model="claude-sonnet-4-6", system="researcher", **(settings | options)
     )
 
 
 def lead_loop(script: list[JSON], *tools: Any, **options: Any) -> AgentLoop:
-    settings: dict[str, Any] = {"budget": Budget(max_steps=3), "metrics": None}
+    settings: dict[str, Any] = {"budget": Budget(max_steps=3), "observers": Observers(metrics=None)}
     return AgentLoop(
         ScriptedClient(script), model="claude-sonnet-4-6", tools=list(tools), **(settings | options)
     )
@@ -202,7 +215,7 @@ async def test_a_child_with_an_output_type_answers_with_its_output_as_json() -> 
         model="claude-sonnet-4-6",
         budget=Budget(max_steps=1),
         output_type=Finding,
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     lead = lead_loop(
         [tool_use(("research", {"task": "capital"})), text("done")],
@@ -232,7 +245,10 @@ async def test_a_child_too_deep_is_denied_before_it_starts() -> None:
     model reads; nothing of the grandchild runs."""
     grandchild_client = ScriptedClient([])  # never called: an empty script would raise
     grandchild = AgentLoop(
-        grandchild_client, model="claude-sonnet-4-6", budget=Budget(max_steps=1), metrics=None
+        grandchild_client,
+        model="claude-sonnet-4-6",
+        budget=Budget(max_steps=1),
+        observers=Observers(metrics=None),
     )
     child = researcher_loop(
         tool_use(("deeper", {"task": "y"})),
@@ -278,7 +294,7 @@ async def test_a_childs_events_reach_the_parents_hooks_and_stream_with_their_own
     lead = lead_loop(
         [tool_use(("research", {"task": "x"})), text("done")],
         researcher.as_tool("research", description="Research."),
-        on_event=loop_events.append,
+        observers=Observers(metrics=None, on_event=loop_events.append),
     )
     streamed: list[Event] = []
     async with lead.stream("go") as run:

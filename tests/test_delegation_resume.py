@@ -14,7 +14,17 @@ from typing import Any
 
 import pytest
 
-from boundloop import AgentLoop, Budget, LoopState, MemoryStore, Policy, ScriptedClient, StopReason, tool
+from boundloop import (
+    AgentLoop,
+    Budget,
+    LoopState,
+    MemoryStore,
+    Observers,
+    Policy,
+    ScriptedClient,
+    StopReason,
+    tool,
+)
 from boundloop.events import Event, Resumed
 from tests.helpers import JSON, text, tool_use
 
@@ -22,7 +32,7 @@ MODEL = "claude-sonnet-4-6"
 
 
 def loop(script: list[JSON], store: MemoryStore, **options: Any) -> AgentLoop:
-    settings: dict[str, Any] = {"budget": Budget(max_steps=3), "metrics": None}
+    settings: dict[str, Any] = {"budget": Budget(max_steps=3), "observers": Observers(metrics=None)}
     return AgentLoop(ScriptedClient(script), model=MODEL, store=store, **(settings | options))
 
 
@@ -157,7 +167,9 @@ async def test_a_child_that_had_stopped_answers_the_resumed_parent_as_it_stopped
     await disk.save(at_kill)
     await disk.save(child)
     idle = ScriptedClient([])  # running the child again would ask it for a response: it has none
-    again = AgentLoop(idle, model=MODEL, budget=Budget(max_steps=3), metrics=None, store=disk)
+    again = AgentLoop(
+        idle, model=MODEL, budget=Budget(max_steps=3), observers=Observers(metrics=None), store=disk
+    )
     resumed_lead = loop(
         [text("It is Paris.")],
         disk,
@@ -226,7 +238,9 @@ async def test_a_resumed_trees_ledger_counts_what_the_runs_below_spent_before() 
         tools=[refund_tool([])],
     )
     writer_client = ScriptedClient([text("written")])
-    writer = AgentLoop(writer_client, model=MODEL, budget=Budget(max_steps=2), metrics=None, store=store)
+    writer = AgentLoop(
+        writer_client, model=MODEL, budget=Budget(max_steps=2), observers=Observers(metrics=None), store=store
+    )
     lead = loop(
         [
             tool_use(("refunds", {"task": "refund O-1"}, "toolu_del")),

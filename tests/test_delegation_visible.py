@@ -12,7 +12,17 @@ import anyio.to_thread
 import httpx
 import pytest
 
-from boundloop import AgentLoop, Budget, ScriptedClient, SQLiteStore, StopReason, ToolContext, replay, tool
+from boundloop import (
+    AgentLoop,
+    Budget,
+    Observers,
+    ScriptedClient,
+    SQLiteStore,
+    StopReason,
+    ToolContext,
+    replay,
+    tool,
+)
 from boundloop.events import RunStarted
 from boundloop.web import app as inspector_app
 from tests.delegation_tree import make_tree, run_tree
@@ -226,7 +236,7 @@ async def waiting_tree(store: SQLiteStore, refunds: list[str]) -> tuple[AgentLoo
         model="claude-sonnet-4-6",
         tools=[refund],
         budget=Budget(max_steps=3),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
     )
     lead = AgentLoop(
@@ -236,7 +246,7 @@ async def waiting_tree(store: SQLiteStore, refunds: list[str]) -> tuple[AgentLoo
         model="claude-sonnet-4-6",
         tools=[child.as_tool("refunds", description="Refunds.")],
         budget=Budget(max_steps=3),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
     )
     waiting = await lead.run("Refund O-1.")

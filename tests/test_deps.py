@@ -18,6 +18,7 @@ from boundloop import (
     Budget,
     LoopMetrics,
     MemoryStore,
+    Observers,
     ScriptedClient,
     SQLiteStore,
     StopReason,
@@ -78,7 +79,9 @@ REFUND = tool_use(("issue_refund", {"order_id": "O-1"}, "toolu_refund"))
 async def test_a_tool_reads_the_runs_deps_from_its_context() -> None:
     """The very object given to `run(deps=...)` reaches the tool function; without deps, None."""
     deps = Deps(orders={"O-1": "O-1: delivered late"})
-    result = await refund_loop([READ, text("Late.")], metrics=None).run("Read O-1.", deps=deps)
+    result = await refund_loop([READ, text("Late.")], observers=Observers(metrics=None)).run(
+        "Read O-1.", deps=deps
+    )
     assert result.stop_reason is StopReason.COMPLETED
     assert deps.seen == ["read O-1"]
     assert result.state.observations[0].content == "O-1: delivered late"
@@ -96,7 +99,7 @@ async def test_a_tool_reads_the_runs_deps_from_its_context() -> None:
         model="claude-sonnet-4-6",
         tools=[probe],
         budget=Budget(max_steps=3),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     await loop.run("Probe.")
     assert seen == [None]
@@ -115,7 +118,7 @@ async def test_a_streamed_run_and_a_streamed_resume_hand_their_deps_to_the_tools
     """`stream(goal, deps=...)` and `stream_resume(task_id, deps=...)` as `run` and `resume` do."""
     store = MemoryStore()
     first, second = Deps(orders={"O-1": "late"}), Deps(orders={})
-    loop = refund_loop([READ, REFUND, text("Refunded.")], metrics=None, store=store)
+    loop = refund_loop([READ, REFUND, text("Refunded.")], observers=Observers(metrics=None), store=store)
     async with loop.stream("Refund O-1.", task_id="t-stream", deps=first) as run:
         async for _ in run:
             pass
@@ -133,11 +136,11 @@ async def test_deps_are_given_again_on_resume_never_restored(tmp_path: Path) -> 
     """A resumed run's tools get the deps given to `resume`, or None: the checkpoint has none."""
     store = SQLiteStore(tmp_path / "runs.db")
     before, after = Deps(orders={"O-1": "late"}), Deps(orders={}, api_key="another")
-    stopped = await refund_loop([READ, REFUND], metrics=None, store=store).run(
+    stopped = await refund_loop([READ, REFUND], observers=Observers(metrics=None), store=store).run(
         "Refund O-1.", task_id="t-1", deps=before
     )
     assert stopped.stop_reason is StopReason.NEEDS_HUMAN
-    later = refund_loop([text("Refunded.")], metrics=None, store=store)
+    later = refund_loop([text("Refunded.")], observers=Observers(metrics=None), store=store)
     result = await later.resume("t-1", approvals={"toolu_refund": True}, deps=after)
     assert result.stop_reason is StopReason.COMPLETED
     assert (before.seen, after.seen) == (["read O-1"], ["refund O-1"])
@@ -150,13 +153,15 @@ async def test_deps_are_given_again_on_resume_never_restored(tmp_path: Path) -> 
         forgot.append(ctx.deps)
         return "refunded"
 
-    await refund_loop([READ, REFUND], metrics=None, store=store).run("Refund.", task_id="t-2", deps=before)
+    await refund_loop([READ, REFUND], observers=Observers(metrics=None), store=store).run(
+        "Refund.", task_id="t-2", deps=before
+    )
     plain = AgentLoop(
         ScriptedClient([text("Refunded.")]),
         model="claude-sonnet-4-6",
         tools=[issue_refund],
         budget=Budget(max_steps=6),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
     )
     await plain.resume("t-2", approvals={"toolu_refund": True})
@@ -174,8 +179,9 @@ async def test_deps_are_never_checkpointed_recorded_traced_or_measured(tmp_path:
     registry = CollectorRegistry()
     options = {
         "store": SQLiteStore(tmp_path / "runs.db"),
-        "metrics": LoopMetrics(registry),
-        "tracing": TraceSettings(provider=provider, content=True),
+        "observers": Observers(
+            metrics=LoopMetrics(registry), tracing=TraceSettings(provider=provider, content=True)
+        ),
     }
     deps = Deps(orders={"O-1": "O-1: delivered late"})
     first = await refund_loop([READ, REFUND], **options).run("Refund O-1.", task_id="t-secret", deps=deps)
@@ -227,7 +233,7 @@ async def test_the_deps_are_the_runs_own_when_two_runs_share_a_loop() -> None:
         assert isinstance(messages, list)
         return READ if len(messages) == 1 else text("read")
 
-    loop = refund_loop([answer] * 4, metrics=None)
+    loop = refund_loop([answer] * 4, observers=Observers(metrics=None))
     one, two = Deps(orders={"O-1": "one"}), Deps(orders={"O-1": "two"})
     results: dict[str, object] = {}
 

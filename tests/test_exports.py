@@ -16,7 +16,7 @@ import pytest
 
 import boundloop
 import boundloop.errors
-from boundloop import LoopResult, LoopState, StopReason, Usage
+from boundloop import LoopResult, LoopState, Observers, StopReason, Usage
 from boundloop.events import BaseEvent
 from boundloop.records import ErrorRecord, Exceeded, ModelResponse, Observation, PendingApproval
 from boundloop.testing import parse_message
@@ -212,7 +212,7 @@ async def test_the_design_documents_example_runs() -> None:
         policy=Policy(forbidden={"issue_refund"}, required_evidence={"read_order"}),
         system="You investigate refund requests.",
         name="refund_investigation",
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = await loop.run("Decide whether refund evidence is sufficient for order O-104.")
     assert result.stop_reason is StopReason.COMPLETED

@@ -46,6 +46,7 @@ from boundloop import (
     LoopResult,
     LoopState,
     MemoryStore,
+    Observers,
     Policy,
     RetryableToolError,
     StopReason,
@@ -466,7 +467,7 @@ class FaultCampaign(RuleBasedStateMachine):
             max_tokens=max_tokens,
             name=LOOP_NAME,
             redaction=Redaction(hook=hide_fake_secret),
-            metrics=LoopMetrics(registry=self.registry),
+            observers=Observers(metrics=LoopMetrics(registry=self.registry)),
             store=self.store,
         )
 
@@ -884,7 +885,7 @@ def fault_loop(api: FakeAPI, world: World, **options: Any) -> AgentLoop:
         "tools": world.tools,
         "budget": Budget(max_steps=4),
         "policy": Policy(forbidden={"issue_refund"}),
-        "metrics": None,
+        "observers": Observers(metrics=None),
         "redaction": Redaction(hook=hide_fake_secret),
     }
     settings_.update(options)
@@ -1009,7 +1010,9 @@ async def test_a_run_stopped_in_its_first_checkpoint_is_recorded_and_counted(how
     registry = CollectorRegistry()
     store = YieldingStore(fail=how == "store_fails")
     api = FakeAPI([Body(json=message([text_block("done")]))])
-    loop = fault_loop(api, World(), metrics=LoopMetrics(registry=registry), store=store, name=LOOP_NAME)
+    loop = fault_loop(
+        api, World(), observers=Observers(metrics=LoopMetrics(registry=registry)), store=store, name=LOOP_NAME
+    )
     if how == "cancelled":
         with anyio.move_on_after(0):  # already expired: the first checkpoint is where it lands
             await loop.run(GOAL, task_id="t-1")

@@ -19,6 +19,7 @@ from boundloop import (
     BudgetExceeded,
     LoopResult,
     MemoryStore,
+    Observers,
     Policy,
     Price,
     ScriptedClient,
@@ -76,7 +77,7 @@ def loop_for(client: Any, ledger: Ledger, **kwargs: Any) -> AgentLoop:
         "model": MODEL,
         "tools": ledger.tools,
         "budget": Budget(max_steps=6),
-        "metrics": None,
+        "observers": Observers(metrics=None),
     }
     options.update(kwargs)
     return AgentLoop(client, **options)
@@ -461,7 +462,13 @@ async def test_cancelling_the_task_answers_every_call_records_the_state_and_rera
     events: list[Event] = []
     store = MemoryStore()
     client = ScriptedClient([tool_use(("slow", {"order_id": "O-1"}), ("read_order", {"order_id": "O-1"}))])
-    loop = loop_for(client, ledger, tools=[*ledger.tools, slow], store=store, on_event=events.append)
+    loop = loop_for(
+        client,
+        ledger,
+        tools=[*ledger.tools, slow],
+        store=store,
+        observers=Observers(metrics=None, on_event=events.append),
+    )
     reached_end = False
     with anyio.fail_after(5):
         async with anyio.create_task_group() as group:

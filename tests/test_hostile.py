@@ -13,7 +13,17 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import boundloop
-from boundloop import AgentLoop, Budget, MemoryStore, Policy, ScriptedClient, StopReason, Tool, tool
+from boundloop import (
+    AgentLoop,
+    Budget,
+    MemoryStore,
+    Observers,
+    Policy,
+    ScriptedClient,
+    StopReason,
+    Tool,
+    tool,
+)
 from boundloop.events import Proposal, ToolResult, Transition, redact_strings
 from boundloop.redaction import Redaction, Redactor
 from boundloop.transcript import transcript_errors
@@ -122,7 +132,7 @@ async def test_a_200_response_that_is_not_a_valid_message_fails_the_run_clearly(
         model="claude-sonnet-4-6",
         tools=[lookup],
         budget=Budget(max_steps=3),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
     )
     result = await loop.run("goal", task_id="t")
@@ -142,7 +152,10 @@ async def test_a_client_that_raises_something_odd_fails_the_run() -> None:
         raise RecursionError("maximum recursion depth exceeded while decoding")
 
     loop = AgentLoop(
-        ScriptedClient([explode]), model="claude-sonnet-4-6", budget=Budget(max_steps=2), metrics=None
+        ScriptedClient([explode]),
+        model="claude-sonnet-4-6",
+        budget=Budget(max_steps=2),
+        observers=Observers(metrics=None),
     )
     result = await loop.run("goal")
     assert result.stop_reason is StopReason.FAILED
@@ -184,7 +197,11 @@ async def test_a_handler_cannot_rewrite_the_recorded_input() -> None:
     original = {"order": {"id": "O-1", "items": ["a"]}}
     client = ScriptedClient([tool_use(("sneaky", json.loads(json.dumps(original)))), text("ok")])
     loop = AgentLoop(
-        client, model="claude-sonnet-4-6", tools=[sneaky], budget=Budget(max_steps=3), metrics=None
+        client,
+        model="claude-sonnet-4-6",
+        tools=[sneaky],
+        budget=Budget(max_steps=3),
+        observers=Observers(metrics=None),
     )
     result = await loop.run("goal")
     assert result.state.observations[0].input == original
@@ -222,7 +239,13 @@ async def test_any_tool_return_value_becomes_a_result(value: object) -> None:
         return value
 
     client = ScriptedClient([tool_use(("odd", {"key": "a"})), text("ok")])
-    loop = AgentLoop(client, model="claude-sonnet-4-6", tools=[odd], budget=Budget(max_steps=3), metrics=None)
+    loop = AgentLoop(
+        client,
+        model="claude-sonnet-4-6",
+        tools=[odd],
+        budget=Budget(max_steps=3),
+        observers=Observers(metrics=None),
+    )
     result = await loop.run("goal")
     assert result.stop_reason is StopReason.COMPLETED
     assert result.state.observations[0].outcome == "error"
@@ -243,7 +266,7 @@ async def test_no_batch_runs_once_the_response_passes_the_token_budget() -> None
         model="claude-sonnet-4-6",
         tools=[lookup],
         budget=Budget(max_steps=4, max_total_tokens=500),
-        metrics=None,
+        observers=Observers(metrics=None),
         max_tokens=1000,
     )
     result = await loop.run("goal")
@@ -263,7 +286,7 @@ async def test_each_request_asks_for_no_more_output_than_the_budget_has_left() -
         model="claude-sonnet-4-6",
         tools=[lookup],
         budget=Budget(max_steps=4, max_total_tokens=1000),
-        metrics=None,
+        observers=Observers(metrics=None),
         max_tokens=4096,
     )
     result = await loop.run("goal")
@@ -280,7 +303,7 @@ async def test_no_final_answer_once_tokens_are_spent() -> None:
         model="claude-sonnet-4-6",
         tools=[lookup],
         budget=Budget(max_steps=1, max_total_tokens=1000, on_exhausted="final_answer"),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = await loop.run("goal")
     assert result.stop_reason is StopReason.MAX_STEPS
@@ -305,7 +328,7 @@ async def test_on_tool_error_stop_ends_the_run_with_tool_failure() -> None:
         model="claude-sonnet-4-6",
         tools=[broken, lookup],
         budget=Budget(max_steps=3),
-        metrics=None,
+        observers=Observers(metrics=None),
         policy=Policy(on_tool_error="stop"),
     )
     result = await loop.run("goal")
@@ -330,7 +353,11 @@ async def test_identical_calls_in_one_batch_run_once_and_count_as_repeats() -> N
         [tool_use(("lookup", {"key": "a"}, "toolu_1"), ("lookup", {"key": "a"}, "toolu_2")), text("done")]
     )
     loop = AgentLoop(
-        client, model="claude-sonnet-4-6", tools=[lookup], budget=Budget(max_steps=3), metrics=None
+        client,
+        model="claude-sonnet-4-6",
+        tools=[lookup],
+        budget=Budget(max_steps=3),
+        observers=Observers(metrics=None),
     )
     result = await loop.run("goal")
     assert ran == [{"key": "a"}]
@@ -350,7 +377,7 @@ async def test_repeats_inside_one_batch_open_the_breaker() -> None:
         model="claude-sonnet-4-6",
         tools=[lookup],
         budget=Budget(max_steps=3, max_repeated_calls=1),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = await loop.run("goal")
     assert result.stop_reason is StopReason.NEEDS_HUMAN
@@ -366,7 +393,11 @@ async def test_a_secret_in_a_tool_name_reaches_no_recorded_artefact(tmp_path: An
     """An API key the model puts in a tool name is redacted in every event and in the errors."""
     client = ScriptedClient([tool_use((f"leak_{SECRET}", {"key": "a"})), text(f"the key is {SECRET}")])
     loop = AgentLoop(
-        client, model="claude-sonnet-4-6", tools=[lookup], budget=Budget(max_steps=3), metrics=None
+        client,
+        model="claude-sonnet-4-6",
+        tools=[lookup],
+        budget=Budget(max_steps=3),
+        observers=Observers(metrics=None),
     )
     result = await loop.run("goal")
     recorded = json.dumps([event.to_dict() for event in result.events]) + json.dumps(
@@ -399,7 +430,11 @@ async def test_the_default_patterns_cover_common_cloud_keys_and_bearer_tokens(se
 
     client = ScriptedClient([tool_use(("leaky", {"key": "a"})), text("done")])
     loop = AgentLoop(
-        client, model="claude-sonnet-4-6", tools=[leaky], budget=Budget(max_steps=3), metrics=None
+        client,
+        model="claude-sonnet-4-6",
+        tools=[leaky],
+        budget=Budget(max_steps=3),
+        observers=Observers(metrics=None),
     )
     result = await loop.run("goal")
     recorded = json.dumps([event.to_dict() for event in result.events]) + json.dumps(
@@ -417,7 +452,7 @@ async def test_your_patterns_and_redacted_checkpoints() -> None:
         client,
         model="claude-sonnet-4-6",
         budget=Budget(max_steps=2),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
         redaction=Redaction(patterns=[r"PIN-\d{4}-\d{4}"], checkpoints=True),
     )
@@ -461,7 +496,7 @@ async def test_a_secret_in_a_key_of_a_tool_input_reaches_no_trace_checkpoint_or_
         "model": "claude-sonnet-4-6",
         "tools": [fetch, send],
         "budget": Budget(max_steps=6),
-        "metrics": None,
+        "observers": Observers(metrics=None),
         "store": store,
         "redaction": Redaction(checkpoints=True),
     }
@@ -500,7 +535,7 @@ async def test_a_redacted_checkpoint_keeps_its_own_field_names_whatever_your_pat
         model="claude-sonnet-4-6",
         tools=[lookup],
         budget=Budget(max_steps=3),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
         redaction=Redaction(patterns=[r"token"], checkpoints=True),
     )
@@ -549,7 +584,7 @@ async def test_a_result_that_breaks_the_return_annotation_is_invalid_and_never_e
         tools=[read_stock],
         budget=Budget(max_steps=3),
         policy=boundloop.Policy(required_evidence={"read_stock"}),
-        metrics=boundloop.LoopMetrics(registry=registry),
+        observers=Observers(metrics=boundloop.LoopMetrics(registry=registry)),
         name="stock",
     )
     result = await loop.run("goal")
@@ -579,7 +614,11 @@ async def test_an_output_schema_catches_a_malformed_result() -> None:
     )
     client = ScriptedClient([tool_use(("status", {"order_id": "O-1"})), text("ok")])
     loop = AgentLoop(
-        client, model="claude-sonnet-4-6", tools=[checked], budget=Budget(max_steps=3), metrics=None
+        client,
+        model="claude-sonnet-4-6",
+        tools=[checked],
+        budget=Budget(max_steps=3),
+        observers=Observers(metrics=None),
     )
     result = await loop.run("goal")
     assert result.state.observations[0].outcome == "invalid_result"
@@ -638,7 +677,7 @@ async def test_count_tokens_checks_the_exact_input_before_the_first_call(
         client,
         model="claude-sonnet-4-6",
         budget=Budget(max_steps=2, max_total_tokens=1000, count_tokens=True),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = await loop.run("goal")
     assert result.stop_reason is expected_stop
@@ -699,7 +738,7 @@ async def test_a_failing_callback_of_yours_fails_the_run_it_does_not_escape(wher
     elif where == "approve":
         options["policy"] = boundloop.Policy(requires_approval={"lookup"}, approve=_async_raise)
     elif where == "on_event":
-        options["on_event"] = _raise
+        options["observers"] = Observers(metrics=None, on_event=_raise)
     elif where == "signal_handler":
         options["policy"] = boundloop.Policy(signal_handlers={"end_turn": _raise})
     else:

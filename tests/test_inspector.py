@@ -12,7 +12,7 @@ import anyio
 import httpx
 import pytest
 
-from boundloop import AgentLoop, Budget, ScriptedClient, SQLiteStore, StopReason, Tool
+from boundloop import AgentLoop, Budget, Observers, ScriptedClient, SQLiteStore, StopReason, Tool
 from boundloop.web import app as inspector_app
 from tests import inspector_runs
 from tests.helpers import tool_use
@@ -264,7 +264,7 @@ async def cancel_a_run(store: SQLiteStore) -> None:
         model="claude-sonnet-4-6",
         tools=[inspector_runs.read_order, inspector_runs.refund],
         budget=Budget(max_steps=5),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
     )
     result = await loop.run("Look at order O-5", task_id="run-cancelled", cancel=cancel)
@@ -312,7 +312,7 @@ async def test_a_secret_used_as_a_key_of_a_waiting_calls_input_stays_redacted(tm
         model="claude-sonnet-4-6",
         tools=[annotate],
         budget=Budget(max_steps=3),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
     )
     result = await waiting.run("Annotate order O-5", task_id="run-keyed")

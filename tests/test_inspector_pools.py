@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from boundloop import AgentLoop, Budget, BudgetPool, SQLitePoolStore, SQLiteStore, StopReason
+from boundloop import AgentLoop, Budget, BudgetPool, Observers, SQLitePoolStore, SQLiteStore, StopReason
 from boundloop.cli import main
 from boundloop.pools import PoolStore
 from boundloop.web import app as inspector_app
@@ -56,8 +56,7 @@ async def stopped_and_completed(tmp_path: Path) -> tuple[SQLiteStore, SQLitePool
         max_tokens=100,
         tools=[lookup],
         budget=Budget(max_steps=4, count_tokens=True),
-        metrics=None,
-        tracing=None,
+        observers=Observers(metrics=None, tracing=None),
         store=store,
     )
     tight = BudgetPool("tenant-<b>", max_cost_usd=(FIRST_CALL + 1) / 1e9, store=pools)

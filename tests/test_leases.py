@@ -25,6 +25,7 @@ from boundloop import (
     Budget,
     CheckpointStore,
     MemoryStore,
+    Observers,
     ScriptedClient,
     SQLiteStore,
     StopReason,
@@ -180,7 +181,7 @@ async def test_five_racing_resumes_of_an_approved_refund_run_it_once(kind: str, 
             model="claude-sonnet-4-6",
             tools=[issue_refund],
             budget=Budget(max_steps=4),
-            metrics=None,
+            observers=Observers(metrics=None),
             store=store,
         )
 

@@ -14,6 +14,7 @@ from boundloop import (
     Budget,
     BudgetExceeded,
     LoopResult,
+    Observers,
     Policy,
     ScriptedClient,
     StopReason,
@@ -59,7 +60,7 @@ def make_loop(client: Any, **kwargs: Any) -> AgentLoop:
         "model": "claude-sonnet-4-6",
         "tools": [lookup, lookup_sync, broken],
         "budget": Budget(max_steps=6),
-        "metrics": None,
+        "observers": Observers(metrics=None),
     }
     options.update(kwargs)
     return AgentLoop(client, **options)
@@ -423,7 +424,12 @@ async def test_a_scripted_client_that_runs_out_fails_clearly() -> None:
 
     stops: list[str] = []
     client = ScriptedClient([tool_use(("lookup", {"key": "a"}))])
-    loop = make_loop(client, on_event=lambda e: stops.append(e.stop_reason) if isinstance(e, Stop) else None)
+    loop = make_loop(
+        client,
+        observers=Observers(
+            metrics=None, on_event=lambda e: stops.append(e.stop_reason) if isinstance(e, Stop) else None
+        ),
+    )
     with pytest.raises(ScriptExhausted, match="ran out of responses after 1"):
         await loop.run("goal")
     assert stops == ["failed"]

@@ -16,7 +16,7 @@ import pytest
 from anyio.abc import SocketListener
 from mcp.shared.message import SessionMessage
 
-from boundloop import AgentLoop, Budget, LoopResult, Policy, ScriptedClient, StopReason, tool
+from boundloop import AgentLoop, Budget, LoopResult, Observers, Policy, ScriptedClient, StopReason, tool
 from boundloop.events import Event, ToolResult, ToolStarted
 from boundloop.mcp import MCPServerStdio
 from boundloop.mcp._stdio import MessageTooLarge, messages
@@ -89,7 +89,9 @@ async def test_each_fault_is_an_error_result_within_the_timeout_and_the_run_goes
         elif isinstance(event, ToolResult) and event.tool_use_id == "t1":
             clock["answered"] = anyio.current_time()
 
-    result = await loop_of(script, [hostile.server()], on_event=on_event).run("be hostile")
+    result = await loop_of(script, [hostile.server()], observers=Observers(on_event=on_event)).run(
+        "be hostile"
+    )
     assert result.stop_reason is StopReason.COMPLETED
     faulty, echoed = answers(result)
     assert faulty["is_error"] is True

@@ -15,6 +15,7 @@ from boundloop import (
     Budget,
     ConfigurationError,
     LoopState,
+    Observers,
     ScriptedClient,
     StopReason,
     replay,
@@ -58,7 +59,14 @@ def loop_of(script: list[JSON], fallback: object, **settings: Any) -> tuple[Agen
     client = ScriptedClient(script, model=MODEL)
     settings.setdefault("budget", Budget(max_steps=3))
     route = typing.cast("str | list[str] | None", fallback)  # also what the type forbids: checked at run time
-    loop = AgentLoop(client, model=MODEL, tools=[read_order], metrics=None, fallback_model=route, **settings)
+    loop = AgentLoop(
+        client,
+        model=MODEL,
+        tools=[read_order],
+        observers=Observers(metrics=None),
+        fallback_model=route,
+        **settings,
+    )
     return loop, client
 
 

@@ -31,7 +31,9 @@ from typing import assert_type
 
 import anyio
 
-from boundloop import AgentLoop, Budget, LoopResult, ScriptedClient, StopReason, Tool, ToolContext, tool
+from boundloop import (
+    AgentLoop, Budget, LoopResult, Observers, ScriptedClient, StopReason, Tool, ToolContext, tool,
+)
 
 
 @dataclass
@@ -65,7 +67,7 @@ async def main() -> str | None:
     )
     loop: AgentLoop[str, Shop] = AgentLoop(
         client, model="claude-sonnet-4-6", tools=[read_order, whoami], budget=Budget(max_steps=4),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = await loop.run("Decide whether order O-104 can be refunded.", deps=Shop(user="ann"))
     assert_type(await read_order("O-1"), dict[str, str])

@@ -25,6 +25,7 @@ from boundloop import (
     Budget,
     LoopMetrics,
     ModelSettings,
+    Observers,
     Price,
     ScriptedClient,
     StopReason,
@@ -104,7 +105,7 @@ def platform_price(api: PlatformAPI) -> Price:
 def loop_on(server: PlatformServer, api: PlatformAPI, **options: Any) -> AgentLoop:
     settings: dict[str, Any] = {
         "budget": Budget(max_steps=5),
-        "metrics": None,
+        "observers": Observers(metrics=None),
         "system": "Answer about orders.",
     }
     return AgentLoop(server.serve(api), model=api.model, tools=[order_status], **(settings | options))
@@ -234,7 +235,10 @@ async def test_a_multi_turn_tool_run_completes_on_each_platform(
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     registry = CollectorRegistry()
     loop = loop_on(
-        live, api, metrics=LoopMetrics(registry), tracing=TraceSettings(provider=provider), name="orders"
+        live,
+        api,
+        observers=Observers(metrics=LoopMetrics(registry), tracing=TraceSettings(provider=provider)),
+        name="orders",
     )
     if streamed:
         async with loop.stream("Where are O-1 and O-2?") as run:
@@ -369,7 +373,7 @@ def test_a_regional_vertex_endpoint_costs_the_regional_premium(model: str, premi
     assert global_price is not None
     for region, factor in (("us-east5", premium), ("global", 1.0)):
         client = anthropic.AsyncAnthropicVertex(region=region, project_id="p", access_token="t")
-        loop = AgentLoop(client, model=model, budget=Budget(max_steps=1), metrics=None)
+        loop = AgentLoop(client, model=model, budget=Budget(max_steps=1), observers=Observers(metrics=None))
         price = loop.config.price
         assert price is not None
         assert price.input_per_mtok == pytest.approx(global_price.input_per_mtok * factor)
@@ -402,7 +406,9 @@ def test_max_cost_usd_builds_on_a_platform_model_id() -> None:
         "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
     ):
         client = ScriptedClient([], platform="bedrock")
-        AgentLoop(client, model=model, budget=Budget(max_steps=2, max_cost_usd=1), metrics=None)
+        AgentLoop(
+            client, model=model, budget=Budget(max_steps=2, max_cost_usd=1), observers=Observers(metrics=None)
+        )
     assert MODELS["bedrock"].startswith("global.")
 
 

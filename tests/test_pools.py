@@ -23,6 +23,7 @@ from boundloop import (
     ConfigurationError,
     MemoryPoolStore,
     MemoryStore,
+    Observers,
     ScriptedClient,
     ScriptExhausted,
     SQLitePoolStore,
@@ -56,8 +57,7 @@ def loop_of(api: PoolAPI, *, lookups: list[str] | None = None, **options: Any) -
         "model": MODEL,
         "max_tokens": 100,
         "budget": Budget(max_steps=4, count_tokens=True),
-        "metrics": None,
-        "tracing": None,
+        "observers": Observers(metrics=None, tracing=None),
     }
     return AgentLoop(api.client(), tools=[lookup], **(settings | options))
 
@@ -323,8 +323,7 @@ async def test_a_delegation_tree_charges_the_pools_of_every_run() -> None:
         max_tokens=100,
         tools=[researcher.as_tool("lookup", description="Research one key.")],
         budget=Budget(max_steps=4, count_tokens=True),
-        metrics=None,
-        tracing=None,
+        observers=Observers(metrics=None, tracing=None),
         pools=[pool],
     )
     result = await lead.run("Look it up.")
@@ -467,7 +466,11 @@ async def test_an_error_of_a_call_under_pools_is_raised_as_itself() -> None:
     running out) still leaves `run()` as itself, not wrapped in a group, its hold released."""
     pool = BudgetPool("p", max_cost_usd=1.0)
     loop = AgentLoop(
-        ScriptedClient([]), model=MODEL, budget=Budget(max_steps=2), metrics=None, tracing=None, pools=[pool]
+        ScriptedClient([]),
+        model=MODEL,
+        budget=Budget(max_steps=2),
+        observers=Observers(metrics=None, tracing=None),
+        pools=[pool],
     )
     with pytest.raises(ScriptExhausted):
         await loop.run("Look it up.")

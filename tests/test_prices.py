@@ -17,7 +17,7 @@ from genai_prices.data_snapshot import DataSnapshot, get_snapshot, set_custom_sn
 from hypothesis import given
 from hypothesis import strategies as st
 
-from boundloop import AgentLoop, Budget, Price, ScriptedClient
+from boundloop import AgentLoop, Budget, Observers, Price, ScriptedClient
 from boundloop import prices as prices_module
 from boundloop.errors import ConfigurationError
 from boundloop.prices import (
@@ -39,7 +39,13 @@ def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def loop_on(model: str, prices: Mapping[str, Price] | None = None) -> AgentLoop:
-    return AgentLoop(ScriptedClient([]), model=model, budget=Budget(max_steps=2), metrics=None, prices=prices)
+    return AgentLoop(
+        ScriptedClient([]),
+        model=model,
+        budget=Budget(max_steps=2),
+        observers=Observers(metrics=None),
+        prices=prices,
+    )
 
 
 def genai_cost(model: str, usage: ApiUsage) -> float:

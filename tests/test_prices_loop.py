@@ -11,7 +11,7 @@ import anyio
 import pytest
 from rich.console import Console
 
-from boundloop import AgentLoop, Budget, LoopResult, LoopState, Price, ScriptedClient
+from boundloop import AgentLoop, Budget, LoopResult, LoopState, Observers, Price, ScriptedClient
 from boundloop import prices as prices_module
 from boundloop.cli._view import RunView
 from boundloop.errors import ConfigurationError
@@ -32,7 +32,10 @@ def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def build(model: str, **options: object) -> AgentLoop:
-    settings: dict[str, object] = {"budget": Budget(max_steps=2), "metrics": None} | options
+    settings: dict[str, object] = {
+        "budget": Budget(max_steps=2),
+        "observers": Observers(metrics=None),
+    } | options
     return AgentLoop(ScriptedClient([ANSWER]), model=model, **settings)  # type: ignore[arg-type]
 
 
@@ -50,7 +53,12 @@ def test_a_loop_on_an_unknown_model_warns_once_at_the_agentloop_line() -> None:
     with pytest.warns(
         UnpricedModelWarning, match=r"^no price known for model 'house-model-1': cost not tracked"
     ) as caught:
-        AgentLoop(ScriptedClient([]), model="house-model-1", budget=Budget(max_steps=1), metrics=None)
+        AgentLoop(
+            ScriptedClient([]),
+            model="house-model-1",
+            budget=Budget(max_steps=1),
+            observers=Observers(metrics=None),
+        )
     (warning,) = caught
     assert warning.filename == __file__
     with warnings.catch_warnings(record=True) as again:
@@ -111,7 +119,7 @@ def test_a_cost_budget_sees_the_long_context_rate() -> None:
         client,
         model="claude-sonnet-4-5",
         budget=Budget(max_steps=3, max_cost_usd=3.5),
-        metrics=None,
+        observers=Observers(metrics=None),
         max_tokens=64_000,
     )
     anyio.run(loop.run, "Go.")
@@ -128,7 +136,7 @@ def test_an_unknown_models_cost_is_not_tracked_when_no_call_succeeds() -> None:
             ScriptedClient([RuntimeError("the API is down")]),
             model="house-model-1",
             budget=Budget(max_steps=2),
-            metrics=None,
+            observers=Observers(metrics=None),
         )
     result = anyio.run(loop.run, "Go.")
     assert result.stop_reason == "failed"

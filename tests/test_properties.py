@@ -9,7 +9,17 @@ import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from boundloop import AgentLoop, Budget, LoopResult, Policy, ScriptedClient, StopReason, UnhandledStop, tool
+from boundloop import (
+    AgentLoop,
+    Budget,
+    LoopResult,
+    Observers,
+    Policy,
+    ScriptedClient,
+    StopReason,
+    UnhandledStop,
+    tool,
+)
 from boundloop.transcript import transcript_errors
 
 JSON = dict[str, Any]
@@ -111,7 +121,7 @@ def test_any_script_ends_with_a_stop_reason_within_budget_and_a_valid_transcript
             on_forbidden=on_forbidden,
             on_max_tokens="continue" if continue_on_max_tokens else "stop",
         ),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
 
     async def run() -> tuple[LoopResult | None, UnhandledStop | None]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from boundloop import AgentLoop, Budget, Tool
+from boundloop import AgentLoop, Budget, Observers, Tool
 from tests.api_rules import violations
 from tests.fake_api import MODEL, Body, FakeAPI
 
@@ -57,7 +57,7 @@ async def test_a_recorded_exchange_replays_with_requests_the_api_accepts(exchang
         model=MODEL,  # the recorded models are older: the SDK warns of their deprecation
         tools=_tools(responses),
         budget=Budget(max_steps=len(responses)),
-        metrics=None,
+        observers=Observers(metrics=None),
         prices={},
     )
     result = await loop.run("Replay the recorded exchange.")

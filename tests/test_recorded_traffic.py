@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from boundloop import AgentLoop, Budget, Tool
+from boundloop import AgentLoop, Budget, Observers, Tool
 from boundloop._core.invariant import check_request, request_problem
 from tests.api_rules import violations
 from tests.fake_api import MODEL, Body, FakeAPI, Raw
@@ -99,7 +99,9 @@ async def test_a_response_counting_web_searches_alone_replays_and_is_priced(entr
         else [Body(json=b) for b in entry["responses"]]
     )
     fake = FakeAPI(replies, honour_max_tokens=False)
-    loop = AgentLoop(fake.client(), model=MODEL, budget=Budget(max_steps=len(replies)), metrics=None)
+    loop = AgentLoop(
+        fake.client(), model=MODEL, budget=Budget(max_steps=len(replies)), observers=Observers(metrics=None)
+    )
     if streamed:
         async with loop.stream("Replay the recorded exchange.") as run:
             async for _ in run:
@@ -135,7 +137,7 @@ async def test_a_turn_ending_in_a_tool_search_beside_a_client_call_runs_end_to_e
         model=MODEL,
         tools=[*_client_tools(set(entry["tools"]), ran, deferred=True), entry["server_tool"]],
         budget=Budget(max_steps=len(streams)),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     async with loop.stream("Add a bullet saying bye.") as run:
         async for _ in run:

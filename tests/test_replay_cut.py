@@ -9,7 +9,17 @@ from pathlib import Path
 import anyio
 import pytest
 
-from boundloop import AgentLoop, Budget, CheckpointStore, LoopResult, ScriptedClient, StopReason, replay, tool
+from boundloop import (
+    AgentLoop,
+    Budget,
+    CheckpointStore,
+    LoopResult,
+    Observers,
+    ScriptedClient,
+    StopReason,
+    replay,
+    tool,
+)
 from boundloop.testing import Request
 from tests.helpers import boundloop_cli
 
@@ -48,7 +58,7 @@ async def cut_run(stop: StopReason, where: str, store: CheckpointStore | None = 
         model="claude-sonnet-4-6",
         tools=[read_order, check_stock],
         budget=Budget(max_steps=4, timeout_s=timeout),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
     )
     async with loop.stream("Read O-1, then check its stock.", task_id="cut-run") as run:

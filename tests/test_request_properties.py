@@ -14,7 +14,7 @@ import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from boundloop import AgentLoop, Budget, Policy, ScriptedClient, tool
+from boundloop import AgentLoop, Budget, Observers, Policy, ScriptedClient, tool
 from tests.api_rules import violations
 
 JSON = dict[str, Any]
@@ -127,7 +127,7 @@ def test_every_request_the_loop_sends_is_one_the_api_accepts(
         budget=Budget(max_steps=max_steps, on_exhausted=on_exhausted),
         policy=Policy(on_max_tokens=on_max_tokens),
         fallback_model=fallback,
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = anyio.run(loop.run, "Where is order O-1?")
     assert [error.message for error in result.state.errors if error.kind == "invalid_request"] == []
@@ -146,7 +146,11 @@ def test_a_nudge_never_follows_a_server_call_its_continuation_left_open() -> Non
     ]
     client = ScriptedClient(script)
     loop = AgentLoop(
-        client, model="claude-sonnet-4-6", tools=[read_order], budget=Budget(max_steps=4), metrics=None
+        client,
+        model="claude-sonnet-4-6",
+        tools=[read_order],
+        budget=Budget(max_steps=4),
+        observers=Observers(metrics=None),
     )
     result = anyio.run(loop.run, "Where is order O-1?")
     assert [error.message for error in result.state.errors if error.kind == "invalid_request"] == []

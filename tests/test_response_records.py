@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from anthropic.types import Message, ToolUseBlock, Usage
 from pydantic import BaseModel
 
-from boundloop import AgentLoop, Budget, LoopResult, LoopState, ScriptedClient, tool
+from boundloop import AgentLoop, Budget, LoopResult, LoopState, Observers, ScriptedClient, tool
 from boundloop.events import Transition
 from boundloop.records import ModelResponse
 from boundloop.statemachine.table import Phase, Trigger
@@ -26,7 +26,11 @@ async def lookup(key: str) -> str:
 async def finished_run() -> LoopResult:
     client = ScriptedClient([tool_use(("lookup", {"key": "a"}), ("lookup", {"key": "b"})), text("done")])
     loop = AgentLoop(
-        client, model="claude-sonnet-4-6", tools=[lookup], budget=Budget(max_steps=3), metrics=None
+        client,
+        model="claude-sonnet-4-6",
+        tools=[lookup],
+        budget=Budget(max_steps=3),
+        observers=Observers(metrics=None),
     )
     return await loop.run("Look a and b up.")
 
@@ -134,7 +138,9 @@ async def test_a_record_of_a_received_response_is_the_record_of_its_json() -> No
         "novel_field": {"kept": [1, 2]},
     }
     api = FakeAPI([Body(json=body)])
-    loop = AgentLoop(api.client(), model="claude-sonnet-4-6", budget=Budget(max_steps=2), metrics=None)
+    loop = AgentLoop(
+        api.client(), model="claude-sonnet-4-6", budget=Budget(max_steps=2), observers=Observers(metrics=None)
+    )
     result = await loop.run("Say done.")
     assert result.answer == "done"
     (live,) = result.state.responses
@@ -163,7 +169,9 @@ async def test_a_response_whose_envelope_field_has_the_wrong_type_fails_the_run(
         "usage": {"input_tokens": 3, "output_tokens": 1},
     }
     api = FakeAPI([Body(json=body)])
-    loop = AgentLoop(api.client(), model="claude-sonnet-4-6", budget=Budget(max_steps=2), metrics=None)
+    loop = AgentLoop(
+        api.client(), model="claude-sonnet-4-6", budget=Budget(max_steps=2), observers=Observers(metrics=None)
+    )
     result = await loop.run("Say done.")
     assert result.stop_reason == "failed"
     assert result.state.responses == []

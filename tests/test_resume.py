@@ -16,6 +16,7 @@ from boundloop import (
     ConfigurationError,
     MemoryStore,
     NotResumable,
+    Observers,
     Policy,
     ScriptedClient,
     SQLiteStore,
@@ -58,7 +59,7 @@ def make_loop(script: list[JSON], store: CheckpointStore, ledger: Ledger, **opti
         "model": "claude-sonnet-4-6",
         "tools": [read_order, issue_refund],
         "budget": Budget(max_steps=6, max_tool_calls=6),
-        "metrics": None,
+        "observers": Observers(metrics=None),
         "store": store,
     }
     settings.update(options)
@@ -169,7 +170,12 @@ async def test_resume_errors_name_the_task(setup: str, error: type[Exception], m
 
 async def test_resume_without_a_store_is_a_configuration_error() -> None:
     """There is nothing to resume from without a store."""
-    loop = AgentLoop(ScriptedClient([]), model="claude-sonnet-4-6", budget=Budget(max_steps=1), metrics=None)
+    loop = AgentLoop(
+        ScriptedClient([]),
+        model="claude-sonnet-4-6",
+        budget=Budget(max_steps=1),
+        observers=Observers(metrics=None),
+    )
     with pytest.raises(ConfigurationError, match="resume needs a store"):
         await loop.resume("t")
 
@@ -188,7 +194,9 @@ async def test_a_stored_task_id_is_never_overwritten(tmp_path: Path) -> None:
 async def test_the_envelope_keeps_the_callers_trace_id_metadata_and_history() -> None:
     """An incoming trace id and metadata are kept; a history replaces the goal string."""
     client = ScriptedClient([text("It was late.")])
-    loop = AgentLoop(client, model="claude-sonnet-4-6", budget=Budget(max_steps=2), metrics=None)
+    loop = AgentLoop(
+        client, model="claude-sonnet-4-6", budget=Budget(max_steps=2), observers=Observers(metrics=None)
+    )
     history: list[Any] = [
         {"role": "user", "content": "Order O-1 arrived on the 9th."},
         {"role": "assistant", "content": "Noted."},
@@ -227,7 +235,9 @@ async def test_the_envelope_keeps_the_callers_trace_id_metadata_and_history() ->
 async def test_a_bad_envelope_is_refused_before_the_run(kwargs: JSON, message: str) -> None:
     """A run that cannot start says why, before any model call."""
     client = ScriptedClient([])
-    loop = AgentLoop(client, model="claude-sonnet-4-6", budget=Budget(max_steps=1), metrics=None)
+    loop = AgentLoop(
+        client, model="claude-sonnet-4-6", budget=Budget(max_steps=1), observers=Observers(metrics=None)
+    )
     with pytest.raises(ConfigurationError, match=message):
         await loop.run(**kwargs)
     assert client.requests == []

@@ -16,6 +16,7 @@ from boundloop import (
     Budget,
     MemoryStore,
     NotResumable,
+    Observers,
     Policy,
     ScriptedClient,
     StopReason,
@@ -61,7 +62,7 @@ def make_loop(shop: Shop, store: MemoryStore, script: list[dict[str, Any]], **op
         ScriptedClient(script),
         model="claude-sonnet-4-6",
         tools=shop.tools(),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
         **options,
     )

@@ -22,6 +22,7 @@ from boundloop import (
     CheckpointStore,
     LoopState,
     MemoryStore,
+    Observers,
     Policy,
     ScriptedClient,
     SQLiteStore,
@@ -69,7 +70,7 @@ async def read_order(order_id: str) -> str:
 
 
 def loop(script: list[JSON], store: CheckpointStore, tools: list[Tool], **options: Any) -> AgentLoop:
-    settings: JSON = {"budget": Budget(max_steps=6, max_tool_calls=6), "metrics": None}
+    settings: JSON = {"budget": Budget(max_steps=6, max_tool_calls=6), "observers": Observers(metrics=None)}
     settings.update(options)
     return AgentLoop(ScriptedClient(script), model="claude-sonnet-4-6", tools=tools, store=store, **settings)
 

@@ -15,6 +15,7 @@ from boundloop import (
     Budget,
     LoopState,
     MemoryStore,
+    Observers,
     Policy,
     Route,
     ScriptedClient,
@@ -43,7 +44,7 @@ def make(script: list[Any], **kwargs: Any) -> tuple[ScriptedClient, AgentLoop]:
         "model": MODEL,
         "tools": [lookup],
         "budget": Budget(max_steps=5),
-        "metrics": None,
+        "observers": Observers(metrics=None),
     }
     options.update(kwargs)
     return client, AgentLoop(client, **options)
@@ -193,7 +194,7 @@ async def test_a_cancel_event_during_the_final_answer_keeps_the_budget_reason() 
         model=MODEL,
         tools=[lookup],
         budget=Budget(max_steps=1, on_exhausted="final_answer"),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     with anyio.fail_after(5):
         result = await loop.run("goal", cancel=cancel)

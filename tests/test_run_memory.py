@@ -7,7 +7,7 @@ import gc
 import httpx2 as httpx
 from anthropic import BaseModel as SDKModel
 
-from boundloop import AgentLoop, Budget, tool
+from boundloop import AgentLoop, Budget, Observers, tool
 from tests.helpers import JSON, ScriptedTransport, api_message
 
 MESSAGE_ID = "msg_01MemoryHeldWhileToolsRun"
@@ -57,7 +57,7 @@ async def test_a_run_lets_its_responses_sdk_objects_go_before_its_tools_run() ->
         model="claude-sonnet-4-6",
         tools=[lookup],
         budget=Budget(max_steps=3),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = await loop.run("Look a and b up.")
     assert (result.stop_reason, result.answer) == ("completed", "done")

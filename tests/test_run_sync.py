@@ -13,6 +13,7 @@ from boundloop import (
     Budget,
     EventLoopRunning,
     LoopError,
+    Observers,
     ScriptedClient,
     StopReason,
     ToolContext,
@@ -30,7 +31,11 @@ def make_loop(seen: list[object]) -> AgentLoop[str, str]:
 
     client = ScriptedClient([tool_use(("whoami", {})), text("You are ann.")])
     loop: AgentLoop[str, str] = AgentLoop(
-        client, model="claude-sonnet-4-6", tools=[whoami], budget=Budget(max_steps=3), metrics=None
+        client,
+        model="claude-sonnet-4-6",
+        tools=[whoami],
+        budget=Budget(max_steps=3),
+        observers=Observers(metrics=None),
     )
     return loop
 

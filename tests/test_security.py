@@ -21,6 +21,7 @@ from boundloop import (
     CheckpointCorrupt,
     CheckpointStore,
     MemoryStore,
+    Observers,
     Policy,
     ScriptedClient,
     StopReason,
@@ -74,7 +75,7 @@ def refund_loop(ledger: Ledger, store: CheckpointStore, script: list[JSON], **op
         model="claude-sonnet-4-6",
         tools=[read_order, export_data, issue_refund],
         store=store,
-        metrics=None,
+        observers=Observers(metrics=None),
         **options,
     )
 
@@ -163,7 +164,7 @@ async def test_a_sync_tool_past_its_timeout_is_answered_with_an_unknown_effect_a
         model="claude-sonnet-4-6",
         tools=[charge],
         budget=Budget(max_steps=4),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = await loop.run("Charge O-1.")
     assert result.stop_reason is StopReason.COMPLETED

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from boundloop import AgentLoop, Budget, LoopState, Policy, ScriptedClient, StopReason, tool
+from boundloop import AgentLoop, Budget, LoopState, Observers, Policy, ScriptedClient, StopReason, tool
 from boundloop.errors import BudgetExceeded, ConfigurationError
 from boundloop.events import Proposal
 from tests.helpers import assert_valid_transcript, text
@@ -46,7 +46,11 @@ def searched(count: int, stop_reason: str = "end_turn", answer: str = "found it"
 
 def loop_with(script: list[JSON], **options: Any) -> tuple[AgentLoop, ScriptedClient]:
     client = ScriptedClient(script)
-    settings: dict[str, Any] = {"budget": Budget(max_steps=6), "metrics": None, "tools": [lookup, SEARCH]}
+    settings: dict[str, Any] = {
+        "budget": Budget(max_steps=6),
+        "observers": Observers(metrics=None),
+        "tools": [lookup, SEARCH],
+    }
     loop = AgentLoop(client, model="claude-sonnet-4-6", **(settings | options))
     return loop, client
 
@@ -72,7 +76,10 @@ def test_server_tools_are_part_of_the_spec_contract_and_provenance() -> None:
     contract = loop.to_contract()
     assert contract.to_dict()["server_tools"] == [SEARCH]
     again = AgentLoop.from_contract(
-        contract, client=ScriptedClient([]), handlers={"lookup": lookup.handler}, metrics=None
+        contract,
+        client=ScriptedClient([]),
+        handlers={"lookup": lookup.handler},
+        observers=Observers(metrics=None),
     )
     assert again.config.spec.server_tools == (SEARCH,)
     assert again.config.provenance == loop.config.provenance

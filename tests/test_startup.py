@@ -198,11 +198,12 @@ def test_a_run_loads_the_runtime_on_first_use() -> None:
     code = """
 import sys
 import anyio
-from boundloop import AgentLoop, Budget, ScriptedClient
+from boundloop import AgentLoop, Budget, Observers, ScriptedClient
 assert "boundloop._core.driver" not in sys.modules
 answer = {"stop_reason": "end_turn", "content": [{"type": "text", "text": "done"}]}
 client = ScriptedClient([answer])
-loop = AgentLoop(client, model="claude-sonnet-4-6", budget=Budget(max_steps=2), metrics=None)
+loop = AgentLoop(client, model="claude-sonnet-4-6", budget=Budget(max_steps=2),
+                 observers=Observers(metrics=None))
 assert anyio.run(loop.run, "go").answer == "done"
 assert "boundloop._core.driver" in sys.modules
 """

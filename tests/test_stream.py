@@ -21,6 +21,7 @@ from boundloop import (
     AgentLoop,
     Budget,
     MemoryStore,
+    Observers,
     Policy,
     ScriptedClient,
     SQLiteStore,
@@ -78,7 +79,7 @@ def make_loop(client: Any, **options: Any) -> AgentLoop:
         "model": "claude-sonnet-4-6",
         "tools": [add],
         "budget": Budget(max_steps=4),
-        "metrics": None,
+        "observers": Observers(metrics=None),
     }
     settings.update(options)
     return AgentLoop(client, **settings)

@@ -9,7 +9,7 @@ import anyio.to_thread
 import pytest
 from pydantic import Field
 
-from boundloop import AgentLoop, Budget, ScriptedClient, StopReason, Tool, ToolContext, tool
+from boundloop import AgentLoop, Budget, Observers, ScriptedClient, StopReason, Tool, ToolContext, tool
 from tests.helpers import text, tool_use
 
 GOOGLE = """Read one order by id.
@@ -170,7 +170,9 @@ async def test_a_tool_is_a_handler_of_a_contract() -> None:
         )
         client = ScriptedClient([tool_use(("lookup", {"sku": "A-1"}, "toolu_1")), text("In stock.")])
         document = loop.to_contract().to_dict()
-        return AgentLoop.from_contract(document, handlers={"lookup": lookup}, client=client, metrics=None)
+        return AgentLoop.from_contract(
+            document, handlers={"lookup": lookup}, client=client, observers=Observers(metrics=None)
+        )
 
     rebuilt = await anyio.to_thread.run_sync(rebuild)
     assert not rebuilt.tools["lookup"].runs_in_thread

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from boundloop import AgentLoop, Budget, StopReason
+from boundloop import AgentLoop, Budget, Observers, StopReason
 from tests.fake_api import MODEL, Body, FakeAPI, message, text_block
 
 JSON = dict[str, Any]
@@ -20,7 +20,9 @@ TOKENS: JSON = {"input_tokens": 1000, "output_tokens": 100}
 async def _run(usage: JSON) -> Any:
     body = {**message([text_block("done")], stop_reason="end_turn"), "usage": {**TOKENS, **usage}}
     fake = FakeAPI([Body(json=body)])
-    loop = AgentLoop(fake.client(), model=MODEL, budget=Budget(max_steps=1), metrics=None)
+    loop = AgentLoop(
+        fake.client(), model=MODEL, budget=Budget(max_steps=1), observers=Observers(metrics=None)
+    )
     return await loop.run("goal")
 
 

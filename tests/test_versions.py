@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from boundloop import AgentLoop, Budget, ScriptedClient, replay
+from boundloop import AgentLoop, Budget, Observers, ScriptedClient, replay
 from boundloop.cli import demo
 from boundloop.contract import load_contract
 from boundloop.events import RunStarted
@@ -24,15 +24,16 @@ MODEL = "claude-sonnet-4-6"
 CONTRACT = Path(__file__).resolve().parent.parent / "examples" / "contracts" / "refund_investigation.json"
 
 
-def loop_of(version: str | None, *, fallback: str | None = None, **options: object) -> AgentLoop:
+def loop_of(
+    version: str | None, *, fallback: str | None = None, observers: Observers = Observers(metrics=None)
+) -> AgentLoop:
     return AgentLoop(
         ScriptedClient([text("done")], model=MODEL),
         model=MODEL,
         budget=Budget(max_steps=2),
-        metrics=None,
+        observers=observers,
         version=version,
         fallback_model=fallback,
-        **options,  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
     )
 
 
@@ -55,8 +56,12 @@ async def test_the_run_span_carries_gen_ai_agent_version() -> None:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    await loop_of("v7", tracing=TraceSettings(provider=provider)).run("goal")
-    await loop_of(None, tracing=TraceSettings(provider=provider)).run("goal")
+    await loop_of("v7", observers=Observers(metrics=None, tracing=TraceSettings(provider=provider))).run(
+        "goal"
+    )
+    await loop_of(None, observers=Observers(metrics=None, tracing=TraceSettings(provider=provider))).run(
+        "goal"
+    )
     spans = [span for span in finished(exporter) if span.name.startswith("invoke_agent")]
     assert [(span.attributes or {}).get("gen_ai.agent.version") for span in spans] == ["v7", None]
     provider.shutdown()
@@ -82,7 +87,7 @@ def test_a_contract_version_reaches_the_loop_and_round_trips() -> None:
     assert contract.spec.version == "refund-investigation@3"
     handlers = {tool.name: tool.handler for tool in demo.TOOLS}
     loop = AgentLoop.from_contract(
-        contract, handlers=handlers, client=ScriptedClient(demo.SCRIPT), metrics=None
+        contract, handlers=handlers, client=ScriptedClient(demo.SCRIPT), observers=Observers(metrics=None)
     )
     result = anyio.run(loop.run, demo.GOAL)
     assert result.state.provenance is not None

@@ -17,10 +17,7 @@ from .._lazy import lazy_getattr as _lazy_getattr
 from .._lazy import public_names as _public_names
 
 if typing.TYPE_CHECKING:
-    from .config import DEFAULT as DEFAULT
     from .config import Cut as Cut
-    from .config import Default as Default
-    from .config import EventHook as EventHook
     from .config import LoopConfig as LoopConfig
     from .config import ToolErrors as ToolErrors
     from .config import Wiring as Wiring
@@ -44,6 +41,8 @@ if typing.TYPE_CHECKING:
     from .envelope import new_state as new_state
     from .eventlog import event_log_of as event_log_of
     from .follower import follow as follow
+    from .observers import EventHook as EventHook
+    from .observers import Observers as Observers
     from .provenance import field_text as field_text
     from .registry import ToolRegistry as ToolRegistry
     from .resume import Decision as Decision

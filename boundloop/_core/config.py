@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, NoReturn, cast, final
+from typing import TYPE_CHECKING, Any, NoReturn, cast, final
 
 import anyio
 
@@ -19,7 +19,6 @@ from .._base.price import Price
 from ..checkpoint.store import CheckpointStore
 from ..compaction import ContextManagement
 from ..errors import ConfigurationError
-from ..events import Event
 from ..metrics.instruments import BoundMetrics, LoopMetrics
 from ..model import Model
 from ..otel import TraceSettings, Tracing, is_provider, tracing_for
@@ -34,6 +33,8 @@ from ..signals import DEFAULT_HANDLERS
 from ..state import Budget
 from ..statemachine.machine import LoopMachine
 from ..tools import Tool
+from .observers import Default, Observers
+from .observers import EventHook as EventHook  # the core's modules name it from here
 from .provenance import check_client, effective_settings, provenance
 from .registry import ToolRegistry
 from .toolset import Toolset, declared_specs, split_toolsets
@@ -43,17 +44,6 @@ if TYPE_CHECKING:
     from ..pools.pool import BudgetPool
 
 RedactHook = Callable[[str], str]
-EventHook = Callable[[Event], None]
-
-
-class Default:
-    """Marker for 'not passed', where None has a meaning of its own."""
-
-    def __repr__(self) -> str:
-        return "DEFAULT"
-
-
-DEFAULT: Final = Default()
 _default_metrics: LoopMetrics | None = None
 
 
@@ -116,7 +106,7 @@ class LoopConfig:
     traces_global: bool = False
     """Without a provider of its own: trace each run to the global provider, when one is set."""
     metrics_default: bool = False
-    """The loop was built without `metrics=`: its runs count on the default registry, except
+    """The loop was built without `Observers.metrics`: its runs count on the default registry, except
     a delegated run, which counts where its parent's loop does (`BoundMetrics.on`)."""
     trace_content: bool = False
     """Spans carry message content (redacted): the model's text, tool inputs and results."""
@@ -166,12 +156,11 @@ class Wiring:
     """The tool functions, the SDK's tool helpers, MCP servers and server tool definitions."""
     output_type: OutputType | None = None
     store: CheckpointStore | None = None
-    metrics: LoopMetrics | Default | None = DEFAULT
-    tracing: TraceSettings | None = TraceSettings()
+    observers: Observers = dataclasses.field(default_factory=Observers)
+    """The loop's metrics, tracing and event hook."""
     redactor: Redactor = dataclasses.field(default_factory=Redactor)
     """The default patterns, `Redaction.patterns` and `Redaction.hook`, compiled once."""
     prices: Mapping[str, Price] | None = None
-    on_event: EventHook | None = None
     pools: Sequence[BudgetPool] = ()
     """The budget pools every run of the loop reserves its model calls from (docs/pools.md)."""
 
@@ -242,7 +231,12 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
     Raises:
         ConfigurationError: the first setting the loop cannot run with, named.
     """
-    client, metrics, tracing = wiring.client, wiring.metrics, wiring.tracing
+    observers = wiring.observers
+    _require(
+        isinstance(cast(object, observers), Observers),
+        f"observers must be an Observers, got {type(observers).__name__}",
+    )
+    client, metrics, tracing = wiring.client, observers.metrics, observers.tracing
     create = getattr(getattr(client, "messages", None), "create", None)
     _require(
         callable(create),
@@ -261,8 +255,8 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
         f"metrics must be a LoopMetrics or None, got {type(metrics).__name__}",
     )
     _require(
-        wiring.on_event is None or callable(wiring.on_event),
-        f"on_event must be a callable taking an Event, got {wiring.on_event!r}",
+        observers.on_event is None or callable(observers.on_event),
+        f"on_event must be a callable taking an Event, got {observers.on_event!r}",
     )
     _require(
         not spec.budget.count_tokens
@@ -314,7 +308,7 @@ def build_config(spec: LoopSpec, wiring: Wiring) -> LoopConfig:
         client=client,
         tools=registry,
         redactor=wiring.redactor,
-        on_event=wiring.on_event,
+        on_event=observers.on_event,
         store=wiring.store,
         metrics=None
         if chosen_metrics is None

@@ -21,24 +21,22 @@ Public, as `boundloop.cli.demo`: the tests and examples use its data and `demo_l
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 import anyio
-from prometheus_client import CollectorRegistry
 
 from .. import (
     AgentLoop,
     Budget,
-    LoopMetrics,
     Model,
+    Observers,
     Policy,
     ScriptedClient,
     Tool,
     ToolContext,
     tool,
 )
-from ..events import Event
 from ._defaults import DEMO_MODEL
 from ._scenarios import scenarios
 
@@ -334,8 +332,7 @@ def demo_loop(
     client: Model | None = None,
     *,
     model: str = MODEL,
-    registry: CollectorRegistry | None = None,
-    on_event: Callable[[Event], None] | None = None,
+    observers: Observers = Observers(),
     scenario: str = "completed",
 ) -> AgentLoop:
     """The refund-investigation loop, on a fresh `ScriptedClient` of `SCRIPT` unless a client is given.
@@ -344,8 +341,8 @@ def demo_loop(
         client: the model client; default: the scenario's scripted conversation (no network).
         scenario: which script the scripted client plays (a key of `SCENARIOS`).
         model: the model name sent with every request.
-        registry: where the metrics go; default: the process's default registry.
-        on_event: called with every trace event as it is recorded.
+        observers: the loop's metrics, tracing and event hook (default: metrics on the
+            process's default registry, the global tracer provider when one is set, no hook).
 
     Returns:
         A loop ready to `run(GOAL)`.
@@ -359,6 +356,5 @@ def demo_loop(
         system=SYSTEM,
         max_tokens=2048,
         name=NAME,
-        metrics=LoopMetrics(registry=registry),
-        on_event=on_event,
+        observers=observers,
     )

@@ -256,7 +256,7 @@ def _build_loop(history: bool) -> list[str]:
         "    Args:",
         "        client: the model client; default: `anthropic.AsyncAnthropic()` (ANTHROPIC_API_KEY).",
         "        **wiring: what a contract does not hold, for `AgentLoop.from_contract`: `approve`,",
-        "            `success`, `metrics`, `prices`, `store`, `on_event`.",
+        "            `success`, `observers`, `prices`, `store`.",
         "",
         "    Returns:",
         f"        The loop: `await build_loop().{run}`.",

@@ -50,8 +50,7 @@ def app_loop(
         # its prices (a model priced by the application, not in boundloop's table, keeps its
         # cost: its own, its fallbacks' and advisors')
         prices=_prices(app),
-        metrics=None,
-        tracing=None,
+        observers=dataclasses.replace(app.wiring.observers, metrics=None, tracing=None),
         store=MemoryStore(),
     )
     return AgentLoop.from_spec(spec, wiring)

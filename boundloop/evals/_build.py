@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from anthropic.types import Message
 
-from .._core import declared_tool
+from .._core import Observers, declared_tool
 from ..checkpoint.store import MemoryStore
 from ..errors import ConfigurationError, FixtureError
 from ..loop import AgentLoop
@@ -75,7 +75,7 @@ def build_loop(
         policy=Policy(**case.policy),
         system=case.system,
         name="eval",
-        metrics=None,
+        observers=Observers(metrics=None),
         store=MemoryStore(),
     )
     mocks.redact = loop.config.redactor

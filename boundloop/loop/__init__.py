@@ -18,11 +18,10 @@ from .._base.cache import CacheMode, CacheSettings
 from .._base.model_settings import ModelSettings
 from .._base.price import Price
 from .._core import (
-    DEFAULT,
     DEFAULT_BUFFER,
-    Default,
     EventHook,
     LoopConfig,
+    Observers,
     ResumeOptions,
     RunOptions,
     RunStream,
@@ -35,9 +34,8 @@ from ..checkpoint.store import CheckpointStore
 from ..compaction import ContextManagement
 from ..errors import EventLoopRunning
 from ..events import Event
-from ..metrics.instruments import BoundMetrics, LoopMetrics
+from ..metrics.instruments import BoundMetrics
 from ..model import Model
-from ..otel import TraceSettings
 from ..policy import Approver, Policy, SignalHandler, SuccessCheck
 from ..redaction import Redaction, Redactor
 from ..settings import LoopSpec, default
@@ -81,11 +79,12 @@ class AgentLoop(Generic[OutputT, DepsT]):
         redaction: `Redaction(patterns=..., hook=..., checkpoints=...)`: your secrets' patterns
             and a hook applied after them to everything a run records; `checkpoints=True` saves
             checkpoints redacted too (`LoopSpec.redact_checkpoints`; docs/security.md).
-        metrics: a `LoopMetrics`; default: shared instruments on the default registry; None: none.
-        tracing: `TraceSettings(provider=..., content=...)` (default: the global provider, when
-            one is set; docs/otel.md); None: no spans.
+        observers: `Observers(metrics=..., tracing=..., on_event=...)`: the `LoopMetrics` the
+            runs count on (default: shared instruments on the default registry; None: none),
+            their tracing (`TraceSettings`; default: the global provider, when one is set;
+            None: no spans; docs/otel.md) and a hook called synchronously with every `Event`
+            (`boundloop.events`) as it is recorded.
         prices: per-model prices merged over the built-in table (for `max_cost_usd`).
-        on_event: called synchronously with every `Event` (`boundloop.events`) as it is recorded.
         store: where the state is checkpointed (`MemoryStore`, `SQLiteStore`, `PostgresStore`);
             `SignedStore(store, key)` signs every checkpoint (HMAC-SHA256) and refuses a row
             whose signature is missing or wrong (`CheckpointCorrupt`).
@@ -116,10 +115,8 @@ class AgentLoop(Generic[OutputT, DepsT]):
         context: ContextManagement = ContextManagement(),
         cache: CacheMode | CacheSettings = default("cache"),
         redaction: Redaction = Redaction(),
-        metrics: LoopMetrics | Default | None = DEFAULT,
-        tracing: TraceSettings | None = TraceSettings(),
+        observers: Observers = Observers(),
         prices: Mapping[str, Price] | None = None,
-        on_event: EventHook | None = None,
         store: CheckpointStore | None = None,
         pools: Sequence[BudgetPool] = (),
     ) -> None:
@@ -129,11 +126,9 @@ class AgentLoop(Generic[OutputT, DepsT]):
             tools=tools,
             output_type=output_type,
             store=store,
-            metrics=metrics,
-            tracing=tracing,
+            observers=observers,
             redactor=Redactor(redaction.patterns, redaction.hook),
             prices=prices,
-            on_event=on_event,
             pools=pools,
         )
         spec = LoopSpec.of(  # the declarations first: the settings are checked against the tools
@@ -241,11 +236,9 @@ class AgentLoop(Generic[OutputT, DepsT]):
         signal_handlers: Mapping[str, SignalHandler] | None = None,
         approve: Approver | None = None,
         success: SuccessCheck | None = None,
-        metrics: LoopMetrics | Default | None = DEFAULT,
+        observers: Observers = Observers(),
         prices: Mapping[str, Price] | None = None,
         store: CheckpointStore | None = None,
-        on_event: EventHook | None = None,
-        tracing: TraceSettings | None = TraceSettings(),
     ) -> AgentLoop[Any]:
         """Build the loop a contract declares (docs/contracts.md; a path is read here: in async
         code, `load_contract` in a thread and pass the `Contract`).
@@ -261,8 +254,8 @@ class AgentLoop(Generic[OutputT, DepsT]):
             approve: `Policy.approve`, the in-process approver (code, not contract data):
                 `async (ToolCall) -> bool | str`; only `True` approves.
             success: `Policy.success`, the extra completion check (code, not contract data).
-            metrics, prices, store, on_event, tracing: as for `AgentLoop` (a contract with
-                metrics disabled turns them off).
+            observers, prices, store: as for `AgentLoop` (a contract with metrics disabled
+                turns them off).
 
         Raises:
             ContractError: the contract breaks its schema or the loop's rules (every problem
@@ -275,9 +268,7 @@ class AgentLoop(Generic[OutputT, DepsT]):
         # A `Contract` built in code is checked too (its files are already inline).
         source = contract.to_dict() if isinstance(contract, Contract) else contract
         loaded = load_contract(source, policy=policy, allow_outside=allow_outside)
-        wiring = _core.Wiring(
-            client=client, store=store, metrics=metrics, tracing=tracing, prices=prices, on_event=on_event
-        )
+        wiring = _core.Wiring(client=client, store=store, observers=observers, prices=prices)
         spec, wiring = contract_wiring(
             loaded, wiring, handlers, signal_handlers, approve=approve, success=success
         )

@@ -1,7 +1,7 @@
 """Message content in the GenAI conventions' shapes, redacted, as JSON strings for span attributes.
 
-Only a run that opted in (`AgentLoop(tracing=TraceSettings(content=True))`) puts content on its spans. Every
-string goes through the loop's redactor first, as in the JSON-lines trace. The conventions'
+Only a run that opted in (`Observers(tracing=TraceSettings(content=True))`) puts content on its
+spans. Every string goes through the loop's redactor first, as in the JSON-lines trace. The conventions'
 parts: `text`, `tool_call` (id, name, arguments), `tool_call_response` (id, response),
 `server_tool_call` (a `server_tool_use` or `mcp_tool_use` block: id, name, and the call as
 `server_tool_call`) and `server_tool_call_response` (a server tool's result block, e.g.

@@ -28,9 +28,9 @@ SCOPE: Final = "boundloop"
 @final
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class TraceSettings:
-    """How a loop's runs are traced: `AgentLoop(tracing=TraceSettings(...))` (docs/otel.md).
+    """How a loop's runs are traced: `Observers(tracing=TraceSettings(...))` (docs/otel.md).
 
-    `AgentLoop(tracing=None)` traces nothing.
+    `Observers(tracing=None)` traces nothing.
     """
 
     provider: TracerProvider | None = None

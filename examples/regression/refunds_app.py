@@ -21,7 +21,17 @@ from typing import Any
 
 import anyio
 
-from boundloop import AgentLoop, Budget, Model, Policy, ScriptedClient, SQLiteStore, ToolContext, tool
+from boundloop import (
+    AgentLoop,
+    Budget,
+    Model,
+    Observers,
+    Policy,
+    ScriptedClient,
+    SQLiteStore,
+    ToolContext,
+    tool,
+)
 
 GOAL = "Customer C-2291 asks for a refund of order O-104: the boots arrived damaged."
 PRODUCTION: list[dict[str, Any]] = [
@@ -70,7 +80,7 @@ def _loop(policy: Policy, client: Model | None) -> AgentLoop:
         policy=policy,
         system="You handle refund requests for an outdoor-gear shop.",
         name="refunds",
-        metrics=None,
+        observers=Observers(metrics=None),
     )
 
 

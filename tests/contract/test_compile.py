@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 
-from boundloop import AgentLoop, ContractError, LoopSpec, ScriptedClient, UnhandledStop
+from boundloop import AgentLoop, ContractError, LoopSpec, Observers, ScriptedClient, UnhandledStop
 from boundloop.cli import demo
 from boundloop.contract import RULES, Contract, compile_module, compile_report, load_contract
 from boundloop.statemachine.diagram import render_mermaid
@@ -170,7 +170,7 @@ async def test_stub_error_goes_back_to_the_model(generated: dict[str, Path]) -> 
         {"stop_reason": "tool_use", "content": [call]},
         {"stop_reason": "end_turn", "content": [{"type": "text", "text": "I could not read the order."}]},
     ]
-    loop = build(load(generated["refund_loop"]), ScriptedClient(script), metrics=None)
+    loop = build(load(generated["refund_loop"]), ScriptedClient(script), observers=Observers(metrics=None))
     result = await loop.run(demo.GOAL)
     assert result.stop_reason == "evidence_missing"  # the order was never read
     (observation,) = result.state.observations
@@ -188,7 +188,9 @@ async def test_filled_handlers_run_the_demo_end_to_end(generated: dict[str, Path
     module = load(generated["refund_loop"])
     handlers = cast(dict[str, Callable[..., object]], module.HANDLERS)
     handlers.update({tool.name: tool.handler for tool in demo.TOOLS})  # what demo_loop().tools holds
-    result = await build(module, ScriptedClient(demo.SCRIPT), metrics=None).run(demo.GOAL)
+    result = await build(module, ScriptedClient(demo.SCRIPT), observers=Observers(metrics=None)).run(
+        demo.GOAL
+    )
     assert result.stop_reason == "completed"
     assert result.answer == demo.ANSWER
     evidence = {obs.tool for obs in result.state.observations if obs.outcome == "ok"}

@@ -16,6 +16,7 @@ from boundloop import (
     Budget,
     ConfigurationError,
     ContractError,
+    Observers,
     Policy,
     ScriptedClient,
     StopReason,
@@ -96,7 +97,10 @@ def test_the_shipped_contract_reaches_the_five_refund_stop_reasons(scenario: str
     loaded = load_contract(EXAMPLE)
     handlers = {tool.name: tool.handler for tool in demo.TOOLS}
     loop = AgentLoop.from_contract(
-        loaded, handlers=handlers, client=ScriptedClient(demo.SCENARIOS[scenario]), metrics=None
+        loaded,
+        handlers=handlers,
+        client=ScriptedClient(demo.SCENARIOS[scenario]),
+        observers=Observers(metrics=None),
     )
     result = anyio.run(loop.run, demo.GOAL)
     assert result.stop_reason == scenario
@@ -329,7 +333,10 @@ async def test_from_contract_builds_a_loop_that_runs() -> None:
     """The contract's tools, budget and policy drive a real run on the ScriptedClient."""
     script = [tool_use(("lookup", {"key": "a"})), text("a is known")]
     loop = AgentLoop.from_contract(
-        contract(), handlers={"lookup": lookup}, client=ScriptedClient(script), metrics=None
+        contract(),
+        handlers={"lookup": lookup},
+        client=ScriptedClient(script),
+        observers=Observers(metrics=None),
     )
     result = await loop.run("What is a?")
     assert result.stop_reason is StopReason.COMPLETED
@@ -352,7 +359,9 @@ async def test_from_contract_builds_a_loop_that_runs() -> None:
 def test_a_handler_missing_or_undeclared_is_a_construction_error(handlers: JSON, message: str) -> None:
     """Handlers and declared tools must match one for one."""
     with pytest.raises(ConfigurationError, match=message):
-        AgentLoop.from_contract(contract(), handlers=handlers, client=ScriptedClient([]), metrics=None)
+        AgentLoop.from_contract(
+            contract(), handlers=handlers, client=ScriptedClient([]), observers=Observers(metrics=None)
+        )
 
 
 def test_a_contract_that_breaks_a_rule_is_not_built() -> None:
@@ -369,7 +378,7 @@ async def test_unhandled_stop_makes_that_stop_reason_raise() -> None:
         contract(signals=signals(refusal="unhandled_stop")),
         handlers={"lookup": lookup},
         client=ScriptedClient([{"stop_reason": "refusal", "content": []}]),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     with pytest.raises(UnhandledStop):
         await loop.run("Tell me.")
@@ -390,7 +399,7 @@ async def test_custom_signal_handlers_are_named_in_the_contract_and_given_in_cod
         handlers={"lookup": lookup},
         signal_handlers={"escalate_refusal": escalate_refusal},
         client=ScriptedClient([{"stop_reason": "refusal", "content": []}]),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = await loop.run("Tell me.")
     assert result.stop_reason is StopReason.NEEDS_HUMAN
@@ -425,7 +434,7 @@ def test_to_contract_of_a_loop_with_an_escalation_tool_and_no_metrics() -> None:
         tools=[read],
         budget=Budget(max_steps=3),
         policy=Policy(escalation_tool="ask_human", allowed={"read"}),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     written: Contract = loop.to_contract()
     assert [t.name for t in written.spec.tools] == ["read"]
@@ -446,7 +455,9 @@ def test_a_contract_sets_redact_checkpoints_and_count_tokens() -> None:
     assert check_contract(document) == []
     assert [p.where for p in check_contract(contract(count_tokens="yes"))] == ["count_tokens"]
     client = anthropic.AsyncAnthropic(api_key="sk-ant-test-0000000000")  # it counts; nothing is sent
-    loop = AgentLoop.from_contract(document, handlers={"lookup": lookup}, client=client, metrics=None)
+    loop = AgentLoop.from_contract(
+        document, handlers={"lookup": lookup}, client=client, observers=Observers(metrics=None)
+    )
     assert (loop.config.spec.redact_checkpoints, loop.config.spec.budget.count_tokens) == (True, True)
     written = loop.to_contract().to_dict()
     assert (written["redact_checkpoints"], written["count_tokens"]) == (True, True)
@@ -463,7 +474,7 @@ def test_to_contract_refuses_a_nameless_signal_handler() -> None:
         model="claude-sonnet-4-6",
         budget=Budget(max_steps=2),
         policy=Policy(signal_handlers={"refusal": lambda message, ctx: stop(StopReason.REFUSED)}),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     with pytest.raises(ConfigurationError, match="no name a contract can hold"):
         loop.to_contract()
@@ -499,7 +510,7 @@ def test_to_contract_keeps_a_declared_escalation_tool_and_refuses_two_handlers_o
         tools=[ask],
         budget=Budget(max_steps=2),
         policy=Policy(escalation_tool="ask"),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     document = loop.to_contract().to_dict()
     assert [t["name"] for t in document["tools"]] == ["ask"]
@@ -519,7 +530,7 @@ def test_to_contract_keeps_a_declared_escalation_tool_and_refuses_two_handlers_o
         policy=Policy(
             signal_handlers={"refusal": make(StopReason.REFUSED), "max_tokens": make(StopReason.TRUNCATED)}
         ),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     with pytest.raises(ConfigurationError, match="both named 'handler'"):
         twins.to_contract()

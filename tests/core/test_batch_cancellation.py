@@ -17,6 +17,7 @@ from boundloop import (
     Budget,
     LoopResult,
     MemoryStore,
+    Observers,
     Policy,
     ScriptedClient,
     StopReason,
@@ -61,7 +62,11 @@ async def failing(key: str) -> str:
 
 
 def make_loop(script: list[JSON], tools: list[Tool], **kwargs: Any) -> AgentLoop:
-    options: JSON = {"model": "claude-sonnet-4-6", "budget": Budget(max_steps=4), "metrics": None}
+    options: JSON = {
+        "model": "claude-sonnet-4-6",
+        "budget": Budget(max_steps=4),
+        "observers": Observers(metrics=None),
+    }
     options.update(kwargs)
     return AgentLoop(ScriptedClient(script), tools=tools, **options)
 

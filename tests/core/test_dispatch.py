@@ -17,6 +17,7 @@ from boundloop import (
     Budget,
     ConfigurationError,
     LoopResult,
+    Observers,
     RetryableToolError,
     ScriptedClient,
     StopReason,
@@ -32,7 +33,11 @@ JSON = dict[str, Any]
 
 def make_loop(script: list[JSON], tools: list[Tool], **kwargs: Any) -> AgentLoop:
     """A loop on a ScriptedClient with no metrics; any option overridden."""
-    options: JSON = {"model": "claude-sonnet-4-6", "budget": Budget(max_steps=4), "metrics": None}
+    options: JSON = {
+        "model": "claude-sonnet-4-6",
+        "budget": Budget(max_steps=4),
+        "observers": Observers(metrics=None),
+    }
     options.update(kwargs)
     return AgentLoop(ScriptedClient(script), tools=tools, **options)
 
@@ -482,7 +487,11 @@ async def test_a_huge_document_neither_reaches_the_model_nor_the_checkpoint() ->
 
     client = ScriptedClient([tool_use(("fetch", {"key": "k"}, "toolu_1")), text("done")])
     loop = AgentLoop(
-        client, model="claude-sonnet-4-6", tools=[fetch], budget=Budget(max_steps=4), metrics=None
+        client,
+        model="claude-sonnet-4-6",
+        tools=[fetch],
+        budget=Budget(max_steps=4),
+        observers=Observers(metrics=None),
     )
     result = await run(loop)
     assert result.stop_reason is StopReason.COMPLETED
@@ -508,7 +517,7 @@ async def test_a_huge_exception_message_is_bounded_like_a_result() -> None:
         model="claude-sonnet-4-6",
         tools=[fetch],
         budget=Budget(max_steps=4, max_tool_output_chars=1_000),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = await run(loop)
     [answer] = answers(result)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import anthropic
 import httpx2
 
-from boundloop import AgentLoop, Budget, ScriptedClient, StopReason
+from boundloop import AgentLoop, Budget, Observers, ScriptedClient, StopReason
 from boundloop._core.ledger import TreeLedger
 from boundloop.pools import Claim, Grant, Shortfall
 from tests.helpers import text, tool_use
@@ -65,7 +65,7 @@ async def test_a_child_whose_call_fails_releases_its_reservation() -> None:
         model="claude-sonnet-4-6",
         max_tokens=1_000,
         budget=Budget(max_steps=1),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     lead = AgentLoop(
         ScriptedClient(
@@ -76,7 +76,7 @@ async def test_a_child_whose_call_fails_releases_its_reservation() -> None:
         tools=[child.as_tool("research", description="Research.")],
         # $0.02: one child's worst case (1,000 output tokens, $0.015) fits, two held at once do not.
         budget=Budget(max_steps=3, max_cost_usd=0.02),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = await lead.run("go")
     assert [answer.outcome for answer in result.state.observations] == ["error", "ok"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from boundloop import AgentLoop, Budget, Policy, ScriptedClient, StopReason, ToolCall, tool
+from boundloop import AgentLoop, Budget, Observers, Policy, ScriptedClient, StopReason, ToolCall, tool
 from boundloop.evals import CaseResult, build_loop, export_case, parse_case, run_case
 from boundloop.evals._mocks import Mocks
 from boundloop.state import LoopState
@@ -336,7 +336,7 @@ async def test_a_plain_loop_run_with_real_tools_and_an_approver_exports_a_passin
         budget=Budget(max_steps=5),
         policy=Policy(requires_approval=["refund"], approve=approver),
         system="Be brief.",
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = await loop.run("Refund the late order.", task_id=TASK)
     assert [o.outcome for o in result.state.observations] == ["ok", "invalid_result", "ok", "denied"]

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from boundloop import AgentLoop, Budget, Policy, Price, ScriptedClient, tool
+from boundloop import AgentLoop, Budget, Observers, Policy, Price, ScriptedClient, tool
 from boundloop.cli import main
 from boundloop.evals import parse_case, run_case
 from tests.evals.test_live import SEED
@@ -87,7 +87,7 @@ def app_loop() -> AgentLoop[Any]:
         budget=Budget(max_steps=4),
         policy=Policy(required_evidence={"lookup"}),
         system="The application's prompt.",
-        metrics=None,
+        observers=Observers(metrics=None),
         version="app-7",
     )
 
@@ -128,7 +128,7 @@ async def test_a_live_case_through_the_app_runs_on_the_client_given() -> None:
         model="claude-sonnet-4-6",
         tools=[read_delivery_status],
         budget=Budget(max_steps=5),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     skipped = await run_case(SEED, app=shipping)
     assert skipped.status == "skipped"

@@ -16,6 +16,7 @@ from boundloop import (
     LoopMetrics,
     LoopResult,
     MemoryStore,
+    Observers,
     StopReason,
     TaskExists,
     ToolContext,
@@ -60,7 +61,7 @@ def weather_loop(client: ScriptedClient, invoked: list[str], **options: Any) -> 
     settings: JSON = {
         "model": "claude-sonnet-4-6",
         "budget": Budget(max_steps=4),
-        "metrics": None,
+        "observers": Observers(metrics=None),
         "name": "weather",
     }
     return AgentLoop(client, tools=weather_tools(invoked), **(settings | options))
@@ -81,7 +82,7 @@ async def test_a_run_with_a_parallel_batch_completes_through_the_workflow_as_the
     registry = CollectorRegistry()
     metrics = LoopMetrics(registry=registry)
     client, invoked = ScriptedClient(SCRIPT), list[str]()
-    durable = DurableLoop(weather_loop(client, invoked, store=store, metrics=metrics))
+    durable = DurableLoop(weather_loop(client, invoked, store=store, observers=Observers(metrics=metrics)))
     launch()
 
     result = await durable.run("Weather?", task_id="task-1")

@@ -9,7 +9,7 @@ import anyio
 import pytest
 from dbos import DBOS
 
-from boundloop import AgentLoop, Budget, LoopResult, MemoryStore, StopReason, ToolContext, tool
+from boundloop import AgentLoop, Budget, LoopResult, MemoryStore, Observers, StopReason, ToolContext, tool
 from boundloop.integrations.dbos import DurableLoop
 from boundloop.integrations.dbos._wait import WAITING_EVENT
 from boundloop.testing import ScriptedClient
@@ -36,7 +36,7 @@ async def test_a_decision_sent_to_the_lead_workflow_reaches_the_waiting_child(la
         model="claude-sonnet-4-6",
         tools=[refund],
         budget=Budget(max_steps=3),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
         name="refunds",
     )
@@ -47,7 +47,7 @@ async def test_a_decision_sent_to_the_lead_workflow_reaches_the_waiting_child(la
         model="claude-sonnet-4-6",
         tools=[child.as_tool("refunds", description="Handle refunds.")],
         budget=Budget(max_steps=3, max_tool_calls=1),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
         name="lead",
     )

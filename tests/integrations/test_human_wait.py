@@ -19,6 +19,7 @@ from boundloop import (
     LoopResult,
     MemoryStore,
     NotResumable,
+    Observers,
     StopReason,
     TaskBusy,
     ToolContext,
@@ -52,7 +53,7 @@ def refund_loop(store: MemoryStore, ran: list[str], *, turns: int = 2) -> AgentL
         model="claude-sonnet-4-6",
         tools=tools,
         budget=Budget(max_steps=4),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
         name="refunds",
     )

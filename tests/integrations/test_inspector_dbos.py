@@ -18,7 +18,7 @@ import httpx
 import pytest
 from dbos import DBOS, DBOSClient
 
-from boundloop import AgentLoop, Budget, LoopResult, MemoryStore, StopReason, ToolContext, tool
+from boundloop import AgentLoop, Budget, LoopResult, MemoryStore, Observers, StopReason, ToolContext, tool
 from boundloop.integrations.dbos import DurableLoop
 from boundloop.integrations.dbos._wait import WAITING_EVENT
 from boundloop.testing import ScriptedClient
@@ -48,7 +48,7 @@ def refund_loop(store: MemoryStore, ran: list[str], hold: anyio.Event) -> AgentL
         model="claude-sonnet-4-6",
         tools=tools,
         budget=Budget(max_steps=4),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
         name="refunds",
     )

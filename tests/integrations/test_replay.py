@@ -8,7 +8,16 @@ import anyio
 import pytest
 from dbos import DBOS
 
-from boundloop import AgentLoop, Budget, MemoryStore, RetryableToolError, StopReason, ToolContext, tool
+from boundloop import (
+    AgentLoop,
+    Budget,
+    MemoryStore,
+    Observers,
+    RetryableToolError,
+    StopReason,
+    ToolContext,
+    tool,
+)
 from boundloop.integrations.dbos import DurableLoop
 from boundloop.testing import ScriptedClient
 from tests.helpers import JSON, text, tool_use
@@ -68,7 +77,7 @@ async def test_a_crash_during_a_batch_replays_the_done_calls_and_reruns_the_one_
         model="claude-sonnet-4-6",
         tools=[read_order, charge],
         budget=Budget(max_steps=4),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=store,
         name="charges",
     )
@@ -140,7 +149,7 @@ async def test_failed_and_retried_calls_replay_as_the_same_failures(launch: Laun
         model="claude-sonnet-4-6",
         tools=[keyword, local, retried],
         budget=Budget(max_steps=4, max_tool_retries=1, max_consecutive_tool_errors=5),
-        metrics=None,
+        observers=Observers(metrics=None),
         name="failures",
     )
     durable = DurableLoop(loop)

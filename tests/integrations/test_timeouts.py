@@ -11,7 +11,7 @@ import anyio
 import pytest
 from dbos import DBOS
 
-from boundloop import AgentLoop, Budget, MemoryStore, StopReason, ToolContext, tool
+from boundloop import AgentLoop, Budget, MemoryStore, Observers, StopReason, ToolContext, tool
 from boundloop.integrations.dbos import DurableLoop
 from boundloop.testing import ScriptedClient
 from tests.helpers import text, tool_use
@@ -57,7 +57,7 @@ async def test_a_timed_out_call_is_recorded_and_replays_as_the_same_timeout(laun
         model="claude-sonnet-4-6",
         tools=[charge],
         budget=Budget(max_steps=4),
-        metrics=None,
+        observers=Observers(metrics=None),
         store=MemoryStore(),
         name="timeouts",
     )
@@ -116,7 +116,7 @@ async def test_a_default_timeout_and_a_sync_tool_are_recorded_and_replayed(launc
         model="claude-sonnet-4-6",
         tools=[slow, quick],
         budget=Budget(max_steps=4, tool_timeout_s=0.2, max_tool_retries=1),
-        metrics=None,
+        observers=Observers(metrics=None),
         name="default_timeouts",
     )
     durable = DurableLoop(loop)

@@ -13,7 +13,7 @@ from anthropic.types import Message, MessageTokensCount
 from dbos import DBOS
 from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSUnexpectedStepError
 
-from boundloop import AgentLoop, Budget, Policy, StopReason, ToolCall, tool
+from boundloop import AgentLoop, Budget, Observers, Policy, StopReason, ToolCall, tool
 from boundloop.integrations.dbos import DurableLoop
 from boundloop.testing import ScriptedClient
 from tests.helpers import JSON, text, tool_use
@@ -27,7 +27,7 @@ def loop_of(client: Any, tools: list[Any], name: str, **options: Any) -> AgentLo
     settings: JSON = {
         "model": "claude-sonnet-4-6",
         "budget": Budget(max_steps=4),
-        "metrics": None,
+        "observers": Observers(metrics=None),
         "name": name,
     }
     return AgentLoop(client, tools=tools, **(settings | options))

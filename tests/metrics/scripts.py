@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from boundloop import AgentLoop, Budget, LoopMetrics, LoopResult, Policy, ScriptedClient, tool
+from boundloop import AgentLoop, Budget, LoopMetrics, LoopResult, Observers, Policy, ScriptedClient, tool
 from tests.helpers import text, tool_use
 
 
@@ -67,7 +67,7 @@ def refund_loop(
         policy=Policy(forbidden={"issue_refund"}, on_forbidden="report"),
         name=name,
         version=version,
-        metrics=metrics,
+        observers=Observers(metrics=metrics),
     )
 
 
@@ -110,7 +110,7 @@ def search_loop(metrics: LoopMetrics | None, *, name: str = "searches") -> Agent
         tools=[*TOOLS, SEARCH],
         budget=Budget(max_steps=4),
         name=name,
-        metrics=metrics,
+        observers=Observers(metrics=metrics),
     )
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from boundloop import AgentLoop, Budget, LoopMetrics, ScriptedClient, StopReason
+from boundloop import AgentLoop, Budget, LoopMetrics, Observers, ScriptedClient, StopReason
 from tests.helpers import JSON, text, tool_use
 
 
@@ -30,7 +30,7 @@ def loops_of(registry: CollectorRegistry) -> set[str]:
 async def test_a_childs_run_is_counted_under_its_own_loops_name(
     registry: CollectorRegistry, metrics: LoopMetrics
 ) -> None:
-    researcher = loop_of([text("one"), text("two")], name="researcher", metrics=metrics)
+    researcher = loop_of([text("one"), text("two")], name="researcher", observers=Observers(metrics=metrics))
     lead = loop_of(
         [
             tool_use(("research", {"task": "evil-label-a"}), ("research", {"task": "evil-label-b"})),
@@ -38,7 +38,7 @@ async def test_a_childs_run_is_counted_under_its_own_loops_name(
         ],
         name="lead",
         tools=[researcher.as_tool("research", description="Research.")],
-        metrics=metrics,
+        observers=Observers(metrics=metrics),
     )
     result = await lead.run("go")
     assert result.stop_reason is StopReason.COMPLETED
@@ -58,7 +58,7 @@ async def test_a_childs_run_is_counted_under_its_own_loops_name(
 async def test_a_child_loop_without_metrics_of_its_own_counts_on_its_parents_registry(
     registry: CollectorRegistry, metrics: LoopMetrics
 ) -> None:
-    """The researcher was built without `metrics=`: run by a lead whose loop counts on `registry`,
+    """The researcher was built without `Observers.metrics`: run by a lead whose loop counts on `registry`,
     its runs are counted there (under its own name), not on the process's default registry."""
     default = {"loop": "default-researcher", "stop_reason": "completed", "version": ""}
     before = REGISTRY.get_sample_value("boundloop_runs_total", default) or 0.0
@@ -67,7 +67,7 @@ async def test_a_child_loop_without_metrics_of_its_own_counts_on_its_parents_reg
         [tool_use(("research", {"task": "a"})), text("done")],
         name="lead",
         tools=[researcher.as_tool("research", description="Research.")],
-        metrics=metrics,
+        observers=Observers(metrics=metrics),
     )
     result = await lead.run("go")
     assert result.stop_reason is StopReason.COMPLETED

@@ -19,6 +19,7 @@ from boundloop import (
     Budget,
     LoopMetrics,
     LoopResult,
+    Observers,
     Policy,
     ScriptedClient,
     StopReason,
@@ -166,7 +167,7 @@ async def test_a_server_tool_use_the_sdk_does_not_model_counts_as_other(
         tools=[read_order, SEARCH],
         budget=Budget(max_steps=2),
         name="newer",
-        metrics=metrics,
+        observers=Observers(metrics=metrics),
     )
     first = await loop.run("Go.")
     assert first.state.usage.server_tool_uses == {"web_search": 1, "code_execution": 2, "future_tool": 1}
@@ -230,7 +231,7 @@ async def test_tool_timeout_is_counted(registry: CollectorRegistry, metrics: Loo
         tools=[hang],
         budget=Budget(max_steps=3),
         name="hangs",
-        metrics=metrics,
+        observers=Observers(metrics=metrics),
     )
     with anyio.fail_after(5):
         await loop.run("Try.")
@@ -260,7 +261,7 @@ def blocking_loop(metrics: LoopMetrics, wait_tool: Any) -> AgentLoop:
         tools=[wait_tool],
         budget=Budget(max_steps=3),
         name="blocks",
-        metrics=metrics,
+        observers=Observers(metrics=metrics),
     )
 
 
@@ -321,7 +322,7 @@ async def test_runs_active_drops_when_a_run_raises(registry: CollectorRegistry, 
         budget=Budget(max_steps=3),
         policy=Policy(on_tool_error="raise"),
         name="raises",
-        metrics=metrics,
+        observers=Observers(metrics=metrics),
     )
     with pytest.raises(LookupError):
         await loop.run("Look.")
@@ -350,7 +351,7 @@ async def test_a_hostile_model_cannot_create_time_series(
             tools=TOOLS,
             budget=Budget(max_steps=4, max_consecutive_tool_errors=100),
             name="hostile",
-            metrics=metrics,
+            observers=Observers(metrics=metrics),
         )
 
     with pytest.raises(UnhandledStop):
@@ -513,7 +514,7 @@ async def test_the_hot_path_never_resolves_labels(
         budget=Budget(max_steps=6, max_consecutive_tool_errors=5),
         policy=Policy(forbidden={"issue_refund"}, on_forbidden="report"),
         name="refunds",
-        metrics=metrics,
+        observers=Observers(metrics=metrics),
     )
     first = await loop.run("Warm up.")
     calls: list[tuple[str, ...]] = []
@@ -580,13 +581,13 @@ def test_exemplars_can_be_turned_off(registry: CollectorRegistry) -> None:
 
 
 def test_metrics_off_records_nothing(registry: CollectorRegistry) -> None:
-    """`metrics=None` binds no instruments at all."""
+    """`Observers(metrics=None)` binds no instruments at all."""
     loop = AgentLoop(
         ScriptedClient([text("hi")]),
         model="claude-sonnet-4-5",
         tools=[read_order],
         budget=Budget(max_steps=1),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     assert loop.metrics is None
     assert series(registry) == set()

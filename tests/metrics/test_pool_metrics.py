@@ -10,7 +10,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from boundloop import AgentLoop, Budget, BudgetPool, LoopMetrics, StopReason, tool
+from boundloop import AgentLoop, Budget, BudgetPool, LoopMetrics, Observers, StopReason, tool
 from tests.fake_api import MODEL
 from tests.pool_api import PoolAPI, worst_nusd
 
@@ -32,8 +32,7 @@ def loop_of(api: PoolAPI, metrics: LoopMetrics | None, **options: Any) -> AgentL
         max_tokens=100,
         tools=[lookup],
         budget=Budget(max_steps=4, count_tokens=True),
-        metrics=metrics,
-        tracing=None,
+        observers=Observers(metrics=metrics, tracing=None),
         **options,
     )
 

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from boundloop import AgentLoop, Budget, ScriptedClient, StopReason, tool
+from boundloop import AgentLoop, Budget, Observers, ScriptedClient, StopReason, tool
 from boundloop.otel import TraceSettings, request_attributes, server_attributes
 from tests.fake_api import MODEL, Body, FakeAPI, Hang, message, text_block, tool_use_block
 from tests.helpers import text
@@ -42,8 +42,7 @@ def sdk_loop(api: FakeAPI, provider: TracerProvider, sdk_option: object, **optio
         "model": MODEL,
         "tools": [read_order],
         "budget": Budget(max_steps=4),
-        "metrics": None,
-        "tracing": TraceSettings(provider=provider),
+        "observers": Observers(metrics=None, tracing=TraceSettings(provider=provider)),
     }
     client = api.client().with_options(open_telemetry=sdk_option)  # type: ignore[arg-type]  # the SDK's option
     return AgentLoop(client, **(settings | options))
@@ -137,8 +136,7 @@ async def test_no_reasoning_tokens_when_the_usage_reports_none(
     loop = AgentLoop(
         ScriptedClient([text("Done.")]),
         model=MODEL,
-        metrics=None,
-        tracing=TraceSettings(provider=provider),
+        observers=Observers(metrics=None, tracing=TraceSettings(provider=provider)),
         budget=Budget(max_steps=2),
     )
     await loop.run("Go.")
@@ -170,9 +168,12 @@ async def test_server_tool_calls_are_server_tool_call_parts(
         text_block("Delivered."),
     ]
     api = FakeAPI([Body(json=message(content, "end_turn"))])
-    await sdk_loop(api, provider, False, tracing=TraceSettings(provider=provider, content=True)).run(
-        "Where is O-1?"
-    )
+    await sdk_loop(
+        api,
+        provider,
+        False,
+        observers=Observers(metrics=None, tracing=TraceSettings(provider=provider, content=True)),
+    ).run("Where is O-1?")
     chat = only(finished(exporter), "chat ")
     [output] = json.loads(attributes(chat)["gen_ai.output.messages"])
     assert "finish_reason" not in output

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext
 
-from boundloop import AgentLoop, Budget, ScriptedClient, StopReason
+from boundloop import AgentLoop, Budget, Observers, ScriptedClient, StopReason
 from boundloop.otel import TraceSettings
 from tests.helpers import JSON, text, tool_use
 from tests.otel.spans import finished, named, only
@@ -19,7 +19,11 @@ MODEL = "claude-sonnet-4-6"
 
 
 def loop_of(script: list[JSON], **options: Any) -> AgentLoop:
-    settings: dict[str, Any] = {"model": MODEL, "budget": Budget(max_steps=3), "metrics": None}
+    settings: dict[str, Any] = {
+        "model": MODEL,
+        "budget": Budget(max_steps=3),
+        "observers": Observers(metrics=None),
+    }
     return AgentLoop(ScriptedClient(script), **(settings | options))
 
 
@@ -38,13 +42,13 @@ async def test_a_childs_run_span_is_a_child_of_the_parents_tool_span(
     default tracing (the global provider, none set here) is traced where its parent is."""
     child_options: dict[str, Any] = {"name": "researcher"}
     if own_tracing:
-        child_options["tracing"] = TraceSettings(provider=provider)
+        child_options["observers"] = Observers(metrics=None, tracing=TraceSettings(provider=provider))
     researcher = loop_of([text("one"), text("two")], **child_options)
     lead = loop_of(
         [tool_use(("research", {"task": "a"}), ("research", {"task": "b"})), text("done")],
         name="lead",
         tools=[researcher.as_tool("research", description="Research.")],
-        tracing=TraceSettings(provider=provider),
+        observers=Observers(metrics=None, tracing=TraceSettings(provider=provider)),
     )
     result = await lead.run("go")
     assert result.stop_reason is StopReason.COMPLETED

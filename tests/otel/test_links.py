@@ -22,6 +22,7 @@ from boundloop import (
     ConfigurationError,
     LoopMetrics,
     MemoryStore,
+    Observers,
     ScriptedClient,
     StopReason,
     ToolContext,
@@ -61,7 +62,11 @@ def two_steps() -> list[Any]:
 
 
 def make_loop(seen: Seen, **options: Any) -> AgentLoop:
-    settings: dict[str, Any] = {"model": MODEL, "budget": Budget(max_steps=4), "metrics": None}
+    settings: dict[str, Any] = {
+        "model": MODEL,
+        "budget": Budget(max_steps=4),
+        "observers": Observers(metrics=None),
+    }
     return AgentLoop(ScriptedClient(two_steps()), tools=[seen.tool()], **(settings | options))
 
 
@@ -87,7 +92,10 @@ async def test_a_new_run_takes_its_span_trace_id(
     everywhere: state, tools, the JSON-lines stop event, the exemplar."""
     registry = CollectorRegistry()
     seen = Seen()
-    loop = make_loop(seen, tracing=TraceSettings(provider=provider), metrics=LoopMetrics(registry=registry))
+    loop = make_loop(
+        seen,
+        observers=Observers(metrics=LoopMetrics(registry=registry), tracing=TraceSettings(provider=provider)),
+    )
     result = await loop.run("Check O-1.")
     run = only(finished(exporter), "invoke_agent")
     assert run.parent is None
@@ -110,7 +118,9 @@ async def test_a_run_under_the_callers_span_is_in_its_trace(
     """The caller's current span is the run span's parent, and its trace id is the run's."""
     seen = Seen()
     with provider.get_tracer("app").start_as_current_span("POST /refunds") as request:
-        result = await make_loop(seen, tracing=TraceSettings(provider=provider)).run("Check O-1.")
+        result = await make_loop(
+            seen, observers=Observers(metrics=None, tracing=TraceSettings(provider=provider))
+        ).run("Check O-1.")
     run = only(finished(exporter), "invoke_agent")
     assert run.parent is not None
     assert run.parent.span_id == request.get_span_context().span_id
@@ -121,9 +131,9 @@ async def test_a_given_trace_id_wins_and_is_joined(
     provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
     """A caller's W3C trace id: the state keeps it, and the run span joins that trace."""
-    result = await make_loop(Seen(), tracing=TraceSettings(provider=provider)).run(
-        "Check O-1.", trace_id=INCOMING
-    )
+    result = await make_loop(
+        Seen(), observers=Observers(metrics=None, tracing=TraceSettings(provider=provider))
+    ).run("Check O-1.", trace_id=INCOMING)
     assert result.state.trace_id == INCOMING
     run = only(finished(exporter), "invoke_agent")
     assert run.context is not None
@@ -138,9 +148,9 @@ async def test_a_given_trace_id_wins_over_the_callers_span(
     """A given id is the state's even under a caller's span; the span tree stays the caller's
     and the run span names the run's id."""
     with provider.get_tracer("app").start_as_current_span("POST /refunds") as request:
-        result = await make_loop(Seen(), tracing=TraceSettings(provider=provider)).run(
-            "Check O-1.", trace_id="order-42"
-        )
+        result = await make_loop(
+            Seen(), observers=Observers(metrics=None, tracing=TraceSettings(provider=provider))
+        ).run("Check O-1.", trace_id="order-42")
     assert result.state.trace_id == "order-42"
     run = only(finished(exporter), "invoke_agent")
     assert run.parent is not None
@@ -164,9 +174,8 @@ async def test_a_resumed_run_continues_its_trace(
         model=MODEL,
         tools=[issue_refund],
         budget=Budget(max_steps=4),
-        metrics=None,
+        observers=Observers(metrics=None, tracing=TraceSettings(provider=provider)),
         store=MemoryStore(),
-        tracing=TraceSettings(provider=provider),
     )
     waiting = await loop.run("Refund O-1.")
     assert waiting.stop_reason is StopReason.NEEDS_HUMAN
@@ -206,8 +215,7 @@ async def test_one_chat_span_per_model_call(
         model=MODEL,
         tools=[Seen().tool()],
         budget=Budget(max_steps=4),
-        metrics=None,
-        tracing=TraceSettings(provider=provider),
+        observers=Observers(metrics=None, tracing=TraceSettings(provider=provider)),
     )
     result = await loop.run("Check O-1.")
     assert result.stop_reason is StopReason.COMPLETED
@@ -238,10 +246,10 @@ async def test_without_a_provider_nothing_is_traced(exporter: InMemorySpanExport
 
 
 async def test_tracer_provider_none_is_off(provider: TracerProvider, exporter: InMemorySpanExporter) -> None:
-    """tracing=None: no spans, even under a caller's span (whose trace the run ignores)."""
+    """`Observers(tracing=None)`: no spans, even under a caller's span (whose trace the run ignores)."""
     seen = Seen()
     with provider.get_tracer("app").start_as_current_span("POST /refunds") as request:
-        result = await make_loop(seen, tracing=None).run("Check O-1.")
+        result = await make_loop(seen, observers=Observers(metrics=None, tracing=None)).run("Check O-1.")
     assert [span.name for span in finished(exporter)] == ["POST /refunds"]
     assert seen.spans == [request]
     assert result.state.trace_id != hex_id(request.get_span_context().trace_id)
@@ -257,15 +265,15 @@ GLOBAL = textwrap.dedent(
         "otel_on_import": any(name.startswith("opentelemetry") for name in sys.modules),
     }
     import anyio
-    from boundloop import AgentLoop, Budget, ScriptedClient
+    from boundloop import AgentLoop, Budget, Observers, ScriptedClient
 
     backend = sys.argv[1]
 
-    def loop(**options):
+    def loop(observers=Observers(metrics=None)):
         answer = {"stop_reason": "end_turn", "content": [{"type": "text", "text": "Done."}]}
         client = ScriptedClient([answer])
-        return AgentLoop(client, model="claude-sonnet-4-6", budget=Budget(max_steps=2), metrics=None,
-                         name="global", **options)
+        return AgentLoop(client, model="claude-sonnet-4-6", budget=Budget(max_steps=2),
+                         observers=observers, name="global")
 
     anyio.run(loop().run, "go", backend=backend)
     seen["imported_untraced"] = "boundloop.otel._run" in sys.modules
@@ -285,7 +293,7 @@ GLOBAL = textwrap.dedent(
     seen["trace_id_matches"] = traced.state.trace_id == format(
         exporter.get_finished_spans()[-1].context.trace_id, "032x")
     exporter.clear()
-    anyio.run(loop(tracing=None).run, "go", backend=backend)
+    anyio.run(loop(Observers(metrics=None, tracing=None)).run, "go", backend=backend)
     seen["off"] = [span.name for span in exporter.get_finished_spans()]
     print(json.dumps(seen))
     """
@@ -314,6 +322,16 @@ def test_the_settings_are_checked() -> None:
     """A provider must have get_tracer; trace_content is a bool."""
     client = ScriptedClient([text("Done.")])
     with pytest.raises(ConfigurationError, match=r"TraceSettings\.provider must be"):
-        AgentLoop(client, model=MODEL, budget=Budget(max_steps=2), tracing=TraceSettings(provider="otlp"))  # type: ignore[arg-type]
+        AgentLoop(
+            client,
+            model=MODEL,
+            budget=Budget(max_steps=2),
+            observers=Observers(tracing=TraceSettings(provider="otlp")),  # type: ignore[arg-type]
+        )
     with pytest.raises(ConfigurationError, match=r"TraceSettings\.content must be"):
-        AgentLoop(client, model=MODEL, budget=Budget(max_steps=2), tracing=TraceSettings(content="yes"))  # type: ignore[arg-type]
+        AgentLoop(
+            client,
+            model=MODEL,
+            budget=Budget(max_steps=2),
+            observers=Observers(tracing=TraceSettings(content="yes")),  # type: ignore[arg-type]
+        )

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from boundloop import AgentLoop, Budget, LoopState, Policy, ScriptedClient, StopReason, tool
+from boundloop import AgentLoop, Budget, LoopState, Observers, Policy, ScriptedClient, StopReason, tool
 from boundloop.otel import TraceSettings
 from boundloop.redaction import Redaction
 from boundloop.testing import ScriptItem
@@ -75,9 +75,8 @@ def traced_loop(provider: TracerProvider, script: list[ScriptItem], **options: A
         "model": MODEL,
         "tools": [read_order, read_customer, read_payments, flaky],
         "budget": Budget(max_steps=4),
-        "metrics": None,
+        "observers": Observers(metrics=None, tracing=TraceSettings(provider=provider)),
         "name": "refunds",
-        "tracing": TraceSettings(provider=provider),
     }
     return AgentLoop(ScriptedClient(script), **(settings | options))
 
@@ -305,7 +304,7 @@ async def test_content_on_opt_in_is_redacted(
         provider,
         content_script(),
         system="You investigate refunds.",
-        tracing=TraceSettings(provider=provider, content=True),
+        observers=Observers(metrics=None, tracing=TraceSettings(provider=provider, content=True)),
         redaction=Redaction(patterns=[r"Ada Lovelace"]),
     )
     result = await loop.run("Check order O-1 for customer Ada Lovelace.")

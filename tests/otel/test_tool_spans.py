@@ -16,6 +16,7 @@ from boundloop import (
     AgentLoop,
     Budget,
     Event,
+    Observers,
     Policy,
     RetryableToolError,
     ScriptedClient,
@@ -53,8 +54,7 @@ def loop_of(
         "model": MODEL,
         "tools": tools,
         "budget": Budget(max_steps=4),
-        "metrics": None,
-        "tracing": TraceSettings(provider=provider),
+        "observers": Observers(metrics=None, tracing=TraceSettings(provider=provider)),
     }
     return AgentLoop(ScriptedClient(script), **(settings | options))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from boundloop import AgentLoop, Budget, GraphvizMissing, ScriptedClient, tool
+from boundloop import AgentLoop, Budget, GraphvizMissing, Observers, ScriptedClient, tool
 from boundloop.events import Event, Transition, read_events
 from boundloop.statemachine.diagram import (
     FORMATS,
@@ -43,7 +43,7 @@ async def run_trace(*script: dict[str, object], budget: Budget | None = None) ->
         model="claude-sonnet-4-5",
         tools=[lookup],
         budget=budget or Budget(max_steps=6),
-        metrics=None,
+        observers=Observers(metrics=None),
     )
     result = await loop.run("Look up a and b.")
     return list(result.events)

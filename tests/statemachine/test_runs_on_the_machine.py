@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from boundloop import AgentLoop, Budget, MemoryStore, StopReason, UnhandledStop, tool
+from boundloop import AgentLoop, Budget, MemoryStore, Observers, StopReason, UnhandledStop, tool
 from boundloop.events import Event, Transition
 from boundloop.statemachine.machine import (  # the runtime machine's own classes, tested here
     RunModel,
@@ -46,7 +46,7 @@ async def test_the_loop_machine_is_built_once_and_each_run_leaves_it() -> None:
     holder: list[AgentLoop] = []
     seen: list[int] = []
     script = [tool_use(("lookup", {"order_id": "O-1"})), text("done"), text("again")]
-    loop = scripted_loop(script, [lookup], on_event=counting(seen, holder))
+    loop = scripted_loop(script, [lookup], observers=Observers(metrics=None, on_event=counting(seen, holder)))
     holder.append(loop)
     machine = loop.config.machine
     first = await loop.run("Look O-1 up.")
@@ -67,7 +67,7 @@ async def test_a_failed_a_raising_and_a_cancelled_run_leave_the_machine() -> Non
         if isinstance(event, Transition):
             raise RuntimeError("the hook failed")
 
-    loop = scripted_loop([text("done")], [], on_event=failing)
+    loop = scripted_loop([text("done")], [], observers=Observers(metrics=None, on_event=failing))
     failed = await loop.run("Go.")
     assert failed.stop_reason == StopReason.FAILED
     assert loop.config.machine.runs == 0
