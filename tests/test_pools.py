@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any, final
 
@@ -514,3 +515,60 @@ async def test_an_error_of_a_call_under_pools_is_raised_as_itself() -> None:
     with pytest.raises(ScriptExhausted):
         await loop.run("Look it up.")
     assert (await pool.status()).reserved_usd == 0.0
+
+
+_SQLITE_OPENED: list[str] = []
+
+
+def _count_sqlite_connects(event: str, args: tuple[Any, ...]) -> None:
+    if event == "sqlite3.connect" and _SQLITE_OPENED[:1] == ["counting"]:
+        _SQLITE_OPENED.append(str(args[0]))
+
+
+sys.addaudithook(_count_sqlite_connects)  # the interpreter's audit events: every sqlite3.connect
+
+
+async def test_a_sqlite_pool_store_keeps_its_connections_open(tmp_path: Path) -> None:
+    """A `SQLitePoolStore` opens a connection once, not for each statement: ten reservations one
+    after another, their settlements and reads open one; ten at once open at most ten, kept for
+    the next ten. A statement that fails (the write lock held past `timeout_s`) closes its
+    connection and the next statement opens a new one."""
+    path = tmp_path / "pools.db"
+    store = SQLitePoolStore(path)
+    pool = BudgetPool("p", max_cost_usd=1.0, store=store)
+    claim = Claim(input_tokens=10, output_tokens=10, input_usd=3e-6, output_usd=15e-6)
+    _SQLITE_OPENED[:] = ["counting"]
+    try:
+        for _ in range(10):
+            granted = await pool.reserve(claim)
+            assert not isinstance(granted, Shortfall)
+            await pool.settle(granted, cost_usd=0.0001, tokens=20)
+            await pool.status()
+        assert _SQLITE_OPENED[1:] == [str(path)]
+
+        async def reserve() -> None:
+            assert not isinstance(await pool.reserve(claim), Shortfall)
+
+        for _ in range(2):
+            async with anyio.create_task_group() as group:
+                for _ in range(10):
+                    group.start_soon(reserve)
+        assert 1 < len(_SQLITE_OPENED[1:]) <= 10
+
+        impatient = SQLitePoolStore(path, timeout_s=0.05)
+        waits = BudgetPool("p", max_cost_usd=1.0, store=impatient)
+        _SQLITE_OPENED[:] = ["counting"]
+        assert not isinstance(await waits.reserve(claim), Shortfall)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process's writer, holding the lock
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            await waits.reserve(claim)
+        other.execute("ROLLBACK")
+        other.close()
+        assert len(_SQLITE_OPENED[1:]) == 2  # its first, and the other writer's
+        assert not isinstance(await waits.reserve(claim), Shortfall)
+        assert len(_SQLITE_OPENED[1:]) == 3  # the failed statement's connection was closed
+        await impatient.aclose()
+    finally:
+        _SQLITE_OPENED[:] = []
+        await store.aclose()
