@@ -111,7 +111,7 @@ class Hold:
     max_nusd: int | None
     max_tokens: int | None
     now: float
-    """The pool's clock: holds with `expires_at <= now` no longer count."""
+    """The pool's clock: holds with `expires_at <= now` no longer count (a store with leases)."""
     expires_at: float
 
     def decide(self, used_nusd: int, used_tokens: int) -> int | Shortfall:
