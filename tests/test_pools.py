@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any, final
 
@@ -128,11 +129,10 @@ async def test_a_token_ceiling_clamps_the_output() -> None:
     )
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-async def test_a_hold_whose_lease_ended_no_longer_counts(tmp_path: Path, kind: str) -> None:
+async def test_a_hold_whose_lease_ended_no_longer_counts(tmp_path: Path) -> None:
     """A hold nobody renewed (its holder died) stops counting when `lease_s` has passed on the
     clock of the pool reading it; a settle that comes after still charges its period."""
-    store = MemoryPoolStore() if kind == "memory" else SQLitePoolStore(tmp_path / "pools.db")
+    store = SQLitePoolStore(tmp_path / "pools.db")
     clock = Clock(dt.datetime(2026, 12, 2, 10, 0, tzinfo=dt.UTC))
     holder = BudgetPool("p", max_cost_usd=0.0015, store=store, lease_s=60, clock=clock)
     claim = Claim(input_tokens=0, output_tokens=100, input_usd=3e-6, output_usd=15e-6)
@@ -146,6 +146,23 @@ async def test_a_hold_whose_lease_ended_no_longer_counts(tmp_path: Path, kind: s
     assert not isinstance(await other.reserve(claim), Shortfall)
     await holder.settle(held, cost_usd=0.0001, tokens=10)
     assert (await other.status()).spent_usd == 0.0001
+
+
+async def test_a_memory_pools_hold_counts_until_it_is_settled() -> None:
+    """A `MemoryPoolStore`'s hold has no lease (it dies with its process, the holder): it counts
+    however long its call runs, and is not renewed."""
+    clock = Clock(dt.datetime(2026, 12, 2, 10, 0, tzinfo=dt.UTC))
+    holder = BudgetPool("p", max_cost_usd=0.0015, store=MemoryPoolStore(), lease_s=60, clock=clock)
+    assert not holder.renewed
+    claim = Claim(input_tokens=0, output_tokens=100, input_usd=3e-6, output_usd=15e-6)
+    held = await holder.reserve(claim)
+    assert not isinstance(held, Shortfall)
+    other = BudgetPool("p", max_cost_usd=0.0015, store=holder.store, clock=clock)
+    clock.at += dt.timedelta(days=2)
+    assert isinstance(await other.reserve(claim), Shortfall)
+    assert (await other.status()).reserved_usd == 0.0015
+    await holder.settle(held, cost_usd=0.0001, tokens=10)
+    assert not isinstance(await other.reserve(claim), Shortfall)
 
 
 async def test_a_clock_set_back_changes_nothing() -> None:
@@ -403,10 +420,10 @@ async def test_a_run_that_answered_at_its_limit_is_not_resumable() -> None:
 
 @final
 class Watched:
-    """A `PoolStore` of the user's own: a `MemoryPoolStore` that says when a hold is renewed."""
+    """A `PoolStore` of the user's own: a `SQLitePoolStore` that says when a hold is renewed."""
 
-    def __init__(self) -> None:
-        self.inner = MemoryPoolStore()
+    def __init__(self, path: Path) -> None:
+        self.inner = SQLitePoolStore(path)
         self.renewed = anyio.Event()
 
     async def reserve(self, hold: Hold) -> int | Shortfall:
@@ -429,12 +446,12 @@ class Watched:
         return await self.inner.list(now)
 
 
-async def test_a_running_call_renews_its_holds() -> None:
+async def test_a_running_call_renews_its_holds(tmp_path: Path) -> None:
     """While a model call runs, its pools' holds are renewed (every third of the lease): with
     the pool's clock moved far past the lease, the hold has lapsed until the next renewal, and
     counts again after it, so a live holder's hold never lapses for good. The store is one of
-    the user's own (`PoolStore`)."""
-    store = Watched()
+    the user's own (`PoolStore`): renewed, as a store whose holds may outlive their holder."""
+    store = Watched(tmp_path / "pools.db")
     clock = Clock(dt.datetime(2026, 12, 2, 10, 0, tzinfo=dt.UTC))
     pool = BudgetPool("p", max_cost_usd=1.0, store=store, lease_s=0.3, clock=clock)
     api = PoolAPI()
@@ -461,6 +478,32 @@ async def test_a_running_call_renews_its_holds() -> None:
     assert (await pool.status()).reserved_usd == 0.0
 
 
+async def test_only_a_call_whose_holds_can_lapse_runs_a_renewer(tmp_path: Path) -> None:
+    """A call under a pool whose holds have a lease (SQLite here) runs one task beside it that
+    renews them; under a `MemoryPoolStore`'s pool, whose holds die with the process, it runs as
+    many tasks as a call under no pool: no renewer is started."""
+    tasks: list[int] = []
+
+    async def one_call(pools: list[BudgetPool]) -> None:
+        api = PoolAPI()
+        answer = api.handler
+
+        async def counted(request: Any) -> Any:
+            if not request.url.path.endswith("/count_tokens"):
+                tasks.append(len(anyio.get_running_tasks()))
+            return await answer(request)
+
+        api.handler = counted  # type: ignore[method-assign]
+        loop = loop_of(api, pools=pools, budget=Budget(max_steps=1, count_tokens=True))
+        assert (await loop.run("Look it up.")).stop_reason is StopReason.MAX_STEPS
+
+    await one_call([])
+    await one_call([BudgetPool("p", max_cost_usd=1.0, store=MemoryPoolStore())])
+    await one_call([BudgetPool("p", max_cost_usd=1.0, store=SQLitePoolStore(tmp_path / "pools.db"))])
+    none, memory, sqlite = tasks
+    assert (memory, sqlite) == (none, none + 1)
+
+
 async def test_an_error_of_a_call_under_pools_is_raised_as_itself() -> None:
     """The renewals run beside the call in a task group; what the call raises (a test script
     running out) still leaves `run()` as itself, not wrapped in a group, its hold released."""
@@ -475,3 +518,60 @@ async def test_an_error_of_a_call_under_pools_is_raised_as_itself() -> None:
     with pytest.raises(ScriptExhausted):
         await loop.run("Look it up.")
     assert (await pool.status()).reserved_usd == 0.0
+
+
+_SQLITE_OPENED: list[str] = []
+
+
+def _count_sqlite_connects(event: str, args: tuple[Any, ...]) -> None:
+    if event == "sqlite3.connect" and _SQLITE_OPENED[:1] == ["counting"]:
+        _SQLITE_OPENED.append(str(args[0]))
+
+
+sys.addaudithook(_count_sqlite_connects)  # the interpreter's audit events: every sqlite3.connect
+
+
+async def test_a_sqlite_pool_store_keeps_its_connections_open(tmp_path: Path) -> None:
+    """A `SQLitePoolStore` opens a connection once, not for each statement: ten reservations one
+    after another, their settlements and reads open one; ten at once open at most ten, kept for
+    the next ten. A statement that fails (the write lock held past `timeout_s`) closes its
+    connection and the next statement opens a new one."""
+    path = tmp_path / "pools.db"
+    store = SQLitePoolStore(path)
+    pool = BudgetPool("p", max_cost_usd=1.0, store=store)
+    claim = Claim(input_tokens=10, output_tokens=10, input_usd=3e-6, output_usd=15e-6)
+    _SQLITE_OPENED[:] = ["counting"]
+    try:
+        for _ in range(10):
+            granted = await pool.reserve(claim)
+            assert not isinstance(granted, Shortfall)
+            await pool.settle(granted, cost_usd=0.0001, tokens=20)
+            await pool.status()
+        assert _SQLITE_OPENED[1:] == [str(path)]
+
+        async def reserve() -> None:
+            assert not isinstance(await pool.reserve(claim), Shortfall)
+
+        for _ in range(2):
+            async with anyio.create_task_group() as group:
+                for _ in range(10):
+                    group.start_soon(reserve)
+        assert 1 < len(_SQLITE_OPENED[1:]) <= 10
+
+        impatient = SQLitePoolStore(path, timeout_s=0.05)
+        waits = BudgetPool("p", max_cost_usd=1.0, store=impatient)
+        _SQLITE_OPENED[:] = ["counting"]
+        assert not isinstance(await waits.reserve(claim), Shortfall)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process's writer, holding the lock
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            await waits.reserve(claim)
+        other.execute("ROLLBACK")
+        other.close()
+        assert len(_SQLITE_OPENED[1:]) == 2  # its first, and the other writer's
+        assert not isinstance(await waits.reserve(claim), Shortfall)
+        assert len(_SQLITE_OPENED[1:]) == 3  # the failed statement's connection was closed
+        await impatient.aclose()
+    finally:
+        _SQLITE_OPENED[:] = []
+        await store.aclose()

@@ -6,8 +6,10 @@ reserved from the tree's ledger (`_core/ledger.py`, a run in a tree) and then fr
 pool of the run (`boundloop/pools/`), each grant's output the next one's claim, so the tightest
 clamps `max_tokens`. A ledger that cannot cover one output token stops the run at its ceiling
 (`uncovered`); a pool whose store cannot be reached fails the call closed (`unreachable`). In
-both cases what was held is released and no request is sent. While the call runs, the pools'
-leases are renewed; the response settles every grant with what it was billed, a failure or a
+both cases what was held is released and no request is sent. While the call runs, the leases
+of the pools whose holds have one (`BudgetPool.renewed`: a file's or a database's, not the
+tree's ledger or a `MemoryPoolStore`'s, which die with the process) are renewed, by a task
+beside the call; the response settles every grant with what it was billed, a failure or a
 cancellation releases them.
 """
 
@@ -139,9 +141,10 @@ async def _renew(pools: list[BudgetPool], every: float) -> None:
 
 async def renewing(held: Held, call: Callable[[], Awaitable[Trigger]]) -> Trigger:
     """`call()`, the pools' holds renewed while it runs, every third of the shortest lease, so
-    a hold outlives its lease only when its holder died. What `call` raises is raised as itself
-    once the renewals stopped (a task group would wrap it in a group)."""
-    pools = [ledger for ledger, _ in held.grants if isinstance(ledger, BudgetPool)]
+    a hold outlives its lease only when its holder died; with no hold that has a lease, `call()`
+    alone (no renewing task). What `call` raises is raised as itself once the renewals stopped
+    (a task group would wrap it in a group)."""
+    pools = [ledger for ledger, _ in held.grants if isinstance(ledger, BudgetPool) and ledger.renewed]
     if not pools:
         return await call()
     failure: Exception | None = None

@@ -38,7 +38,8 @@ try:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
     from psycopg.rows import TupleRow
-    from psycopg_pool import ConnectionPool
+
+    from .._base.pg_pool import Connections, LazyPool
 except ModuleNotFoundError as exc:
     raise ModuleNotFoundError(
         f"PostgresStore needs psycopg 3 and psycopg-pool ({exc.name} is not installed): "
@@ -127,12 +128,10 @@ class PostgresStore(PostgresPages):
     ) -> None:
         self._dsn = dsn
         self._log_deltas = log_deltas
-        self._min_size = min_size
-        self._max_size = max_size
-        self._timeout_s = timeout_s
         self._keepalive_s = lease_keepalive_s
-        self._setup = threading.Lock()
-        self._pool: ConnectionPool[psycopg.Connection[TupleRow]] | None = None
+        self._pool = LazyPool(
+            dsn, name="boundloop", prepare=migrate, min_size=min_size, max_size=max_size, timeout_s=timeout_s
+        )
         self._leases = threading.Lock()
         self._session: psycopg.Connection[TupleRow] | None = None
         self._held: dict[str, int] = {}
@@ -141,32 +140,12 @@ class PostgresStore(PostgresPages):
 
     # -- set-up and shutdown (blocking: called in worker threads) --------------------------
 
-    def _ready(self) -> ConnectionPool[psycopg.Connection[TupleRow]]:
+    def _ready(self) -> Connections:
         """The pool, after migrating the schema on first use."""
-        with self._setup:
-            if self._pool is None:
-                with psycopg.connect(self._dsn, autocommit=True) as conn:
-                    migrate(conn)
-                pool: ConnectionPool[psycopg.Connection[TupleRow]] = ConnectionPool(
-                    self._dsn,
-                    connection_class=psycopg.Connection,
-                    kwargs={"autocommit": True},
-                    min_size=self._min_size,
-                    max_size=self._max_size,
-                    timeout=self._timeout_s,
-                    check=ConnectionPool.check_connection,  # a restarted server: no stale connection
-                    name="boundloop",
-                    open=False,
-                )
-                pool.open()
-                self._pool = pool
-            return self._pool
+        return self._pool.get()
 
     def _close(self) -> None:
-        with self._setup:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
+        self._pool.close()
         with self._leases:
             session, self._session = self._session, None
             held, self._held = self._held, {}

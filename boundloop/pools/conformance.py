@@ -1,8 +1,9 @@
 """The pool store conformance suite: the behaviour every `PoolStore` must have.
 
 Each check is an async function of a fresh, empty store; it raises `AssertionError` on a
-failure. `MemoryPoolStore`, `SQLitePoolStore` and `PostgresPoolStore` pass them all
-(tests/test_pool_conformance.py); run them for your own store:
+failure. `SQLitePoolStore` and `PostgresPoolStore` pass them all, `MemoryPoolStore` all but
+`LEASE_CHECKS` (its holds have no lease: they die with the process that holds them), see
+tests/test_pool_conformance.py; run them for your own store:
 
 ```python
 @pytest.mark.parametrize("check", POOL_CHECKS, ids=lambda check: check.__name__)
@@ -27,6 +28,7 @@ from .ledger import Shortfall
 from .store import Hold, PoolStore, PoolUsage
 
 __all__ = [
+    "LEASE_CHECKS",
     "LEASE_S",
     "NOW",
     "POOL_CHECKS",
@@ -270,3 +272,10 @@ POOL_CHECKS: Final[tuple[PoolCheck, ...]] = (
     never_oversubscribes_under_racing_reservations,
 )
 """Every check, in the order they are documented."""
+
+LEASE_CHECKS: Final[tuple[PoolCheck, ...]] = (
+    stops_counting_a_hold_whose_lease_ended,
+    renews_a_lease_only_forward,
+)
+"""The checks of leases, among `POOL_CHECKS`: for a store whose holds outlive their holder (a
+file's, a database's); a store that dies with its holder needs no lease (`MemoryPoolStore`)."""

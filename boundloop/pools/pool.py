@@ -83,7 +83,8 @@ class BudgetPool:
         period: `"hour"`, `"day"`, `"month"` (UTC boundaries), or None: one period forever.
         store: where the spend is kept (default: a new `MemoryPoolStore`, this pool's alone).
         lease_s: how long a hold outlives a holder that stopped renewing it (a process that
-            died): after it, the hold no longer counts. A running call renews its holds.
+            died): after it, the hold no longer counts. A running call renews its holds
+            (`renewed`); a `MemoryPoolStore`'s holds have no lease.
         clock: a zero-argument callable returning an aware datetime (default: now in UTC).
 
     Raises:
@@ -144,6 +145,13 @@ class BudgetPool:
 
     def __repr__(self) -> str:
         return f"BudgetPool({self.name!r}, max_cost_usd={self.max_cost_usd!r}, period={self.period!r})"
+
+    @property
+    def renewed(self) -> bool:
+        """Whether a running call renews its holds in this pool: its store's holds can outlive
+        their holder, so they have a lease (every store but `MemoryPoolStore`, whose holds die
+        with the process that holds them; a store of your own is renewed)."""
+        return not isinstance(self.store, MemoryPoolStore)
 
     def now(self) -> dt.datetime:
         """The pool's clock, never going back (a reading earlier than the latest counts as it).

@@ -30,7 +30,6 @@ sent and the run fails saying so.
 from __future__ import annotations
 
 import builtins
-import threading
 from collections.abc import Callable
 from types import TracebackType
 from typing import Final, LiteralString, Self, TypeVar, final
@@ -42,7 +41,8 @@ try:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
     from psycopg.rows import TupleRow
-    from psycopg_pool import ConnectionPool
+
+    from .._base.pg_pool import Connections, LazyPool
 except ModuleNotFoundError as exc:
     raise ModuleNotFoundError(
         f"PostgresPoolStore needs psycopg 3 and psycopg-pool ({exc.name} is not installed): "
@@ -124,15 +124,19 @@ class PostgresPoolStore:
             not sent.
     """
 
-    __slots__ = ("_dsn", "_max_size", "_min_size", "_pool", "_setup", "_timeout_s")
+    __slots__ = ("_dsn", "_pool")
 
     def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10, timeout_s: float = 5.0) -> None:
         self._dsn = dsn
-        self._min_size = min_size
-        self._max_size = max_size
-        self._timeout_s = timeout_s
-        self._setup = threading.Lock()
-        self._pool: ConnectionPool[psycopg.Connection[TupleRow]] | None = None
+        self._pool = LazyPool(
+            dsn,
+            name="boundloop-pools",
+            prepare=create_tables,
+            min_size=min_size,
+            max_size=max_size,
+            timeout_s=timeout_s,
+            connect_timeout=_seconds(timeout_s),
+        )
 
     def __repr__(self) -> str:
         return f"PostgresPoolStore({self.server!r})"
@@ -149,34 +153,12 @@ class PostgresPoolStore:
 
     # -- set-up and shutdown (blocking: called in worker threads) --------------------------
 
-    def _ready(self) -> ConnectionPool[psycopg.Connection[TupleRow]]:
+    def _ready(self) -> Connections:
         """The pool of connections, after creating the tables on first use."""
-        with self._setup:
-            if self._pool is None:
-                with psycopg.connect(
-                    self._dsn, autocommit=True, connect_timeout=_seconds(self._timeout_s)
-                ) as conn:
-                    create_tables(conn)
-                pool: ConnectionPool[psycopg.Connection[TupleRow]] = ConnectionPool(
-                    self._dsn,
-                    connection_class=psycopg.Connection,
-                    kwargs={"autocommit": True},
-                    min_size=self._min_size,
-                    max_size=self._max_size,
-                    timeout=self._timeout_s,
-                    check=ConnectionPool.check_connection,  # a restarted server: no stale connection
-                    name="boundloop-pools",
-                    open=False,
-                )
-                pool.open()
-                self._pool = pool
-            return self._pool
+        return self._pool.get()
 
     def _close(self) -> None:
-        with self._setup:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
+        self._pool.close()
 
     async def aclose(self) -> None:
         """Close the connections (opened again if the store is used afterwards)."""

@@ -4,15 +4,21 @@ Each reservation is one `BEGIN IMMEDIATE` transaction, which takes the file's wr
 it reads: the spend and live holds it reads are what it decides on, and no other process writes
 in between. Settling and releasing are one transaction each too. Every statement runs in a
 worker thread, never on the event loop; the file is in WAL mode, so readers (`usage`) never wait
-for a writer. The tables are those of `boundloop/pools/store.py`, created if missing (the file
-may be a `SQLiteStore`'s: the names do not clash, and no `user_version` is set).
+for a writer. The store keeps its connections open between statements (one for each statement
+running at once, each used by one thread at a time); a statement that fails closes its
+connection, and a process forked from one using the store opens its own. The tables are those
+of `boundloop/pools/store.py`, created if missing (the file may be a `SQLiteStore`'s: the names
+do not clash, and no `user_version` is set).
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
+import os
 import sqlite3
+import threading
+import weakref
 from collections.abc import Generator
 from pathlib import Path
 from typing import Final, final
@@ -58,6 +64,37 @@ _PRUNE_AFTER_S: Final = 86_400.0
 
 
 @final
+class _Idle:
+    """The connections of one store not in use, each used by one thread at a time; those a
+    process inherited from the one that forked it are dropped, never used or closed."""
+
+    __slots__ = ("_connections", "_lock", "_pid")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._connections: builtins.list[sqlite3.Connection] = []
+
+    def take(self) -> sqlite3.Connection | None:
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid, self._connections = os.getpid(), []
+            return self._connections.pop() if self._connections else None
+
+    def put(self, db: sqlite3.Connection) -> None:
+        with self._lock:
+            if self._pid == os.getpid():
+                self._connections.append(db)
+
+    def close(self) -> None:
+        with self._lock:
+            connections, self._connections = self._connections, []
+            mine = self._pid == os.getpid()
+        for db in connections if mine else ():
+            db.close()
+
+
+@final
 class SQLitePoolStore:
     """A `PoolStore` in a SQLite file, shared by the processes of one machine.
 
@@ -67,37 +104,50 @@ class SQLitePoolStore:
             counts as unreachable (the call it was for is not sent).
     """
 
-    __slots__ = ("_ready", "path", "timeout_s")
+    __slots__ = ("__weakref__", "_idle", "_ready", "path", "timeout_s")
 
     def __init__(self, path: str | Path, *, timeout_s: float = 5.0) -> None:
         self.path = Path(path)
         self.timeout_s = timeout_s
         self._ready = False
+        self._idle = _Idle()
+        weakref.finalize(self, self._idle.close)
 
     def __repr__(self) -> str:
         return f"SQLitePoolStore({str(self.path)!r})"
 
-    @contextlib.contextmanager
-    def _connect(self, *, write: bool) -> Generator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None)
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=self.timeout_s, isolation_level=None, check_same_thread=False)
         try:
             if not self._ready:
                 db.execute("PRAGMA journal_mode=WAL")
                 for statement in _SCHEMA:
                     db.execute(statement)
                 self._ready = True
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    @contextlib.contextmanager
+    def _connect(self, *, write: bool) -> Generator[sqlite3.Connection]:
+        db = self._idle.take() or self._open()
+        try:
             if write:
                 db.execute("BEGIN IMMEDIATE")  # the write lock before the read
-            try:
-                yield db
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
+            yield db
             if db.in_transaction:
                 db.execute("COMMIT")
-        finally:
-            db.close()
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()  # rolls back what was begun; the next statement opens a new one
+            raise
+        self._idle.put(db)
+
+    async def aclose(self) -> None:
+        """Close the connections kept idle (the store opens new ones if it is used afterwards;
+        they are closed too when the store is garbage-collected)."""
+        await anyio.to_thread.run_sync(self._idle.close)
 
     def _reserve(self, hold: Hold) -> int | Shortfall:
         with self._connect(write=True) as db:

@@ -56,6 +56,11 @@ same tests):
 
 A store that cannot be reached raises (any exception): the loop fails the call closed, the
 request not sent. A store may delete holds expired long ago (`SQLitePoolStore`: a day).
+
+Leases are for holders that can die while their store lives on: the processes sharing a file or
+a database. `MemoryPoolStore` lives and dies with its one holder, the process, so its holds have
+no lease (`expires_at` is not read, `renew` does nothing): a hold counts until it is settled or
+released, and a call under a pool on it renews nothing (`BudgetPool.renewed`).
 """
 
 from __future__ import annotations
@@ -106,7 +111,7 @@ class Hold:
     max_nusd: int | None
     max_tokens: int | None
     now: float
-    """The pool's clock: holds with `expires_at <= now` no longer count."""
+    """The pool's clock: holds with `expires_at <= now` no longer count (a store with leases)."""
     expires_at: float
 
     def decide(self, used_nusd: int, used_tokens: int) -> int | Shortfall:
@@ -190,7 +195,6 @@ class _Held:
     period: str
     nusd: int
     tokens: int
-    expires_at: float
 
 
 @final
@@ -198,7 +202,10 @@ class MemoryPoolStore:
     """A `PoolStore` in this process's memory (a pool shared by the runs of one process).
 
     No method awaits between its read and its write, so each is atomic among the tasks of an
-    event loop; one store is for one event loop (its thread).
+    event loop; one store is for one event loop (its thread). Its holds have no lease: their
+    holder is the process that holds the store, so a hold counts until it is settled or
+    released (a cancelled call releases its hold), whatever `Hold.expires_at` says, and `renew`
+    does nothing. It passes every conformance check but `LEASE_CHECKS`.
     """
 
     __slots__ = ("_holds", "_rows")
@@ -207,10 +214,10 @@ class MemoryPoolStore:
         self._rows: dict[tuple[str, str], _Row] = {}
         self._holds: dict[int, _Held] = {}
 
-    def _live(self, pool: str, period: str, now: float) -> tuple[int, int, int]:
+    def _live(self, pool: str, period: str) -> tuple[int, int, int]:
         nusd = tokens = count = 0
         for held in self._holds.values():
-            if held.pool == pool and held.period == period and held.expires_at > now:
+            if held.pool == pool and held.period == period:
                 nusd += held.nusd
                 tokens += held.tokens
                 count += 1
@@ -220,12 +227,12 @@ class MemoryPoolStore:
         """See `PoolStore.reserve`."""
         row = self._rows.setdefault((hold.pool, hold.period), _Row())
         row.max_nusd, row.max_tokens = hold.max_nusd, hold.max_tokens
-        reserved_nusd, reserved_tokens, _ = self._live(hold.pool, hold.period, hold.now)
+        reserved_nusd, reserved_tokens, _ = self._live(hold.pool, hold.period)
         granted = hold.decide(row.spent_nusd + reserved_nusd, row.spent_tokens + reserved_tokens)
         if isinstance(granted, Shortfall):
             return granted
         nusd, tokens = hold.held(granted)
-        self._holds[hold.id] = _Held(hold.pool, hold.period, nusd, tokens, hold.expires_at)
+        self._holds[hold.id] = _Held(hold.pool, hold.period, nusd, tokens)
         return granted
 
     async def settle(self, hold_id: int, *, nusd: int, tokens: int) -> None:
@@ -241,15 +248,12 @@ class MemoryPoolStore:
         self._holds.pop(hold_id, None)
 
     async def renew(self, hold_id: int, expires_at: float) -> None:
-        """See `PoolStore.renew`."""
-        held = self._holds.get(hold_id)
-        if held is not None and expires_at > held.expires_at:
-            self._holds[hold_id] = dataclasses.replace(held, expires_at=expires_at)
+        """Nothing: a hold of this store has no lease (see the class)."""
 
     async def usage(self, pool: str, period: str, now: float) -> PoolUsage:
         """See `PoolStore.usage`."""
         row = self._rows.get((pool, period), _Row())
-        nusd, tokens, count = self._live(pool, period, now)
+        nusd, tokens, count = self._live(pool, period)
         return PoolUsage(
             pool=pool,
             period=period,

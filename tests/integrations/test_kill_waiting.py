@@ -5,21 +5,15 @@ charge applied once and the model not asked again for the turns DBOS recorded.""
 
 from __future__ import annotations
 
-import contextlib
-import signal
-
 import anyio
 import anyio.to_thread
 import pytest
-from anyio.abc import Process
-from anyio.streams.buffered import BufferedByteReceiveStream
-from dbos import DBOSClient
 
 from boundloop import StopReason
-from boundloop.integrations.dbos import decide, retrieve, submit
+from boundloop.integrations.dbos import decide, retrieve
 from boundloop.integrations.dbos._wait import WAITING_EVENT
 from tests import dbos_worker
-from tests.integrations.test_kill import DEADLINE_S, ROOT, command, read_until
+from tests.integrations.dbos_workers import DEADLINE_S, workers
 
 pytestmark = pytest.mark.asyncio_only  # DBOS runs workflows and steps on asyncio event loops
 
@@ -28,44 +22,24 @@ async def test_a_run_waiting_for_a_human_survives_its_worker_and_goes_on_with_th
     postgres_dsn: str,
 ) -> None:
     dsn = postgres_dsn
-    await anyio.to_thread.run_sync(dbos_worker.init_tables, dsn)
-    client = await anyio.to_thread.run_sync(lambda: DBOSClient(system_database_url=dsn))
-    workers: list[Process] = []
-    try:
-        worker_1 = await anyio.open_process(command(dsn, "worker-1", "approve"), cwd=ROOT, stderr=None)
-        workers.append(worker_1)
-        assert worker_1.stdout is not None
+    async with workers(dsn) as session:
+        client = session.client
+        worker_1 = await session.start("worker-1", "approve")
         with anyio.fail_after(DEADLINE_S):
-            await read_until(BufferedByteReceiveStream(worker_1.stdout), worker_1, dbos_worker.READY)
-            run = await submit(
-                client,
-                workflow=dbos_worker.WORKFLOW,
-                queue=dbos_worker.QUEUE,
-                goal=dbos_worker.GOAL,
-                task_id="wait-kill",
-            )
+            run = await session.submit("wait-kill")
             published = await client.get_event_async("wait-kill", WAITING_EVENT, timeout_seconds=DEADLINE_S)
         assert [p["tool_use_id"] for p in published["pending"]] == ["toolu_charge"]
         killed_pid = worker_1.pid
-        worker_1.kill()
-        with anyio.fail_after(DEADLINE_S):
-            await worker_1.wait()
-        assert worker_1.returncode == -signal.SIGKILL
+        await worker_1.kill()
         assert await run.status() == "PENDING"
 
         # No worker runs the workflow: the decision is delivered, not answered yet.
         with pytest.raises(TimeoutError, match="delivered"):
             await decide(client, "wait-kill", approvals={"toolu_charge": True}, timeout_s=0.5)
 
-        worker_2 = await anyio.open_process(command(dsn, "worker-2", "approve"), cwd=ROOT, stderr=None)
-        workers.append(worker_2)
-        assert worker_2.stdout is not None
-        assert worker_2.stdin is not None
-        out_2 = BufferedByteReceiveStream(worker_2.stdout)
+        worker_2 = await session.start("worker-2", "approve")
         with anyio.fail_after(DEADLINE_S):
-            await read_until(out_2, worker_2, dbos_worker.READY)
-            await worker_2.stdin.send(b"recover worker-1\n")
-            await read_until(out_2, worker_2, dbos_worker.RECOVERED)
+            await worker_2.recover("worker-1")
             result = await (await retrieve(client, "wait-kill")).result()
 
         assert result.stop_reason is StopReason.COMPLETED
@@ -78,17 +52,7 @@ async def test_a_run_waiting_for_a_human_survives_its_worker_and_goes_on_with_th
             ("charge", key, worker_2.pid),  # once, after the approval, by the recovering worker
         ]
         assert models == [("worker-1", 1), ("worker-1", 2), ("worker-2", 3)]
-        await worker_2.stdin.aclose()
-        with anyio.fail_after(DEADLINE_S):
-            assert await worker_2.wait() == 0
-    finally:
-        for process in workers:
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                with anyio.fail_after(DEADLINE_S, shield=True):
-                    await process.wait()
-        await anyio.to_thread.run_sync(client.destroy)
+        await worker_2.finish()
 
 
 async def test_a_tree_waiting_for_a_human_survives_its_worker_and_the_decision_reaches_the_child(
@@ -100,39 +64,20 @@ async def test_a_tree_waiting_for_a_human_survives_its_worker_and_the_decision_r
     the same step, receives the decision, and its delegation, run again, resumes the child, which
     charges once under its own key."""
     dsn = postgres_dsn
-    await anyio.to_thread.run_sync(dbos_worker.init_tables, dsn)
-    client = await anyio.to_thread.run_sync(lambda: DBOSClient(system_database_url=dsn))
-    workers: list[Process] = []
-    try:
-        worker_1 = await anyio.open_process(command(dsn, "worker-1", "approve"), cwd=ROOT, stderr=None)
-        workers.append(worker_1)
-        assert worker_1.stdout is not None
+    async with workers(dsn) as session:
+        client = session.client
+        worker_1 = await session.start("worker-1", "approve")
         with anyio.fail_after(DEADLINE_S):
-            await read_until(BufferedByteReceiveStream(worker_1.stdout), worker_1, dbos_worker.READY)
-            await submit(
-                client,
-                workflow=dbos_worker.LEAD_WORKFLOW,
-                queue=dbos_worker.QUEUE,
-                goal="Charge O-1.",
-                task_id="tree-wait",
-            )
+            await session.submit("tree-wait", lead=True)
             published = await client.get_event_async("tree-wait", WAITING_EVENT, timeout_seconds=DEADLINE_S)
         assert [p["tool_use_id"] for p in published["pending"]] == ["toolu_charge"]  # the child's call
-        worker_1.kill()
-        with anyio.fail_after(DEADLINE_S):
-            await worker_1.wait()
+        await worker_1.kill()
         with pytest.raises(TimeoutError, match="delivered"):
             await decide(client, "tree-wait", approvals={"toolu_charge": True}, timeout_s=0.5)
 
-        worker_2 = await anyio.open_process(command(dsn, "worker-2", "approve"), cwd=ROOT, stderr=None)
-        workers.append(worker_2)
-        assert worker_2.stdout is not None
-        assert worker_2.stdin is not None
-        out_2 = BufferedByteReceiveStream(worker_2.stdout)
+        worker_2 = await session.start("worker-2", "approve")
         with anyio.fail_after(DEADLINE_S):
-            await read_until(out_2, worker_2, dbos_worker.READY)
-            await worker_2.stdin.send(b"recover worker-1\n")
-            await read_until(out_2, worker_2, dbos_worker.RECOVERED)
+            await worker_2.recover("worker-1")
             result = await (await retrieve(client, "tree-wait")).result()
 
         assert result.stop_reason is StopReason.COMPLETED, result.state.stop_detail
@@ -147,14 +92,4 @@ async def test_a_tree_waiting_for_a_human_survives_its_worker_and_the_decision_r
             ("charge", key, worker_2.pid)
         ]
         assert models == [("worker-1", 1), ("worker-1", 2), ("worker-2", 3)]  # the child's turns, once each
-        await worker_2.stdin.aclose()
-        with anyio.fail_after(DEADLINE_S):
-            assert await worker_2.wait() == 0
-    finally:
-        for process in workers:
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                with anyio.fail_after(DEADLINE_S, shield=True):
-                    await process.wait()
-        await anyio.to_thread.run_sync(client.destroy)
+        await worker_2.finish()
