@@ -21,6 +21,7 @@ from .context import RunContext
 if TYPE_CHECKING:
     from anthropic.types import Message
 
+
 def checked_final(ctx: RunContext, route: Route, response: Message, context: SignalContext) -> Route:
     """A FINAL route whose answer passes; else a corrective turn, or the `invalid_output` stop.
 
