@@ -3,9 +3,9 @@
 It runs on every FINAL route of validate, whatever signal handler chose it. An answer that
 fails gets a corrective turn (a user message saying what is wrong, like the evidence nudge),
 up to `Budget.max_corrections` in a run (default one); the next failing answer stops the run
-with `invalid_output`, the problem in the stop detail and in `state.errors`. The corrective turn is a model call like any other: budgets apply to it.
-`LoopResult.output` is derived from the stored answer (`output_of`), so a resumed or replayed
-run gives the same output.
+with `invalid_output`, the problem in the stop detail and in `state.errors`. The corrective
+turn is a model call like any other: budgets apply to it. `LoopResult.output` is derived from
+the stored answer (`output_of`), so a resumed or replayed run gives the same output.
 """
 
 from __future__ import annotations
