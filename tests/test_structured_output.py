@@ -166,7 +166,7 @@ def test_max_corrections_is_a_count() -> None:
     with pytest.raises(ConfigurationError, match="max_corrections"):
         Budget(max_steps=1, max_corrections=-1)
     with pytest.raises(ConfigurationError, match="max_corrections"):
-        Budget(max_steps=1, max_corrections=1.5)  # pyright: ignore[reportArgumentType]
+        Budget(max_steps=1, max_corrections=1.5)  # type: ignore[arg-type]  # a float, refused
 
 
 async def test_the_corrective_turn_is_a_step_within_the_budget() -> None:

@@ -10,7 +10,7 @@ from typing import Any, cast
 import jsonschema
 import pytest
 
-import boundloop.contract
+import boundloop
 from boundloop import Budget, ConfigurationError, LoopSpec
 from boundloop.contract import CONTRACT_SCHEMA, POLICY_SCHEMA, load_contract
 from scripts.contract_schema import schema_files
