@@ -396,7 +396,8 @@ class Error(BaseEvent):
 
     kind: Literal["error"] = "error"
     error_kind: str
-    """Where: `model_api`, `model_response`, `count_tokens`, `exception`, `checkpoint`."""
+    """Where: `model_api`, `model_response`, `invalid_request`, `count_tokens`, `unpriced_model`,
+    `budget_pool`, `tools_list_changed`, `exception`, `checkpoint`, `event_log`."""
     type: str
     message: str
     status_code: int | None = None

@@ -85,6 +85,9 @@ class Budget:
     """Repeats of an earlier successful call tolerated; one more stops the run (`needs_human`)."""
     max_tool_retries: int = dataclasses.field(default=0, metadata=ZERO)
     """Retries of a handler that raised `RetryableToolError`."""
+    max_corrections: int = dataclasses.field(default=1, metadata=ZERO)
+    """Corrective turns a run gets for a blank final answer, or one that does not match
+    `output_type`; the next such answer stops the run `invalid_output` (0: the first does)."""
     tool_timeout_s: float | None = None
     """Default per-tool timeout when the tool sets none."""
     retry_backoff_s: float = dataclasses.field(default=0.1, metadata=ZERO)

@@ -1,8 +1,10 @@
-"""The loop contract's and the loop policy's JSON Schemas, generated from `LoopSpec`.
+"""The loop contract's and the loop policy's JSON Schemas, generated from `LoopSpec`, and the
+eval fixture schema's budget, generated from `Budget`.
 
-`scripts/contract-schema` runs this file, which writes them to boundloop/contract/*.schema.json;
-tests/contract/test_schemas.py keeps the committed files equal to `schema_files()`. The package
-ships the files and reads them; it never generates them.
+`scripts/contract-schema` runs this file, which writes them to boundloop/contract/*.schema.json
+and boundloop/evals/fixture.schema.json (its `$defs/budget`; the rest of that file is written by
+hand); tests/contract/test_schemas.py keeps the committed files equal to `schema_files()`. The
+package ships the files and reads them; it never generates them.
 """
 
 from __future__ import annotations
@@ -138,23 +140,40 @@ def _plain(node: object) -> Any:
     return plain
 
 
-def schema_files() -> dict[str, str]:
-    """The committed schema files' text, generated: file name (in boundloop/contract/) -> JSON."""
-    return {
-        "loop-contract.schema.json": json.dumps(contract_schema(), indent=2) + "\n",
-        "loop-policy.schema.json": json.dumps(policy_schema(), indent=2) + "\n",
-    }
+def budget_schema() -> dict[str, Any]:
+    """`Budget`'s JSON Schema, every field (the contract moves two of them to its top level)."""
+    generated = _plain(LoopSpec.model_json_schema(ref_template="#/$defs/{model}"))
+    budget: dict[str, Any] = generated["properties"]["budget"]
+    budget.pop("description", None)
+    return budget
 
 
-FOLDER = Path(__file__).resolve().parents[1] / "boundloop" / "contract"
+def fixture_schema() -> dict[str, Any]:
+    """The eval fixture's JSON Schema: the committed one with its `$defs/budget` generated (a
+    fixture's budget is a `Budget`, every field of it)."""
+    fixture = json.loads((PACKAGE / FIXTURE).read_text(encoding="utf-8"))
+    fixture["$defs"]["budget"] = budget_schema()
+    return fixture
+
+
+PACKAGE = Path(__file__).resolve().parents[1] / "boundloop"
 """Where the package keeps the schema files."""
+FIXTURE = "evals/fixture.schema.json"
+
+
+def schema_files() -> dict[str, str]:
+    """The committed schema files' text, generated: path (in boundloop/) -> JSON."""
+    return {
+        "contract/loop-contract.schema.json": json.dumps(contract_schema(), indent=2) + "\n",
+        "contract/loop-policy.schema.json": json.dumps(policy_schema(), indent=2) + "\n",
+        FIXTURE: json.dumps(fixture_schema(), indent=2) + "\n",
+    }
 
 
 def write_schema_files() -> None:
     """Write the schema files (scripts/contract-schema runs this after a change to the spec)."""
-    folder = FOLDER
     for name, text in schema_files().items():
-        (folder / name).write_text(text, encoding="utf-8")
+        (PACKAGE / name).write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import boundloop.loop
 import boundloop.mcp
 import boundloop.web  # noqa: F401  (see below)
 from boundloop import LoopMetrics
+from boundloop.contract import check_contract  # noqa: F401  (see below)
 from tests.postgres import PostgresServer, running_server
 from tests.sim_model import SimulatedModel, shipping_policy
 
@@ -24,7 +25,8 @@ from tests.sim_model import SimulatedModel, shipping_policy
 # blockbuster flags when that happens inside an async test: import it here, at collection (and
 # `boundloop.mcp`, whose SDK does the same). The
 # packages that load their names lazily (`boundloop.contract`, `boundloop.web`) read their own
-# file once when imported: here too.
+# file once when imported: here too, and the contract checker, which reads the contract schemas
+# as it loads (`AgentLoop.from_contract` in an async test loads it first when run alone).
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -88,6 +88,37 @@ def test_a_public_class_reports_the_module_it_is_imported_from() -> None:
     assert private == {}
 
 
+LATER_CLASSES = (
+    "BudgetPool",
+    "PoolStatus",
+    "MemoryPoolStore",
+    "SQLitePoolStore",
+    "PostgresPoolStore",
+    "PoolStore",
+    "PoolUsage",
+    "Hold",
+    "Claim",
+    "Grant",
+    "Shortfall",
+    "Ledger",
+    "PoolGauges",
+    "PlatformFeatures",
+)
+"""The public classes of the budget pools and the platforms (added after the rules above):
+named here, so dropping one from its `__all__` (and so from the checks above) fails too."""
+
+
+@pytest.mark.parametrize("name", LATER_CLASSES)
+def test_the_pools_and_platforms_classes_are_public_where_users_import_them(name: str) -> None:
+    """Each is a public class with a docs/api.md row, exported by its home, and reports a public
+    module (its home, or the public module defining it)."""
+    home = documented_homes()[name]
+    cls = getattr(importlib.import_module(home), name)
+    assert cls in exported_classes()
+    assert not any(part.startswith("_") for part in cls.__module__.split(".")), cls.__module__
+    assert getattr(importlib.import_module(cls.__module__), name) is cls
+
+
 def _defined_names(module: str) -> set[str]:
     """The public names a module's source defines at its top level (classes, functions, values)."""
     source = importlib.import_module(module).__file__

@@ -316,7 +316,7 @@ def test_the_event_table_lists_each_kinds_own_fields() -> None:
 def test_the_run_context_holds_at_most_twenty_slots_each_saying_why_it_is_not_state() -> None:
     """`RunContext` keeps the session's wiring apart from one turn's scratch: at most 20 slots,
     and each is set in `__init__` with a docstring right below it (why it is not part of the
-    `LoopState`), as docs/architecture.md says."""
+    `LoopState`), as docs/architecture.md says; its paragraph on the `RunContext` names each."""
     from boundloop._core.context import RunContext, Scratch
 
     for cls, most in ((RunContext, 20), (Scratch, 12)):
@@ -337,3 +337,26 @@ def test_the_run_context_holds_at_most_twenty_slots_each_saying_why_it_is_not_st
                 if isinstance(target, ast.Attribute) and docstring:
                     documented.add(target.attr)
         assert set(cls.__slots__) <= documented, set(cls.__slots__) - documented
+    start = ARCHITECTURE.index("`RunContext` (`_core/context.py`), its ")
+    paragraph = ARCHITECTURE[start : ARCHITECTURE.index("Each field's docstring says why", start)]
+    assert [slot for slot in RunContext.__slots__ if f"`{slot}`" not in paragraph] == []
+
+
+def test_the_event_table_names_every_kind_of_error_the_core_records() -> None:
+    """The `error` row lists exactly the `error_kind`s the core passes `RunContext.error`."""
+    recorded: set[str] = set()
+    for path in sorted((ROOT / "boundloop" / "_core").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "error"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                recorded.add(node.args[0].value)
+    [row] = [row for row in table("| kind | class | emitted by | fields |") if row[0] == "`error`"]
+    listed = re.search(r"`error_kind` \(([^)]*)\)", row[3])
+    assert listed is not None
+    assert named(listed.group(1)) == recorded

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any
 
@@ -431,6 +432,17 @@ def test_policy_rejects_bad_option_values(option: str, value: object, expected: 
     """Each option outside its allowed values raises, naming the option and the value."""
     with pytest.raises(ConfigurationError, match=expected):
         policy_with(option, value)
+
+
+def test_policy_defaults_are_its_fields_defaults() -> None:
+    """`Policy()` holds each field's declared default (what the contract schema and the docs
+    show): the constructor's own defaults cannot drift from the declarations."""
+    built = Policy()
+    declared = {
+        field.name: field.default if field.default_factory is dataclasses.MISSING else field.default_factory()
+        for field in dataclasses.fields(Policy)
+    }
+    assert {name: getattr(built, name) for name in declared} == declared
 
 
 def test_policy_keeps_names_as_frozensets() -> None:

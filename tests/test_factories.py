@@ -4,9 +4,11 @@ human's decision."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import importlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 
 import pytest
 
@@ -16,6 +18,7 @@ from boundloop.records import CallResult, ModelResponse, Observation, ToolCall, 
 from tests.helpers import scripted_loop, text, tool_use
 from tests.test_resume import TWO_REFUNDS, Ledger
 from tests.test_resume import make_loop as refund_loop
+from tests.test_structure import MODULES
 
 HEADER = ["seq", "task_id", "at", "step"]
 
@@ -132,3 +135,75 @@ async def test_a_failing_tool_and_a_humans_decisions_are_told_apart() -> None:
     assert (approved.outcome, approved.is_error, approved.by_human) == ("ok", False, False)
     assert (denied.outcome, denied.is_error, denied.by_human) == ("denied", True, True)
     assert denied.reason == "over the limit"
+
+
+RECORDED = ("boundloop.events", "boundloop.records", "boundloop.state", "boundloop._core", "boundloop.pools")
+"""The modules whose values a run records, checkpoints or spends by: its events and records,
+the core's values, the pools' ledgers."""
+
+
+def _positional_classes() -> dict[str, type]:
+    """Every dataclass of `RECORDED`, by name, that takes two fields of one type by position:
+    swapped, they pass the type checkers (fields of different types they catch)."""
+    found: dict[str, type] = {}
+    for module in (name for name in MODULES if name.startswith(RECORDED)):
+        for value in vars(importlib.import_module(module)).values():
+            if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == module:
+                types = [
+                    str(field.type) for field in dataclasses.fields(value) if field.init and not field.kw_only
+                ]
+                if len(types) > len(set(types)):
+                    found[value.__name__] = value
+    return found
+
+
+def _built_by_position(source: str, where: str, classes: Collection[str]) -> Iterator[str]:
+    """Each call of one of `classes` with two or more positional arguments, outside the function
+    named `of` of the class of that name (its factory)."""
+
+    def visit(node: ast.AST, owner: str | None, function: str | None) -> Iterator[str]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                yield from visit(child, child.name, None)
+                continue
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield from visit(child, owner, child.name)
+                continue
+            if isinstance(child, ast.Call) and len(child.args) >= 2:
+                func = child.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+                if name in classes and not (function == "of" and owner == name):
+                    yield f"{where}:{child.lineno} builds {name} by position"
+            yield from visit(child, owner, function)
+
+    yield from visit(ast.parse(source), None, None)
+
+
+def test_only_a_classs_own_factory_builds_it_by_position() -> None:
+    """A dataclass of the package that takes two fields of one type by position is built so only
+    in its `of`, and each such factory's class is pinned above; everywhere else each value is
+    named, so no reordering of the fields can swap two of them unseen."""
+    classes = _positional_classes()
+    built = [
+        found
+        for module, path in MODULES.items()
+        for found in _built_by_position(path.read_text(encoding="utf-8"), module, classes)
+    ]
+    assert built == []
+    assert {cls for cls in classes.values() if "of" in vars(cls)} - set(POSITIONAL_FIELDS) == set()
+
+
+def test_the_positional_rule_finds_what_it_is_for() -> None:
+    """The rule itself: a call by position outside the factory is found; the factory's own call,
+    and calls by name or with one argument, are not."""
+    source = (
+        "class Held:\n"
+        "    @classmethod\n"
+        "    def of(cls, a, b):\n"
+        "        return Held(a, b)\n"
+        "def reserve(a, b):\n"
+        "    return Held(a, b), Held(a=a, b=b), Held(a)\n"
+    )
+    assert list(_built_by_position(source, "pools.store", {"Held"})) == [
+        "pools.store:6 builds Held by position"
+    ]

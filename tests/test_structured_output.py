@@ -148,6 +148,27 @@ async def test_a_second_invalid_answer_stops_invalid_output() -> None:
     assert result.output is None
 
 
+@pytest.mark.parametrize("corrections", [0, 1, 3])
+async def test_budget_max_corrections_is_how_many_corrective_turns_a_run_gets(corrections: int) -> None:
+    """`Budget.max_corrections` answers that many invalid answers with a corrective turn; the
+    next one stops the run `invalid_output` (0: the first does)."""
+    bad = text('{"approve": "maybe"}')
+    client = ScriptedClient([bad] * (corrections + 2))
+    budget = Budget(max_steps=10, max_corrections=corrections)
+    result = await AgentLoop(client, model=MODEL, budget=budget, output_type=RefundDecision).run("Decide.")
+    assert result.stop_reason is StopReason.INVALID_OUTPUT
+    assert result.state.step == corrections + 1
+    assert result.state.corrections == corrections
+    assert len(user_texts(result)) == corrections
+
+
+def test_max_corrections_is_a_count() -> None:
+    with pytest.raises(ConfigurationError, match="max_corrections"):
+        Budget(max_steps=1, max_corrections=-1)
+    with pytest.raises(ConfigurationError, match="max_corrections"):
+        Budget(max_steps=1, max_corrections=1.5)  # type: ignore[arg-type]  # a float, refused
+
+
 async def test_the_corrective_turn_is_a_step_within_the_budget() -> None:
     """No budget left for the corrective turn: the run stops at the budget, not completed."""
     result = await loop(text("not json"), max_steps=1, output_type=RefundDecision).run("Decide.")

@@ -1,16 +1,16 @@
 """The final answer's check: never blank, and valid against `AgentLoop(output_type=...)`.
 
 It runs on every FINAL route of validate, whatever signal handler chose it. An answer that
-fails gets ONE corrective turn (a user message saying what is wrong, like the evidence nudge);
-the next failing answer stops the run with `invalid_output`, the problem in the stop detail
-and in `state.errors`. The corrective turn is a model call like any other: budgets apply to it.
-`LoopResult.output` is derived from the stored answer (`output_of`), so a resumed or replayed
-run gives the same output.
+fails gets a corrective turn (a user message saying what is wrong, like the evidence nudge),
+up to `Budget.max_corrections` in a run (default one); the next failing answer stops the run
+with `invalid_output`, the problem in the stop detail and in `state.errors`. The corrective
+turn is a model call like any other: budgets apply to it. `LoopResult.output` is derived from
+the stored answer (`output_of`), so a resumed or replayed run gives the same output.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from .._base.output import EMPTY_ANSWER, OutputCheck, answer_problem
 from ..policy import Route, SignalContext, Verdict
@@ -20,9 +20,6 @@ from .context import RunContext
 
 if TYPE_CHECKING:
     from anthropic.types import Message
-
-MAX_CORRECTIONS: Final = 1
-"""Corrective turns a run gets for a blank or invalid final answer."""
 
 
 def checked_final(ctx: RunContext, route: Route, response: Message, context: SignalContext) -> Route:
@@ -38,7 +35,7 @@ def checked_final(ctx: RunContext, route: Route, response: Message, context: Sig
     if problem is None:
         return route
     state.errors.append(ErrorRecord(kind="invalid_output", step=state.step, message=ctx.redact(problem)))
-    if state.corrections < MAX_CORRECTIONS:
+    if state.corrections < ctx.config.spec.budget.max_corrections:
         state.corrections += 1
         return Route(verdict=Verdict.RESUME, nudge=_nudge(problem, ctx.config.output is not None))
     state.answer = text or None  # kept for the reader: the answer that was not accepted

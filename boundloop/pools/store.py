@@ -180,7 +180,7 @@ class PoolStore(Protocol):
 
 
 @final
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass(slots=True, kw_only=True)
 class _Row:
     spent_nusd: int = 0
     spent_tokens: int = 0
@@ -189,7 +189,7 @@ class _Row:
 
 
 @final
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class _Held:
     pool: str
     period: str
@@ -232,7 +232,7 @@ class MemoryPoolStore:
         if isinstance(granted, Shortfall):
             return granted
         nusd, tokens = hold.held(granted)
-        self._holds[hold.id] = _Held(hold.pool, hold.period, nusd, tokens)
+        self._holds[hold.id] = _Held(pool=hold.pool, period=hold.period, nusd=nusd, tokens=tokens)
         return granted
 
     async def settle(self, hold_id: int, *, nusd: int, tokens: int) -> None:

@@ -10,7 +10,7 @@ from typing import Any, cast
 import jsonschema
 import pytest
 
-import boundloop.contract
+import boundloop
 from boundloop import Budget, ConfigurationError, LoopSpec
 from boundloop.contract import CONTRACT_SCHEMA, POLICY_SCHEMA, load_contract
 from scripts.contract_schema import schema_files
@@ -103,9 +103,9 @@ def test_the_bundled_policy_schema_is_the_standalone_one() -> None:
 
 
 def test_the_committed_schemas_are_generated_from_loop_spec() -> None:
-    """The schema files are `LoopSpec`'s (scripts/contract-schema writes them): the spec and the
-    contract cannot drift apart."""
-    folder = Path(boundloop.contract.__file__).parent
+    """The schema files are `LoopSpec`'s (scripts/contract-schema writes them), the eval
+    fixture's budget `Budget`'s: the spec, the contract and the fixtures cannot drift apart."""
+    folder = Path(boundloop.__file__).parent
     for name, text in schema_files().items():
         assert (folder / name).read_text(encoding="utf-8") == text, f"run scripts/contract-schema: {name}"
 

@@ -79,8 +79,11 @@ async def test_a_completed_run_with_parallel_calls_of_one_tool_comes_back_as_is(
         "max_consecutive_tool_errors": 2,
         "max_repeated_calls": 2,
         "max_tool_retries": 0,
+        "max_corrections": 1,
         "retry_backoff_s": 0.1,
         "on_exhausted": "stop",
+        "max_tool_output_chars": 100_000,
+        "count_tokens": False,
     }
     assert exported["policy"] == {
         "max_continuations": 2,
