@@ -178,3 +178,42 @@ async def test_a_response_whose_envelope_field_has_the_wrong_type_fails_the_run(
     assert [(error.type, error.message[:20]) for error in result.state.errors] == [
         ("ValueError", "not a Message: {'id'")
     ]
+
+
+async def test_responses_repeating_their_envelope_fields_share_one_dict() -> None:
+    """The envelope's other fields as the last response sent them are that record's dict (one a
+    run while they repeat); fields that differ get their own, and every record still writes
+    back the JSON its response was."""
+
+    def body(index: int, container: str, *, last: bool = False) -> dict[str, object]:
+        content: list[dict[str, object]] = (
+            [{"type": "text", "text": "done"}]
+            if last
+            else [{"type": "tool_use", "id": f"toolu_0{index}", "name": "lookup", "input": {"key": "a"}}]
+        )
+        return {
+            "id": f"msg_0{index}",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-6",
+            "container": {"id": container, "expires_at": "2026-01-01T00:00:00Z"},
+            "content": content,
+            "stop_reason": "end_turn" if last else "tool_use",
+            "stop_sequence": None,
+            "stop_details": None,
+            "usage": {"input_tokens": 3 + index, "output_tokens": 1},
+        }
+
+    bodies = [body(1, "container_1"), body(2, "container_1"), body(3, "container_2", last=True)]
+    api = FakeAPI([Body(json=item) for item in bodies])
+    loop = AgentLoop(
+        api.client(), model="claude-sonnet-4-6", tools=[lookup], budget=Budget(max_steps=4), metrics=None
+    )
+    result = await loop.run("Look a up twice.")
+    assert result.answer == "done"
+    first, second, third = result.state.responses
+    assert first.extra_json is not None
+    assert second.extra_json is first.extra_json
+    assert third.extra_json is not second.extra_json
+    assert [record.json() for record in result.state.responses] == bodies
+    assert json.loads(result.state.to_json())["responses"] == bodies

@@ -1,5 +1,6 @@
 """The cheap constructors of records: the same objects as the public constructors build,
-slotted (no per-instance dict); and the `ToolStarted` event shares the `Validation` event's records."""
+slotted (no per-instance dict); and the `ToolStarted` event shares the `Validation` event's
+records (its very list, when the whole batch runs)."""
 
 from __future__ import annotations
 
@@ -72,3 +73,21 @@ async def test_the_tool_call_event_lists_the_validation_records_of_the_calls_it_
     assert [record.decision for record in decided] == ["execute", "deny", "execute"]
     assert started.calls == [decided[0], decided[2]]
     assert all(ran is record for ran, record in zip(started.calls, [decided[0], decided[2]], strict=True))
+    assert started.calls is not decided  # some calls do not run: a list of those that do
+
+
+async def test_a_batch_that_runs_whole_shares_the_validation_list() -> None:
+    """Every decided call runs: `ToolStarted` holds the `Validation` event's own list (one list a
+    turn in the trace, not two equal ones)."""
+
+    @tool
+    async def lookup(key: str) -> str:
+        """Return the key."""
+        return key
+
+    script = [tool_use(("lookup", {"key": "a"}), ("lookup", {"key": "b"})), text("done")]
+    result = await scripted_loop(script, [lookup]).run("goal")
+    validation = next(event for event in result.events if isinstance(event, Validation))
+    started = next(event for event in result.events if isinstance(event, ToolStarted))
+    assert [record.decision for record in validation.calls] == ["execute", "execute"]
+    assert started.calls is validation.calls

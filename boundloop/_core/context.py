@@ -118,8 +118,9 @@ class Scratch:
         again)."""
         self.plan_records: list[CallDecision] = []
         """The validation event's decision of each call in `plan`, in its order: the
-        `ToolStarted` event lists these same objects (one record per call in memory, not two);
-        not state: the events hold them."""
+        `ToolStarted` event lists these same objects (one record per call in memory, not two),
+        in the `Validation` event's own list when every decided call runs; not state: the
+        events hold them."""
         self.recorded: list[tuple[str, str]] = []
         """`RunContext.recorded(turn)` of `recorded_for`: derived from the turn, cached."""
         self.recorded_for: Turn | None = None

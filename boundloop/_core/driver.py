@@ -11,14 +11,14 @@ timeouts propagate untouched.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
 from ..errors import ScriptExhausted, SetupError, UnhandledStop
 from ..events import LimitHit, Resumed, RunStarted, Stop, Transition
-from ..otel import global_tracing, run_tracing
+from ..otel import Tracing, global_tracing, run_tracing
 from ..records import Exceeded, StopReason
 from ..state import LoopResult, LoopState, at_ceiling
 from ..statemachine.table import Phase, Trigger
@@ -49,7 +49,7 @@ _VALUES: Final[Mapping[Phase | Trigger, str]] = {member: member.value for member
 """Each state's and trigger's own value, read once: a member's `.value` is a property call."""
 
 
-async def execute(
+def execute(
     config: LoopConfig,
     state: LoopState,
     *,
@@ -60,8 +60,8 @@ async def execute(
     failure: Exception | None = None,
     watch: Watch | None = None,
     deps: object = None,
-) -> LoopResult[Any]:
-    """Drive a run from the phase its state is in to `stopped`, and return its result.
+) -> Coroutine[Any, Any, LoopResult[Any]]:
+    """Drive a run from the phase its state is in to `stopped`, and return its result (awaited).
 
     A new run starts in `assemble`; a state read back from a checkpoint continues where
     it was saved, except that a state saved in `act` continues in `validate`: the calls it
@@ -86,9 +86,27 @@ async def execute(
     if tracing is None and config.traces_global:  # a delegated child: where its parent is traced
         tracing = (run_tracing() if joins_tree() else None) or global_tracing()
     if tracing is None or config.recorded is not None:
-        return await _execute(
+        # The run's own coroutine, awaited by the caller: no frame of this function stays
+        # alive under it for the whole run (1,000 concurrent runs hold 1,000 of them).
+        return _execute(
             config, state, cancel, on_event, resumed, None, failure=failure, watch=watch, deps=deps
         )
+    return _traced(config, state, tracing, cancel, on_event, resumed, adopt_trace_id, failure, watch, deps)
+
+
+async def _traced(
+    config: LoopConfig,
+    state: LoopState,
+    tracing: Tracing,
+    cancel: anyio.Event | None,
+    on_event: EventHook | None,
+    resumed: Mapping[str, object] | None,
+    adopt_trace_id: bool,
+    failure: Exception | None,
+    watch: Watch | None,
+    deps: object,
+) -> LoopResult[Any]:
+    """`execute` of a traced run: under its `invoke_agent` span."""
     from ..otel import start_run
 
     spans = start_run(config, state, tracing, adopt_trace_id=adopt_trace_id)

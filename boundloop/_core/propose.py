@@ -256,7 +256,14 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     state.messages.append(received)
     # The record keeps the envelope and the transcript's own blocks; the SDK objects go with the
     # next response (`Scratch.response`).
-    state.responses.append(response_record(response, received["content"]))
+    record = response_record(response, received["content"])
+    if state.responses and record.extra_json is not None:
+        # The envelope's other fields (`container`, `stop_details`, ...) as the last response
+        # sent them: that record's dict, one a run while they repeat, not one a response.
+        earlier = state.responses[-1].extra_json
+        if earlier == record.extra_json:
+            record.extra_json = earlier
+    state.responses.append(record)
     ctx.scratch.response = response
     blocks = [block for block in response.content if isinstance(block, ToolUseBlock)]
     # id, name, input, step; the keys: a call from code execution is never a repeat

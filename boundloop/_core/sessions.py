@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -30,6 +30,7 @@ from .tree import deciding, joins_tree, passed_down
 if TYPE_CHECKING:
     from anthropic.types import MessageParam
 
+    from ..checkpoint.store import CheckpointStore
     from .config import EventHook, LoopConfig
     from .context import Watch
 
@@ -75,7 +76,7 @@ async def start_new(
         )
 
 
-async def start(
+def start(
     config: LoopConfig,
     state: LoopState,
     *,
@@ -85,8 +86,9 @@ async def start(
     adopt_trace_id: bool,
     watch: Watch | None = None,
     deps: object = None,
-) -> LoopResult[Any]:
-    """Run a new state under its task's lease; a `task_id` given and already stored is refused.
+) -> Coroutine[Any, Any, LoopResult[Any]]:
+    """Run a new state under its task's lease; a `task_id` given and already stored is refused
+    (awaited).
 
     A store failing before the run starts (its lease, the existence check) ends the run
     `failed`, recorded and unsaved.
@@ -96,8 +98,9 @@ async def start(
         TaskBusy: the task's lease is held elsewhere.
     """
     store = config.store
-    if store is None:  # no lease to hold, nothing stored to refuse: no exit stack held for the run
-        return await execute(
+    if store is None:  # no lease to hold, nothing stored to refuse: the run's own coroutine,
+        # with no frame of this function (or exit stack) alive under it for the whole run
+        return execute(
             config,
             state,
             cancel=cancel,
@@ -106,6 +109,21 @@ async def start(
             watch=watch,
             deps=deps,
         )
+    return _start_stored(config, store, state, task_id, cancel, on_event, adopt_trace_id, watch, deps)
+
+
+async def _start_stored(
+    config: LoopConfig,
+    store: CheckpointStore,
+    state: LoopState,
+    task_id: str | None,
+    cancel: anyio.Event | None,
+    on_event: EventHook | None,
+    adopt_trace_id: bool,
+    watch: Watch | None,
+    deps: object,
+) -> LoopResult[Any]:
+    """`start` with a store: under the task's lease, after the existence check."""
     async with contextlib.AsyncExitStack() as held:
         try:
             await held.enter_async_context(lease_of(store, state.task_id))

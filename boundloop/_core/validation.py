@@ -207,9 +207,14 @@ async def _plan(
     if to_approve:  # approved calls joined the plan after the others
         plan.sort(key=lambda planned: planned.index)
     ctx.scratch.plan = plan
-    ctx.scratch.plan_records = [decisions[planned.index] for planned in plan]
+    calls = list(decisions.values())
+    records = [decisions[planned.index] for planned in plan]
+    # Every decided call runs (the usual batch): `ToolStarted` lists the validation's own list,
+    # one list a turn in the trace, not two equal ones.
+    same = len(records) == len(calls) and all(a is b for a, b in zip(records, calls, strict=True))
+    ctx.scratch.plan_records = calls if same else records
     fill_copies(turn)
-    return list(decisions.values()), None, None
+    return calls, None, None
 
 
 def _uncounted(turn: Turn, plan: list[Planned], to_approve: list[Planned]) -> int:
