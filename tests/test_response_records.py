@@ -207,7 +207,11 @@ async def test_responses_repeating_their_envelope_fields_share_one_dict() -> Non
     bodies = [body(1, "container_1"), body(2, "container_1"), body(3, "container_2", last=True)]
     api = FakeAPI([Body(json=item) for item in bodies])
     loop = AgentLoop(
-        api.client(), model="claude-sonnet-4-6", tools=[lookup], budget=Budget(max_steps=4), metrics=None
+        api.client(),
+        model="claude-sonnet-4-6",
+        tools=[lookup],
+        budget=Budget(max_steps=4),
+        observers=Observers(metrics=None),
     )
     result = await loop.run("Look a up twice.")
     assert result.answer == "done"
