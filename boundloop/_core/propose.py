@@ -37,7 +37,7 @@ from .invariant import drop_unfinished_server_turns
 from .pricing import count_response
 from .refusals import fallback
 from .request import as_message, fit_thinking, for_count, messages_of, settings_params, uses_beta
-from .reservation import around
+from .reservation import around, ledgers
 from .setup import setup_error
 from .streaming import streamed
 from .validation import FROM_CODE, canonical
@@ -150,6 +150,8 @@ async def propose(ctx: RunContext) -> Trigger:
     cannot cover is not sent (`_core/reservation.py`). The response settles the reservation; a
     failure or a cancellation releases it.
     """
+    if not ledgers(ctx):  # nothing to reserve from: the call as it is, no wrapper around it
+        return await _propose(ctx, None)
     return await around(ctx, lambda max_tokens: _propose(ctx, max_tokens))
 
 
