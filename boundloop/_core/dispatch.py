@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
-from typing import NamedTuple
+from collections.abc import Callable, Coroutine
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.lowlevel
@@ -41,7 +41,7 @@ class _Batch:
     """`turn.invoked` as a set: one look-up per call, not a scan of a list as long as the batch."""
     limiter: anyio.CapacityLimiter | None
     """`Budget.max_parallel_tools` places, for a batch larger than that; None: no wait."""
-    run: Callable[[RunContext, _Batch, Planned, Callable[[], None]], Awaitable[None]]
+    run: Callable[[RunContext, _Batch, Planned, Callable[[], None]], Coroutine[Any, Any, None]]
     """How each call runs: `_call` itself, or in a place of the limiter (one coroutine less a
     call when there is none)."""
     failure: list[Exception] = dataclasses.field(default_factory=empty_list)
