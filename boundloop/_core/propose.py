@@ -260,12 +260,14 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     # next response (`Scratch.response`).
     state.responses.append(response_record(response, received["content"]))
     ctx.scratch.response = response
-    blocks = [block for block in response.content if isinstance(block, ToolUseBlock)]
-    # id, name, input, step; the keys: a call from code execution is never a repeat
-    calls = [
-        ToolCall.of(id=block.id, name=block.name, input=block.input, step=state.step) for block in blocks
-    ]
-    state.turn = turn = Turn.of(calls=calls, keys=[repeat_key(block) for block in blocks], final=final)
+    calls: list[ToolCall] = []
+    keys: list[str] = []  # a call from code execution is never a repeat
+    step = state.step
+    for block in response.content:  # one pass: a call and its key per tool_use block
+        if isinstance(block, ToolUseBlock):
+            calls.append(ToolCall.of(id=block.id, name=block.name, input=block.input, step=step))
+            keys.append(repeat_key(block))
+    state.turn = turn = Turn.of(calls=calls, keys=keys, final=final)
     ctx.scratch.plan = None
     ctx.scratch.counted_input = None
     if final:
