@@ -7,6 +7,7 @@ run raise `UnhandledStop`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
@@ -15,7 +16,7 @@ from .records import StopReason
 from .state import LoopState
 
 if TYPE_CHECKING:
-    from anthropic.types import Message
+    from anthropic.types import Message, ToolUseBlock
 
 __all__ = [
     "CONTINUE_AFTER_MAX_TOKENS",
@@ -47,12 +48,20 @@ def succeeded_tools(state: LoopState) -> set[str]:
     return {obs.tool for obs in state.observations if obs.outcome == "ok"}
 
 
+@functools.cache
+def _tool_use_block() -> type[ToolUseBlock]:
+    """The SDK's `ToolUseBlock`, imported once, when the first response is read (a response
+    exists: the SDK is loaded; this module does not load it)."""
+    from anthropic.types import ToolUseBlock
+
+    return ToolUseBlock
+
+
 def on_tool_use(message: Message, ctx: SignalContext) -> Route:
     """Validate and run the tool calls."""
-    from anthropic.types import ToolUseBlock  # a response exists: the SDK is loaded
-
+    tool_use = _tool_use_block()
     for block in message.content:
-        if isinstance(block, ToolUseBlock):
+        if isinstance(block, tool_use):
             return _RUN_TOOLS
     return stop(StopReason.FAILED, "stop_reason tool_use without any tool_use block")
 

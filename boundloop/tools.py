@@ -7,7 +7,7 @@ import functools
 import inspect
 import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeAlias, cast, final, overload
 
 import anyio.to_thread
@@ -302,11 +302,14 @@ class Tool(Generic[_P, _R]):
             raise ToolInputError(f"input must be a JSON object, got {type(tool_input).__name__}")
         return self._validate(tool_input)  # pyright: ignore[reportUnknownArgumentType]
 
-    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None) -> object:
-        """Call the tool function with validated arguments (and the context, when it asks for one).
+    def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None) -> Awaitable[object]:
+        """Call the tool function with validated arguments (and the context, when it asks for one);
+        await what it returns for the function's value.
 
         Nested objects and arrays are copied first: a tool function that mutates its input cannot
-        change the transcript, the observation or the next request.
+        change the transcript, the observation or the next request. An async tool function's own
+        coroutine is returned (no coroutine around it, one a call); a sync one runs in a worker
+        thread when awaited.
         """
         kwargs = {
             name: value if value.__class__ in _SCALARS else _isolated(value)
@@ -317,12 +320,9 @@ class Tool(Generic[_P, _R]):
                 raise TypeError(f"tool {self.name!r} takes a ToolContext: invoke it with one")
             kwargs[self._context_param] = context
         if self._is_async:
-            pending: Any = self.handler(**kwargs)  # an async tool function's coroutine
-            return await pending
+            return cast("Awaitable[object]", self.handler(**kwargs))  # its coroutine
         # Sync tool functions never run on the event loop; a timeout abandons the thread's result.
-        return await anyio.to_thread.run_sync(
-            functools.partial(self.handler, **kwargs), abandon_on_cancel=True
-        )
+        return anyio.to_thread.run_sync(functools.partial(self.handler, **kwargs), abandon_on_cancel=True)
 
 
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})

@@ -174,7 +174,7 @@ def _ttl(block: object) -> str | None:
     """The TTL of a block's (or tool's) `cache_control` breakpoint; None: it has none."""
     control: object = (
         cast(Mapping[str, object], block).get("cache_control")
-        if isinstance(block, Mapping)
+        if type(block) is dict or isinstance(block, Mapping)  # a dict: past the ABC check
         else getattr(block, "cache_control", None)
     )
     if not control:

@@ -55,11 +55,11 @@ def after_response(ctx: RunContext, response: Message, tokens_before: int) -> No
     (its billed usage is counted with the response's, `_core.pricing`). `tokens_before`: the
     request's input as the loop estimated (or counted) it."""
     state = ctx.state
-    usages = compaction_usages(response.usage)  # counted in the run's usage by `_core.pricing`
     # every content block has its `type` (a type the SDK does not model included: as an attribute)
     blocks = [block for block in response.content if getattr(block, "type", None) == "compaction"]
     if not blocks:
         return
+    usages = compaction_usages(response.usage)  # counted in the run's usage by `_core.pricing`
     read = sum(
         u.input_tokens + (u.cache_read_input_tokens or 0) + (u.cache_creation_input_tokens or 0)
         for u in usages

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Coroutine
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.lowlevel
@@ -41,6 +41,9 @@ class _Batch:
     """`turn.invoked` as a set: one look-up per call, not a scan of a list as long as the batch."""
     limiter: anyio.CapacityLimiter | None
     """`Budget.max_parallel_tools` places, for a batch larger than that; None: no wait."""
+    run: Callable[[RunContext, _Batch, Planned, Callable[[], None]], Coroutine[Any, Any, None]]
+    """How each call runs: `_call` itself, or in a place of the limiter (one coroutine less a
+    call when there is none)."""
     failure: list[Exception] = dataclasses.field(default_factory=empty_list)
 
 
@@ -91,10 +94,10 @@ async def dispatch(ctx: RunContext, turn: Turn, plan: list[Planned]) -> None:
         return
     limit = ctx.config.spec.budget.max_parallel_tools
     limiter = None if limit is None or len(plan) <= limit else anyio.CapacityLimiter(limit)
-    batch = _Batch(turn, set(turn.invoked), limiter)
+    batch = _Batch(turn, set(turn.invoked), limiter, _call if limiter is None else _limited_call)
     try:
         if len(plan) == 1:  # nothing runs alongside it: no group to build, no sibling to cancel
-            await _run_call(ctx, batch, plan[0], _no_siblings)
+            await batch.run(ctx, batch, plan[0], _no_siblings)
         elif _on_asyncio():
             await _in_asyncio_tasks(ctx, batch, plan)
         else:
@@ -121,10 +124,10 @@ async def _in_task_group(ctx: RunContext, batch: _Batch, plan: list[Planned]) ->
         *spawned, last = plan
         cancel = group.cancel_scope.cancel
         for position, planned in enumerate(spawned, 1):
-            group.start_soon(_run_call, ctx, batch, planned, cancel)
+            group.start_soon(batch.run, ctx, batch, planned, cancel)
             if position % YIELD_EVERY == 0:  # the started calls run; a deadline or a failure cuts in
                 await anyio.lowlevel.checkpoint()
-        await _run_call(ctx, batch, last, cancel)
+        await batch.run(ctx, batch, last, cancel)
 
 
 async def _in_asyncio_tasks(ctx: RunContext, batch: _Batch, plan: list[Planned]) -> None:
@@ -148,24 +151,23 @@ async def _in_asyncio_tasks(ctx: RunContext, batch: _Batch, plan: list[Planned])
                 task.cancel()
 
     inline = ctx.config.spec.policy.on_tool_error != "raise" and len(plan) <= YIELD_EVERY
+    run = batch.run
     async with asyncio.TaskGroup() as group:
         for position, planned in enumerate(plan[1:] if inline else plan, 1):
-            tasks.append(group.create_task(_run_call(ctx, batch, planned, cancel_siblings)))
+            tasks.append(group.create_task(run(ctx, batch, planned, cancel_siblings)))
             if position % YIELD_EVERY == 0:  # the started calls run; a deadline or a failure cuts in
                 await anyio.lowlevel.checkpoint()
                 if batch.failure:  # a call failed (on_tool_error="raise"): start no more
                     break
         if inline:  # started before the tasks run: they run once it first waits
-            await _run_call(ctx, batch, plan[0], cancel_siblings)
+            await run(ctx, batch, plan[0], cancel_siblings)
 
 
-async def _run_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callable[[], None]) -> None:
-    limiter = batch.limiter
-    if limiter is None:
+async def _limited_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callable[[], None]) -> None:
+    """`_call` in one of `Budget.max_parallel_tools` places (a batch larger than that)."""
+    assert batch.limiter is not None  # the batch runs its calls so only with a limiter
+    async with batch.limiter:  # waits for one of the places
         await _call(ctx, batch, planned, cancel)
-    else:
-        async with limiter:  # waits for one of `Budget.max_parallel_tools` places
-            await _call(ctx, batch, planned, cancel)
 
 
 async def _call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callable[[], None]) -> None:

@@ -37,7 +37,7 @@ from .invariant import drop_unfinished_server_turns
 from .pricing import count_response
 from .refusals import fallback
 from .request import as_message, fit_thinking, for_count, messages_of, settings_params, uses_beta
-from .reservation import around
+from .reservation import around, ledgers
 from .setup import setup_error
 from .streaming import streamed
 from .validation import FROM_CODE, canonical
@@ -150,6 +150,8 @@ async def propose(ctx: RunContext) -> Trigger:
     cannot cover is not sent (`_core/reservation.py`). The response settles the reservation; a
     failure or a cancellation releases it.
     """
+    if not ledgers(ctx):  # nothing to reserve from: the call as it is, no wrapper around it
+        return await _propose(ctx, None)
     return await around(ctx, lambda max_tokens: _propose(ctx, max_tokens))
 
 
@@ -265,12 +267,14 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
             record.extra_json = earlier
     state.responses.append(record)
     ctx.scratch.response = response
-    blocks = [block for block in response.content if isinstance(block, ToolUseBlock)]
-    # id, name, input, step; the keys: a call from code execution is never a repeat
-    calls = [
-        ToolCall.of(id=block.id, name=block.name, input=block.input, step=state.step) for block in blocks
-    ]
-    state.turn = turn = Turn.of(calls=calls, keys=[repeat_key(block) for block in blocks], final=final)
+    calls: list[ToolCall] = []
+    keys: list[str] = []  # a call from code execution is never a repeat
+    step = state.step
+    for block in response.content:  # one pass: a call and its key per tool_use block
+        if isinstance(block, ToolUseBlock):
+            calls.append(ToolCall.of(id=block.id, name=block.name, input=block.input, step=step))
+            keys.append(repeat_key(block))
+    state.turn = turn = Turn.of(calls=calls, keys=keys, final=final)
     ctx.scratch.plan = None
     ctx.scratch.counted_input = None
     if final:

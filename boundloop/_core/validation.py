@@ -161,6 +161,7 @@ async def _plan(
     escalated: list[str] = []
     to_approve: list[Planned] = []
     first_of: dict[str, int] = {}
+    recorded = ctx.recorded(turn)  # each call as the events record it, read once for the batch
     if again:  # a decision per call, whatever the checkpoint holds: each is decided below
         turn.decisions.extend(["execute"] * (len(turn.calls) - len(turn.decisions)))
     for index, (call, key) in enumerate(zip(turn.calls, turn.keys, strict=True)):
@@ -174,7 +175,7 @@ async def _plan(
         if decided is None:  # answered already (a result, a human's denial), or a copy
             continue
         decision, planned = decided
-        decisions[index] = _record(ctx, turn, index, decision)
+        decisions[index] = _record(ctx, turn, index, decision, recorded[index])
         if decision == "block":
             blocked.append(call.name)
         elif decision == "escalate":
@@ -409,11 +410,14 @@ def _escalate(ctx: RunContext, turn: Turn, index: int, call: ToolCall) -> tuple[
     return "escalate", None
 
 
-def _record(ctx: RunContext, turn: Turn, index: int, decision: Decision) -> CallDecision:
-    """The event's record of one decision; an invalid action is also recorded as an error."""
+def _record(
+    ctx: RunContext, turn: Turn, index: int, decision: Decision, recorded: tuple[str, str]
+) -> CallDecision:
+    """The event's record of one decision (`recorded`: the call's name and id as the events
+    record them); an invalid action is also recorded as an error."""
     call = turn.calls[index]
     answer = turn.answers[index]
-    name, call_id = ctx.recorded(turn)[index]
+    name, call_id = recorded
     if answer is None:
         return CallDecision.of(tool=name, tool_use_id=call_id, decision=decision)
     reason = ctx.redact(str(answer.content))

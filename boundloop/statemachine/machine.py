@@ -42,9 +42,6 @@ _MODEL_ATTRIBUTE: Final = "phase"
 _PHASES: Final = {str(phase): phase for phase in Phase}
 """A state's name, as the machine sets it -> the `Phase`."""
 
-_RUN_FIELDS: Final = frozenset({"guard", "phase", "state"})
-"""`RunModel`'s own fields: the attributes it keeps."""
-
 
 class InvalidTransition(RuntimeError):
     """No edge of the table accepts the trigger in the run's state, or a saved run's phase is
@@ -57,23 +54,34 @@ class RunState(StateFacts, Protocol):
     phase: Phase
 
 
+class _Unkept:
+    """A convenience method `add_model` gives a model (`trigger`, `may_<trigger>`, `<trigger>`,
+    `is_phase_<state>`): read as absent (None, so transitions binds it), and let go when set."""
+
+    __slots__ = ()
+
+    def __get__(self, run: object, owner: type | None = None) -> None:
+        return None
+
+    def __set__(self, run: object, method: object) -> None:
+        """Nothing kept: the runtime fires through `LoopMachine.fire`."""
+
+
 @final
 class RunModel:
     """One run as a model of the loop's machine: its phase, and the guards of the last edge taken.
 
-    The machine reads and sets the run's state in `phase` (a plain attribute: transitions reads
-    it twice and sets it once a transition); `LoopMachine.fire` copies it into the run's
+    The machine reads and sets the run's state in `phase` (a plain slot: transitions reads it
+    twice and sets it once a transition); `LoopMachine.fire` copies it into the run's
     `LoopState`. Its fields are slots, and it keeps nothing else: `add_model` sets a model's
-    convenience methods on it (`trigger`, `may_<trigger>`, `is_phase_<state>`: about 5 KiB a
-    run in flight, each a partial holding the run), which the runtime never calls (it fires
-    through `LoopMachine.fire`), so `__setattr__` lets them go as they are given.
+    convenience methods on it (`trigger`, `may_<trigger>`, `<trigger>`, `is_phase_<state>`:
+    about 5 KiB a run in flight, each a partial holding the run), which the runtime never calls
+    (it fires through `LoopMachine.fire`); each of those names is an `_Unkept` of the class,
+    which lets the method go as it is given, while the run's own fields are set as plain slots
+    (no Python-level `__setattr__` on the machine's path, three times a transition).
     """
 
     __slots__ = ("guard", "phase", "state")
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name in _RUN_FIELDS:  # its own fields; anything else is one of add_model's methods
-            object.__setattr__(self, name, value)
 
     def __init__(self, state: RunState) -> None:
         self.state = state
@@ -83,6 +91,17 @@ class RunModel:
         every transition)."""
         self.guard: str | None = None
         """The guard names of the edge the last trigger took, set by the edge (None: unguarded)."""
+
+
+_CONVENIENCE: Final = (
+    "trigger",
+    "may_trigger",
+    *(name for trigger in Trigger for name in (str(trigger), f"may_{trigger}")),
+    *(f"is_{_MODEL_ATTRIBUTE}_{state}" for state in STATES),
+)
+"""The names `add_model` binds its convenience methods to on a model of this table's machine."""
+for _name in _CONVENIENCE:
+    setattr(RunModel, _name, _Unkept())
 
 
 class _PhaseState(State):
