@@ -78,7 +78,7 @@ def jsonschema_validator(schema: Mapping[str, Any]) -> Validate:
 def pydantic_validator(model: type[pydantic.BaseModel], parameters: Mapping[str, str]) -> Validate:
     """Validate with `model`; `parameters` maps each model field to its tool function's parameter."""
 
-    parse = model.__pydantic_validator__.validate_python  # what model_validate calls, bound once
+    parse = model.model_validate
     pairs = tuple(parameters.items())
 
     def validate(tool_input: Mapping[str, Any]) -> dict[str, Any]:

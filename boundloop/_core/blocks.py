@@ -42,7 +42,7 @@ def response_record(response: Message, content: object) -> ModelResponse:
     once, in the SDK's order; a field of the wrong type is the `ValueError` of
     `response_of`, which reads the record from JSON.
     """
-    sent = response.__pydantic_fields_set__  # `model_fields_set`, without its property call
+    sent = response.model_fields_set
     id_ = response.id if "id" in sent else None
     model = response.model if "model" in sent else None
     stop_reason = response.stop_reason  # as sent, a value the SDK does not know too
@@ -72,7 +72,7 @@ def _sent(model: BaseModel, skip: frozenset[str]) -> dict[str, Any]:
     """The fields the API sent of an SDK object but those in `skip`, as JSON, in the SDK's
     order: a nested object dumped with `exclude_unset`, as `model_dump` would (~3x faster than
     it, which walks every field); its extra fields last."""
-    sent = model.__pydantic_fields_set__  # `model_fields_set`, without its property call
+    sent = model.model_fields_set
     key = (type(model), skip)
     names = _FIELDS.get(key)
     if names is None:
@@ -83,7 +83,7 @@ def _sent(model: BaseModel, skip: frozenset[str]) -> dict[str, Any]:
         for name in names
         if name in sent
     }
-    extra = model.__pydantic_extra__  # `model_extra`, without its property call
+    extra = model.model_extra
     return fields | extra if extra else fields
 
 
@@ -110,8 +110,8 @@ def plain_block(block: object) -> object:
 
 
 def _block_json(block: ContentBlock) -> dict[str, Any]:
-    fields = block.__pydantic_fields_set__  # `model_fields_set`, without its property call
-    if not block.__pydantic_extra__:  # a field the SDK does not model: dumped below, with the rest
+    fields = block.model_fields_set
+    if not block.model_extra:  # a field the SDK does not model: dumped below, with the rest
         if isinstance(block, ToolUseBlock) and block.type == "tool_use":
             if fields <= _TOOL_USE_FIELDS:
                 return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
@@ -138,7 +138,7 @@ def field_of(item: object, name: str) -> object:
         values: Mapping[str, object] = item.__dict__
         if name in values:
             return values[name]
-        extra = item.__pydantic_extra__
+        extra = item.model_extra
         return extra.get(name) if extra else None
     if isinstance(item, Mapping):
         return cast(Mapping[str, object], item).get(name)

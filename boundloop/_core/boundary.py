@@ -76,7 +76,7 @@ def _counts_problem(counts: object, where: str, suffix: str) -> str | None:
     """An object of counts (`server_tool_use`, `cache_creation`, an iteration): each field named
     `*{suffix}` that is there is a count (one the SDK does not model included; None is absent)."""
     if isinstance(counts, BaseModel):
-        fields: dict[str, object] = {**counts.__dict__, **(counts.__pydantic_extra__ or {})}
+        fields: dict[str, object] = {**counts.__dict__, **(counts.model_extra or {})}
     elif isinstance(counts, dict):
         fields = cast(dict[str, object], counts)
     else:

@@ -101,11 +101,11 @@ class ResponseShape:
 
 def _shape(block: object) -> tuple[object, AbstractSet[str]]:
     kind: object = getattr(block, "type", None)  # the response's blocks: SDK models
-    fields: set[str] | None = getattr(block, "__pydantic_fields_set__", None)  # a model's
-    extra: dict[str, object] | None = getattr(block, "__pydantic_extra__", None)
-    if fields is None:  # a mapping's keys
-        fields = set(cast(Mapping[str, object], block)) if isinstance(block, Mapping) else set[str]()
-    return kind, (fields | extra.keys() if extra else fields)
+    if isinstance(block, BaseModel):  # the fields it came with, extra fields included
+        extra = block.model_extra
+        return kind, (block.model_fields_set | extra.keys() if extra else block.model_fields_set)
+    fields = set(cast(Mapping[str, object], block)) if isinstance(block, Mapping) else set[str]()
+    return kind, fields
 
 
 @final
