@@ -725,16 +725,15 @@ def tracing_variants(responses: Sequence[Message], provider: object, batch: int 
     `batch` runs per sample."""
     tools = tools_of(instant, 3)
     variants = floor_variants(FastClient(responses), handlers_of(instant, 3))
-    settings: dict[str, dict[str, Any]] = {
-        TRACING_OFF: {},
-        TRACING_NONE: {"observers": Observers(tracing=None)},
-        TRACING_ON: {"observers": Observers(tracing=TraceSettings(provider=cast(Any, provider)))},
-        TRACING_CONTENT: {
-            "observers": Observers(tracing=TraceSettings(provider=cast(Any, provider), content=True))
-        },
+    tracings: dict[str, TraceSettings | None] = {
+        TRACING_OFF: TraceSettings(),
+        TRACING_NONE: None,
+        TRACING_ON: TraceSettings(provider=cast(Any, provider)),
+        TRACING_CONTENT: TraceSettings(provider=cast(Any, provider), content=True),
     }
-    for name, options in settings.items():
+    for name, tracing in tracings.items():
         client = FastClient(responses)
+        metrics = LoopMetrics(registry=CollectorRegistry())
         loop = AgentLoop(
             client,
             model=MODEL,
@@ -742,8 +741,7 @@ def tracing_variants(responses: Sequence[Message], provider: object, batch: int 
             budget=Budget(max_steps=len(responses) + 1),
             max_tokens=MAX_TOKENS,
             name="bench",
-            observers=Observers(metrics=LoopMetrics(registry=CollectorRegistry())),
-            **options,
+            observers=Observers(metrics=metrics, tracing=tracing),
         )
         variants[name] = loop_variant(client, loop)
     if batch == 1:
