@@ -204,7 +204,7 @@ async def _run(
     writer = None if log is None else EventLogWriter(ctx, log)
     checkpoints = None if store is None else CheckpointWriter(ctx, store, writer)
     saving = SAVING.set(checkpoints)  # its delegations save it as they start a child
-    if timeout is not None:
+    if timeout is not None and ctx.config.cut is None:  # a re-enacted cut owns the stop, not the clock
         deadline = anyio.current_time() + max(0.0, timeout - ctx.elapsed_s)
         ctx.deadline = deadline if ctx.deadline is None else min(deadline, ctx.deadline)  # a tree's
     try:  # the first event is inside: a failing on_event hook fails the run, recorded

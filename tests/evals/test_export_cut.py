@@ -95,3 +95,17 @@ def test_a_cut_the_case_cannot_use_is_named(fields: dict[str, object], problem: 
     with pytest.raises(FixtureError) as raised:
         parse_case(raw)
     assert problem in raised.value.problems
+
+
+async def test_a_cut_case_stops_where_its_recording_was_cut_however_slow_the_machine() -> None:
+    """The recorded cut owns the stop: the budget's wall-clock deadline, which a loaded machine
+    could reach earlier than the recording did, does not run beside it (a deadline shorter than
+    the case's first turn stands for such a machine)."""
+    result = await cut_run(StopReason.TIMEOUT, "tool")
+    exported = export_case(result.state)
+    exported["budget"]["timeout_s"] = 1e-9
+    outcome = await run_case(parse_case(json.loads(json.dumps(exported))))
+    outcome.check()
+    assert outcome.stop_reason is StopReason.TIMEOUT
+    assert outcome.tools_run == ("read_order",)
+    assert outcome.replay_identical
