@@ -28,6 +28,7 @@ from ..records import ErrorRecord, ToolCall, Turn
 from ..redaction import recorded_call_id
 from ..tools import Tool
 from .invariant import RequestChecker, ResponseShape
+from .trail import EventTrail
 
 if TYPE_CHECKING:
     from anthropic.types import Message
@@ -203,10 +204,14 @@ class RunContext:
         self.model = model
         """The run as the model of the loop's machine (`config.machine`), which fires its
         triggers (not state: the machine's handle on the run, added at its start, removed at its end)."""
-        self.events: list[Event] = []
-        """The session's recorded events (not state: the event log and the result hold them)."""
-        metrics = None if config.metrics is None else RunMetrics(config.metrics, state.trace_id).observe
-        hooks = (metrics, observer, config.on_event, on_event, None if watch is None else watch.deliver)
+        run_metrics = None if config.metrics is None else RunMetrics(config.metrics, state.trace_id)
+        others = (observer, config.on_event, on_event, None if watch is None else watch.deliver)
+        numbers = config.store is None and all(hook is None for hook in others)
+        self.events = EventTrail(state.task_id, numbers=numbers, metrics=run_metrics if numbers else None)
+        """The session's recorded events (not state: the event log and the result hold them). When
+        nothing but the metrics hears a transition as it happens (no hook, span, stream or store),
+        the trail keeps it as its numbers and tells the metrics itself."""
+        hooks = (None if run_metrics is None else run_metrics.observe, *others)
         self._hooks: tuple[EventHook, ...] = tuple(hook for hook in hooks if hook is not None)
         """Called with every event as it is recorded: the run's metrics (first: a hook raising on
         the `Stop` event cannot leave `runs_active` up), the run's `observer` (its spans, set only

@@ -306,13 +306,15 @@ async def drive(ctx: RunContext, checkpoints: CheckpointWriter | None) -> None:
     state = ctx.state
     while state.phase is not Phase.STOPPED:
         transition = fire(ctx, await WORK[state.phase](ctx))
-        if checkpoints is not None:
+        if checkpoints is not None:  # a run with a store records each `Transition` as such
+            assert transition is not None
             await checkpoints.observe(transition)
 
 
-def fire(ctx: RunContext, trigger: Trigger) -> Transition:
+def fire(ctx: RunContext, trigger: Trigger) -> Transition | None:
     """Fire a trigger through the loop's machine, which moves the run; record the transition it
-    took (its observers measure it)."""
+    took (its observers measure it): as a `Transition`, or as its numbers when nothing but the
+    metrics hears it as it happens (None returned: `_core/trail.py`)."""
     state = ctx.state
     source = state.phase
     guard = ctx.config.machine.fire(ctx.model, trigger)
@@ -320,17 +322,22 @@ def fire(ctx: RunContext, trigger: Trigger) -> Transition:
     now = time.perf_counter()
     duration = now - ctx.entered
     ctx.entered = now
+    # Plain strings in the event, as they read back from JSON: each member's own value
+    # (`str(member)` would copy it: three strings kept with every transition of the trace).
+    edge = (_VALUES[source], _VALUES[dest], _VALUES[trigger], guard)
+    events = ctx.events
+    if events.numbers:
+        events.moved(ctx.next_seq(), state.step, edge, ctx.epoch + now, duration)
+        return None
     # One clock read per transition: `at` is derived from it.
     transition = Transition.of(
         seq=ctx.next_seq(),
         task_id=state.task_id,
         at=ctx.epoch + now,
         step=state.step,
-        # Plain strings in the event, as they read back from JSON: each member's own value
-        # (`str(member)` would copy it: three strings kept with every transition of the trace).
-        source=_VALUES[source],
-        dest=_VALUES[dest],
-        trigger=_VALUES[trigger],
+        source=edge[0],
+        dest=edge[1],
+        trigger=edge[2],
         guard=guard,
         duration_s=duration,
     )

@@ -54,16 +54,14 @@ class RunMetrics:
 
     def observe(self, event: BaseEvent) -> None:
         """Record what `event` counts: the run's hook (bound once per run, called with every event)."""
-        if self._since is None:
-            self._begin(event)
         # The most frequent kinds first; a chain of `is` costs less than a `match` or a dict of
         # methods here (~11 events a turn). The other kinds record nothing.
         if type(event) is Transition:
-            duration = event.duration_s
-            self._edges[(event.source, event.dest)].observe(
-                duration, self._exemplar if duration >= EXEMPLAR_MIN_S else None
-            )
-        elif type(event) is ToolResult:
+            self.moved(event.source, event.dest, event.at, event.duration_s)
+            return
+        if self._since is None:
+            self._begin(event.at)
+        if type(event) is ToolResult:
             # A call answered without running (refused, repeated, by a human) has no latency.
             self._metrics.tool_call(
                 event.tool, event.outcome, event.duration_s if event.attempts else None, self._trace_id
@@ -86,7 +84,15 @@ class RunMetrics:
             assert self._since is not None  # set by the first event
             self._metrics.run_finished(event.stop_reason, event.at - self._since, event.trace_id)
 
-    def _begin(self, event: BaseEvent) -> None:
-        # A transition as the first event (a continued run): the session began when it entered `source`.
-        self._since = event.at - event.duration_s if isinstance(event, Transition) else event.at
+    def moved(self, source: str, dest: str, at: float, duration_s: float) -> None:
+        """Record a transition (its `Transition` event's fields; a run whose transitions nobody
+        else hears calls this alone, with no event built: `_core/trail.py`)."""
+        if self._since is None:  # a transition first (a continued run): the session began in `source`
+            self._begin(at - duration_s)
+        self._edges[(source, dest)].observe(
+            duration_s, self._exemplar if duration_s >= EXEMPLAR_MIN_S else None
+        )
+
+    def _begin(self, at: float) -> None:
+        self._since = at
         self._metrics.run_started()
