@@ -44,6 +44,9 @@ class _Batch:
     failure: list[Exception] = dataclasses.field(default_factory=empty_list)
 
 
+ABL: dict = {}
+
+
 class _Retry(NamedTuple):
     delay_s: float
     error: str
