@@ -11,7 +11,6 @@ failure into data (an `is_error` result); the group only raises for bugs, cancel
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
@@ -96,12 +95,10 @@ async def dispatch(ctx: RunContext, turn: Turn, plan: list[Planned]) -> None:
     try:
         if len(plan) == 1:  # nothing runs alongside it: no group to build, no sibling to cancel
             await _call(ctx, batch, plan[0], _no_siblings)
-        elif not _on_asyncio():
-            await _in_task_group(ctx, batch, plan)
-        elif ctx.config.spec.policy.on_tool_error != "raise" and len(plan) <= YIELD_EVERY:
-            await _alongside(ctx, batch, plan)
-        else:
+        elif _on_asyncio():
             await _in_asyncio_tasks(ctx, batch, plan)
+        else:
+            await _in_task_group(ctx, batch, plan)
     except BaseExceptionGroup as group_error:
         # Tasks catch their tool functions' Exceptions; what is left (SystemExit, ...) leaves as itself.
         if len(group_error.exceptions) == 1:
@@ -130,46 +127,17 @@ async def _in_task_group(ctx: RunContext, batch: _Batch, plan: list[Planned]) ->
         await _call(ctx, batch, last, cancel)
 
 
-async def _alongside(ctx: RunContext, batch: _Batch, plan: list[Planned]) -> None:
-    """asyncio, the usual batch: at most `YIELD_EVERY` calls that never cancel one another
-    (`on_tool_error` is not "raise"). The others start in native tasks, in block order (a durable
-    workflow numbers its steps so), then the first runs in this task (spawning costs more than
-    running), which then awaits each of their tasks in turn.
-
-    Awaiting the tasks themselves, not a task group's completion, spares a turn of the event loop
-    a batch (the group learns of each task's end in a callback of its own, then wakes this task).
-    The semantics stay the task group's: a cancellation of this task (the caller's, or an anyio
-    cancel scope's: the run's timeout), passed on by asyncio to the task it awaits, and an error
-    of a call (a bug: a tool function's errors are its results) cancel every call, and this
-    task waits for all of them to finish before the cancellation or the error propagates.
-    """
-    loop = asyncio.get_running_loop()
-    tasks = [loop.create_task(_call(ctx, batch, planned, _no_siblings)) for planned in plan[1:]]
-    try:
-        await _call(ctx, batch, plan[0], _no_siblings)
-        for task in tasks:
-            await task
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            while not task.done():  # cancelled again meanwhile (a cancel scope repeats it): still wait
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.wait((task,))
-        raise
-
-
 async def _in_asyncio_tasks(ctx: RunContext, batch: _Batch, plan: list[Planned]) -> None:
-    """asyncio, a batch larger than `YIELD_EVERY` or one whose failure cancels the other calls
-    (`on_tool_error="raise"`): every call in a native task of an `asyncio.TaskGroup`, a third of
-    anyio's cost per task.
+    """asyncio: the calls in native tasks of an `asyncio.TaskGroup`, a third of anyio's cost per task.
 
     The semantics are the task group's: a cancellation of this task (the caller's, or an anyio
     cancel scope's: the run's timeout) cancels every call and waits for all of them before it
-    propagates. A failure cancels the other calls (cancelling the siblings never cancels this
-    task, which runs none). The calls start in block order; every `YIELD_EVERY` of them, the
-    started ones run and a deadline or a failure cuts in. Calls that time out use anyio's
-    `move_on_after`, which works in native tasks.
+    propagates. With `on_tool_error="raise"` a failure cancels the other calls, so each call
+    runs in its own task (cancelling the siblings never cancels this one); so does a batch of
+    more than `YIELD_EVERY` calls. Otherwise only the batch's own cancellation stops a call: the
+    first call runs in this task once the others are started (spawning costs more than running),
+    and the calls still start in block order (a durable workflow numbers its steps so).
+    Calls that time out use anyio's `move_on_after`, which works in native tasks.
     """
     tasks: list[asyncio.Task[None]] = []
 
@@ -179,13 +147,23 @@ async def _in_asyncio_tasks(ctx: RunContext, batch: _Batch, plan: list[Planned])
             if task is not current:
                 task.cancel()
 
+    inline = ctx.config.spec.policy.on_tool_error != "raise" and len(plan) <= YIELD_EVERY
     async with asyncio.TaskGroup() as group:
-        for position, planned in enumerate(plan, 1):
+        for position, planned in enumerate(plan[1:] if inline else plan, 1):
             tasks.append(group.create_task(_call(ctx, batch, planned, cancel_siblings)))
             if position % YIELD_EVERY == 0:  # the started calls run; a deadline or a failure cuts in
                 await anyio.lowlevel.checkpoint()
                 if batch.failure:  # a call failed (on_tool_error="raise"): start no more
                     break
+        if inline:  # started before the tasks run: they run once it first waits
+            await _call(ctx, batch, plan[0], cancel_siblings)
+            # Then it awaits the tasks itself, the last started first: calls that do not wait end
+            # in the order they started, so when this task wakes, the group has been told of
+            # every end already and its exit does not wait one more turn of the event loop.
+            # (Only here: no call cancels another, so awaiting a task raises only when the batch
+            # is cut short, and the group then ends it as it would have.)
+            for task in reversed(tasks):
+                await task
 
 
 async def _call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callable[[], None]) -> None:
