@@ -13,15 +13,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import anyio
 import anyio.lowlevel
 import sniffio
 
 from ..events import ToolStarted
-from ..records import CallResult, Observation, StopReason, ToolCall, Turn, empty_list
+from ..records import CallResult, StopReason, ToolCall, Turn, empty_list
 from ..statemachine.table import Trigger
 from ..tools import RetryableToolError, Tool, ToolContext, idempotency_key
 from .answers import answer_open_calls, finish
@@ -41,9 +41,6 @@ class _Batch:
     """`turn.invoked` as a set: one look-up per call, not a scan of a list as long as the batch."""
     limiter: anyio.CapacityLimiter | None
     """`Budget.max_parallel_tools` places, for a batch larger than that; None: no wait."""
-    run: Callable[[RunContext, _Batch, Planned, Callable[[], None]], Coroutine[Any, Any, None]]
-    """How each call runs: `_call` itself, or in a place of the limiter (one coroutine less a
-    call when there is none)."""
     failure: list[Exception] = dataclasses.field(default_factory=empty_list)
 
 
@@ -94,10 +91,10 @@ async def dispatch(ctx: RunContext, turn: Turn, plan: list[Planned]) -> None:
         return
     limit = ctx.config.spec.budget.max_parallel_tools
     limiter = None if limit is None or len(plan) <= limit else anyio.CapacityLimiter(limit)
-    batch = _Batch(turn, set(turn.invoked), limiter, _call if limiter is None else _limited_call)
+    batch = _Batch(turn, set(turn.invoked), limiter)
     try:
         if len(plan) == 1:  # nothing runs alongside it: no group to build, no sibling to cancel
-            await batch.run(ctx, batch, plan[0], _no_siblings)
+            await _call(ctx, batch, plan[0], _no_siblings)
         elif _on_asyncio():
             await _in_asyncio_tasks(ctx, batch, plan)
         else:
@@ -124,10 +121,10 @@ async def _in_task_group(ctx: RunContext, batch: _Batch, plan: list[Planned]) ->
         *spawned, last = plan
         cancel = group.cancel_scope.cancel
         for position, planned in enumerate(spawned, 1):
-            group.start_soon(batch.run, ctx, batch, planned, cancel)
+            group.start_soon(_call, ctx, batch, planned, cancel)
             if position % YIELD_EVERY == 0:  # the started calls run; a deadline or a failure cuts in
                 await anyio.lowlevel.checkpoint()
-        await batch.run(ctx, batch, last, cancel)
+        await _call(ctx, batch, last, cancel)
 
 
 async def _in_asyncio_tasks(ctx: RunContext, batch: _Batch, plan: list[Planned]) -> None:
@@ -151,97 +148,110 @@ async def _in_asyncio_tasks(ctx: RunContext, batch: _Batch, plan: list[Planned])
                 task.cancel()
 
     inline = ctx.config.spec.policy.on_tool_error != "raise" and len(plan) <= YIELD_EVERY
-    run = batch.run
     async with asyncio.TaskGroup() as group:
         for position, planned in enumerate(plan[1:] if inline else plan, 1):
-            tasks.append(group.create_task(run(ctx, batch, planned, cancel_siblings)))
+            tasks.append(group.create_task(_call(ctx, batch, planned, cancel_siblings)))
             if position % YIELD_EVERY == 0:  # the started calls run; a deadline or a failure cuts in
                 await anyio.lowlevel.checkpoint()
                 if batch.failure:  # a call failed (on_tool_error="raise"): start no more
                     break
         if inline:  # started before the tasks run: they run once it first waits
-            await run(ctx, batch, plan[0], cancel_siblings)
-
-
-async def _limited_call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callable[[], None]) -> None:
-    """`_call` in one of `Budget.max_parallel_tools` places (a batch larger than that)."""
-    assert batch.limiter is not None  # the batch runs its calls so only with a limiter
-    async with batch.limiter:  # waits for one of the places
-        await _call(ctx, batch, planned, cancel)
+            await _call(ctx, batch, plan[0], cancel_siblings)
+            # Then it awaits the tasks itself, the last started first: calls that do not wait end
+            # in the order they started, so when this task wakes, the group has been told of
+            # every end already and its exit does not wait one more turn of the event loop.
+            # (Only here: no call cancels another, so awaiting a task raises only when the batch
+            # is cut short, and the group then ends it as it would have.)
+            for task in reversed(tasks):
+                await task
 
 
 async def _call(ctx: RunContext, batch: _Batch, planned: Planned, cancel: Callable[[], None]) -> None:
-    turn = batch.turn
-    config = ctx.config
-    budget = config.spec.budget
-    index = planned.index
-    tool = planned.tool
-    call = turn.calls[index]
-    if config.recorded is not None:  # replay: the recorded result, no tool runs
-        recorded = config.recorded.get((call.step, call.id))
-        if config.cut is not None and recorded is not None and recorded.outcome == "cancelled":
-            await config.cut.reached()  # the recorded run was cut while this call ran: so is this one
-        turn.answers[index] = _replayed(ctx, call, recorded)
-        return
-    context = (
-        ToolContext(
-            task_id=ctx.state.task_id,
-            trace_id=ctx.state.trace_id,
-            step=call.step,
-            tool_use_id=call.id,
-            idempotency_key=idempotency_key(ctx.state.task_id, call),
-            deps=ctx.deps,
+    """Run one call and write its answer into the turn: in a batch larger than
+    `Budget.max_parallel_tools`, in one of the limiter's places (waiting for one first)."""
+    limiter = batch.limiter
+    if limiter is not None:
+        await limiter.acquire()
+    try:
+        turn = batch.turn
+        config = ctx.config
+        budget = config.spec.budget
+        index = planned.index
+        tool = planned.tool
+        call = turn.calls[index]
+        if config.recorded is not None:  # replay: the recorded result, no tool runs
+            turn.answers[index] = await _replayed(ctx, call)
+            return
+        context = (
+            ToolContext(
+                task_id=ctx.state.task_id,
+                trace_id=ctx.state.trace_id,
+                step=call.step,
+                tool_use_id=call.id,
+                idempotency_key=idempotency_key(ctx.state.task_id, call),
+                deps=ctx.deps,
+            )
+            if tool.takes_context
+            else None  # built only for a tool function that reads it
         )
-        if tool.takes_context
-        else None  # built only for a tool function that reads it
-    )
-    timeout = tool.timeout_s if tool.timeout_s is not None else budget.tool_timeout_s
-    started = time.perf_counter()
-    attempts = 0
-    result: CallResult | _Retry
-    last_error = ""
-    # Invoked in an earlier session (saved mid-batch, then a crash): the same call, counted then.
-    counted = index in batch.invoked
-    while True:
-        if not (counted and not attempts) and not take_tool_call(ctx):
-            if attempts:  # the tool function ran and failed; retrying would exceed max_tool_calls
-                result = refused(
-                    call, "error", f"{last_error} (retries stopped: the tool-call budget is spent)"
-                )
-            else:
-                result = refused(call, "denied", "not run: the tool-call budget is spent")
-            break
-        attempts += 1
-        if index not in batch.invoked:  # a continued run's call may have been invoked before
-            batch.invoked.add(index)
-            turn.invoked.append(index)
-        try:
-            if timeout is None:  # no cancel scope to build when there is no deadline
-                result = await _attempt(ctx, planned, call, context, attempts)
-            else:
-                with anyio.move_on_after(timeout) as scope:
+        timeout = tool.timeout_s if tool.timeout_s is not None else budget.tool_timeout_s
+        started = time.perf_counter()
+        attempts = 0
+        result: CallResult | _Retry
+        last_error = ""
+        # Invoked in an earlier session (saved mid-batch, then a crash): the same call, counted then.
+        counted = index in batch.invoked
+        while True:
+            if not (counted and not attempts) and not take_tool_call(ctx):
+                result = _spent(call, last_error if attempts else None)
+                break
+            attempts += 1
+            if index not in batch.invoked:  # a continued run's call may have been invoked before
+                batch.invoked.add(index)
+                turn.invoked.append(index)
+            try:
+                if timeout is None:  # no cancel scope to build when there is no deadline
                     result = await _attempt(ctx, planned, call, context, attempts)
-                if scope.cancelled_caught:
-                    result = refused(call, "timeout", _timed_out(tool, timeout))
-        except Exception as exc:  # only with on_tool_error="raise": stop the batch, surface it
-            batch.failure.append(exc)
-            cancel()  # the sibling calls
-            # Recorded as the failure it is (the siblings' answers say they were cut short).
-            result = refused(call, "error", f"{type(exc).__name__}: {exc}")
-            break
-        if isinstance(result, CallResult):
-            break
-        last_error = result.error
-        await anyio.sleep(result.delay_s)
-    result.attempts = attempts
-    result.duration_s = time.perf_counter() - started
-    if result.is_error:  # an exception's text is the tool's output too: bounded like its result
-        result.content = truncate(result.content, ctx.config.spec.budget.max_tool_output_chars)
-    turn.answers[index] = result
+                else:
+                    with anyio.move_on_after(timeout) as scope:
+                        result = await _attempt(ctx, planned, call, context, attempts)
+                    if scope.cancelled_caught:
+                        result = refused(call, "timeout", _timed_out(tool, timeout))
+            except Exception as exc:  # only with on_tool_error="raise": stop the batch, surface it
+                batch.failure.append(exc)
+                cancel()  # the sibling calls
+                # Recorded as the failure it is (the siblings' answers say they were cut short).
+                result = refused(call, "error", f"{type(exc).__name__}: {exc}")
+                break
+            if isinstance(result, CallResult):
+                break
+            last_error = result.error
+            await anyio.sleep(result.delay_s)
+        result.attempts = attempts
+        result.duration_s = time.perf_counter() - started
+        if result.is_error:  # an exception's text is the tool's output too: bounded like its result
+            result.content = truncate(result.content, ctx.config.spec.budget.max_tool_output_chars)
+        turn.answers[index] = result
+    finally:
+        if limiter is not None:
+            limiter.release()
 
 
-def _replayed(ctx: RunContext, call: ToolCall, recorded: Observation | None) -> CallResult:
+def _spent(call: ToolCall, last_error: str | None) -> CallResult:
+    """The answer of a call `max_tool_calls` leaves no attempt for: not run, or (`last_error`:
+    the tool function ran and failed) not retried."""
+    if last_error is None:
+        return refused(call, "denied", "not run: the tool-call budget is spent")
+    return refused(call, "error", f"{last_error} (retries stopped: the tool-call budget is spent)")
+
+
+async def _replayed(ctx: RunContext, call: ToolCall) -> CallResult:
     """A call answered from the recording, its attempts taken from the budget as they were."""
+    config = ctx.config
+    assert config.recorded is not None  # a replay
+    recorded = config.recorded.get((call.step, call.id))
+    if config.cut is not None and recorded is not None and recorded.outcome == "cancelled":
+        await config.cut.reached()  # the recorded run was cut while this call ran: so is this one
     if recorded is None or recorded.tool != call.name:
         take_tool_call(ctx)
         return refused(call, "error", "replay: the recording has no result for this call")

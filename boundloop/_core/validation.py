@@ -209,11 +209,12 @@ async def _plan(
         plan.sort(key=lambda planned: planned.index)
     ctx.scratch.plan = plan
     calls = list(decisions.values())
-    records = [decisions[planned.index] for planned in plan]
     # Every decided call runs (the usual batch): `ToolStarted` lists the validation's own list,
-    # one list a turn in the trace, not two equal ones.
-    same = len(records) == len(calls) and all(a is b for a, b in zip(records, calls, strict=True))
-    ctx.scratch.plan_records = calls if same else records
+    # one list a turn in the trace, not two equal ones. The plan holds decided calls only, in
+    # block order as the decisions are: as many of them are the same ones.
+    ctx.scratch.plan_records = (
+        calls if len(plan) == len(calls) else [decisions[planned.index] for planned in plan]
+    )
     fill_copies(turn)
     return calls, None, None
 

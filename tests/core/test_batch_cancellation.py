@@ -104,6 +104,33 @@ async def test_raise_cancels_every_sibling_and_waits_for_their_cleanup(failing_p
     assert_valid_transcript(state.messages)
 
 
+class Halt(BaseException):
+    """Not an `Exception`: no tool boundary turns it into a result, so it ends the batch."""
+
+
+@pytest.mark.parametrize("halting_position", [0, 1, 2])
+async def test_a_calls_base_exception_cancels_the_usual_batch_and_waits_for_its_cleanup(
+    halting_position: int,
+) -> None:
+    """The usual batch (on_tool_error="report"): a call that raises what no tool boundary takes
+    (a `BaseException`) leaves run() as itself, once both other calls were cancelled and cleaned
+    up, wherever it sits (the first call runs in the batch's own task, the others in tasks)."""
+    blocked = Blocked(expected=2)
+    names = ["first", "second"]
+
+    async def halt_when_siblings_run(key: str) -> str:
+        await blocked.all_started.wait()
+        raise Halt(key)
+
+    halting = tool(name="halting", description="Halts.")(halt_when_siblings_run)
+    calls: list[tuple[str, JSON]] = [(name, {"key": name}) for name in names]
+    calls.insert(halting_position, ("halting", {"key": "h"}))
+    loop = make_loop([tool_use(*calls)], [blocked.tool(name) for name in names] + [halting])
+    with anyio.fail_after(10), pytest.raises(Halt):
+        await loop.run("goal")
+    assert sorted(blocked.log) == ["first cleaned up", "second cleaned up"]
+
+
 async def test_a_run_timeout_cancels_the_whole_batch_and_answers_every_call() -> None:
     """timeout_s in the middle of a batch: every call cancelled and cleaned up, each answered."""
     blocked = Blocked(expected=3)
