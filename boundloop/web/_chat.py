@@ -1,5 +1,6 @@
 """The AI SDK's chat endpoint: `useChat`'s POST in, a run's UI message stream out; the GET of a
-reconnecting client; approvals sent back resume the run (docs/front-ends.md)."""
+reconnecting client; approvals and the answer to the model's question sent back resume the run
+(docs/front-ends.md)."""
 
 from __future__ import annotations
 
