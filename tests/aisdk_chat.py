@@ -21,6 +21,7 @@ from boundloop import (
     CheckpointStore,
     MemoryStore,
     Observers,
+    Policy,
     ScriptedClient,
     ToolContext,
     tool,
@@ -67,6 +68,25 @@ def approval_script(answer: str = "Done: refunded O-1.") -> list[JSON]:
     ]
 
 
+ASK = "ask_human"
+"""The chat loops' escalation tool (`Policy.escalation_tool`): the model's question to a person."""
+
+
+def question_script(answer: str = "Refunded O-1 to account 7.") -> list[JSON]:
+    """A lookup; then the model asks a person (the escalation tool); then the answer."""
+    return [
+        {"stop_reason": "tool_use", "content": [call("lookup", {"key": "O-1"}, "toolu_lookup")]},
+        {
+            "stop_reason": "tool_use",
+            "content": [
+                {"type": "text", "text": "I need to ask."},
+                call(ASK, {"reason": "Which account gets the refund?"}, "toolu_ask"),
+            ],
+        },
+        {"stop_reason": "end_turn", "content": [{"type": "text", "text": answer}]},
+    ]
+
+
 def chat_loop(
     script: Sequence[ScriptItem], *, store: CheckpointStore | None = None, tools: Sequence[Any] = ()
 ) -> AgentLoop[Any]:
@@ -77,6 +97,7 @@ def chat_loop(
         budget=Budget(max_steps=6),
         store=store if store is not None else MemoryStore(log_deltas=True),
         observers=Observers(metrics=None),
+        policy=Policy(escalation_tool=ASK),
     )
 
 

@@ -21,6 +21,7 @@ from boundloop import AgentLoop, Budget, MemoryStore, Observers, Policy, Scripte
 from boundloop.events import Event
 from boundloop.web import UI_MESSAGE_STREAM_HEADERS, ui_message_parts, ui_message_response, ui_message_stream
 from tests.aisdk_chat import (
+    ASK,
     HOSTILE,
     JSON,
     Noticing,
@@ -31,6 +32,7 @@ from tests.aisdk_chat import (
     expected_parts,
     mounted,
     parse,
+    question_script,
     serving,
     transcript,
     user,
@@ -97,6 +99,23 @@ def decided(message_id: str, *decisions: tuple[str, str, bool, str | None]) -> J
                 "toolCallId": tool_use_id,
                 "state": "approval-responded",
                 "approval": approval,
+            }
+        )
+    return {"id": message_id, "role": "assistant", "parts": parts}
+
+
+def answered(message_id: str, *outputs: tuple[str, str, object]) -> JSON:
+    """The assistant message `useChat` sends back after `addToolOutput`: each call as (tool,
+    tool_use id, output), in state `output-available`."""
+    parts: list[JSON] = [{"type": "step-start"}]
+    for name, tool_use_id, output in outputs:
+        parts.append(
+            {
+                "type": f"tool-{name}",
+                "toolCallId": tool_use_id,
+                "state": "output-available",
+                "input": {},
+                "output": output,
             }
         )
     return {"id": message_id, "role": "assistant", "parts": parts}
@@ -252,6 +271,152 @@ async def test_denials_missing_decisions_and_unknown_calls() -> None:
     parts = parse(stream)
     assert {"type": "tool-output-available", "toolCallId": "toolu_a", "output": "refunded O-1"} in parts
     assert {"type": "tool-output-denied", "toolCallId": "toolu_b"} in parts
+
+
+async def test_a_person_answers_the_models_question() -> None:
+    """The model's question (the escalation tool) stops the run `needs_human` with its call
+    `input-available`; the assistant message sent back with that call's output (`addToolOutput`)
+    resumes the run with it as `reply=`: the same message goes on with the call's output (not
+    announced again), the model reads the answer as the call's result, and the same answer
+    again is stale (409). The lookup's output the client sends back is the run's own result,
+    no answer."""
+    loop = chat_loop(question_script())
+    async with client_of(loop) as client:
+        status, stream = await post(client, body("q-1", user("Refund O-1")))
+        assert status == 200
+        parts = parse(stream)
+        asked = [part for part in parts if part.get("toolCallId") == "toolu_ask"]
+        assert asked[-1] == {
+            "type": "tool-input-available",
+            "toolCallId": "toolu_ask",
+            "toolName": ASK,
+            "input": {"reason": "Which account gets the refund?"},
+        }
+        assert parts[-1]["messageMetadata"] == {"taskId": "q-1/1", "stopReason": "needs_human"}
+        unanswered = answered("q-1/1", ("lookup", "toolu_lookup", "value-O-1"))  # its own result only
+        status, text = await post(client, body("q-1", user("Refund O-1"), unanswered))
+        assert (status, json.loads(text)["error"]) == (
+            400,
+            "Nothing to do: the message decides no waiting call and answers no question.",
+        )
+        answer = answered("q-1/1", ("lookup", "toolu_lookup", "value-O-1"), (ASK, "toolu_ask", "Account 7"))
+        status, stream = await post(client, body("q-1", user("Refund O-1"), answer))
+        assert status == 200
+        resumed = parse(stream)
+        assert resumed[:2] == [
+            {"type": "start", "messageId": "q-1/1"},
+            {"type": "tool-output-available", "toolCallId": "toolu_ask", "output": "Account 7"},
+        ]
+        assert [part for part in resumed if part.get("toolCallId") == "toolu_ask"] == resumed[1:2]
+        assert resumed[-1]["messageMetadata"] == {"taskId": "q-1/1", "stopReason": "completed"}
+        again = await client.post("/chat/", json=body("q-1", user("Refund O-1"), answer))
+        assert again.status_code == 409
+    read = loop.client.requests[-1]["messages"][-1]["content"]  # type: ignore[attr-defined]
+    assert read == [{"type": "tool_result", "tool_use_id": "toolu_ask", "content": "Account 7"}]
+    assert len(loop.client.requests) == 3  # type: ignore[attr-defined]
+
+
+async def test_an_answer_and_an_approval_resume_together() -> None:
+    """A turn that asks a question and waits for an approval takes both in one message: the
+    approval alone is refused (400, the run keeps waiting); both resume it."""
+    script = [
+        {
+            "stop_reason": "tool_use",
+            "content": [
+                call("refund", {"order": "O-1"}, "toolu_refund"),
+                call(ASK, {"reason": "Which account?"}, "toolu_ask"),
+            ],
+        },
+        {"stop_reason": "end_turn", "content": [{"type": "text", "text": "Refunded to 7."}]},
+    ]
+    loop = chat_loop(script)
+    async with client_of(loop) as client:
+        await post(client, body("q-2", user("Refund O-1")))
+        approval = decided("q-2/1", ("refund", "toolu_refund", True, None))
+        status, text = await post(client, body("q-2", user("Refund O-1"), approval))
+        assert status == 400
+        assert "Which account?" in json.loads(text)["error"]
+        both = {
+            **approval,
+            "parts": [*approval["parts"], *answered("q-2/1", (ASK, "toolu_ask", "7"))["parts"][1:]],
+        }
+        status, stream = await post(client, body("q-2", user("Refund O-1"), both))
+    assert status == 200
+    parts = parse(stream)
+    assert {"type": "tool-output-available", "toolCallId": "toolu_refund", "output": "refunded O-1"} in parts
+    assert {"type": "tool-output-available", "toolCallId": "toolu_ask", "output": "7"} in parts
+    assert parts[-1]["messageMetadata"] == {"taskId": "q-2/1", "stopReason": "completed"}
+
+
+@pytest.mark.parametrize(
+    ("script", "chat_id", "output", "status", "said"),
+    [
+        pytest.param(
+            question_script(),
+            "q-3",
+            ("ask_human", "toolu_other", "Account 7"),
+            409,
+            "which is not the open question of run 'q-3/1' (it asks in call 'toolu_ask')",
+            id="another-call",
+        ),
+        pytest.param(
+            approval_script(),
+            "q-4",
+            ("refund", "toolu_refund", "refunded O-1"),
+            409,
+            "(it asks nothing)",
+            id="a-waiting-approval-answered",
+        ),
+        pytest.param(
+            question_script(),
+            "q-5",
+            (ASK, "toolu_ask", {"account": 7}),
+            400,
+            "is the reply's text (a string output), not dict",
+            id="not-text",
+        ),
+        pytest.param(
+            [{"stop_reason": "end_turn", "content": [{"type": "text", "text": "Hi."}]}],
+            "q-6",
+            (ASK, "toolu_ask", "Account 7"),
+            409,
+            "no longer pending",
+            id="a-run-that-asks-nothing",
+        ),
+    ],
+)
+async def test_an_answer_that_is_not_the_open_question_is_refused(
+    script: list[JSON], chat_id: str, output: tuple[str, str, object], status: int, said: str
+) -> None:
+    """An answer for a call that is not the run's open question (another call, a call waiting
+    for approval, a run that stopped), or an answer that is no text: a 4xx saying why, and
+    nothing resumed (the run stays as it stopped, the model is not called)."""
+    loop = chat_loop(script)
+    task_id = f"{chat_id}/1"
+    async with client_of(loop) as client:
+        await post(client, body(chat_id, user("Refund O-1")))
+        before = await loop.store.load(task_id)  # type: ignore[union-attr]
+        calls = len(loop.client.requests)  # type: ignore[attr-defined]
+        answer = await client.post(
+            "/chat/", json=body(chat_id, user("Refund O-1"), answered(task_id, output))
+        )
+        assert answer.status_code == status
+        assert said in answer.json()["error"]
+        after = await loop.store.load(task_id)  # type: ignore[union-attr]
+    assert before is not None
+    assert after is not None
+    assert after.to_json() == before.to_json()  # the checkpoint as it stopped
+    assert len(loop.client.requests) == calls  # type: ignore[attr-defined]
+
+
+async def test_an_answer_to_a_run_not_in_the_store_is_404() -> None:
+    loop = chat_loop(question_script())
+    async with client_of(loop) as client:
+        answer = answered("q-7/1", (ASK, "toolu_ask", "Account 7"))
+        status, text = await post(client, body("q-7", user("Refund O-1"), answer))
+    assert status == 404
+    assert "No run 'q-7/1' in the store" in json.loads(text)["error"]
+    assert loop.client.requests == []  # type: ignore[attr-defined]
 
 
 async def test_second_turn_history_comes_from_the_store() -> None:

@@ -19,6 +19,7 @@ import pytest
 
 from boundloop import MemoryStore, tool
 from tests.aisdk_chat import (
+    ASK,
     HOSTILE,
     Noticing,
     approval_script,
@@ -26,6 +27,7 @@ from tests.aisdk_chat import (
     chat_loop,
     expected_parts,
     mounted,
+    question_script,
     serving,
     shown,
     transcript,
@@ -50,10 +52,10 @@ def require_ai_package() -> str:
     return node
 
 
-async def read_with_ai(node: str, scenario: str, url: str, chat_id: str, text: str) -> Any:
+async def read_with_ai(node: str, scenario: str, url: str, chat_id: str, text: str, *more: str) -> Any:
     """Run tests/node/aisdk/read.mjs: what the `ai` package assembled, as JSON."""
     done = await anyio.run_process(
-        [node, str(NODE_PROJECT / "read.mjs"), scenario, url, chat_id, text], check=False
+        [node, str(NODE_PROJECT / "read.mjs"), scenario, url, chat_id, text, *more], check=False
     )
     assert done.returncode == 0, done.stderr.decode()
     return json.loads(done.stdout)
@@ -82,6 +84,38 @@ async def test_ai_package_assembles_the_run_with_its_approval() -> None:
     assert shown(final)[-1] == {"type": "text", "text": answer, "state": "done"}
     assert final["metadata"] == {"taskId": "c-1/1", "stopReason": "completed"}
     assert [part["type"] for part in final["parts"]].count("step-start") == 3
+
+
+async def test_ai_package_answers_the_models_question() -> None:
+    """The `ai` package's own chat (`AbstractChat`, what `useChat` runs) shows the model's
+    question as its tool part `input-available`; `addToolOutput` with the person's answer and
+    `sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls` send it back by
+    themselves; the run resumes with it as the reply and the same message ends with the model's
+    answer, equal to the run's transcript (the question's output is the person's answer)."""
+    node = require_ai_package()
+    store = MemoryStore(log_deltas=True)
+    loop = chat_loop(question_script("Refunded O-1 to account 7."), store=store)
+    with anyio.fail_after(WAIT_S):
+        async with serving(mounted(loop)) as url:
+            read = await read_with_ai(node, "question", url, "q-1", "Refund O-1", ASK, "Account 7, please")
+    assert read["errors"] == []
+    first, final = read["first"], read["final"]
+    asked = [part for part in first["parts"] if part.get("toolCallId") == "toolu_ask"]
+    assert [(part["state"], part["input"]) for part in asked] == [
+        ("input-available", {"reason": "Which account gets the refund?"})
+    ]
+    assert first["metadata"] == {"taskId": "q-1/1", "stopReason": "needs_human"}
+    assert final["id"] == first["id"] == "q-1/1"
+    assert read["messages"] == 2  # the user's and one assistant message, continued
+    messages = await transcript(store, "q-1/1")
+    assert shown(final) == expected_parts(messages)
+    answered = [part for part in shown(final) if part.get("toolCallId") == "toolu_ask"]
+    assert [(part["state"], part["output"]) for part in answered] == [
+        ("output-available", "Account 7, please")
+    ]
+    assert shown(final)[-1] == {"type": "text", "text": "Refunded O-1 to account 7.", "state": "done"}
+    assert final["metadata"] == {"taskId": "q-1/1", "stopReason": "completed"}
+    assert read["end"]["finishReason"] == "stop"
 
 
 async def test_ai_package_reconnects_without_gap_or_duplicate() -> None:

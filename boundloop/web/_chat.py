@@ -1,5 +1,6 @@
 """The AI SDK's chat endpoint: `useChat`'s POST in, a run's UI message stream out; the GET of a
-reconnecting client; approvals sent back resume the run (docs/front-ends.md)."""
+reconnecting client; approvals and the answer to the model's question sent back resume the run
+(docs/front-ends.md)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from .._core import event_log_of, follow
 from ..checkpoint.store import check_task_id, status_of
 from ..errors import InvalidTaskId
 from ..events import Event
+from ..state import LoopState
 from ._approvals import Decision, Outcome, not_decidable, refusal
 from ._security import Guard
 from ._ui_messages import UI_MESSAGE_STREAM_HEADERS, ui_message_stream
@@ -195,7 +197,10 @@ def chat_app(
       boundloop task id: checked like one); its history is the transcript of the run before, from
       the store (not the client's copy). An assistant message whose tool parts carry approval
       responses resumes the waiting run with those decisions, checked as the inspector checks
-      them (a stale one: 409).
+      them (a stale one: 409). One whose tool part for the model's question (the loop's
+      `Policy.escalation_tool`) holds the person's answer as its output (`addToolOutput`,
+      `output-available`) resumes it with that answer as `reply=`; an answer to a call that is
+      not the run's open question: 409, and nothing resumes.
     - `GET /{chat_id}/stream` (the AI SDK's resumable stream) replays the chat's run in progress
       from the store's event log, from its start, then follows it live: the client rebuilds the
       message with no gap and no duplicate. No run in progress: 204.
@@ -251,6 +256,55 @@ def _decisions(message: _Message) -> dict[str, Decision]:
     return decisions
 
 
+def _outputs(message: _Message) -> dict[str, object]:
+    """The outputs an assistant message's tool parts hold (`output-available`, not run by the
+    API), by toolCallId: the results this app streamed, and a person's answer to the model's
+    question (`addToolOutput`)."""
+    return {
+        str(part.get("toolCallId")): part.get("output")
+        for part in message.parts
+        if (str(part.get("type", "")).startswith("tool-") or part.get("type") == "dynamic-tool")
+        and part.get("state") == "output-available"
+        and not part.get("providerExecuted")
+    }
+
+
+def _answers(state: LoopState | None, outputs: dict[str, object]) -> dict[str, object]:
+    """The outputs the run did not give: a person's answers (the results of calls the run
+    answered, or ran in its open turn, are what this app streamed)."""
+    if not outputs or state is None:
+        return outputs
+    told = {observation.tool_use_id for observation in state.observations}
+    if state.turn is not None:
+        told.update(state.turn.calls[index].id for index in state.turn.invoked)
+    return {call_id: output for call_id, output in outputs.items() if call_id not in told}
+
+
+def _reply(state: LoopState, task_id: str, answers: dict[str, object]) -> str | Response | None:
+    """The reply to the run's open question among `answers` (None: no answer); a response
+    refusing an answer to another call (409), or an answer that is no text (400)."""
+    if not answers:
+        return None
+    question = state.escalation
+    others = sorted(call_id for call_id in answers if question is None or call_id != question.tool_use_id)
+    if others:
+        asks = "asks nothing" if question is None else f"asks in call {question.tool_use_id!r}"
+        return _error(
+            409,
+            f"An answer for call {', '.join(map(repr, others))}, which is not the open question of "
+            f"run {task_id!r} (it {asks}): nothing changed.",
+        )
+    assert question is not None
+    reply = answers[question.tool_use_id]
+    if not isinstance(reply, str):
+        return _error(
+            400,
+            f"The answer to the question {question.tool_use_id!r} is the reply's text (a string "
+            f"output), not {type(reply).__name__}: nothing changed.",
+        )
+    return reply
+
+
 class _Chat:
     """The handlers of one app."""
 
@@ -292,19 +346,16 @@ class _Chat:
             task_id = check_task_id(f"{chat_id}/{turn}")
             last = body.messages[-1]
             decisions = _decisions(last) if last.role == "assistant" else {}
+            if last.role == "system":
+                return _error(400, "Nothing to do: the last message is no user or assistant message.")
         except (pydantic.ValidationError, InvalidTaskId) as exc:
             return _error(400, f"Not a chat request: {exc}")
         try:
             state = await self.store.load(task_id)
         except CheckpointCorrupt as exc:
             return _error(400, str(exc))
-        if decisions:
-            stale = not_decidable(state, task_id, decisions, busy=task_id in self.live)
-            if stale is not None:
-                return _outcome(stale)
-            return self.respond(self.loop.stream_resume(task_id, approvals=decisions), task_id)
-        if last.role != "user":
-            return _error(400, "Nothing to do: the last message is no user message and decides no call.")
+        if last.role == "assistant":
+            return self.decide(task_id, state, decisions, _answers(state, _outputs(last)))
         if state is not None or task_id in self.live:
             return _error(409, f"This turn has run already (run {task_id!r}): nothing changed.")
         history = None
@@ -319,6 +370,26 @@ class _Chat:
                 )
             history = previous.messages
         return self.respond(self.loop.stream(_text(last), task_id=task_id, messages=history), task_id)
+
+    def decide(
+        self,
+        task_id: str,
+        state: LoopState | None,
+        decisions: dict[str, Decision],
+        answers: dict[str, object],
+    ) -> Response:
+        """The waiting run resumed with an assistant message's approvals and its answer to the
+        model's question; or why not (404, 409, 400)."""
+        stale = not_decidable(state, task_id, decisions, busy=task_id in self.live)
+        if stale is not None:  # a run that moved on refuses the message's decisions and answers
+            return _outcome(stale)
+        assert state is not None  # not_decidable refuses a run not in the store
+        if not decisions and not answers:
+            return _error(400, "Nothing to do: the message decides no waiting call and answers no question.")
+        reply = _reply(state, task_id, answers)
+        if isinstance(reply, Response):
+            return reply
+        return self.respond(self.loop.stream_resume(task_id, approvals=decisions, reply=reply), task_id)
 
     async def reconnect(self, request: Request) -> Response:
         if not self.guard.allowed(request):

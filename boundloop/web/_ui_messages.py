@@ -119,8 +119,10 @@ class UIMessageParts:
                 for call in event.calls
                 if call.tool_use_id in self.calls
             ]
-        if isinstance(event, Resumed):  # the calls decided: the client's message holds them
+        if isinstance(event, Resumed):  # the calls decided or answered: the client's message holds them
             self.calls.update(event.approvals)
+            if event.escalation is not None:
+                self.calls.add(event.escalation)
             return []
         if isinstance(event, Error):
             self.error = event.message

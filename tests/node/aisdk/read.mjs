@@ -6,9 +6,19 @@
 //                                                  about, then sends the approvals back
 //   node read.mjs reconnect BASE_URL CHAT_ID TEXT  hangs up once a call's input is available,
 //                                                  then reconnects (GET CHAT_ID/stream)
-import { DefaultChatTransport, readUIMessageStream } from 'ai';
+//   node read.mjs question BASE_URL CHAT_ID TEXT TOOL REPLY
+//                                                  a chat (`AbstractChat`, what `useChat` runs)
+//                                                  answers the model's question (the call of
+//                                                  TOOL) with `addToolOutput`, which sends it
+//                                                  back by itself (sendAutomaticallyWhen)
+import {
+  AbstractChat,
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithToolCalls,
+  readUIMessageStream,
+} from 'ai';
 
-const [scenario, baseUrl, chatId, text] = process.argv.slice(2);
+const [scenario, baseUrl, chatId, text, askTool, reply] = process.argv.slice(2);
 const transport = new DefaultChatTransport({ api: `${baseUrl}/chat/` });
 const user = { id: 'u1', role: 'user', parts: [{ type: 'text', text }] };
 
@@ -74,5 +84,51 @@ async function reconnect() {
   return { before: before.map(part => part.type), final };
 }
 
-const scenarios = { chat, reconnect };
+// The chat state a framework keeps (React's, Vue's): the messages and the status, in memory.
+class State {
+  status = 'ready';
+  error = undefined;
+  messages = [];
+  pushMessage = message => {
+    this.messages = [...this.messages, message];
+  };
+  popMessage = () => {
+    this.messages = this.messages.slice(0, -1);
+  };
+  replaceMessage = (index, message) => {
+    this.messages = this.messages.map((old, at) => (at === index ? message : old));
+  };
+  snapshot = thing => structuredClone(thing);
+}
+
+class Chat extends AbstractChat {
+  constructor(init) {
+    super({ ...init, state: new State() });
+  }
+}
+
+async function question() {
+  const waiting = [];
+  const errors = [];
+  const finished = () => new Promise(resolve => waiting.push(resolve));
+  const chat = new Chat({
+    id: chatId,
+    transport,
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+    onFinish: ({ message, finishReason, isError }) => waiting.shift()?.({ message, finishReason, isError }),
+    onError: error => errors.push(String(error)),
+  });
+  const firstDone = finished();
+  await chat.sendMessage({ text });
+  await firstDone;
+  const first = structuredClone(chat.lastMessage);
+  const asked = first.parts.find(part => part.type === `tool-${askTool}` && part.state === 'input-available');
+  if (asked === undefined) return { first, errors };
+  const finalDone = finished();
+  await chat.addToolOutput({ tool: askTool, toolCallId: asked.toolCallId, output: reply });
+  const end = await finalDone;
+  return { first, final: chat.lastMessage, messages: chat.messages.length, end, errors };
+}
+
+const scenarios = { chat, reconnect, question };
 process.stdout.write(JSON.stringify(await scenarios[scenario]()));
