@@ -72,18 +72,52 @@ class PlatformFeatures:
 
 
 _DOCS: Final = "https://platform.claude.com/docs/en/build-with-claude/"
+
+# Each source the table cites, named once.
 _CACHING: Final = (
     f'{_DOCS}prompt-caching ("Automatic caching is available on every platform except the legacy '
     "Amazon Bedrock (Opus 4.6 and earlier) integration\"; Vertex AI's Claude prompt caching page "
     "defers to it)"
 )
+_TOKEN_COUNTING: Final = f"{_DOCS}token-counting"
+_MCP_DOCS: Final = "https://platform.claude.com/docs/en/agents-and-tools/mcp-connector"
 _SEMCONV: Final = (
     "https://opentelemetry.io/docs/specs/semconv/registry/attributes/gen-ai/ (gen_ai.provider.name)"
 )
-_MCP_CONNECTOR: Final = {"mcp_servers": "the MCP connector"}
-_MCP_DOCS: Final = "https://platform.claude.com/docs/en/agents-and-tools/mcp-connector"
-_GOOGLE_CLOUD_SDK: Final = "anthropic/lib/google_cloud/README.md of the anthropic SDK"
 _PRICES: Final = "boundloop.prices: genai-prices' entries for the provider (docs/platforms.md)"
+_AWS_PAGE: Final = f"{_DOCS}claude-platform-on-aws"
+_GOOGLE_CLOUD_README: Final = "anthropic/lib/google_cloud/README.md"
+_GOOGLE_CLOUD_SDK: Final = f"{_GOOGLE_CLOUD_README} of the anthropic SDK"
+_FOUNDRY_PAGE: Final = f"{_DOCS}claude-in-microsoft-foundry"
+_FOUNDRY_PRICING: Final = (
+    "https://platform.claude.com/docs/en/about-claude/pricing#claude-in-microsoft-foundry-pricing"
+)
+_BEDROCK_PAGE: Final = f"{_DOCS}claude-in-amazon-bedrock"
+_BEDROCK_SDK: Final = "anthropic/lib/bedrock/_client.py of the anthropic SDK"
+_AWS_COUNT_TOKENS: Final = "https://docs.aws.amazon.com/bedrock/latest/userguide/count-tokens.html"
+_VERTEX_DOCS: Final = "https://docs.cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/"
+
+_MCP_CONNECTOR: Final = {"mcp_servers": "the MCP connector"}
+
+
+def _sources(
+    *,
+    count_tokens: str,
+    refused: str,
+    automatic_cache: str = _CACHING,
+    provider_name: str = _SEMCONV,
+    prices: str = _PRICES,
+) -> dict[str, str]:
+    """A row's `sources`, one for each fact: the prompt-caching page, the GenAI conventions and
+    genai-prices unless the row names another."""
+    return {
+        "automatic_cache": automatic_cache,
+        "count_tokens": count_tokens,
+        "refused": refused,
+        "provider_name": provider_name,
+        "prices": prices,
+    }
+
 
 FEATURES: Final[Mapping[Platform, PlatformFeatures]] = {
     "anthropic": PlatformFeatures(
@@ -93,13 +127,7 @@ FEATURES: Final[Mapping[Platform, PlatformFeatures]] = {
         prices="anthropic",
         automatic_cache=True,
         count_tokens=True,
-        sources={
-            "automatic_cache": _CACHING,
-            "count_tokens": f"{_DOCS}token-counting",
-            "refused": _MCP_DOCS,
-            "provider_name": _SEMCONV,
-            "prices": _PRICES,
-        },
+        sources=_sources(count_tokens=_TOKEN_COUNTING, refused=_MCP_DOCS),
     ),
     "aws": PlatformFeatures(
         title="Claude Platform on AWS",
@@ -109,15 +137,11 @@ FEATURES: Final[Mapping[Platform, PlatformFeatures]] = {
         prices="anthropic",
         automatic_cache=True,
         count_tokens=True,
-        sources={
-            "automatic_cache": _CACHING,
-            "count_tokens": f'{_DOCS}claude-platform-on-aws (not among its "Features not supported")',
-            "refused": (
-                f'{_DOCS}claude-platform-on-aws (the MCP connector is not among its "Features not supported")'
-            ),
-            "provider_name": _SEMCONV,
-            "prices": f"{_DOCS}claude-platform-on-aws (billed at the Claude API's per-model rates)",
-        },
+        sources=_sources(
+            count_tokens=f'{_AWS_PAGE} (not among its "Features not supported")',
+            refused=f'{_AWS_PAGE} (the MCP connector is not among its "Features not supported")',
+            prices=f"{_AWS_PAGE} (billed at the Claude API's per-model rates)",
+        ),
     ),
     "google_cloud": PlatformFeatures(
         title="Claude Platform on Google Cloud",
@@ -126,13 +150,12 @@ FEATURES: Final[Mapping[Platform, PlatformFeatures]] = {
         prices="anthropic",
         automatic_cache=True,
         count_tokens=True,
-        sources={
-            "automatic_cache": f'{_GOOGLE_CLOUD_SDK} ("the full Anthropic API")',
-            "count_tokens": f'{_GOOGLE_CLOUD_SDK} ("the full Anthropic API")',
-            "refused": f'{_GOOGLE_CLOUD_SDK} ("every beta surface")',
-            "provider_name": _SEMCONV,
-            "prices": "anthropic/lib/google_cloud/README.md (first-party model ids, Marketplace billing)",
-        },
+        sources=_sources(
+            automatic_cache=f'{_GOOGLE_CLOUD_SDK} ("the full Anthropic API")',
+            count_tokens=f'{_GOOGLE_CLOUD_SDK} ("the full Anthropic API")',
+            refused=f'{_GOOGLE_CLOUD_SDK} ("every beta surface")',
+            prices=f"{_GOOGLE_CLOUD_README} (first-party model ids, Marketplace billing)",
+        ),
         # No page of Anthropic's or Google's documentation about this offering was found.
         unverified=frozenset({"automatic_cache", "count_tokens", "refused", "prices"}),
     ),
@@ -144,18 +167,14 @@ FEATURES: Final[Mapping[Platform, PlatformFeatures]] = {
         prices="azure",
         automatic_cache=True,
         count_tokens=True,
-        sources={
-            "automatic_cache": _CACHING,
-            "count_tokens": (
-                f'{_DOCS}claude-in-microsoft-foundry ("supports most Claude features"; token counting '
-                'is not among its "Claude features not supported")'
+        sources=_sources(
+            count_tokens=(
+                f'{_FOUNDRY_PAGE} ("supports most Claude features"; token counting is not among its '
+                '"Claude features not supported")'
             ),
-            "refused": (
-                f"{_DOCS}claude-in-microsoft-foundry (the MCP connector is not among those not supported)"
-            ),
-            "provider_name": _SEMCONV,
-            "prices": "https://platform.claude.com/docs/en/about-claude/pricing#claude-in-microsoft-foundry-pricing",
-        },
+            refused=f"{_FOUNDRY_PAGE} (the MCP connector is not among those not supported)",
+            prices=_FOUNDRY_PRICING,
+        ),
     ),
     "bedrock": PlatformFeatures(
         title="Amazon Bedrock (InvokeModel)",
@@ -167,19 +186,14 @@ FEATURES: Final[Mapping[Platform, PlatformFeatures]] = {
         # (AWS's own CountTokens action is another API, which the SDK's client does not call).
         count_tokens=False,
         refused=_MCP_CONNECTOR,
-        sources={
-            "automatic_cache": (
+        sources=_sources(
+            automatic_cache=(
                 f'{_CACHING}: on the legacy integration "the API returns a 400 error for a top-level '
                 'cache_control field"'
             ),
-            "count_tokens": (
-                "anthropic/lib/bedrock/_client.py of the anthropic SDK; "
-                "https://docs.aws.amazon.com/bedrock/latest/userguide/count-tokens.html"
-            ),
-            "refused": f"{_MCP_DOCS} (not on Amazon Bedrock)",
-            "provider_name": _SEMCONV,
-            "prices": _PRICES,
-        },
+            count_tokens=f"{_BEDROCK_SDK}; {_AWS_COUNT_TOKENS}",
+            refused=f"{_MCP_DOCS} (not on Amazon Bedrock)",
+        ),
         # The MCP connector's page says so in an earlier revision; the current one was not found.
         unverified=frozenset({"refused"}),
     ),
@@ -191,16 +205,12 @@ FEATURES: Final[Mapping[Platform, PlatformFeatures]] = {
         automatic_cache=True,
         count_tokens=True,
         refused=_MCP_CONNECTOR,
-        sources={
-            "automatic_cache": f"{_CACHING}; {_DOCS}claude-in-amazon-bedrock (prompt caching supported)",
-            "count_tokens": (
-                "https://docs.aws.amazon.com/bedrock/latest/userguide/count-tokens.html "
-                "(Anthropic's count_tokens on the bedrock-mantle endpoint)"
-            ),
-            "refused": f'{_DOCS}claude-in-amazon-bedrock ("Features not supported": the MCP connector)',
-            "provider_name": _SEMCONV,
-            "prices": f"{_PRICES}; {_DOCS}claude-in-amazon-bedrock (regional endpoints: a 10 % premium)",
-        },
+        sources=_sources(
+            automatic_cache=f"{_CACHING}; {_BEDROCK_PAGE} (prompt caching supported)",
+            count_tokens=f"{_AWS_COUNT_TOKENS} (Anthropic's count_tokens on the bedrock-mantle endpoint)",
+            refused=f'{_BEDROCK_PAGE} ("Features not supported": the MCP connector)',
+            prices=f"{_PRICES}; {_BEDROCK_PAGE} (regional endpoints: a 10 % premium)",
+        ),
     ),
     "vertex": PlatformFeatures(
         title="Google Vertex AI",
@@ -210,19 +220,14 @@ FEATURES: Final[Mapping[Platform, PlatformFeatures]] = {
         automatic_cache=True,
         count_tokens=True,
         refused=_MCP_CONNECTOR,
-        sources={
-            "automatic_cache": (
-                f"{_CACHING}; https://docs.cloud.google.com/vertex-ai/generative-ai/docs/partner-models/"
-                'claude/prompt-caching ("behaves as described in the Anthropic documentation")'
+        sources=_sources(
+            automatic_cache=(
+                f'{_CACHING}; {_VERTEX_DOCS}prompt-caching ("behaves as described in the Anthropic '
+                'documentation")'
             ),
-            "count_tokens": (
-                "https://docs.cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/"
-                "count-tokens (count-tokens:rawPredict)"
-            ),
-            "refused": f"{_MCP_DOCS} (not on Vertex AI)",
-            "provider_name": _SEMCONV,
-            "prices": _PRICES,
-        },
+            count_tokens=f"{_VERTEX_DOCS}count-tokens (count-tokens:rawPredict)",
+            refused=f"{_MCP_DOCS} (not on Vertex AI)",
+        ),
         # The MCP connector's page says so in an earlier revision; the current one was not found.
         unverified=frozenset({"refused"}),
     ),

@@ -34,11 +34,12 @@ request the platform would refuse is answered 400 (not retried) and its reason k
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import socket
 import threading
 import zlib
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Final, Literal
 
@@ -87,41 +88,168 @@ MODELS: Final[dict[Tested, str]] = {
     "google_cloud": "claude-sonnet-4-5",
 }
 """A model id in each platform's form."""
-_IDS: Final[dict[Tested, str]] = {
-    "bedrock": "msg_bdrk_",
-    "bedrock_mantle": "msg_bdrk_",
-    "vertex": "msg_vrtx_",
-    "foundry": "msg_",
-    "aws": "msg_",
-    "google_cloud": "msg_",
-}
-_SIGV4_SERVICES: Final[dict[Tested, str]] = {
-    "bedrock": "bedrock",
-    "bedrock_mantle": "bedrock-mantle",
-    "aws": "aws-external-anthropic",
-}
-"""The platforms whose requests are SigV4-signed, and the service each signature is scoped to."""
 _VERTEX_MODELS: Final = (
     f"/v1/projects/{VERTEX_PROJECT}/locations/{VERTEX_REGION}/publishers/anthropic/models/"
 )
 _GOOGLE_INVOKE: Final = (
     f"/v1/projects/{VERTEX_PROJECT}/locations/{GOOGLE_LOCATION}/workspaces/{GOOGLE_WORKSPACE}/invoke"
 )
-_MESSAGES_PATHS: Final[dict[Tested, str]] = {
-    "bedrock_mantle": "/anthropic/v1/messages",
-    "foundry": "/anthropic/v1/messages",
-    "aws": "/v1/messages",
-    "google_cloud": f"{_GOOGLE_INVOKE}/v1/messages",
+_AWS_CREDENTIALS: Final = {"aws_access_key": AWS_KEY, "aws_secret_key": AWS_SECRET, "aws_region": AWS_REGION}
+_GOOGLE_TOKEN: Final = {"authorization": f"Bearer {GOOGLE_TOKEN}"}
+
+ErrorAnswer = tuple[int, JSON, dict[str, str]]
+"""An error answer: its status, JSON body and headers."""
+
+
+def _amazon_error(kind: str, status: int, message: str) -> ErrorAnswer:
+    """An error as Amazon Bedrock sends it: its kind in `x-amzn-errortype`."""
+    headers = {
+        "x-amzn-errortype": f"{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/",
+        "x-amzn-requestid": "0f4b7c2e-fake-4d6a-9a53-throttled000",
+    }
+    return status, {"message": message}, headers
+
+
+_AMAZON_THROTTLED: Final = _amazon_error(
+    "ThrottlingException", 429, "Too many requests, please wait before trying again."
+)
+_AMAZON_UNAVAILABLE: Final = _amazon_error(
+    "ServiceUnavailableException", 503, "Bedrock is unable to process your request."
+)
+_VERTEX_THROTTLED: Final[ErrorAnswer] = (
+    429,
+    {
+        "error": {
+            "code": 429,
+            "message": "Resource exhausted. Please try again later.",
+            "status": "RESOURCE_EXHAUSTED",
+        }
+    },
+    {},
+)
+_FOUNDRY_THROTTLED: Final[ErrorAnswer] = (
+    429,
+    {"error": {"code": "429", "message": "Rate limit is exceeded. Try again in 1 seconds."}},
+    {"retry-after": "1", "apim-request-id": "fake-apim-request"},
+)
+_CLAUDE_THROTTLED: Final[ErrorAnswer] = (
+    429,
+    {
+        "type": "error",
+        "error": {
+            "type": "rate_limit_error",
+            "message": "Number of request tokens has exceeded your rate limit.",
+        },
+        "request_id": "req_fake_throttled",
+    },
+    {"request-id": "req_fake_throttled"},
+)
+"""The Claude API's own rate-limit error (Claude Platform on AWS and on Google Cloud send it)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Shape:
+    """What one platform's API does its own way: `PlatformAPI` does the rest alike for all."""
+
+    client: Callable[..., Any]
+    """The anthropic SDK's async client for the platform."""
+    credentials: Mapping[str, Any]
+    """The client's fake credentials, as its keyword arguments."""
+    base: str
+    """The client's base URL, after the server's."""
+    ids: str
+    """A Message id's prefix."""
+    throttled: ErrorAnswer
+    """The platform's "too many requests"."""
+    unavailable: ErrorAnswer | None = None
+    """Its "unavailable", where it has one of its own (otherwise `throttled` again)."""
+    sigv4: str | None = None
+    """The service its SigV4 signatures are scoped to (None: not signed)."""
+    headers: Mapping[str, str] = dataclasses.field(default_factory=dict[str, str])
+    """The headers a request must carry, with their values (its credentials where not signed)."""
+    invoke: tuple[str, str] | None = None
+    """Where the model is named in the path (Bedrock's InvokeModel, Vertex AI): the raw paths of
+    a Message and of a stream, `{model}` for the model id, and `anthropic_version` in the body;
+    None: the Claude API's body at `messages`."""
+    stream_in_body: bool = True
+    """The body says `stream` as the Claude API's does (Bedrock's InvokeModel: only the path)."""
+    messages: str = ""
+    """The path of a Messages request that takes the Claude API's body."""
+    count_tokens: str | None = None
+    """The path of the token count (None: none; Bedrock's InvokeModel client has none)."""
+
+
+SHAPES: Final[dict[Tested, Shape]] = {
+    "bedrock": Shape(
+        client=anthropic.AsyncAnthropicBedrock,
+        credentials=_AWS_CREDENTIALS,
+        base="",
+        ids="msg_bdrk_",
+        throttled=_AMAZON_THROTTLED,
+        unavailable=_AMAZON_UNAVAILABLE,
+        sigv4="bedrock",
+        invoke=("/model/{model}/invoke", "/model/{model}/invoke-with-response-stream"),
+        stream_in_body=False,
+    ),
+    "bedrock_mantle": Shape(
+        client=anthropic.AsyncAnthropicBedrockMantle,
+        credentials=_AWS_CREDENTIALS,
+        base="/anthropic",
+        ids="msg_bdrk_",
+        throttled=_AMAZON_THROTTLED,
+        unavailable=_AMAZON_UNAVAILABLE,
+        sigv4="bedrock-mantle",
+        messages="/anthropic/v1/messages",
+        count_tokens="/anthropic/v1/messages/count_tokens",
+    ),
+    "vertex": Shape(
+        client=anthropic.AsyncAnthropicVertex,
+        credentials={"region": VERTEX_REGION, "project_id": VERTEX_PROJECT, "access_token": GOOGLE_TOKEN},
+        base="/v1",
+        ids="msg_vrtx_",
+        throttled=_VERTEX_THROTTLED,
+        headers=_GOOGLE_TOKEN,
+        invoke=(f"{_VERTEX_MODELS}{{model}}:rawPredict", f"{_VERTEX_MODELS}{{model}}:streamRawPredict"),
+        count_tokens=f"{_VERTEX_MODELS}count-tokens:rawPredict",
+    ),
+    "foundry": Shape(
+        client=anthropic.AsyncAnthropicFoundry,
+        credentials={"api_key": FOUNDRY_KEY},
+        base="/anthropic/",
+        ids="msg_",
+        throttled=_FOUNDRY_THROTTLED,
+        headers={"x-api-key": FOUNDRY_KEY, "api-key": FOUNDRY_KEY},
+        messages="/anthropic/v1/messages",
+        count_tokens="/anthropic/v1/messages/count_tokens",
+    ),
+    "aws": Shape(
+        client=anthropic.AsyncAnthropicAWS,
+        credentials={**_AWS_CREDENTIALS, "workspace_id": AWS_WORKSPACE},
+        base="",
+        ids="msg_",
+        throttled=_CLAUDE_THROTTLED,
+        sigv4="aws-external-anthropic",
+        headers={"anthropic-workspace-id": AWS_WORKSPACE},
+        messages="/v1/messages",
+        count_tokens="/v1/messages/count_tokens",
+    ),
+    "google_cloud": Shape(
+        client=anthropic.AsyncAnthropicGoogleCloud,
+        credentials={
+            "project": VERTEX_PROJECT,
+            "location": GOOGLE_LOCATION,
+            "workspace_id": GOOGLE_WORKSPACE,
+            "token_provider": lambda: GOOGLE_TOKEN,
+        },
+        base=_GOOGLE_INVOKE,
+        ids="msg_",
+        throttled=_CLAUDE_THROTTLED,
+        headers=_GOOGLE_TOKEN,
+        messages=f"{_GOOGLE_INVOKE}/v1/messages",
+        count_tokens=f"{_GOOGLE_INVOKE}/v1/messages/count_tokens",
+    ),
 }
-"""Where the platforms that take the Claude API's body serve Messages (relative to the host)."""
-_COUNT_TOKENS_PATHS: Final[dict[Tested, str]] = {
-    "bedrock_mantle": "/anthropic/v1/messages/count_tokens",
-    "foundry": "/anthropic/v1/messages/count_tokens",
-    "vertex": f"{_VERTEX_MODELS}count-tokens:rawPredict",
-    "aws": "/v1/messages/count_tokens",
-    "google_cloud": f"{_GOOGLE_INVOKE}/v1/messages/count_tokens",
-}
-"""Where each platform that counts tokens serves the count (Bedrock's InvokeModel client has none)."""
+"""Each platform's API, by what differs: the one table `PlatformAPI` serves from."""
 _NO_AUTOMATIC_CACHING: Final[frozenset[Tested]] = frozenset({"bedrock"})
 """The platforms that answer a top-level `cache_control` (automatic caching) with a 400 (the
 legacy InvokeModel integration, as the prompt-caching page says): written here apart from
@@ -174,6 +302,7 @@ class PlatformAPI:
         max_retries: int = 2,
     ) -> None:
         self.platform: Tested = platform
+        self.shape = SHAPES[platform]
         self.model = MODELS[platform] if model is None else model
         self.script = list(script)
         self.max_retries = max_retries
@@ -186,51 +315,8 @@ class PlatformAPI:
 
     def client(self, url: str) -> Any:
         """The platform's SDK client with fake credentials, its base URL on the server at `url`."""
-        retries = self.max_retries
-        if self.platform == "bedrock":
-            return anthropic.AsyncAnthropicBedrock(
-                aws_access_key=AWS_KEY,
-                aws_secret_key=AWS_SECRET,
-                aws_region=AWS_REGION,
-                base_url=url,
-                max_retries=retries,
-            )
-        if self.platform == "bedrock_mantle":
-            return anthropic.AsyncAnthropicBedrockMantle(
-                aws_access_key=AWS_KEY,
-                aws_secret_key=AWS_SECRET,
-                aws_region=AWS_REGION,
-                base_url=f"{url}/anthropic",
-                max_retries=retries,
-            )
-        if self.platform == "vertex":
-            return anthropic.AsyncAnthropicVertex(
-                region=VERTEX_REGION,
-                project_id=VERTEX_PROJECT,
-                access_token=GOOGLE_TOKEN,
-                base_url=f"{url}/v1",
-                max_retries=retries,
-            )
-        if self.platform == "aws":
-            return anthropic.AsyncAnthropicAWS(
-                aws_access_key=AWS_KEY,
-                aws_secret_key=AWS_SECRET,
-                aws_region=AWS_REGION,
-                workspace_id=AWS_WORKSPACE,
-                base_url=url,
-                max_retries=retries,
-            )
-        if self.platform == "google_cloud":
-            return anthropic.AsyncAnthropicGoogleCloud(
-                project=VERTEX_PROJECT,
-                location=GOOGLE_LOCATION,
-                workspace_id=GOOGLE_WORKSPACE,
-                token_provider=lambda: GOOGLE_TOKEN,
-                base_url=f"{url}{_GOOGLE_INVOKE}",
-                max_retries=retries,
-            )
-        return anthropic.AsyncAnthropicFoundry(
-            api_key=FOUNDRY_KEY, base_url=f"{url}/anthropic/", max_retries=retries
+        return self.shape.client(
+            **self.shape.credentials, base_url=f"{url}{self.shape.base}", max_retries=self.max_retries
         )
 
     async def answer(self, request: Request) -> Response:
@@ -239,7 +325,7 @@ class PlatformAPI:
         try:
             body: JSON = json.loads(content)
             self._check_auth(request, content)
-            if request.url.path == _COUNT_TOKENS_PATHS.get(self.platform):
+            if request.url.path == self.shape.count_tokens:
                 self._check_body(body, model_in_body=True)
                 self.counted.append(body)
                 return JSONResponse({"input_tokens": 1000 + 100 * len(body["messages"])})
@@ -257,10 +343,15 @@ class PlatformAPI:
         item = self.script.pop(0)
         if item in (THROTTLED, UNAVAILABLE):
             self.throttled += 1
-            return self._busy(unavailable=item == UNAVAILABLE)
+            status, error, headers = (
+                self.shape.unavailable
+                if item == UNAVAILABLE and self.shape.unavailable
+                else self.shape.throttled
+            )
+            return JSONResponse(error, status_code=status, headers=headers)
         assert isinstance(item, dict)
         self.served += 1
-        message = {"id": f"{_IDS[self.platform]}{self.served:024d}", "model": self.model, **item}
+        message = {"id": f"{self.shape.ids}{self.served:024d}", "model": self.model, **item}
         if stream:
             return self._stream(message)
         parsed = parse_message(message, model=self.model).model_dump(mode="json")
@@ -270,22 +361,15 @@ class PlatformAPI:
 
     def _check_auth(self, request: Request, content: bytes) -> None:
         """The credentials the platform takes, where it takes them."""
-        headers = request.headers
-        service = _SIGV4_SERVICES.get(self.platform)
-        if service is not None:
-            _check_sigv4(request, content, service)
-        elif self.platform in ("vertex", "google_cloud"):
-            _require(headers.get("authorization") == f"Bearer {GOOGLE_TOKEN}", "no Google access token")
-        else:
-            _require(headers.get("x-api-key") == FOUNDRY_KEY, "no Foundry key in x-api-key")
-            _require(headers.get("api-key") == FOUNDRY_KEY, "no Foundry key in api-key")
-        if self.platform == "aws":
-            _require(headers.get("anthropic-workspace-id") == AWS_WORKSPACE, "no anthropic-workspace-id")
+        if self.shape.sigv4 is not None:
+            _check_sigv4(request, content, self.shape.sigv4)
+        for name, value in self.shape.headers.items():
+            _require(request.headers.get(name) == value, f"no {name}: {value}")
 
     def _check_body(self, body: JSON, *, model_in_body: bool) -> None:
         """Bedrock and Vertex take the version in the body (and a Message's model in the path);
         the others take the Claude API's body."""
-        if self.platform in ("bedrock", "vertex"):
+        if self.shape.invoke is not None:
             _require(
                 isinstance(body.get("anthropic_version"), str), "anthropic_version missing from the body"
             )
@@ -302,81 +386,22 @@ class PlatformAPI:
     def _check_messages(self, request: Request, body: JSON) -> bool:
         """A Messages request on the platform's path, in its form; whether it asks for a stream."""
         _require(request.method == "POST", "not a POST")
-        path = request.url.path
-        raw_path = request.scope["raw_path"].decode()
-        if self.platform == "bedrock":
-            _require(
-                raw_path
-                in {f"/model/{self.model}/invoke", f"/model/{self.model}/invoke-with-response-stream"},
-                f"not a Bedrock InvokeModel path: {raw_path}",
-            )
-            _require("stream" not in body, "stream in a Bedrock body: the path says it")
-            self._check_body(body, model_in_body=False)
-            return path.endswith("-with-response-stream")
-        if self.platform == "vertex":
-            _require(
-                path
-                in {
-                    f"{_VERTEX_MODELS}{self.model}:rawPredict",
-                    f"{_VERTEX_MODELS}{self.model}:streamRawPredict",
-                },
-                f"not a Vertex AI rawPredict path: {path}",
-            )
-            self._check_body(body, model_in_body=False)
-            stream = path.endswith(":streamRawPredict")
+        if self.shape.invoke is None:
+            path = request.url.path
+            _require(path == self.shape.messages, f"not the platform's Messages path: {path}")
+            _require(bool(request.headers.get("anthropic-version")), "no anthropic-version header")
+            self._check_body(body, model_in_body=True)
+            return bool(body.get("stream"))
+        raw_path: str = request.scope["raw_path"].decode()
+        once, streamed = (path.format(model=self.model) for path in self.shape.invoke)
+        _require(raw_path in {once, streamed}, f"not the platform's path of a model: {raw_path}")
+        self._check_body(body, model_in_body=False)
+        stream = raw_path == streamed
+        if self.shape.stream_in_body:
             _require(bool(body.get("stream")) == stream, "stream in the body and the path disagree")
-            return stream
-        _require(path == _MESSAGES_PATHS[self.platform], f"not the platform's Messages path: {path}")
-        _require(bool(request.headers.get("anthropic-version")), "no anthropic-version header")
-        self._check_body(body, model_in_body=True)
-        return bool(body.get("stream"))
-
-    def _busy(self, *, unavailable: bool) -> Response:
-        """The platform's own "too many requests" (or Bedrock's "unavailable")."""
-        if self.platform in ("bedrock", "bedrock_mantle"):
-            kind, status, text = (
-                ("ServiceUnavailableException", 503, "Bedrock is unable to process your request.")
-                if unavailable
-                else ("ThrottlingException", 429, "Too many requests, please wait before trying again.")
-            )
-            return JSONResponse(
-                {"message": text},
-                status_code=status,
-                headers={
-                    "x-amzn-errortype": f"{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/",
-                    "x-amzn-requestid": "0f4b7c2e-fake-4d6a-9a53-throttled000",
-                },
-            )
-        if self.platform == "vertex":
-            return JSONResponse(
-                {
-                    "error": {
-                        "code": 429,
-                        "message": "Resource exhausted. Please try again later.",
-                        "status": "RESOURCE_EXHAUSTED",
-                    }
-                },
-                status_code=429,
-            )
-        if self.platform == "foundry":
-            return JSONResponse(
-                {"error": {"code": "429", "message": "Rate limit is exceeded. Try again in 1 seconds."}},
-                status_code=429,
-                headers={"retry-after": "1", "apim-request-id": "fake-apim-request"},
-            )
-        # Claude Platform on AWS and on Google Cloud: the Claude API's own rate-limit error.
-        return JSONResponse(
-            {
-                "type": "error",
-                "error": {
-                    "type": "rate_limit_error",
-                    "message": "Number of request tokens has exceeded your rate limit.",
-                },
-                "request_id": "req_fake_throttled",
-            },
-            status_code=429,
-            headers={"request-id": "req_fake_throttled"},
-        )
+        else:
+            _require("stream" not in body, "stream in the body: the path says it")
+        return stream
 
     @staticmethod
     def _bedrock_headers(message: JSON) -> dict[str, str]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -87,6 +88,13 @@ LOOKUP_THEN_ANSWER = (
 )
 
 
+REFUND_CALL = {
+    "stop_reason": "tool_use",
+    "content": [{"type": "tool_use", "id": "toolu_r", "name": "refund", "input": {"order_id": "O-1"}}],
+}
+"""A response calling `refund` (toolu_r): the run waits for a person's answer."""
+
+
 def make_loop(client: Model, store: CheckpointStore | None = None) -> AgentLoop:
     return AgentLoop(
         client,
@@ -136,17 +144,55 @@ def texts(events: list[tuple[str | None, AguiEvent]]) -> dict[str, str]:
     return found
 
 
+def resolved(interrupt_id: str, payload: Any) -> dict[str, Any]:
+    """A `resume` entry answering the interrupt `interrupt_id` with `payload`."""
+    return {"interruptId": interrupt_id, "status": "resolved", "payload": payload}
+
+
+def asgi(app: Any) -> httpx.AsyncClient:
+    """An HTTP client calling `app` in process."""
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app")
+
+
 async def post(app: Any, body: dict[str, Any], **headers: str) -> httpx.Response:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app") as client:
+    async with asgi(app) as client:
         return await client.post("/", json=body, headers=headers)
 
 
-async def test_a_run_streams_as_ag_ui_events_in_the_protocols_order() -> None:
+@pytest.fixture
+def lookup_app() -> Any:
+    """The endpoint of a loop whose model looks `a` up, then answers (`LOOKUP_THEN_ANSWER`)."""
+    return agui_app(make_loop(script(*LOOKUP_THEN_ANSWER)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Waiting:
+    """An endpoint whose run thread-1/run-1 waits for a person to answer its `refund` call."""
+
+    loop: AgentLoop
+    app: Any
+    finished: RunFinishedEvent
+    """The run's last event: RUN_FINISHED with its interrupt."""
+
+
+@pytest.fixture
+async def waiting() -> Waiting:
+    """Run thread-1/run-1 to its `refund` call (toolu_r), waiting; once answered, the model says
+    "Refunded." (whatever the answer was: what the tests read is the call's result)."""
+    loop = make_loop(
+        script(REFUND_CALL, {"stop_reason": "end_turn", "content": [{"type": "text", "text": "Refunded."}]})
+    )
+    app = agui_app(loop)
+    finished = parse((await post(app, run_input())).text)[-1][1]
+    assert isinstance(finished, RunFinishedEvent)
+    return Waiting(loop, app, finished)
+
+
+async def test_a_run_streams_as_ag_ui_events_in_the_protocols_order(lookup_app: Any) -> None:
     """RUN_STARTED; the thinking as REASONING, the text as TEXT_MESSAGE_START/CONTENT/END, the
     tool call announced (TOOL_CALL_START) before its input streams (TOOL_CALL_ARGS), ended and
     answered (TOOL_CALL_RESULT); RUN_FINISHED with success; every id a cursor, increasing."""
-    loop = make_loop(script(*LOOKUP_THEN_ANSWER))
-    answer = await post(agui_app(loop), run_input())
+    answer = await post(lookup_app, run_input())
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/event-stream")
     events = parse(answer.text)
@@ -187,11 +233,10 @@ async def test_a_run_streams_as_ag_ui_events_in_the_protocols_order() -> None:
     assert finished.result == {"taskId": "thread-1/run-1", "stopReason": "completed"}
 
 
-async def test_the_tool_call_is_announced_when_its_block_starts() -> None:
+async def test_the_tool_call_is_announced_when_its_block_starts(lookup_app: Any) -> None:
     """TOOL_CALL_START comes from the call's first delta (its block's start, an empty piece),
     so the client names the call before any of its input is written."""
-    loop = make_loop(script(*LOOKUP_THEN_ANSWER))
-    events = parse((await post(agui_app(loop), run_input())).text)
+    events = parse((await post(lookup_app, run_input())).text)
     start = next(i for i, (_, e) in enumerate(events) if e.type == EventType.TOOL_CALL_START)
     first_args = next(i for i, (_, e) in enumerate(events) if e.type == EventType.TOOL_CALL_ARGS)
     assert start < first_args
@@ -213,34 +258,25 @@ async def test_huge_and_hostile_text_passes_intact_as_one_json_line() -> None:
         assert line == "" or line.startswith(("id: ", "data: "))
 
 
-async def test_a_run_waiting_for_approval_ends_with_its_interrupts_and_resume_continues_it() -> None:
+async def test_a_run_waiting_for_approval_ends_with_its_interrupts_and_resume_continues_it(
+    waiting: Waiting,
+) -> None:
     """needs_human: RUN_FINISHED with an interrupt outcome naming the call; the next run's
     `resume` approving it runs the call and the run completes; the same answer again is 409."""
-    loop = make_loop(
-        script(
-            {
-                "stop_reason": "tool_use",
-                "content": [
-                    {"type": "tool_use", "id": "toolu_r", "name": "refund", "input": {"order_id": "O-1"}}
-                ],
-            },
-            {"stop_reason": "end_turn", "content": [{"type": "text", "text": "Refunded."}]},
-        )
-    )
-    app = agui_app(loop)
-    first = parse((await post(app, run_input())).text)
-    finished = first[-1][1]
-    assert isinstance(finished, RunFinishedEvent)
+    app, finished = waiting.app, waiting.finished
     assert finished.outcome is not None
     assert finished.outcome.type == "interrupt"
     (interrupt,) = finished.outcome.interrupts
     assert interrupt.tool_call_id == "toolu_r"
     assert interrupt.reason == "approval"
-    answer = [{"interruptId": interrupt.id, "status": "resolved", "payload": {"approved": True}}]
+    answer = [resolved(interrupt.id, {"approved": True})]
     second = await post(app, run_input(run="run-2", messages=[], resume=answer))
     assert second.status_code == 200
     events = parse(second.text)
     assert [e.type for _, e in events][:2] == [EventType.RUN_STARTED, EventType.TOOL_CALL_RESULT]
+    ran = events[1][1]
+    assert isinstance(ran, ToolCallResultEvent)
+    assert ran.content == "refunded O-1"  # the approved call ran
     assert texts(events) == {"thread-1/run-1:1:0": "Refunded."}
     done = events[-1][1]
     assert isinstance(done, RunFinishedEvent)
@@ -256,31 +292,31 @@ async def test_a_run_waiting_for_approval_ends_with_its_interrupts_and_resume_co
     ("resume", "status", "words"),
     [
         pytest.param(
-            [{"interruptId": "toolu_r@other/run-1", "status": "resolved", "payload": {"approved": True}}],
+            [resolved("toolu_r@other/run-1", {"approved": True})],
             400,
             "not of thread",
             id="another-threads-task",
         ),
         pytest.param(
-            [{"interruptId": "toolu_r", "status": "resolved", "payload": {"approved": True}}],
+            [resolved("toolu_r", {"approved": True})],
             400,
             "no interrupt of this endpoint",
             id="not-ours",
         ),
         pytest.param(
-            [{"interruptId": "toolu_r@thread-1/run-1", "status": "resolved", "payload": "yes"}],
+            [resolved("toolu_r@thread-1/run-1", "yes")],
             409,
             "no longer pending",
             id="a-reply-where-no-question-waits",
         ),
         pytest.param(
-            [{"interruptId": "toolu_r@thread-1/run-1", "status": "resolved", "payload": {"ok": 1}}],
+            [resolved("toolu_r@thread-1/run-1", {"ok": 1})],
             400,
             '"approved": true',
             id="bad-payload",
         ),
         pytest.param(
-            [{"interruptId": "toolu_x@thread-1/run-1", "status": "resolved", "payload": {"approved": True}}],
+            [resolved("toolu_x@thread-1/run-1", {"approved": True})],
             409,
             "no longer pending",
             id="a-call-not-waiting",
@@ -294,56 +330,25 @@ async def test_a_run_waiting_for_approval_ends_with_its_interrupts_and_resume_co
     ],
 )
 async def test_answers_are_checked_before_anything_changes(
-    resume: list[dict[str, Any]], status: int, words: str
+    waiting: Waiting, resume: list[dict[str, Any]], status: int, words: str
 ) -> None:
     """Answers naming another thread's run, an id this endpoint did not make, a payload that is
     no approval, or a call that does not wait are refused with a status and the reason; the run
     still waits."""
-    loop = make_loop(
-        script(
-            {
-                "stop_reason": "tool_use",
-                "content": [
-                    {"type": "tool_use", "id": "toolu_r", "name": "refund", "input": {"order_id": "O-1"}}
-                ],
-            }
-        )
-    )
-    app = agui_app(loop)
-    await post(app, run_input())
-    refused = await post(app, run_input(run="run-2", messages=[], resume=resume))
+    refused = await post(waiting.app, run_input(run="run-2", messages=[], resume=resume))
     assert refused.status_code == status
     assert words in refused.json()["error"]
-    state = await loop.config.store.load("thread-1/run-1")  # type: ignore[union-attr]
+    state = await waiting.loop.config.store.load("thread-1/run-1")  # type: ignore[union-attr]
     assert state is not None
     assert [p.tool_use_id for p in state.pending_approvals] == ["toolu_r"]
 
 
-async def test_a_denial_with_its_reason_reaches_the_model() -> None:
+async def test_a_denial_with_its_reason_reaches_the_model(waiting: Waiting) -> None:
     """`{"approved": false, "reason": ...}` denies the call: its result is the reason."""
-    loop = make_loop(
-        script(
-            {
-                "stop_reason": "tool_use",
-                "content": [
-                    {"type": "tool_use", "id": "toolu_r", "name": "refund", "input": {"order_id": "O-1"}}
-                ],
-            },
-            {"stop_reason": "end_turn", "content": [{"type": "text", "text": "Not refunded."}]},
-        )
-    )
-    app = agui_app(loop)
-    interrupt = parse((await post(app, run_input())).text)[-1][1]
-    assert isinstance(interrupt, RunFinishedEvent)
+    interrupt = waiting.finished
     assert isinstance(interrupt.outcome, RunFinishedInterruptOutcome)
-    answer = [
-        {
-            "interruptId": interrupt.outcome.interrupts[0].id,
-            "status": "resolved",
-            "payload": {"approved": False, "reason": "too much"},
-        }
-    ]
-    events = parse((await post(app, run_input(run="run-2", messages=[], resume=answer))).text)
+    answer = [resolved(interrupt.outcome.interrupts[0].id, {"approved": False, "reason": "too much"})]
+    events = parse((await post(waiting.app, run_input(run="run-2", messages=[], resume=answer))).text)
     result = next(e for _, e in events if isinstance(e, ToolCallResultEvent))
     assert isinstance(result.content, str)
     assert "too much" in result.content
@@ -397,9 +402,7 @@ async def test_bad_requests_are_refused_with_a_clear_message(
 ) -> None:
     """Input the endpoint cannot run is answered with a 4xx and what is wrong, and starts nothing."""
     loop = make_loop(script())
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=agui_app(loop)), base_url="http://app"
-    ) as client:
+    async with asgi(agui_app(loop)) as client:
         answer = await client.post("/", content=body, headers=headers)
     assert answer.status_code == status
     assert words in answer.json()["error"]
@@ -413,7 +416,7 @@ async def test_a_token_guards_the_endpoint_and_get_is_not_allowed() -> None:
     assert (await post(app, run_input(), authorization="Bearer wrong")).status_code == 401
     assert (await post(app, run_input(), cookie="boundloop_session=s3cret")).status_code == 401  # no cookies
     assert (await post(app, run_input(), authorization="Bearer s3cret")).status_code == 200
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app") as client:
+    async with asgi(app) as client:
         assert (await client.get("/")).status_code == 405
 
 
@@ -425,13 +428,11 @@ def test_the_endpoint_needs_a_store_logging_deltas() -> None:
         agui_app(make_loop(script()), token=" ")
 
 
-async def test_the_same_ids_again_replay_the_run_from_its_start() -> None:
+async def test_the_same_ids_again_replay_the_run_from_its_start(lookup_app: Any) -> None:
     """A client that lost a finished run's stream and holds none of it posts the same ids: it
     gets the run's events again, the same ids, nothing run twice."""
-    loop = make_loop(script(*LOOKUP_THEN_ANSWER))
-    app = agui_app(loop)
-    first = parse((await post(app, run_input())).text)
-    again = parse((await post(app, run_input())).text)
+    first = parse((await post(lookup_app, run_input())).text)
+    again = parse((await post(lookup_app, run_input())).text)
     assert [(i, e.type) for i, e in again] == [(i, e.type) for i, e in first]
     assert texts(again) == texts(first)
 
@@ -533,7 +534,7 @@ async def test_a_waiting_call_left_unanswered_is_refused() -> None:
     loop = make_loop(script({"stop_reason": "tool_use", "content": calls}))
     app = agui_app(loop)
     await post(app, run_input())
-    answer = [{"interruptId": "toolu_1@thread-1/run-1", "status": "resolved", "payload": {"approved": True}}]
+    answer = [resolved("toolu_1@thread-1/run-1", {"approved": True})]
     refused = await post(app, run_input(run="run-2", messages=[], resume=answer))
     assert refused.status_code == 400
     assert "Decide every waiting call" in refused.json()["error"]

@@ -126,6 +126,23 @@ def long_loop(client: Any, **options: Any) -> AgentLoop:
     )
 
 
+def scripted_loop(
+    script: list[JSON], *, system: str | None = SYSTEM, budget: Budget | None = None, **options: Any
+) -> tuple[AgentLoop, ScriptedClient]:
+    """A loop on a `ScriptedClient` playing `script`: the module's model and system prompt, one
+    step unless `budget` says otherwise, no metrics, and `options` (tools, cache, settings...)."""
+    client = ScriptedClient(script)
+    loop = AgentLoop(
+        client,
+        model=MODEL,
+        system=system,
+        budget=Budget(max_steps=1) if budget is None else budget,
+        observers=Observers(metrics=None),
+        **options,
+    )
+    return loop, client
+
+
 def raw_field(body: bytes, key: str) -> bytes:
     """The raw JSON text of a top-level field of a request body, as sent."""
     source = body.decode()
@@ -176,14 +193,8 @@ async def test_fifty_turns_keep_a_byte_stable_prefix_in_the_http_bodies() -> Non
 
 
 async def test_auto_sends_automatic_caching_and_the_system_prompt_as_a_marked_block() -> None:
-    client = ScriptedClient([tool_use(("alpha", {"n": 1})), text("ok")])
-    loop = AgentLoop(
-        client,
-        model=MODEL,
-        system=SYSTEM,
-        tools=TOOLS,
-        budget=Budget(max_steps=3),
-        observers=Observers(metrics=None),
+    loop, client = scripted_loop(
+        [tool_use(("alpha", {"n": 1})), text("ok")], tools=TOOLS, budget=Budget(max_steps=3)
     )
     result = await loop.run("go")
     for request in client.requests:
@@ -196,14 +207,7 @@ async def test_auto_sends_automatic_caching_and_the_system_prompt_as_a_marked_bl
 
 
 async def test_without_a_system_prompt_the_last_tool_is_marked_on_a_copy() -> None:
-    client = ScriptedClient([text("ok")])
-    loop = AgentLoop(
-        client,
-        model=MODEL,
-        tools=[*TOOLS, SEARCH],
-        budget=Budget(max_steps=1),
-        observers=Observers(metrics=None),
-    )
+    loop, client = scripted_loop([text("ok")], system=None, tools=[*TOOLS, SEARCH])
     await loop.run("go")
     (request,) = client.requests
     assert "system" not in request
@@ -212,15 +216,8 @@ async def test_without_a_system_prompt_the_last_tool_is_marked_on_a_copy() -> No
 
 
 async def test_off_sends_no_cache_control_at_all() -> None:
-    client = ScriptedClient([tool_use(("alpha", {"n": 1})), text("ok")])
-    loop = AgentLoop(
-        client,
-        model=MODEL,
-        system=SYSTEM,
-        tools=TOOLS,
-        budget=Budget(max_steps=3),
-        observers=Observers(metrics=None),
-        cache="off",
+    loop, client = scripted_loop(
+        [tool_use(("alpha", {"n": 1})), text("ok")], tools=TOOLS, budget=Budget(max_steps=3), cache="off"
     )
     await loop.run("go")
     assert all("cache_control" not in json.dumps(request) for request in client.requests)
@@ -228,15 +225,7 @@ async def test_off_sends_no_cache_control_at_all() -> None:
 
 
 async def test_a_one_hour_ttl_is_sent_on_every_breakpoint() -> None:
-    client = ScriptedClient([text("ok")])
-    loop = AgentLoop(
-        client,
-        model=MODEL,
-        system=SYSTEM,
-        budget=Budget(max_steps=1),
-        observers=Observers(metrics=None),
-        cache=CacheSettings(ttl="1h"),
-    )
+    loop, client = scripted_loop([text("ok")], cache=CacheSettings(ttl="1h"))
     await loop.run("go")
     (request,) = client.requests
     assert request["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
@@ -244,15 +233,7 @@ async def test_a_one_hour_ttl_is_sent_on_every_breakpoint() -> None:
 
 
 async def test_prefix_false_leaves_the_system_prompt_a_string() -> None:
-    client = ScriptedClient([text("ok")])
-    loop = AgentLoop(
-        client,
-        model=MODEL,
-        system=SYSTEM,
-        budget=Budget(max_steps=1),
-        observers=Observers(metrics=None),
-        cache=CacheSettings(prefix=False),
-    )
+    loop, client = scripted_loop([text("ok")], cache=CacheSettings(prefix=False))
     await loop.run("go")
     assert client.requests[0]["system"] == SYSTEM
     assert client.requests[0]["cache_control"] == EPHEMERAL
@@ -261,15 +242,8 @@ async def test_prefix_false_leaves_the_system_prompt_a_string() -> None:
 async def test_the_users_own_cache_control_wins() -> None:
     """`ModelSettings(cache_control=...)` is sent as given, and the loop adds nothing."""
     mine = {"type": "ephemeral", "ttl": "1h"}
-    client = ScriptedClient([text("ok")])
-    loop = AgentLoop(
-        client,
-        model=MODEL,
-        system=SYSTEM,
-        tools=TOOLS,
-        budget=Budget(max_steps=1),
-        observers=Observers(metrics=None),
-        settings=ModelSettings(cache_control={"type": "ephemeral", "ttl": "1h"}),
+    loop, client = scripted_loop(
+        [text("ok")], tools=TOOLS, settings=ModelSettings(cache_control={"type": "ephemeral", "ttl": "1h"})
     )
     await loop.run("go")
     (request,) = client.requests
@@ -280,12 +254,8 @@ async def test_the_users_own_cache_control_wins() -> None:
 
 def test_off_with_a_cache_control_setting_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match='cache="off"'):
-        AgentLoop(
-            ScriptedClient([]),
-            model=MODEL,
-            budget=Budget(max_steps=1),
-            settings=ModelSettings(cache_control={"type": "ephemeral"}),
-            cache="off",
+        scripted_loop(
+            [], system=None, settings=ModelSettings(cache_control={"type": "ephemeral"}), cache="off"
         )
 
 
@@ -304,15 +274,7 @@ async def test_never_more_than_four_breakpoints_with_the_users_own(marked: int) 
             {"role": "user", "content": [{"type": "text", "text": "x", "cache_control": EPHEMERAL}]}
         )
         history.append({"role": "assistant", "content": [{"type": "text", "text": "y"}]})
-    client = ScriptedClient([text("ok")])
-    loop = AgentLoop(
-        client,
-        model=MODEL,
-        system=SYSTEM,
-        tools=tools,
-        budget=Budget(max_steps=1),
-        observers=Observers(metrics=None),
-    )
+    loop, client = scripted_loop([text("ok")], tools=tools)
     await loop.run(messages=[*history, {"role": "user", "content": "go"}])
     (request,) = client.requests
     assert count_breakpoints(request) == min(MAX_BREAKPOINTS, marked + 2)
@@ -323,14 +285,10 @@ async def test_a_turn_past_the_lookback_marks_where_the_previous_request_ended()
     """A turn of 12 parallel calls adds more than 20 blocks: the next request also marks the
     last block of the previous request's last message, on a copy."""
     wide = tool_use(*[("alpha", {"n": k}, f"toolu_{k}") for k in range(12)])
-    client = ScriptedClient([tool_use(("mid", {"n": 0}, "toolu_m")), wide, text("ok")])
-    loop = AgentLoop(
-        client,
-        model=MODEL,
-        system=SYSTEM,
+    loop, client = scripted_loop(
+        [tool_use(("mid", {"n": 0}, "toolu_m")), wide, text("ok")],
         tools=TOOLS,
         budget=Budget(max_steps=5, max_tool_calls=20),
-        observers=Observers(metrics=None),
     )
     result = await loop.run("go")
     second, third = client.requests[1], client.requests[2]
@@ -345,14 +303,10 @@ async def test_a_turn_past_the_lookback_marks_where_the_previous_request_ended()
 
 async def test_the_final_answer_call_and_a_refusal_retry_keep_the_breakpoints() -> None:
     refusal = {"stop_reason": "refusal", "content": [{"type": "text", "text": ""}]}
-    client = ScriptedClient([refusal, tool_use(("alpha", {"n": 1})), text("best effort")])
-    loop = AgentLoop(
-        client,
-        model=MODEL,
-        system=SYSTEM,
+    loop, client = scripted_loop(
+        [refusal, tool_use(("alpha", {"n": 1})), text("best effort")],
         tools=TOOLS,
         budget=Budget(max_steps=1, on_exhausted="final_answer"),
-        observers=Observers(metrics=None),
         fallback_model="claude-opus-4-5",
     )
     result = await loop.run("go")
@@ -374,17 +328,7 @@ async def test_a_resumed_run_sends_the_same_breakpoints() -> None:
     store = MemoryStore()
 
     def make(script: list[JSON]) -> tuple[AgentLoop, ScriptedClient]:
-        client = ScriptedClient(script)
-        loop = AgentLoop(
-            client,
-            model=MODEL,
-            system=SYSTEM,
-            tools=[refund],
-            budget=Budget(max_steps=4),
-            store=store,
-            observers=Observers(metrics=None),
-        )
-        return loop, client
+        return scripted_loop(script, tools=[refund], budget=Budget(max_steps=4), store=store)
 
     loop, before = make([tool_use(("refund", {"order": "O-1"}, "toolu_r"))])
     assert (await loop.run("Refund O-1", task_id="t")).stop_reason is StopReason.NEEDS_HUMAN
@@ -399,26 +343,12 @@ async def test_a_resumed_run_sends_the_same_breakpoints() -> None:
 
 
 def test_cache_is_part_of_the_spec_the_contract_and_the_provenance() -> None:
-    default = AgentLoop(
-        ScriptedClient([]), model=MODEL, budget=Budget(max_steps=1), observers=Observers(metrics=None)
-    )
+    default, _ = scripted_loop([], system=None)
     assert default.config.spec.cache == "auto"
     assert default.config.provenance.cache_sha256 is None  # the default: provenance as before
     assert "cache" not in default.to_contract().to_dict()
-    hour = AgentLoop(
-        ScriptedClient([]),
-        model=MODEL,
-        budget=Budget(max_steps=1),
-        observers=Observers(metrics=None),
-        cache=CacheSettings(ttl="1h"),
-    )
-    off = AgentLoop(
-        ScriptedClient([]),
-        model=MODEL,
-        budget=Budget(max_steps=1),
-        observers=Observers(metrics=None),
-        cache="off",
-    )
+    hour, _ = scripted_loop([], system=None, cache=CacheSettings(ttl="1h"))
+    off, _ = scripted_loop([], system=None, cache="off")
     assert hour.config.provenance.cache_sha256 not in (None, off.config.provenance.cache_sha256)
     assert hour.to_contract().to_dict()["cache"] == {"ttl": "1h"}  # a setting at its default left out
     assert off.to_contract().to_dict()["cache"] == "off"
