@@ -108,6 +108,7 @@ class Scratch:
         "recorded_for",
         "response",
         "retried",
+        "shape",
         "tool_raised",
     )
 
@@ -136,6 +137,9 @@ class Scratch:
         (`RunContext.validated`) only its shape, what the next request's check
         (`_core/invariant.py`) reads of it; dropped once that request is built. Not state: the
         state keeps its record (`ModelResponse`); a continued run builds the `Message` from that."""
+        self.shape: ResponseShape | None = None
+        """The `ResponseShape` of `response`, made with the transcript's message from it
+        (`received`): what `RunContext.validated` keeps of the response."""
         self.fallback: Retry | None = None
         """The refused request is to be retried on the fallback model (`_core/refusals.py`); not
         state: a continued run sends its next request to the loop's model."""
@@ -347,8 +351,10 @@ class RunContext:
         """The last response is validated: its SDK `Message` goes (a run holds no SDK object
         while its tools run), the next request's check keeps its `ResponseShape`."""
         scratch = self.scratch
-        if scratch.response is not None and not isinstance(scratch.response, ResponseShape):
-            scratch.response = ResponseShape(scratch.response)
+        response, shape = scratch.response, scratch.shape
+        if response is not None and not isinstance(response, ResponseShape):
+            scratch.response = ResponseShape(response) if shape is None else shape
+        scratch.shape = None
 
     def deferred(self, value: object) -> Deferred:
         """`value` for an event: kept by reference, written as redacted JSON."""

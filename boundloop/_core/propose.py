@@ -19,7 +19,7 @@ from ..signals import KNOWN_STOP_REASONS
 from ..statemachine.table import Trigger
 from ..transcript import append_user
 from .answers import finish
-from .blocks import assistant_message, field_of, response_record
+from .blocks import field_of, received_turn, response_record
 from .boundary import problem
 from .budget import (
     call_spent,
@@ -33,7 +33,7 @@ from .budget import (
 from .compaction import after_response, request_settings
 from .connect import refresh_tools
 from .context import RunContext
-from .invariant import drop_unfinished_server_turns
+from .invariant import ResponseShape, drop_unfinished_server_turns
 from .pricing import count_response
 from .refusals import fallback
 from .request import as_message, fit_thinking, for_count, messages_of, settings_params, uses_beta
@@ -165,7 +165,7 @@ async def _propose(ctx: RunContext, max_tokens: int | None) -> Trigger:
         _failed(ctx, str(exc))
         state.final_call_due = False
         return Trigger.HALT
-    ctx.scratch.response = None  # its request checked: held no longer
+    ctx.scratch.response = ctx.scratch.shape = None  # its request checked: held no longer
     ctx.emit(  # the request as sent: a refusal's retry names its fallback model
         ModelRequest(
             seq=ctx.next_seq(),
@@ -254,7 +254,9 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     state = ctx.state
     before = input_estimate(ctx)  # the request's input, before this response is counted
     # Exactly the JSON received (thinking signatures, server tool blocks), dumped once.
-    ctx.scratch.received = received = assistant_message(response.content)
+    received, shapes = received_turn(response.content)
+    ctx.scratch.received = received
+    ctx.scratch.shape = ResponseShape(response, shapes)  # read in the same pass
     state.messages.append(received)
     # The record keeps the envelope and the transcript's own blocks; the SDK objects go with the
     # next response (`Scratch.response`).
