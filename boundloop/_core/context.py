@@ -108,7 +108,6 @@ class Scratch:
         "recorded_for",
         "response",
         "retried",
-        "shape",
         "tool_raised",
     )
 
@@ -133,13 +132,11 @@ class Scratch:
         """The transcript's assistant message made from the last response (`_core/invariant.py`);
         not state: the transcript holds it, this is the object to compare by identity."""
         self.response: Message | ResponseShape | None = None
-        """The SDK's `Message` of the last response, as received, read by its validation; then
-        (`RunContext.validated`) only its shape, what the next request's check
-        (`_core/invariant.py`) reads of it; dropped once that request is built. Not state: the
+        """The last response: its shape, what the next request's check (`_core/invariant.py`)
+        reads of it, holding the SDK's `Message` as received (`ResponseShape.message`) for its
+        validation; then (`RunContext.validated`) only the shape; dropped once that request is
+        built. Not state: the
         state keeps its record (`ModelResponse`); a continued run builds the `Message` from that."""
-        self.shape: ResponseShape | None = None
-        """The `ResponseShape` of `response`, made with the transcript's message from it
-        (`received`): what `RunContext.validated` keeps of the response."""
         self.fallback: Retry | None = None
         """The refused request is to be retried on the fallback model (`_core/refusals.py`); not
         state: a continued run sends its next request to the loop's model."""
@@ -343,6 +340,8 @@ class RunContext:
         """The SDK `Message` of the last response: as received in this session, else built from
         its record (a run continued from a checkpoint)."""
         response = self.scratch.response
+        if isinstance(response, ResponseShape) and response.message is not None:
+            return response.message  # not validated yet: held with its shape
         if response is None or isinstance(response, ResponseShape):
             response = self.scratch.response = self.state.responses[-1].message()
         return response
@@ -351,10 +350,11 @@ class RunContext:
         """The last response is validated: its SDK `Message` goes (a run holds no SDK object
         while its tools run), the next request's check keeps its `ResponseShape`."""
         scratch = self.scratch
-        response, shape = scratch.response, scratch.shape
-        if response is not None and not isinstance(response, ResponseShape):
-            scratch.response = ResponseShape(response) if shape is None else shape
-        scratch.shape = None
+        response = scratch.response
+        if isinstance(response, ResponseShape):
+            response.message = None  # its shape, made with the transcript's message, stays
+        elif response is not None:
+            scratch.response = ResponseShape(response)
 
     def deferred(self, value: object) -> Deferred:
         """`value` for an event: kept by reference, written as redacted JSON."""

@@ -89,7 +89,7 @@ class ResponseShape:
     go: its blocks, usage and envelope objects (about 5 KiB for a turn of two calls) are not
     held while the turn's tools run."""
 
-    __slots__ = ("blocks", "container")
+    __slots__ = ("blocks", "container", "message")
 
     def __init__(self, response: Message, blocks: list[BlockShape] | None = None) -> None:
         self.container = container_id(response)
@@ -97,6 +97,9 @@ class ResponseShape:
         self.blocks = [_shape(block) for block in response.content] if blocks is None else blocks
         """Each block's `type` and the fields it came with (extra fields included): `blocks`
         when given (`received_turn` reads them as it makes the transcript's message)."""
+        self.message: Message | None = None
+        """The response itself while its validation reads it (a shape made as it is received,
+        `_core/propose.py`); None from then on."""
 
 
 def _shape(block: object) -> BlockShape:

@@ -165,7 +165,7 @@ async def _propose(ctx: RunContext, max_tokens: int | None) -> Trigger:
         _failed(ctx, str(exc))
         state.final_call_due = False
         return Trigger.HALT
-    ctx.scratch.response = ctx.scratch.shape = None  # its request checked: held no longer
+    ctx.scratch.response = None  # its request checked: held no longer
     ctx.emit(  # the request as sent: a refusal's retry names its fallback model
         ModelRequest(
             seq=ctx.next_seq(),
@@ -256,7 +256,6 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     # Exactly the JSON received (thinking signatures, server tool blocks), dumped once.
     received, shapes = received_turn(response.content)
     ctx.scratch.received = received
-    ctx.scratch.shape = ResponseShape(response, shapes)  # read in the same pass
     state.messages.append(received)
     # The record keeps the envelope and the transcript's own blocks; the SDK objects go with the
     # next response (`Scratch.response`).
@@ -268,7 +267,8 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         if earlier == record.extra_json:
             record.extra_json = earlier
     state.responses.append(record)
-    ctx.scratch.response = response
+    ctx.scratch.response = shape = ResponseShape(response, shapes)  # its blocks read in the same pass
+    shape.message = response  # until its validation
     calls: list[ToolCall] = []
     keys: list[str] = []  # a call from code execution is never a repeat
     step = state.step
