@@ -59,6 +59,31 @@ def test_savings_use_the_price_the_response_is_billed_at() -> None:
     assert price.cache_savings(usage) == pytest.approx(250_000 * (6.0 - 0.6) / 1e6)
 
 
+@pytest.mark.parametrize(
+    "billing",
+    [{}, {"inference_geo": "us"}, {"speed": "fast"}, {"service_tier": "batch"}, {"input_tokens": 300_000}],
+)
+def test_savings_are_the_cost_uncached_minus_the_cost_as_billed(billing: dict[str, object]) -> None:
+    """Computed from the cached tokens alone (no uncached copy of the usage is made and
+    costed): still exactly what the docstring defines, at a geography's multiplier, the fast and
+    batch rates and a long-context tier alike."""
+    tier = Price(input_per_mtok=6.0, output_per_mtok=22.5, cache_read_per_mtok=0.6)
+    price = Price(input_per_mtok=3.0, output_per_mtok=15.0, tiers=((200_000, tier),))  # default cache rates
+    usage = ApiUsage.model_validate({"input_tokens": 100, "output_tokens": 50, **CACHED, **billing})
+    read, written = usage.cache_read_input_tokens or 0, usage.cache_creation_input_tokens or 0
+    uncached = usage.model_copy(
+        update={
+            "input_tokens": usage.input_tokens + read + written,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+            "cache_creation": None,
+        }
+    )
+    expected = price.cost(uncached) - price.cost(usage)
+    assert expected > 0
+    assert price.cache_savings(usage) == pytest.approx(expected, rel=1e-12)
+
+
 async def test_the_run_sums_each_responses_savings() -> None:
     script = [
         tool_use(("lookup", {"key": "a"}), input_tokens=100, cache_creation_input_tokens=20_000),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from anthropic.types import StopReason as SDKStopReason
@@ -24,7 +24,8 @@ from boundloop import (
     StopReason,
     tool,
 )
-from boundloop._core.invariant import RequestChecker, request_problem
+from boundloop._core.blocks import received_turn
+from boundloop._core.invariant import RequestChecker, ResponseShape, request_problem
 from boundloop.policy import Route, SignalContext, Verdict
 from boundloop.signals import DEFAULT_HANDLERS, KNOWN_STOP_REASONS
 from boundloop.testing import parse_message
@@ -205,6 +206,35 @@ def test_each_rule_names_what_it_finds() -> None:
     found = request_problem({"messages": [{"role": "user", "content": "q"}, dropped]}, extra, dropped)
     assert found is not None
     assert "without the fields ['x_new']" in found
+
+
+def test_the_shape_read_with_the_transcript_message_still_finds_a_lost_field() -> None:
+    """`received_turn` reads each block's type and sent fields off the SDK block as it makes the
+    transcript's message (one pass, not a second one at validation): the next request's check
+    still finds a field, an extra field or a type the message lost after it was made."""
+    last = parse_message(
+        response(
+            "tool_use",
+            {"type": "text", "text": "hi", "x_new": {"k": 1}},
+            {"type": "tool_use", "id": "t1", "name": "x", "input": {}, "caller": {"type": "direct"}},
+        )
+    )
+    sent, shapes = received_turn(last.content)
+    shape = ResponseShape(last, shapes)
+    text_block, call = cast(list[dict[str, Any]], sent["content"])  # the transcript's JSON
+
+    def problem() -> str | None:
+        return request_problem({"messages": [{"role": "user", "content": "q"}, sent]}, shape, sent)
+
+    assert problem() is None
+    del text_block["x_new"]
+    assert "block 0 (text) is sent without the fields ['x_new']" in (problem() or "")
+    text_block["x_new"] = {"k": 1}
+    del call["caller"]
+    assert "block 1 (tool_use) is sent without the fields ['caller']" in (problem() or "")
+    call["caller"] = {"type": "direct"}
+    call["type"] = "server_tool_use"
+    assert "block 1 is sent as 'server_tool_use', received as 'tool_use'" in (problem() or "")
 
 
 # -- every stop reason has a handler ---------------------------------------------------------------

@@ -179,7 +179,11 @@ def _ttl(block: object) -> str | None:
     )
     if not control:
         return None
-    ttl = cast(Mapping[str, object], control).get("ttl") if isinstance(control, Mapping) else None
+    ttl = (
+        cast(Mapping[str, object], control).get("ttl")
+        if type(control) is dict or isinstance(control, Mapping)  # a dict: past the ABC check
+        else None
+    )
     return ttl if isinstance(ttl, str) else "5m"
 
 
@@ -227,10 +231,10 @@ class TTLOrder:
         self._head = five
         del fives[start:]
         first = fives[-1] if fives else None  # the messages' own first 5-minute breakpoint
-        messages = cast("list[Mapping[str, Any]]", request.get("messages") or ())
+        messages: list[Mapping[str, Any]] = request.get("messages") or []
         for index in range(start, len(messages)):
             content = messages[index].get("content")
-            blocks = cast("list[object]", content) if isinstance(content, list) else []
+            blocks: list[object] = content if isinstance(content, list) else []  # pyright: ignore[reportUnknownVariableType]
             for at, block in enumerate(blocks):
                 # the transcript's blocks are plain dicts: most have no breakpoint at all
                 if type(block) is dict and "cache_control" not in block:

@@ -132,51 +132,66 @@ class Price:
     def cost(self, usage: ApiUsage) -> float:
         """The cost in USD of one response's usage: its tokens, at the rates its speed, service
         tier, geography and input size select, and its web searches."""
-        cache_read = usage.cache_read_input_tokens or 0
-        cache_write = usage.cache_creation_input_tokens or 0
-        billed = self.billed_as(usage)
-        price = billed.at(usage.input_tokens + cache_read + cache_write) if billed.tiers else billed
-        split = usage.cache_creation
-        # a count the API leaves out is zero (the SDK marks both of `cache_creation` required)
-        write_1h = 0 if split is None else min(split.ephemeral_1h_input_tokens or 0, cache_write)
-        base = price.input_per_mtok
-        read_rate = price.cache_read_per_mtok
-        write_rate = price.cache_write_per_mtok
-        write_1h_rate = price.cache_write_1h_per_mtok
+        billed, price, read, written, written_1h = self._billed(usage)
+        read_rate, write_rate, write_1h_rate = price._cache_rates()
         tokens = (
-            usage.input_tokens * base
+            usage.input_tokens * price.input_per_mtok
             + usage.output_tokens * price.output_per_mtok
-            + cache_read * (base * 0.1 if read_rate is None else read_rate)
-            + (cache_write - write_1h) * (base * 1.25 if write_rate is None else write_rate)
-            + write_1h * (base * 2 if write_1h_rate is None else write_1h_rate)
+            + read * read_rate
+            + (written - written_1h) * write_rate
+            + written_1h * write_1h_rate
         ) / 1_000_000
-        geo = getattr(usage, "inference_geo", None)
-        multiplier = 1.0
-        for name, factor in self.inference_geo:
-            if name == geo:
-                multiplier = factor
-                break
         server = getattr(usage, "server_tool_use", None)
         searches = 0 if server is None else getattr(server, "web_search_requests", 0) or 0
-        return tokens * multiplier + searches * billed.web_search_per_1k / 1000
+        return tokens * self._geo(usage) + searches * billed.web_search_per_1k / 1000
 
     def cache_savings(self, usage: ApiUsage) -> float:
         """What caching saved on one response, in USD: its cost with every cache read and write
         billed as plain input, minus its cost as billed. Negative when the writes' premium
         exceeds what the reads saved (a write no later request read)."""
+        if not usage.cache_read_input_tokens and not usage.cache_creation_input_tokens:
+            return 0.0
+        # One price either way (the input size that selects a tier counts cache reads and writes
+        # as input too): only the cached tokens' part of the cost differs.
+        _, price, read, written, written_1h = self._billed(usage)
+        read_rate, write_rate, write_1h_rate = price._cache_rates()
+        as_input = (read + written) * price.input_per_mtok
+        as_billed = read * read_rate + (written - written_1h) * write_rate + written_1h * write_1h_rate
+        return (as_input - as_billed) / 1_000_000 * self._geo(usage)
+
+    def _billed(self, usage: ApiUsage) -> tuple[Price, Price, int, int, int]:
+        """The price a response is billed at (`billed_as`), its tier for the response's input
+        size, and its cache reads, cache writes and, of these, the 1-hour writes."""
         read = usage.cache_read_input_tokens or 0
         written = usage.cache_creation_input_tokens or 0
-        if not read and not written:
-            return 0.0
-        uncached = usage.model_copy(
-            update={
-                "input_tokens": usage.input_tokens + read + written,
-                "cache_read_input_tokens": 0,
-                "cache_creation_input_tokens": 0,
-                "cache_creation": None,
-            }
+        billed = self.billed_as(usage)
+        price = billed.at(usage.input_tokens + read + written) if billed.tiers else billed
+        split = usage.cache_creation
+        # a count the API leaves out is zero (the SDK marks both of `cache_creation` required)
+        written_1h = 0 if split is None else min(split.ephemeral_1h_input_tokens or 0, written)
+        return billed, price, read, written, written_1h
+
+    def _cache_rates(self) -> tuple[float, float, float]:
+        """The cache read, 5-minute write and 1-hour write rates, the defaults filled in."""
+        base = self.input_per_mtok
+        read, write, write_1h = (
+            self.cache_read_per_mtok,
+            self.cache_write_per_mtok,
+            self.cache_write_1h_per_mtok,
         )
-        return self.cost(uncached) - self.cost(usage)
+        return (
+            base * 0.1 if read is None else read,
+            base * 1.25 if write is None else write,
+            base * 2 if write_1h is None else write_1h,
+        )
+
+    def _geo(self, usage: ApiUsage) -> float:
+        """The multiplier of every token rate for the response's `usage.inference_geo`."""
+        geo = getattr(usage, "inference_geo", None)
+        for name, factor in self.inference_geo:
+            if name == geo:
+                return factor
+        return 1.0
 
 
 def _check_tiers(tiers: object) -> None:

@@ -15,6 +15,7 @@ first and the rest in the SDK's field order, then the extras as received).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, Final, cast
 
 from anthropic.types import AssistantMessageParam, ContentBlock, Message, TextBlock, ToolUseBlock
@@ -30,8 +31,19 @@ _TEXT_FIELDS: Final = frozenset({"type", "text"})
 
 def assistant_message(content: Sequence[ContentBlock]) -> AssistantMessageParam:
     """The response as the transcript's assistant message: each block as the JSON the API sent."""
-    blocks: list[Any] = [_block_json(block) for block in content]  # each a `ContentBlockParam`
-    return {"role": "assistant", "content": blocks}
+    return received_turn(content)[0]
+
+
+def received_turn(content: Sequence[ContentBlock]) -> tuple[AssistantMessageParam, list[BlockShape]]:
+    """`assistant_message`, and each block's `BlockShape` read in the same pass: what the check
+    of the next request (`_core/invariant.py`) compares the transcript's message with."""
+    blocks: list[Any] = []  # each a `ContentBlockParam`
+    shapes: list[BlockShape] = []
+    for block in content:
+        json, shape = _block_json(block)
+        blocks.append(json)
+        shapes.append(shape)
+    return {"role": "assistant", "content": blocks}, shapes
 
 
 def response_record(response: Message, content: object) -> ModelResponse:
@@ -106,25 +118,34 @@ def _json(value: object) -> object:
 
 def plain_block(block: object) -> object:
     """A content block as JSON: an SDK object dumped as above (once), anything else as itself."""
-    return _block_json(cast(ContentBlock, block)) if is_sdk_object(block) else block
+    return _block_json(cast(ContentBlock, block))[0] if is_sdk_object(block) else block
 
 
-def _block_json(block: ContentBlock) -> dict[str, Any]:
+BlockShape = tuple[object, AbstractSet[str]]
+"""A response block's `type` and the names of the fields the API sent (extra fields included):
+the SDK block's own set, not a copy."""
+
+
+def _block_json(block: ContentBlock) -> tuple[dict[str, Any], BlockShape]:
+    """The block as JSON, and its `BlockShape` (read off the SDK block, not off the JSON)."""
     fields = block.model_fields_set
-    if not block.model_extra:  # a field the SDK does not model: dumped below, with the rest
+    extra = block.model_extra
+    if not extra:  # a field the SDK does not model: dumped below, with the rest
         if isinstance(block, ToolUseBlock) and block.type == "tool_use":
             if fields <= _TOOL_USE_FIELDS:
-                return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+                json = {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+                return json, ("tool_use", fields)
             # More fields sent (`caller`, `toolset_name`, null or not): read one by one, the
             # `input` dict shared, not copied as a dump would.
-            return {"type": "tool_use", **_sent(block, _TYPE)}
+            return {"type": "tool_use", **_sent(block, _TYPE)}, ("tool_use", fields)
         if isinstance(block, TextBlock) and block.type == "text" and fields <= _TEXT_FIELDS:
-            return {"type": "text", "text": block.text}
+            return {"type": "text", "text": block.text}, ("text", fields)
     # `type` first, as the API sends it; a block type the SDK does not know (built as the
     # union's first model, its fields kept as extras) keeps its own `type` and every field.
     dumped = block.model_dump(mode="json", exclude_unset=True, by_alias=True, warnings=False)
     kind = getattr(block, "type", None)  # every content block has one; a stray model may not
-    return dumped if kind is None else {"type": kind, **dumped}
+    shape = (kind, fields | extra.keys() if extra else fields)
+    return (dumped if kind is None else {"type": kind, **dumped}), shape
 
 
 def field_of(item: object, name: str) -> object:

@@ -133,9 +133,10 @@ class Scratch:
         """The transcript's assistant message made from the last response (`_core/invariant.py`);
         not state: the transcript holds it, this is the object to compare by identity."""
         self.response: Message | ResponseShape | None = None
-        """The SDK's `Message` of the last response, as received, read by its validation; then
-        (`RunContext.validated`) only its shape, what the next request's check
-        (`_core/invariant.py`) reads of it; dropped once that request is built. Not state: the
+        """The last response: its shape, what the next request's check (`_core/invariant.py`)
+        reads of it, holding the SDK's `Message` as received (`ResponseShape.message`) for its
+        validation; then (`RunContext.validated`) only the shape; dropped once that request is
+        built. Not state: the
         state keeps its record (`ModelResponse`); a continued run builds the `Message` from that."""
         self.fallback: Retry | None = None
         """The refused request is to be retried on the fallback model (`_core/refusals.py`); not
@@ -344,6 +345,8 @@ class RunContext:
         """The SDK `Message` of the last response: as received in this session, else built from
         its record (a run continued from a checkpoint)."""
         response = self.scratch.response
+        if isinstance(response, ResponseShape) and response.message is not None:
+            return response.message  # not validated yet: held with its shape
         if response is None or isinstance(response, ResponseShape):
             response = self.scratch.response = self.state.responses[-1].message()
         return response
@@ -352,8 +355,11 @@ class RunContext:
         """The last response is validated: its SDK `Message` goes (a run holds no SDK object
         while its tools run), the next request's check keeps its `ResponseShape`."""
         scratch = self.scratch
-        if scratch.response is not None and not isinstance(scratch.response, ResponseShape):
-            scratch.response = ResponseShape(scratch.response)
+        response = scratch.response
+        if isinstance(response, ResponseShape):
+            response.message = None  # its shape, made with the transcript's message, stays
+        elif response is not None:
+            scratch.response = ResponseShape(response)
 
     def deferred(self, value: object) -> Deferred:
         """`value` for an event: kept by reference, written as redacted JSON."""

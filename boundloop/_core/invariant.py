@@ -26,7 +26,6 @@ ended: a run's checks cost what its transcript holds, once, not once per request
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from typing import Any, Final, cast, final
 
 from anthropic.types import Message, MessageParam
@@ -34,7 +33,7 @@ from pydantic import BaseModel
 
 from .._base.cache import TTLOrder
 from ..errors import InvalidRequest
-from .blocks import field_of
+from .blocks import BlockShape, field_of
 
 SERVER_CALLS: Final = frozenset({"server_tool_use", "mcp_tool_use"})
 """Blocks of a call the API runs itself; its result block comes in the same assistant turn."""
@@ -90,16 +89,20 @@ class ResponseShape:
     go: its blocks, usage and envelope objects (about 5 KiB for a turn of two calls) are not
     held while the turn's tools run."""
 
-    __slots__ = ("blocks", "container")
+    __slots__ = ("blocks", "container", "message")
 
-    def __init__(self, response: Message) -> None:
+    def __init__(self, response: Message, blocks: list[BlockShape] | None = None) -> None:
         self.container = container_id(response)
         """`container_id` of the response."""
-        self.blocks = [_shape(block) for block in response.content]
-        """Each block's `type` and the fields it came with (extra fields included)."""
+        self.blocks = [_shape(block) for block in response.content] if blocks is None else blocks
+        """Each block's `type` and the fields it came with (extra fields included): `blocks`
+        when given (`received_turn` reads them as it makes the transcript's message)."""
+        self.message: Message | None = None
+        """The response itself while its validation reads it (a shape made as it is received,
+        `_core/propose.py`); None from then on."""
 
 
-def _shape(block: object) -> tuple[object, AbstractSet[str]]:
+def _shape(block: object) -> BlockShape:
     kind: object = getattr(block, "type", None)  # the response's blocks: SDK models
     if isinstance(block, BaseModel):  # the fields it came with, extra fields included
         extra = block.model_extra

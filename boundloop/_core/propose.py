@@ -19,7 +19,7 @@ from ..signals import KNOWN_STOP_REASONS
 from ..statemachine.table import Trigger
 from ..transcript import append_user
 from .answers import finish
-from .blocks import assistant_message, field_of, response_record
+from .blocks import field_of, received_turn, response_record
 from .boundary import problem
 from .budget import (
     call_spent,
@@ -33,7 +33,7 @@ from .budget import (
 from .compaction import after_response, request_settings
 from .connect import refresh_tools
 from .context import RunContext
-from .invariant import drop_unfinished_server_turns
+from .invariant import ResponseShape, drop_unfinished_server_turns
 from .pricing import count_response
 from .refusals import fallback
 from .request import as_message, fit_thinking, for_count, messages_of, settings_params, uses_beta
@@ -254,7 +254,8 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
     state = ctx.state
     before = input_estimate(ctx)  # the request's input, before this response is counted
     # Exactly the JSON received (thinking signatures, server tool blocks), dumped once.
-    ctx.scratch.received = received = assistant_message(response.content)
+    received, shapes = received_turn(response.content)
+    ctx.scratch.received = received
     state.messages.append(received)
     # The record keeps the envelope and the transcript's own blocks; the SDK objects go with the
     # next response (`Scratch.response`).
@@ -266,7 +267,8 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         if earlier == record.extra_json:
             record.extra_json = earlier
     state.responses.append(record)
-    ctx.scratch.response = response
+    ctx.scratch.response = shape = ResponseShape(response, shapes)  # its blocks read in the same pass
+    shape.message = response  # until its validation
     calls: list[ToolCall] = []
     keys: list[str] = []  # a call from code execution is never a repeat
     step = state.step
