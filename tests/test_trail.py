@@ -33,7 +33,9 @@ def _loop(registry: CollectorRegistry | None = None, heard: list[Event] | None =
     return scripted_loop(SCRIPT, [lookup], observers=Observers(metrics=metrics, on_event=on_event))
 
 
-async def _run(registry: CollectorRegistry | None = None, heard: list[Event] | None = None) -> LoopResult[str]:
+async def _run(
+    registry: CollectorRegistry | None = None, heard: list[Event] | None = None
+) -> LoopResult[str]:
     return await _loop(registry, heard).run("go", task_id="t-trail")
 
 
