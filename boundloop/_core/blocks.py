@@ -144,8 +144,18 @@ def _block_json(block: ContentBlock) -> tuple[dict[str, Any], BlockShape]:
     # union's first model, its fields kept as extras) keeps its own `type` and every field.
     dumped = block.model_dump(mode="json", exclude_unset=True, by_alias=True, warnings=False)
     kind = getattr(block, "type", None)  # every content block has one; a stray model may not
-    shape = (kind, fields | extra.keys() if extra else fields)
-    return (dumped if kind is None else {"type": kind, **dumped}), shape
+    return (dumped if kind is None else {"type": kind, **dumped}), block_shape(block)
+
+
+def block_shape(block: object) -> BlockShape:
+    """A block's `BlockShape`: an SDK block's `type` and the fields it came with (extra fields
+    included); a mapping's keys."""
+    kind: object = getattr(block, "type", None)
+    if isinstance(block, BaseModel):
+        extra = block.model_extra
+        return kind, (block.model_fields_set | extra.keys() if extra else block.model_fields_set)
+    fields = set(cast(Mapping[str, object], block)) if isinstance(block, Mapping) else set[str]()
+    return kind, fields
 
 
 def field_of(item: object, name: str) -> object:

@@ -33,7 +33,7 @@ from pydantic import BaseModel
 
 from .._base.cache import TTLOrder
 from ..errors import InvalidRequest
-from .blocks import BlockShape, field_of
+from .blocks import BlockShape, block_shape, field_of
 
 SERVER_CALLS: Final = frozenset({"server_tool_use", "mcp_tool_use"})
 """Blocks of a call the API runs itself; its result block comes in the same assistant turn."""
@@ -91,24 +91,17 @@ class ResponseShape:
 
     __slots__ = ("blocks", "container", "message")
 
-    def __init__(self, response: Message, blocks: list[BlockShape] | None = None) -> None:
+    def __init__(
+        self, response: Message, blocks: list[BlockShape] | None = None, *, message: Message | None = None
+    ) -> None:
         self.container = container_id(response)
         """`container_id` of the response."""
-        self.blocks = [_shape(block) for block in response.content] if blocks is None else blocks
+        self.blocks = [block_shape(block) for block in response.content] if blocks is None else blocks
         """Each block's `type` and the fields it came with (extra fields included): `blocks`
         when given (`received_turn` reads them as it makes the transcript's message)."""
-        self.message: Message | None = None
+        self.message = message
         """The response itself while its validation reads it (a shape made as it is received,
         `_core/propose.py`); None from then on."""
-
-
-def _shape(block: object) -> BlockShape:
-    kind: object = getattr(block, "type", None)  # the response's blocks: SDK models
-    if isinstance(block, BaseModel):  # the fields it came with, extra fields included
-        extra = block.model_extra
-        return kind, (block.model_fields_set | extra.keys() if extra else block.model_fields_set)
-    fields = set(cast(Mapping[str, object], block)) if isinstance(block, Mapping) else set[str]()
-    return kind, fields
 
 
 @final

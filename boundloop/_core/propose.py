@@ -267,8 +267,8 @@ def _accept(ctx: RunContext, response: Message, duration_s: float, *, final: boo
         if earlier == record.extra_json:
             record.extra_json = earlier
     state.responses.append(record)
-    ctx.scratch.response = shape = ResponseShape(response, shapes)  # its blocks read in the same pass
-    shape.message = response  # until its validation
+    # Its blocks' shapes read in the same pass; the response itself held until its validation.
+    ctx.scratch.response = ResponseShape(response, shapes, message=response)
     calls: list[ToolCall] = []
     keys: list[str] = []  # a call from code execution is never a repeat
     step = state.step
