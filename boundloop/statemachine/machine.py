@@ -2,8 +2,9 @@
 
 `build` makes a machine of the table (`table.TRANSITIONS`, the guards of `guards.GUARDS` as
 each row's `conditions`); the runtime builds one `LoopMachine` per `AgentLoop` from it (a
-a `_PhaseMachine`: transitions' `Machine` with its documented `state_cls` set), and the
-diagrams (`diagram.py`) are drawn by the same builder with transitions' `GraphMachine`.
+`_PhaseMachine`: transitions' `Machine` with its documented `state_cls` and `transition_cls`
+set), and the diagrams (`diagram.py`) are drawn by the same builder with transitions'
+`GraphMachine`.
 
 A run is a model of its loop's machine while it runs: `LoopMachine.start` adds it
 (`add_model`, in the phase its state is in: a new run's `assemble`, or where a saved run
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any, Final, Protocol, TypeVar, final
 
-from transitions import Machine, MachineError, State
+from transitions import Machine, MachineError, State, Transition
 
 from .guards import GUARDS, StateFacts
 from .table import FINAL, INITIAL, STATES, TRANSITIONS, Phase, TransitionRow, Trigger
@@ -119,11 +120,48 @@ class _PhaseState(State):
             super().exit(event_data)
 
 
+class _PhaseTransition(Transition):
+    """An edge of the runtime's machine. transitions' `Transition.execute` walks three callback
+    lists the table leaves empty (`prepare`, `before` and the machine's before/after state
+    change), looks its states up by name twice and logs four times: about a third of a
+    transition's cost. This `execute` does the same steps in the same order with what the edge
+    has: its conditions (all must pass), leaving the source, the model set to the destination,
+    entering it, the machine's `on_final` at a final state, then its `after` callbacks (a guarded
+    row's `_took`). An edge or machine given any of the other callbacks (transitions'
+    `add_callback`, or a machine's `before_state_change`/`after_state_change`) or an internal
+    edge (no `dest`) runs transitions' own `execute`."""
+
+    def execute(self, event_data: Any) -> bool:
+        machine = event_data.machine
+        if (
+            self.prepare
+            or self.before
+            or self.dest is None
+            or machine.before_state_change
+            or machine.after_state_change
+        ):
+            return bool(super().execute(event_data))
+        for condition in self.conditions:
+            if not condition.check(event_data):
+                return False
+        states = machine.states
+        states[self.source].exit(event_data)
+        dest = states[self.dest]
+        machine.set_state(dest, event_data.model)
+        event_data.update(dest.value)
+        dest.enter(event_data)
+        if dest.final:
+            machine.callbacks(machine.on_final, event_data)
+        machine.callbacks(self.after, event_data)
+        return True
+
+
 class _PhaseMachine(Machine):
-    """The runtime's machine: transitions' `Machine` whose states are `_PhaseState`s (its
-    documented `state_cls`)."""
+    """The runtime's machine: transitions' `Machine` whose states are `_PhaseState`s and whose
+    edges are `_PhaseTransition`s (its documented `state_cls` and `transition_cls`)."""
 
     state_cls = _PhaseState
+    transition_cls = _PhaseTransition
 
 
 def _took(guard: str, run: RunModel) -> None:

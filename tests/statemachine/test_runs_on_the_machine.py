@@ -15,6 +15,7 @@ from boundloop.statemachine.machine import (  # the runtime machine's own classe
     RunModel,
     _PhaseMachine,  # pyright: ignore[reportPrivateUsage]
     _PhaseState,  # pyright: ignore[reportPrivateUsage]
+    _PhaseTransition,  # pyright: ignore[reportPrivateUsage]
     build,
 )
 from boundloop.statemachine.table import Phase, Trigger
@@ -175,6 +176,46 @@ def test_a_phase_state_runs_the_callbacks_it_is_given() -> None:
     assert machine.events[str(Trigger.ASSEMBLED)].trigger(run, run)
     assert seen == ["exit assemble", "enter propose"]
     assert run.guard == "within_budget"  # the guarded edge's after callback ran too
+
+
+@pytest.mark.parametrize("where", ["prepare", "before", "after", "machine_before", "machine_after"])
+def test_a_phase_transition_runs_the_callbacks_it_is_given(where: str) -> None:
+    """The runtime's edges skip transitions' callback walk only for the lists the table leaves
+    empty: a callback added through transitions' own API runs where transitions runs it, and
+    the edge still moves the run and names its guard."""
+    machine = build(_PhaseMachine)
+    seen: list[str] = []
+    (edge, *_) = machine.events[str(Trigger.ASSEMBLED)].transitions[str(Phase.ASSEMBLE)]
+    assert isinstance(edge, _PhaseTransition)
+
+    def note(run: RunModel) -> None:
+        seen.append(f"{where} in {run.phase}")
+
+    if where.startswith("machine_"):
+        getattr(machine, f"{where.removeprefix('machine_')}_state_change").append(note)
+    else:
+        edge.add_callback(where, note)
+    run = RunModel(_Facts())
+    machine.add_model(run, initial=str(Phase.ASSEMBLE))
+    assert machine.events[str(Trigger.ASSEMBLED)].trigger(run, run)
+    before = where in {"prepare", "before", "machine_before"}
+    assert seen == [f"{where} in {Phase.ASSEMBLE if before else Phase.PROPOSE}"]
+    assert (run.phase, run.guard) == (str(Phase.PROPOSE), "within_budget")
+
+
+def test_a_phase_transition_calls_the_machines_on_final_callbacks() -> None:
+    """Entering the final state runs the machine's `on_final` callbacks, as transitions does."""
+    machine = build(_PhaseMachine)
+    finals: list[str] = []
+
+    def final(run: RunModel) -> None:
+        finals.append(run.phase)
+
+    machine.on_final.append(final)
+    run = RunModel(_Facts())
+    machine.add_model(run, initial=str(Phase.PROPOSE))
+    assert machine.events[str(Trigger.HALT)].trigger(run, run)
+    assert finals == [str(Phase.STOPPED)]
 
 
 class _Facts:
