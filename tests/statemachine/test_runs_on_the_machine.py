@@ -13,6 +13,7 @@ from boundloop import AgentLoop, Budget, MemoryStore, Observers, StopReason, Unh
 from boundloop.events import Event, Transition
 from boundloop.statemachine.machine import (  # the runtime machine's own classes, tested here
     RunModel,
+    _PhaseEvent,  # pyright: ignore[reportPrivateUsage]
     _PhaseMachine,  # pyright: ignore[reportPrivateUsage]
     _PhaseState,  # pyright: ignore[reportPrivateUsage]
     _PhaseTransition,  # pyright: ignore[reportPrivateUsage]
@@ -218,6 +219,45 @@ def test_a_phase_transition_calls_the_machines_on_final_callbacks() -> None:
     assert finals == [str(Phase.STOPPED)]
 
 
+@pytest.mark.parametrize("where", ["prepare_event", "finalize_event"])
+def test_a_phase_event_runs_the_machines_event_callbacks(where: str) -> None:
+    """The runtime's triggers skip transitions' event callbacks only while the machine has none:
+    one added runs (before the edge's conditions, or after the attempt), and the run moves."""
+    machine = build(_PhaseMachine)
+    assert isinstance(machine.events[str(Trigger.ASSEMBLED)], _PhaseEvent)
+    seen: list[str] = []
+
+    def note(run: RunModel) -> None:
+        seen.append(f"{where} in {run.phase}")
+
+    getattr(machine, where).append(note)
+    run = RunModel(_Facts())
+    machine.add_model(run, initial=str(Phase.ASSEMBLE))
+    assert machine.events[str(Trigger.ASSEMBLED)].trigger(run, run)
+    phase = Phase.ASSEMBLE if where == "prepare_event" else Phase.PROPOSE
+    assert seen == [f"{where} in {phase}"]
+    assert (run.phase, run.guard) == (str(Phase.PROPOSE), "within_budget")
+
+
+def test_a_phase_event_hands_a_guards_error_to_the_machines_on_exception() -> None:
+    """A machine given `on_exception` callbacks gets a raising guard's error, as transitions
+    does; without them the error is raised from the trigger."""
+    machine = build(_PhaseMachine)
+    run = RunModel(_Raising())
+    machine.add_model(run, initial=str(Phase.ASSEMBLE))
+    with pytest.raises(ZeroDivisionError):
+        machine.events[str(Trigger.ASSEMBLED)].trigger(run, run)
+    caught: list[type[BaseException]] = []
+
+    def on_exception(run: RunModel) -> None:
+        caught.append(ZeroDivisionError)
+
+    machine.on_exception.append(on_exception)
+    assert not machine.events[str(Trigger.ASSEMBLED)].trigger(run, run)
+    assert caught == [ZeroDivisionError]
+    assert run.phase == str(Phase.ASSEMBLE)
+
+
 class _Facts:
     """A fresh run's facts, as a `LoopState` holds them before its first model call."""
 
@@ -226,3 +266,11 @@ class _Facts:
     exceeded = None
     final_call_due = False
     turn = None
+
+
+class _Raising(_Facts):
+    """Facts whose budget reading raises."""
+
+    @property
+    def exceeded(self) -> None:  # type: ignore[override]
+        raise ZeroDivisionError
