@@ -2,9 +2,9 @@
 
 `build` makes a machine of the table (`table.TRANSITIONS`, the guards of `guards.GUARDS` as
 each row's `conditions`); the runtime builds one `LoopMachine` per `AgentLoop` from it (a
-`_PhaseMachine`: transitions' `Machine` with its documented `state_cls` and `transition_cls`
-set), and the diagrams (`diagram.py`) are drawn by the same builder with transitions'
-`GraphMachine`.
+`_PhaseMachine`: transitions' `Machine` with its documented `state_cls`, `transition_cls` and
+`event_cls` set, which skip the callback lists the table leaves empty), and the diagrams
+(`diagram.py`) are drawn by the same builder with transitions' `GraphMachine`.
 
 A run is a model of its loop's machine while it runs: `LoopMachine.start` adds it
 (`add_model`, in the phase its state is in: a new run's `assemble`, or where a saved run
