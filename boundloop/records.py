@@ -168,6 +168,13 @@ OUTCOMES: tuple[Outcome, ...] = (
     "repeated",
     "invalid_result",
 )
+
+
+def _is_error(outcome: Outcome) -> bool:
+    """Whether a call's result with this outcome is an error to the model: all but `ok` and `repeated`."""
+    return outcome not in ("ok", "repeated")
+
+
 FAILED_OUTCOMES: frozenset[Outcome] = frozenset({"error", "invalid", "timeout", "denied", "invalid_result"})
 """Outcomes that count towards the circuit breaker."""
 
@@ -227,7 +234,7 @@ class CallResult:
     @property
     def is_error(self) -> bool:
         """Whether the model sees this result as an error."""
-        return self.outcome not in ("ok", "repeated")
+        return _is_error(self.outcome)
 
     def to_block(self) -> ToolResultBlockParam:
         """The `tool_result` block answering the call."""
@@ -309,6 +316,11 @@ class Observation:
             result.attempts,
             result.by_human,
         )
+
+    @property
+    def is_error(self) -> bool:
+        """Whether the model saw this result as an error (its `tool_result` said `is_error`)."""
+        return _is_error(self.outcome)
 
 
 @final

@@ -1,6 +1,6 @@
-"""A run whose transitions nothing but its metrics hears keeps each as its numbers
-(`boundloop/_core/trail.py`): its events read back as the same typed `Transition`s, its
-metrics count every one, and no `Transition` object exists until the events are read."""
+"""A run whose transitions and tool results nothing but its metrics hears keeps each as its
+numbers (`boundloop/_core/trail.py`): its events read back as the same typed `Transition`s and
+`ToolResult`s, its metrics count every one, and no such object exists until the events are read."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from boundloop import AgentLoop, LoopMetrics, LoopResult, Observers, tool
-from boundloop.events import Event, Transition
+from boundloop.events import Event, ToolResult, Transition
+from boundloop.redaction import Redaction
 from tests.helpers import scripted_loop, text, tool_use
 
 SCRIPT = [
@@ -48,9 +49,9 @@ def _edges(events: Sequence[Event]) -> list[tuple[int, str, int, str, str, str, 
     ]
 
 
-def _transitions_alive() -> int:
+def _transitions_alive(kind: type[Event] = Transition) -> int:
     gc.collect()
-    return sum(1 for thing in gc.get_objects() if type(thing) is Transition)
+    return sum(1 for thing in gc.get_objects() if type(thing) is kind)
 
 
 async def test_a_quiet_run_reads_back_the_transitions_a_heard_run_records() -> None:
@@ -116,3 +117,103 @@ async def test_the_events_read_as_a_sequence() -> None:
     assert result.events[-1] is events[-1]
     assert result.events == events
     assert result.events != events[:-1]
+
+
+@tool
+async def broken(key: str) -> str:
+    """Fail."""
+    raise RuntimeError(f"no {key}")
+
+
+ANSWERS = [
+    # ok, an error, a call of a tool the loop does not have (a name the trace redacts), a repeat
+    tool_use(("lookup", {"key": "a"}), ("broken", {"key": "sk-ant-api03-" + "x" * 40})),
+    tool_use(("made_up_sk-ant-api03-" + "y" * 40, {"key": "c"}), ("lookup", {"key": "a"})),
+    text("done"),
+]
+
+
+def _answers_loop(registry: CollectorRegistry | None = None, heard: list[Event] | None = None) -> AgentLoop:
+    metrics = None if registry is None else LoopMetrics(registry=registry)
+    on_event = None if heard is None else heard.append
+    return scripted_loop(
+        ANSWERS,
+        [lookup, broken],
+        observers=Observers(metrics=metrics, on_event=on_event),
+        redaction=Redaction(patterns=[r"key"]),
+    )
+
+
+def _results(events: Sequence[Event]) -> list[tuple[object, ...]]:
+    """Each tool result's fields but its clock readings, `input` and `content` as written."""
+    return [
+        (
+            event.seq,
+            event.task_id,
+            event.step,
+            event.tool,
+            event.tool_use_id,
+            event.outcome,
+            event.is_error,
+            event.by_human,
+            event.reason,
+            event.attempts,
+            None if event.input is None else event.input.json(),
+            None if event.content is None else event.content.json(),
+        )
+        for event in events
+        if isinstance(event, ToolResult)
+    ]
+
+
+async def test_a_quiet_run_reads_back_the_tool_results_a_heard_run_records() -> None:
+    heard: list[Event] = []
+    told = await _answers_loop(heard=heard).run("go", task_id="t-answers")
+    quiet = await _answers_loop().run("go", task_id="t-answers")
+    results = _results(quiet.events)
+    assert results == _results(told.events) == _results(heard)
+    assert [(result[5], result[6]) for result in results] == [
+        ("ok", False),
+        ("error", True),
+        ("invalid", True),
+        ("repeated", False),
+    ]
+    # Written with the loop's redactor: the secret in the input, the made-up name.
+    assert "sk-ant" not in repr(results)
+    assert "[REDACTED" in str(results[1][10])
+    assert "key" not in str(results[0][10])
+    ran = [event for event in quiet.events if isinstance(event, ToolResult) and event.attempts]
+    assert ran
+    assert all(event.duration_s > 0 for event in ran)
+
+
+async def test_no_tool_result_is_built_until_the_events_are_read() -> None:
+    quiet = await _run()
+    before = _transitions_alive(ToolResult)
+    events = list(quiet.events)  # the first read builds them
+    assert _transitions_alive(ToolResult) == before + 3
+    assert sum(isinstance(event, ToolResult) for event in events) == 3
+    heard_before = _transitions_alive(ToolResult)
+    told = await _run(heard=[])
+    assert _transitions_alive(ToolResult) == heard_before + 3  # built as they happen
+    del told
+
+
+async def test_the_metrics_count_every_tool_result_kept_as_numbers() -> None:
+    counts: list[dict[tuple[str, str], float]] = []
+    hearing: tuple[list[Event] | None, ...] = (None, [])
+    for heard in hearing:
+        registry = CollectorRegistry()
+        await _answers_loop(registry, heard).run("go", task_id="t-answers")
+        counts.append(
+            {
+                (sample.labels["tool"], sample.labels["outcome"]): sample.value
+                for family in registry.collect()
+                for sample in family.samples
+                if sample.name == "boundloop_tool_calls_total"
+            }
+        )
+    quiet, told = counts
+    assert quiet == told
+    assert quiet[("lookup", "ok")] == 1
+    assert quiet[("broken", "error")] == 1

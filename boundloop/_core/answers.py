@@ -82,7 +82,8 @@ def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
     for result, key, (name, call_id) in zip(results, turn.keys, ctx.recorded(turn), strict=True):
         call = result.call
         outcome = result.outcome
-        state.observations.append(Observation.of(result))
+        observation = Observation.of(result)
+        state.observations.append(observation)
         if outcome == "ok":
             state.consecutive_tool_errors = 0
             if key:  # a call from code execution has none: it is not a repeat of anything
@@ -98,9 +99,16 @@ def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
                         message=ctx.redact(str(result.content)),
                     )
                 )
-        # Built here (a turn records one per call; not `ctx.event`'s keywords). Redacted first: a
-        # redact hook that raises takes no `seq`.
+        # Redacted first: a redact hook that raises takes no `seq`.
         reason = None if result.reason is None else ctx.redact(result.reason)
+        events = ctx.events
+        if events.numbers and reason is None and name == call.name and call_id == call.id:
+            # Nothing hears it as it happens, and the observation says all the event does.
+            events.answered(
+                ctx.next_seq(), state.step, ctx.epoch + time.perf_counter(), result.duration_s, observation
+            )
+            continue
+        # Built here (a turn records one per call; not `ctx.event`'s keywords).
         ctx.emit(
             ToolResult.of(
                 seq=ctx.next_seq(),

@@ -208,10 +208,15 @@ class RunContext:
         run_metrics = None if config.metrics is None else RunMetrics(config.metrics, state.trace_id)
         others = (observer, config.on_event, on_event, None if watch is None else watch.deliver)
         numbers = config.store is None and all(hook is None for hook in others)
-        self.events = EventTrail(state.task_id, numbers=numbers, metrics=run_metrics if numbers else None)
+        self.events = EventTrail(
+            state.task_id,
+            numbers=numbers,
+            metrics=run_metrics if numbers else None,
+            redact=config.redactor,
+        )
         """The session's recorded events (not state: the event log and the result hold them). When
-        nothing but the metrics hears a transition as it happens (no hook, span, stream or store),
-        the trail keeps it as its numbers and tells the metrics itself."""
+        nothing but the metrics hears a transition or a tool result as it happens (no hook, span,
+        stream or store), the trail keeps it as its numbers and tells the metrics itself."""
         hooks = (None if run_metrics is None else run_metrics.observe, *others)
         self._hooks: tuple[EventHook, ...] = tuple(hook for hook in hooks if hook is not None)
         """Called with every event as it is recorded: the run's metrics (first: a hook raising on

@@ -1,22 +1,27 @@
-"""The session's recorded events (`LoopResult.events`): a sequence that keeps a transition nobody
-heard as its numbers.
+"""The session's recorded events (`LoopResult.events`): a sequence that keeps a transition or a
+tool result nobody heard as its numbers.
 
-A run records five transitions a turn. When nothing hears a transition as it happens (no
-`on_event` hook, no span, no stream, no store to log or checkpoint it; the metrics read its
-numbers), the run keeps it as its numbers alone: `seq`, `step`, its edge, `at` and
-`duration_s`, 40 bytes in two arrays instead of a 160-byte `Transition` and its two floats.
-The `Transition` is built when the events are first read, once: reading `LoopResult.events`
-gives the same typed events, in the same order, as a run that built each one as it happened.
+A run records five transitions a turn and a `ToolResult` a tool call. When nothing hears them
+as they happen (no `on_event` hook, no span, no stream, no store to log or checkpoint them; the
+metrics read their numbers), the run keeps each as its numbers alone: a transition as `seq`,
+`step`, its edge, `at` and `duration_s` (40 bytes in two arrays instead of a 160-byte
+`Transition` and its two floats); a tool result as the same numbers beside the run's
+`Observation` of the call, which holds everything else it says (instead of a 180-byte
+`ToolResult`, two floats and two `Deferred` wrappers). The events are built when first read,
+once: reading `LoopResult.events` gives the same typed events, in the same order, as a run that
+built each one as it happened.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final, cast, final, overload
 
-from ..events import Event, Transition
+from .._base.recorded import Deferred
+from ..events import Event, ToolResult, Transition
 from ..metrics.observer import RunMetrics
+from ..records import Observation
 
 __all__ = ["EventTrail"]
 
@@ -27,6 +32,8 @@ _EDGES: Final[list[Edge]] = []
 """Every edge a trail has kept, by number (the table's edges: a few dozen in a process)."""
 _NUMBERS: Final[dict[Edge, int]] = {}
 """An edge -> its number in `_EDGES`."""
+_ANSWER: Final = -1
+"""The edge number kept for a tool result (its `Observation` is in the events' place)."""
 
 
 def _number(edge: Edge) -> int:
@@ -39,26 +46,38 @@ def _number(edge: Edge) -> int:
 
 @final
 class EventTrail(Sequence[Event]):
-    """A session's events in order: `append` an event, or `moved` for a transition kept as its
-    numbers; reading it (index, slice, iteration) builds the kept transitions, once.
+    """A session's events in order: `append` an event, `moved` for a transition kept as its
+    numbers, `answered` for a tool result; reading it (index, slice, iteration) builds the kept
+    events, once.
 
     Args:
         task_id: the run's task id (every event's `task_id`).
-        numbers: whether the run keeps its transitions as numbers (nothing but its metrics
-            hears them as they happen).
-        metrics: the run's metrics, told each transition kept as numbers.
+        numbers: whether the run keeps its transitions and tool results as numbers (nothing but
+            its metrics hears them as they happen).
+        metrics: the run's metrics, told each event kept as numbers.
+        redact: the run's redactor, which a kept tool result's `input` and `content` are written
+            with (as the events the run builds are).
     """
 
-    __slots__ = ("_counts", "_events", "_metrics", "_task_id", "_times", "numbers")
+    __slots__ = ("_counts", "_events", "_metrics", "_redact", "_task_id", "_times", "numbers")
 
-    def __init__(self, task_id: str, *, numbers: bool = False, metrics: RunMetrics | None = None) -> None:
+    def __init__(
+        self,
+        task_id: str,
+        *,
+        numbers: bool = False,
+        metrics: RunMetrics | None = None,
+        redact: Callable[[str], str] | None = None,
+    ) -> None:
         self._task_id = task_id
         self.numbers = numbers
-        """Whether the run keeps its transitions as numbers (`moved`), or records each as a
-        `Transition` told to its hooks."""
+        """Whether the run keeps its transitions and tool results as numbers (`moved`,
+        `answered`), or records each as an event told to its hooks."""
         self._metrics = metrics
-        self._events: list[Event | None] = []
-        """The events; None where a transition is kept as numbers (in order, in the arrays)."""
+        self._redact = redact
+        self._events: list[Event | Observation | None] = []
+        """The events; None where a transition is kept as numbers, the call's `Observation` where
+        a tool result is (in order, their numbers in the arrays)."""
         self._counts = array("q")
         """Each kept transition's `seq`, `step` and edge number."""
         self._times = array("d")
@@ -77,29 +96,70 @@ class EventTrail(Sequence[Event]):
         self._counts.extend((seq, step, _number(edge)))
         self._times.extend((at, duration_s))
 
-    def _built(self) -> list[Event | None]:
+    def answered(self, seq: int, step: int, at: float, duration_s: float, observation: Observation) -> None:
+        """Record a tool result by its numbers and the call's `observation` (built as a
+        `ToolResult` when the events are read); the run's metrics count it. Only for a result
+        whose event says nothing the observation does not: its tool name and id recorded as
+        they are, no human's reason."""
+        if self._metrics is not None:
+            self._metrics.answered(
+                observation.tool, observation.outcome, at, duration_s if observation.attempts else None
+            )
+        self._events.append(observation)
+        self._counts.extend((seq, step, _ANSWER))
+        self._times.extend((at, duration_s))
+
+    def _built(self) -> list[Event | Observation | None]:
         """The events, every kept transition built (from here on, held as such): no None left."""
         if self._counts:
             counts, times, events = self._counts, self._times, self._events
             kept = 0
             for position, event in enumerate(events):
-                if event is None:
+                if event is None or type(event) is Observation:
                     seq, step, number = counts[3 * kept : 3 * kept + 3]
-                    source, dest, trigger, guard = _EDGES[number]
-                    events[position] = Transition.of(
-                        seq=seq,
-                        task_id=self._task_id,
-                        at=times[2 * kept],
-                        step=step,
-                        source=source,
-                        dest=dest,
-                        trigger=trigger,
-                        guard=guard,
-                        duration_s=times[2 * kept + 1],
+                    at, duration_s = times[2 * kept], times[2 * kept + 1]
+                    events[position] = (
+                        self._transition(seq, step, number, at, duration_s)
+                        if event is None
+                        else self._tool_result(seq, step, event, at, duration_s)
                     )
                     kept += 1
             self._counts, self._times = array("q"), array("d")
         return self._events
+
+    def _transition(self, seq: int, step: int, number: int, at: float, duration_s: float) -> Transition:
+        source, dest, trigger, guard = _EDGES[number]
+        return Transition.of(
+            seq=seq,
+            task_id=self._task_id,
+            at=at,
+            step=step,
+            source=source,
+            dest=dest,
+            trigger=trigger,
+            guard=guard,
+            duration_s=duration_s,
+        )
+
+    def _tool_result(
+        self, seq: int, step: int, observation: Observation, at: float, duration_s: float
+    ) -> ToolResult:
+        return ToolResult.of(
+            seq=seq,
+            task_id=self._task_id,
+            at=at,
+            step=step,
+            tool=observation.tool,
+            tool_use_id=observation.tool_use_id,
+            outcome=observation.outcome,
+            is_error=observation.is_error,
+            by_human=observation.by_human,
+            reason=None,
+            attempts=observation.attempts,
+            duration_s=duration_s,
+            input=Deferred(observation.input, self._redact),
+            content=Deferred(observation.content, self._redact),
+        )
 
     def __len__(self) -> int:
         return len(self._events)

@@ -59,14 +59,13 @@ class RunMetrics:
         if type(event) is Transition:
             self.moved(event.source, event.dest, event.at, event.duration_s)
             return
-        if self._since is None:
-            self._begin(event.at)
         if type(event) is ToolResult:
             # A call answered without running (refused, repeated, by a human) has no latency.
-            self._metrics.tool_call(
-                event.tool, event.outcome, event.duration_s if event.attempts else None, self._trace_id
-            )
-        elif type(event) is Proposal:
+            self.answered(event.tool, event.outcome, event.at, event.duration_s if event.attempts else None)
+            return
+        if self._since is None:
+            self._begin(event.at)
+        if type(event) is Proposal:
             self._metrics.model_request(
                 event.stop_reason,
                 event.duration_s,
@@ -92,6 +91,14 @@ class RunMetrics:
         self._edges[(source, dest)].observe(
             duration_s, self._exemplar if duration_s >= EXEMPLAR_MIN_S else None
         )
+
+    def answered(self, tool: str, outcome: str, at: float, duration_s: float | None) -> None:
+        """Record a tool call's answer (its `ToolResult` event's fields, `duration_s` None for a
+        call answered without running; a run whose tool results nobody else hears calls this
+        alone, with no event built: `_core/trail.py`)."""
+        if self._since is None:
+            self._begin(at)
+        self._metrics.tool_call(tool, outcome, duration_s, self._trace_id)
 
     def _begin(self, at: float) -> None:
         self._since = at
