@@ -27,6 +27,7 @@ from boundloop import (
 from boundloop._base.cache import (
     LOOKBACK_BLOCKS,
     MAX_BREAKPOINTS,
+    Heads,
     MessageMarkers,
     add_breakpoints,
     count_breakpoints,
@@ -433,3 +434,30 @@ def test_a_last_block_that_cannot_take_one_is_left_as_it_is(last: dict[str, Any]
     assert "cache_control" not in request
     assert request["messages"][-1]["content"] == [last]
     assert request["system"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+async def test_the_runs_of_a_loop_share_the_marked_system_prompt_made_once() -> None:
+    """The tools and system prompt every request carries are marked once for the loop (its
+    `Heads`), not once per run: two runs send the same marked block, the same object."""
+    loop, client = scripted_loop([text("one"), text("two")])
+    await loop.run("first")
+    await loop.run("second")
+    first, second = client.requests
+    assert first["system"] == [{"type": "text", "text": SYSTEM, "cache_control": EPHEMERAL}]
+    assert second["system"] is first["system"]
+
+
+def test_a_head_is_made_again_for_a_request_that_carries_other_tools() -> None:
+    heads = Heads()
+    settings = CacheSettings()
+    tools: list[JSON] = [{"name": "a", "input_schema": {"type": "object"}}]
+    other: list[JSON] = [{"name": "b", "input_schema": {"type": "object"}}]
+    head = heads.head({"tools": tools}, settings)
+    assert heads.head({"tools": tools}, settings) is head
+    again = heads.head({"tools": other}, settings)
+    assert again.marked == {"tools": [{**other[0], "cache_control": EPHEMERAL}]}
+    assert head.marked == {"tools": [{**tools[0], "cache_control": EPHEMERAL}]}
+    assert heads.head({"tools": tools}, CacheSettings(ttl="1h")).marked["tools"][0]["cache_control"] == {
+        "type": "ephemeral",
+        "ttl": "1h",
+    }

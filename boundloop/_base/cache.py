@@ -281,39 +281,54 @@ def _markers_in(message: Mapping[str, Any]) -> tuple[int, int]:
 
 
 @final
+class Heads:
+    """The `Head` of a loop's requests, made once for the tools, system prompt and settings every
+    request of its runs carries (the same objects), and shared by its runs: one entry, made again
+    when a request carries others."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[object, object, object, Head] | None = None
+        """The system prompt, tools and settings of the last head made, and the head (one tuple,
+        replaced whole)."""
+
+    def head(self, request: Mapping[str, Any], settings: CacheSettings) -> Head:
+        """The request's `Head`."""
+        system, tools = request.get("system"), request.get("tools")
+        last = self._last
+        if last is not None and last[0] is system and last[1] is tools and last[2] is settings:
+            return last[3]
+        head = _head(request, settings)
+        self._last = (system, tools, settings, head)
+        return head
+
+
+@final
 class MessageMarkers:
     """The breakpoints a run's transcript holds, counted once per message: each request counts
     the messages after the prefix it shares (the same objects) with the one before, and its last
     message again (a turn the loop extends in place, as the final-answer note does). A
     transcript that kept its first message and the previous request's last-but-one is taken to
-    have grown at its end; otherwise the shared prefix is looked for."""
+    have grown at its end; otherwise the shared prefix is looked for.
 
-    __slots__ = ("_fives", "_head", "_head_of", "_messages", "_totals")
+    Args:
+        heads: the loop's `Heads`, which its runs share (default: the run's own).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_fives", "_heads", "_messages", "_totals")
+
+    def __init__(self, heads: Heads | None = None) -> None:
         self._messages: list[object] = []
         self._totals: list[int] = []
         """The breakpoints in the first k+1 messages, for each k."""
         self._fives: list[int] = []
         """The 5-minute breakpoints among them."""
-        self._head_of: tuple[object, object, object] | None = None
-        self._head: Head | None = None
+        self._heads = Heads() if heads is None else heads
 
     def head(self, request: Mapping[str, Any], settings: CacheSettings) -> Head:
-        """The request's `Head`, made once for the tools, system prompt and settings a run
-        sends in every request (the same objects)."""
-        system, tools = request.get("system"), request.get("tools")
-        known, head = self._head_of, self._head
-        if (
-            head is None
-            or known is None
-            or known[0] is not system
-            or known[1] is not tools
-            or known[2] is not settings
-        ):
-            head = self._head = _head(request, settings)
-            self._head_of = (system, tools, settings)
-        return head
+        """The request's `Head` (its tools' and system prompt's breakpoints)."""
+        return self._heads.head(request, settings)
 
     def count(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """The breakpoints in the blocks of `messages`."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast, final
 
 import anyio
 
-from .._base.cache import CacheSettings, cache_settings, check_cache
+from .._base.cache import CacheSettings, Heads, cache_settings, check_cache
 from .._base.model_settings import ModelSettings, check_settings, merged, settings_sha256
 from .._base.output import OutputCheck, OutputType
 from .._base.price import Price
@@ -125,6 +125,9 @@ class LoopConfig:
     cache: CacheSettings | None = None
     """The breakpoints each request gets (`_base/cache.py`'s `add_breakpoints`), from `spec.cache` once (one
     object for every request: the run's `MessageMarkers` know it by identity); None: caching off."""
+    heads: Heads = dataclasses.field(default_factory=Heads)
+    """The breakpoints of the tools and system prompt every request of the loop's runs carries,
+    made once and shared by its runs (each run's `MessageMarkers` asks it)."""
     platform: Platform = "anthropic"
     """Where the client runs (`boundloop.platforms.platform_of`): what its requests may hold and
     how its model ids are priced."""

@@ -260,7 +260,7 @@ class RunContext:
         self.request_checker = RequestChecker()
         """The request invariant's incremental check (derived from the transcript, rebuilt by a
         continued run)."""
-        self.markers = MessageMarkers()
+        self.markers = MessageMarkers(config.heads)
         """The breakpoints the transcript holds, counted once per message (derived, rebuilt)."""
         self.deltas: list[Event] | None = None
         """The streamed deltas not yet in the event log; None: the run's store logs none
