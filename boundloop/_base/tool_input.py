@@ -9,11 +9,12 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, TypedDict, cast
+from typing import Annotated, Any, Final, NotRequired, TypedDict, cast
 
 import jsonschema
 import jsonschema.exceptions
 import pydantic
+from typing_extensions import TypedDict as TypedDictType
 
 from ..errors import ConfigurationError
 from .schemas import local_validator
@@ -75,21 +76,20 @@ def jsonschema_validator(schema: Mapping[str, Any]) -> Validate:
     return validate
 
 
-def pydantic_validator(model: type[pydantic.BaseModel], parameters: Mapping[str, str]) -> Validate:
-    """Validate with `model`; `parameters` maps each model field to its tool function's parameter."""
+def pydantic_validator(adapter: pydantic.TypeAdapter[Any]) -> Validate:
+    """Validate with `adapter`, a TypedDict's keyed by the tool function's parameters: what it
+    returns is the function's keyword arguments, defaults filled in."""
 
-    parse = model.model_validate
-    pairs = tuple(parameters.items())
+    parse = adapter.validator.validate_python
 
     def validate(tool_input: Mapping[str, Any]) -> dict[str, Any]:
         try:
-            parsed = parse(tool_input)
+            return cast("dict[str, Any]", parse(tool_input))
         except pydantic.ValidationError as exc:
             problems = "; ".join(
                 f"{'/'.join(str(p) for p in err['loc']) or '(input)'}: {err['msg']}" for err in exc.errors()
             )
             raise ToolInputError(problems) from None
-        return {param: getattr(parsed, field) for field, param in pairs}
 
     return validate
 
@@ -106,11 +106,13 @@ def signature_input(fn: Callable[..., object], tool: str, context: type) -> tupl
         hints = typing.get_type_hints(fn, include_extras=True)
     except Exception as exc:
         raise ConfigurationError(f"tool {tool!r}: cannot resolve type hints: {exc}") from exc
-    # Model fields get neutral names, each aliased to its parameter: a parameter may be called
-    # `schema`, `json` or `_id` (BaseModel attributes, or private to pydantic) and still be a
-    # property of the schema, validated and passed under its own name.
+    # The schema comes from a model whose fields get neutral names, each aliased to its
+    # parameter: a parameter may be called `schema`, `json` or `_id` (BaseModel attributes, or
+    # private to pydantic) and still be a property of the schema. The input is checked by a
+    # TypedDict keyed by the parameters themselves, each with the model's field: its result is
+    # the keyword arguments (defaults filled in, in the signature's order), no model built.
     fields: dict[str, Any] = {}
-    parameters: dict[str, str] = {}
+    keys: dict[str, Any] = {}
     for param in inspect.signature(fn).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
             raise ConfigurationError(
@@ -123,19 +125,25 @@ def signature_input(fn: Callable[..., object], tool: str, context: type) -> tupl
             raise ConfigurationError(
                 f"tool {tool!r}: parameter {param.name!r} needs a type annotation for its schema"
             )
-        default = ... if param.default is param.empty else param.default
-        field = f"arg{len(fields)}"
-        fields[field] = (hint, pydantic.Field(default, alias=param.name))
-        parameters[field] = param.name
+        required = param.default is param.empty
+        field = pydantic.Field(... if required else param.default, alias=param.name)
+        fields[f"arg{len(fields)}"] = (hint, field)
+        # A hint made at run time: the type checkers take only hints written in the source.
+        key = Annotated[hint, field]  # type: ignore[valid-type]
+        keys[param.name] = key if required else NotRequired[key]
     try:
         model = pydantic.create_model(
             f"{tool}_input", __config__=pydantic.ConfigDict(extra="forbid"), **fields
         )
         schema = model.model_json_schema()
+        # typing_extensions' TypedDict: pydantic takes typing's only from Python 3.12.
+        typed_dict = TypedDictType(f"{tool}_input", keys)  # type: ignore[misc]  # pyright: ignore[reportArgumentType]
+        arguments = pydantic.with_config(pydantic.ConfigDict(extra="forbid"))(typed_dict)
+        adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(arguments)
     except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError, TypeError) as exc:
         raise ConfigurationError(f"tool {tool!r}: no JSON schema for its parameters: {exc}") from exc
     schema.pop("title", None)
-    return schema, pydantic_validator(model, parameters)
+    return schema, pydantic_validator(adapter)
 
 
 @functools.cache

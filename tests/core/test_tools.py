@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import typing
 from typing import Any, Literal, Optional
 
 import jsonschema
@@ -458,3 +460,177 @@ def test_an_explicit_empty_description_is_not_replaced_by_the_docstring() -> Non
 
     with pytest.raises(ConfigurationError, match="tool 'read_order' needs a description"):
         tool(description="")(read_order)
+
+
+# -- @tool's check against a pydantic model's --------------------------------------------
+
+
+def model_check(fn: Any) -> Any:
+    """The check @tool made before it validated through a TypedDict: a model whose fields have
+    neutral names aliased to the parameters, validated, then each field read back by name."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    fields: JSON = {}
+    names: dict[str, str] = {}
+    for param in inspect.signature(fn).parameters.values():
+        hint = hints[param.name]
+        if hint is ToolContext:
+            continue
+        default = ... if param.default is param.empty else param.default
+        names[f"arg{len(fields)}"] = param.name
+        fields[f"arg{len(fields)}"] = (hint, pydantic.Field(default, alias=param.name))
+    model = pydantic.create_model("reference", __config__=pydantic.ConfigDict(extra="forbid"), **fields)
+
+    def check(tool_input: JSON) -> JSON:
+        try:
+            parsed = model.model_validate(tool_input)
+        except pydantic.ValidationError as exc:
+            raise ToolInputError(
+                "; ".join(
+                    f"{'/'.join(str(p) for p in err['loc']) or '(input)'}: {err['msg']}"
+                    for err in exc.errors()
+                )
+            ) from None
+        return {param: getattr(parsed, field) for field, param in names.items()}
+
+    return check
+
+
+def attribute_names(
+    schema: str,
+    json: bool,
+    _id: int = 0,
+    model_config: Optional[dict[str, int]] = None,  # noqa: UP045 - the Optional spelling
+) -> str:
+    """Parameters named like BaseModel attributes or private names."""
+    return schema
+
+
+def shipping(
+    order_id: str,
+    address: Address,
+    items: list[int],
+    speed: Literal["standard", "express"] = "standard",
+    note: str | None = None,
+    quantity: int = 1,
+) -> str:
+    """A nested model, a list, a Literal, Optional and defaults."""
+    return order_id
+
+
+def constrained(
+    count: typing.Annotated[int, pydantic.Field(ge=1)],
+    renamed: typing.Annotated[str, pydantic.Field(alias="other")] = "r",
+    tags: list[str] = ["a"],  # noqa: B006 - a mutable default: each call gets its own copy
+    ctx: ToolContext | None = None,
+) -> str:
+    """Constraints and an alias in Annotated, a mutable default, a context parameter."""
+    return ""
+
+
+def with_context(
+    ctx: ToolContext, model_fields: float, validate: bool = False, copy: Address | None = None
+) -> str:
+    """A ToolContext first, then names BaseModel has as methods."""
+    return ""
+
+
+def nothing() -> str:
+    """No parameters."""
+    return ""
+
+
+SIGNATURES: list[tuple[Any, JSON, JSON, JSON]] = [
+    # function, a valid value of each parameter, lax values pydantic converts, wrong values
+    (
+        attribute_names,
+        {"schema": "s", "json": True, "_id": 7, "model_config": {"a": 1}},
+        {"json": "yes", "_id": "5", "model_config": {"a": "2"}},
+        {"schema": 5, "json": "maybe", "_id": "x", "model_config": [1]},
+    ),
+    (
+        shipping,
+        {
+            "order_id": "O-1",
+            "address": {"city": "Lyon", "postcode": None},
+            "items": [1, 2],
+            "speed": "express",
+            "note": "n",
+            "quantity": 3,
+        },
+        {"items": ["5", 6.0], "quantity": "5", "address": {"city": "Lyon", "postcode": None}},
+        {"order_id": None, "address": {}, "items": ["x"], "speed": "slow", "note": 1, "quantity": 1.5},
+    ),
+    (
+        constrained,
+        {"count": 2, "renamed": "x", "tags": ["t"]},
+        {"count": "5", "tags": ("t",)},
+        {"count": 0, "renamed": 1, "tags": "t"},
+    ),
+    (
+        with_context,
+        {"model_fields": 1.5, "validate": True, "copy": {"city": "Paris"}},
+        {"model_fields": "2", "validate": 1},
+        {"model_fields": "x", "validate": "perhaps", "copy": 3},
+    ),
+    (nothing, {}, {}, {}),
+]
+
+
+def inputs(good: JSON, lax: JSON, bad: JSON, required: list[str]) -> list[Any]:
+    """Valid inputs (all given, only the required, each lax value), each required key missing,
+    an extra key, each wrong value, every wrong value at once, keys out of order, not a dict."""
+    minimal = {key: good[key] for key in required}
+    cases: list[Any] = [dict(good), minimal, dict(reversed(good.items())), {**good, **lax}]
+    cases += [{**minimal, key: value} for key, value in lax.items()]
+    cases += [{k: v for k, v in good.items() if k != key} for key in required]
+    cases += [{**good, "extra": 1}, {"extra": 1}, {**good, "arg0": 1}, {}]
+    cases += [{**good, key: value} for key, value in bad.items()]
+    cases += [{**bad, "extra": None}]
+    return cases
+
+
+@pytest.mark.parametrize(("fn", "good", "lax", "bad"), SIGNATURES, ids=lambda v: getattr(v, "__name__", ""))
+def test_the_tool_check_gives_what_a_model_of_the_signature_gives(
+    fn: Any, good: JSON, lax: JSON, bad: JSON
+) -> None:
+    """@tool's check returns the keyword arguments a model of the signature gives (same values of
+    the same types, defaults included, in the signature's order) or fails with the same message."""
+    checked = tool(fn)
+    reference = model_check(fn)
+    assert checked.input_schema == tool_schema_of(fn)
+    required = checked.input_schema.get("required", [])
+    for tool_input in inputs(good, lax, bad, required):
+        assert outcome(checked.validate, tool_input) == outcome(reference, tool_input), tool_input
+
+
+def outcome(check: Any, tool_input: JSON) -> Any:
+    """The keyword arguments a check gives, each with its type, in order; or its error message."""
+    try:
+        arguments = check(tool_input)
+    except ToolInputError as exc:
+        return str(exc)
+    return [(key, value, type(value)) for key, value in arguments.items()]
+
+
+def tool_schema_of(fn: Any) -> JSON:
+    """The JSON schema of the reference model, as @tool sends it (no title)."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    fields: JSON = {}
+    for param in inspect.signature(fn).parameters.values():
+        if hints[param.name] is ToolContext:
+            continue
+        default = ... if param.default is param.empty else param.default
+        fields[f"arg{len(fields)}"] = (hints[param.name], pydantic.Field(default, alias=param.name))
+    model = pydantic.create_model("reference", __config__=pydantic.ConfigDict(extra="forbid"), **fields)
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    return schema
+
+
+def test_a_mutable_default_is_a_fresh_copy_for_each_call() -> None:
+    """A list default reaches each call as its own copy, as pydantic gives a model's."""
+    checked = tool(constrained)
+    first, second = checked.validate({"count": 1}), checked.validate({"count": 1})
+    assert first["tags"] == second["tags"] == ["a"]
+    assert first["tags"] is not second["tags"]
+    assert first["tags"] is not inspect.signature(constrained).parameters["tags"].default
