@@ -245,23 +245,45 @@ class CallDecision:
         return cls(tool, tool_use_id, decision, reason)
 
 
-@dataclasses.dataclass(slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True)
 class Validation(BaseEvent):
-    """How the response was routed, and the decision for each call."""
+    """How the response was routed, and the decision for each call (`kind`: keyword only)."""
 
-    kind: Literal["validation"] = "validation"
+    kind: Literal["validation"] = dataclasses.field(default="validation", kw_only=True)
     decision: Literal["execute", "resume", "final", "stop", "final_answer"]
     stop_reason: str | None = None
     reason: str | None = None
     calls: list[CallDecision] = dataclasses.field(default_factory=list[CallDecision])
 
+    @classmethod
+    def of(
+        cls,
+        *,
+        seq: int,
+        task_id: str,
+        at: float,
+        step: int,
+        decision: Literal["execute", "resume", "final", "stop", "final_answer"],
+        stop_reason: str | None,
+        reason: str | None,
+        calls: list[CallDecision],
+    ) -> Validation:
+        """The run's one way to build a `Validation` (one a turn), by position."""
+        return cls(seq, task_id, at, step, decision, stop_reason, reason, calls)
 
-@dataclasses.dataclass(slots=True, kw_only=True)
+
+@dataclasses.dataclass(slots=True)
 class ToolStarted(BaseEvent):
-    """The calls of a batch about to run (the same `CallDecision`s as in `Validation`)."""
+    """The calls of a batch about to run (the same `CallDecision`s as in `Validation`; `kind`:
+    keyword only)."""
 
-    kind: Literal["tool_started"] = "tool_started"
+    kind: Literal["tool_started"] = dataclasses.field(default="tool_started", kw_only=True)
     calls: list[CallDecision]
+
+    @classmethod
+    def of(cls, *, seq: int, task_id: str, at: float, step: int, calls: list[CallDecision]) -> ToolStarted:
+        """The run's one way to build a `ToolStarted` (one a batch), by position."""
+        return cls(seq, task_id, at, step, calls)
 
 
 @dataclasses.dataclass(slots=True)

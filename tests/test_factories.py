@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterator
 import pytest
 
 from boundloop import MemoryStore, tool
-from boundloop.events import CallDecision, Proposal, ToolResult, Transition
+from boundloop.events import CallDecision, Proposal, ToolResult, ToolStarted, Transition, Validation
 from boundloop.records import CallResult, ModelResponse, Observation, ToolCall, Turn
 from tests.helpers import scripted_loop, text, tool_use
 from tests.test_resume import TWO_REFUNDS, Ledger
@@ -50,6 +50,8 @@ POSITIONAL_FIELDS: dict[type, list[str]] = {
         "input",
         "content",
     ],
+    Validation: [*HEADER, "decision", "stop_reason", "reason", "calls"],
+    ToolStarted: [*HEADER, "calls"],
     CallDecision: ["tool", "tool_use_id", "decision", "reason"],
     ToolCall: ["id", "name", "input", "step"],
     CallResult: ["call", "outcome", "content", "duration_s", "attempts", "by_human", "reason"],
@@ -89,6 +91,8 @@ FACTORIES: list[Callable[..., object]] = [
     Transition.of,
     Proposal.of,
     ToolResult.of,
+    Validation.of,
+    ToolStarted.of,
     CallDecision.of,
     ToolCall.of,
     CallResult.of,

@@ -61,7 +61,16 @@ async def act(ctx: RunContext) -> Trigger:
     # Validation planned the batch in this session: a run continued in `act` is validated again.
     plan, records = ctx.scratch.plan, ctx.scratch.plan_records
     assert plan is not None
-    ctx.event(ToolStarted, calls=records)
+    state = ctx.state
+    ctx.emit(  # built by its factory (one a turn), not `ctx.event`'s keywords
+        ToolStarted.of(
+            seq=ctx.next_seq(),
+            task_id=state.task_id,
+            at=ctx.epoch + time.perf_counter(),
+            step=state.step,
+            calls=records,
+        )
+    )
     ctx.state.earlier_text = ""
     await dispatch(ctx, turn, plan)
     fill_copies(turn)

@@ -15,7 +15,8 @@ human's approval recorded on resume (`HUMAN_APPROVED`) lifts the approval requir
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Final
+import time
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
 import anyio.lowlevel
@@ -60,7 +61,7 @@ seven times wants seven rolls; the repeat history is for the model repeating its
 REPEAT_NOTE: Final = "\n[repeated call: this is the result of the identical earlier call]"
 HUMAN_APPROVED: Final = "human_approved"
 """A call a human approved on resume: it runs without asking again, once every other check passes."""
-_DECISIONS: Final = {
+_DECISIONS: Final[dict[Verdict, Literal["execute", "resume", "final", "stop"]]] = {
     Verdict.TOOL_CALLS: "execute",
     Verdict.RESUME: "resume",
     Verdict.FINAL: "final",
@@ -95,7 +96,7 @@ async def validate(ctx: RunContext) -> Trigger:
     assert turn is not None  # propose always records the turn before validate
     if turn.final:  # the final-answer call at a spent budget: the stop reason stays the budget's
         state.answer = answer_text(response) or None
-        ctx.event(Validation, decision="final_answer", stop_reason=str(state.stop_reason), calls=[])
+        _validated(ctx, "final_answer", str(state.stop_reason), None, [])
         answer_open_calls(ctx, "denied", "not run: the budget is spent")
         return Trigger.VALIDATED
     context = SignalContext(ctx.config.spec.policy, state, state.earlier_text)  # policy, state, earlier_text
@@ -114,12 +115,12 @@ async def validate(ctx: RunContext) -> Trigger:
         decisions, stop, exceeded = await _plan(ctx, turn, again=again)
         if stop is not None:
             route = Route(verdict=Verdict.STOP, stop_reason=stop[0], detail=stop[1])
-    ctx.event(
-        Validation,
-        decision=_DECISIONS[route.verdict],
-        stop_reason=None if route.stop_reason is None else str(route.stop_reason),
-        reason=None if route.detail is None else ctx.redact(route.detail),
-        calls=decisions,
+    _validated(
+        ctx,
+        _DECISIONS[route.verdict],
+        None if route.stop_reason is None else str(route.stop_reason),
+        None if route.detail is None else ctx.redact(route.detail),
+        decisions,
     )
     if route.verdict is Verdict.RESUME:
         if route.continuation:
@@ -141,6 +142,30 @@ async def validate(ctx: RunContext) -> Trigger:
             finish(ctx, route.stop_reason, route.detail)
     ctx.validated()  # the response's SDK objects go before its calls run
     return Trigger.VALIDATED
+
+
+def _validated(
+    ctx: RunContext,
+    decision: Literal["execute", "resume", "final", "stop", "final_answer"],
+    stop_reason: str | None,
+    reason: str | None,
+    calls: list[CallDecision],
+) -> None:
+    """Record the turn's `Validation` event (built by its factory: one a turn; `reason` redacted
+    before, so a redact hook that raises takes no `seq`)."""
+    state = ctx.state
+    ctx.emit(
+        Validation.of(
+            seq=ctx.next_seq(),
+            task_id=state.task_id,
+            at=ctx.epoch + time.perf_counter(),
+            step=state.step,
+            decision=decision,
+            stop_reason=stop_reason,
+            reason=reason,
+            calls=calls,
+        )
+    )
 
 
 async def _plan(
