@@ -311,10 +311,10 @@ class Tool(Generic[_P, _R]):
         coroutine is returned (no coroutine around it, one a call); a sync one runs in a worker
         thread when awaited.
         """
-        kwargs = {
-            name: value if value.__class__ in _SCALARS else _isolated(value)
-            for name, value in arguments.items()
-        }
+        kwargs = dict(arguments)  # a loop, not a comprehension: no function made and called a call
+        for name, value in arguments.items():
+            if value.__class__ not in _SCALARS:
+                kwargs[name] = _isolated(value)
         if self._context_param is not None:
             if context is None:
                 raise TypeError(f"tool {self.name!r} takes a ToolContext: invoke it with one")
