@@ -8,7 +8,7 @@ repeat history, the breaker's count, errors; and its `tool_result` event (the me
 from __future__ import annotations
 
 import time
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from .._base.recorded import Deferred
 from ..events import ToolResult
@@ -26,6 +26,9 @@ from ..tools import idempotency_key
 from ..transcript import append_user
 from .context import RunContext
 from .results import refused
+
+if TYPE_CHECKING:
+    from anthropic.types import ContentBlockParam
 
 _CANCELS: Final = frozenset({StopReason.CANCELLED, StopReason.TIMEOUT, StopReason.FAILED})
 
@@ -47,13 +50,18 @@ def answer_open_calls(ctx: RunContext, outcome: Outcome, text: str) -> None:
     if turn is None or not turn.open:
         return
     turn.answered = True
-    invoked = set(turn.invoked)  # one look-up per call, not a scan of the list
-    results = [
-        answer if answer is not None else _unanswered(ctx, index in invoked, call, outcome, text)
-        for index, (call, answer) in enumerate(zip(turn.calls, turn.answers, strict=True))
-    ]
+    invoked: set[int] | None = None  # made for the first open call (usually none is)
+    results: list[CallResult] = []
+    blocks: list[ContentBlockParam] = []
+    for index, (call, answer) in enumerate(zip(turn.calls, turn.answers, strict=True)):
+        if answer is None:
+            if invoked is None:
+                invoked = set(turn.invoked)  # one look-up per call, not a scan of the list
+            answer = _unanswered(ctx, index in invoked, call, outcome, text)
+        results.append(answer)
+        blocks.append(answer.to_block())
     turn.answers[:] = results
-    append_user(ctx.state.messages, [result.to_block() for result in results])
+    append_user(ctx.state.messages, blocks)
     if not turn.awaiting_human:  # provisional answers are recorded once a human has decided
         _record(ctx, turn, results)
 
