@@ -85,6 +85,9 @@ def _sent(model: BaseModel, skip: frozenset[str]) -> dict[str, Any]:
     order: a nested object dumped with `exclude_unset`, as `model_dump` would (~3x faster than
     it, which walks every field); its extra fields last."""
     sent = model.model_fields_set
+    extra = model.model_extra
+    if sent <= skip:  # nothing else sent (a response's usual envelope): no walk
+        return dict(extra) if extra else {}
     key = (type(model), skip)
     names = _FIELDS.get(key)
     if names is None:
@@ -95,7 +98,6 @@ def _sent(model: BaseModel, skip: frozenset[str]) -> dict[str, Any]:
         for name in names
         if name in sent
     }
-    extra = model.model_extra
     return fields | extra if extra else fields
 
 
