@@ -5,7 +5,9 @@
 - `usage.iterations` entries the top-level usage leaves out (the advisor's) are counted, each
   at its own model's price.
 - `CacheSettings(ttl="1h")` after a caller's 5-minute breakpoint: no 1-hour breakpoint follows a
-  5-minute one; the request check refuses a request that has one.
+  5-minute one; the request check refuses a request that has one, wherever it is (tools, system
+  prompt, a message the caller wrote, the top-level `cache_control`, the loop's own), though it
+  reads the order only of a request that may hold a 1-hour breakpoint.
 - `boundloop eval --live --max-cost-usd`: every model the live cases call has a price.
 
 Each runs the real `AsyncAnthropic` over the fake API (`tests/fake_api.py`), real prices.
@@ -19,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anthropic.types import Message
+from anthropic.types import CacheControlEphemeralParam, Message
 
-from boundloop import AgentLoop, Budget, CacheSettings, Observers
+from boundloop import AgentLoop, Budget, CacheSettings, ModelSettings, Observers, tool
+from boundloop._base.cache import MessageMarkers, add_breakpoints
 from boundloop._core.invariant import RequestChecker, check_request
 from boundloop.cli import main
 from boundloop.errors import ConfigurationError, InvalidRequest
@@ -248,6 +251,142 @@ def test_a_runs_request_checker_finds_a_one_hour_breakpoint_after_a_five_minute_
     system = [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}]
     with pytest.raises(InvalidRequest, match=r"messages\[0\].content\[0\] is a 1-hour cache breakpoint"):
         checker.check({"system": system, "messages": [first, reply, later]}, None, None)
+
+
+FIVE: CacheControlEphemeralParam = {"type": "ephemeral"}
+HOUR: CacheControlEphemeralParam = {"type": "ephemeral", "ttl": "1h"}
+
+
+def _user(text: str, control: CacheControlEphemeralParam | None = None) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "text", "text": text}
+    return {"role": "user", "content": [block if control is None else {**block, "cache_control": control}]}
+
+
+REPLY: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": "read it"}]}
+
+
+@tool(cache_control=FIVE)
+def first_lookup(key: str) -> str:
+    """Look a key up."""
+    return key
+
+
+@tool(cache_control=HOUR)
+def second_lookup(key: str) -> str:
+    """Look a key up again."""
+    return key
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("place", "cache"),
+    [
+        ("tools", "auto"),
+        ("tools", "off"),
+        ("history", "auto"),
+        ("history", "off"),
+        ("full history", "auto"),
+        ("top-level", "auto"),
+    ],
+)
+async def test_a_run_never_sends_a_one_hour_breakpoint_after_a_five_minute_one(
+    place: str, cache: str
+) -> None:
+    """Wherever the caller puts the two (tool definitions; messages, with the loop's own
+    breakpoints or caching off; a history holding all four breakpoints the API takes; the
+    settings' top-level `cache_control` after a message's), the request is refused before it is
+    sent: the run fails with the `invalid_request` error naming both, and the API sees nothing."""
+    history: list[Any] = [_user("a long document", FIVE), REPLY, _user("the question", HOUR)]
+    tools: list[Any] = []
+    settings = None
+    if place == "tools":
+        history, tools = [_user("the question")], [first_lookup, second_lookup]
+    elif place == "full history":  # no breakpoint left for the loop: it adds none
+        history = [
+            _user("a", FIVE),
+            REPLY,
+            _user("b", FIVE),
+            REPLY,
+            _user("c", FIVE),
+            REPLY,
+            _user("d", HOUR),
+        ]
+    elif place == "top-level":
+        history, settings = (
+            [_user("a long document", FIVE), REPLY, _user("the question")],
+            ModelSettings(cache_control=HOUR),
+        )
+    api = FakeAPI([Body(json=message([text_block("answer")]))])
+    loop = AgentLoop(
+        api.client(),
+        model="claude-sonnet-4-6",
+        system="a system prompt",
+        tools=tools,
+        budget=Budget(max_steps=1),
+        cache="off" if cache == "off" else "auto",
+        settings=settings,
+        observers=Observers(metrics=None),
+    )
+    result = await loop.run(messages=history)
+    assert result.stop_reason == "failed"
+    assert [error.kind for error in result.state.errors] == ["invalid_request"]
+    assert "is a 1-hour cache breakpoint after the 5-minute one" in result.state.errors[0].message
+    assert api.requests == []
+
+
+def test_a_request_add_breakpoints_read_reports_where_a_one_hour_breakpoint_may_be() -> None:
+    """`add_breakpoints` tells whether the request may hold a 1-hour breakpoint: the tools', the
+    system prompt's, a message's, the loop's own (`ttl="1h"`), or unread (caching off, the
+    caller's top-level one); a run's check reads the order of such a request, and of no other."""
+
+    def request(**fields: Any) -> dict[str, Any]:
+        return {"model": "claude-sonnet-4-6", "max_tokens": 10, "messages": [_user("q")], **fields}
+
+    five_minutes, hourly = CacheSettings(), CacheSettings(ttl="1h")
+    assert add_breakpoints(request(), five_minutes, MessageMarkers()) is False
+    assert (
+        add_breakpoints(request(system="s", tools=[{"name": "t", "cache_control": FIVE}]), five_minutes)
+        is False
+    )
+    assert add_breakpoints(request(messages=[_user("q", FIVE)]), five_minutes) is False
+    for case in (
+        request(tools=[{"name": "t", "cache_control": FIVE}, {"name": "u", "cache_control": HOUR}]),
+        request(
+            system=[
+                {"type": "text", "text": "s", "cache_control": FIVE},
+                {"type": "text", "text": "t", "cache_control": HOUR},
+            ]
+        ),
+        request(messages=[_user("a", FIVE), REPLY, _user("b", HOUR)]),
+    ):
+        assert add_breakpoints(case, five_minutes, MessageMarkers()) is True
+        with pytest.raises(InvalidRequest, match="1-hour cache breakpoint after the 5-minute one"):
+            check_request(case, None, None)
+    history = [_user("a", HOUR), REPLY, _user("b", FIVE), REPLY, _user("c", FIVE), REPLY, _user("d", FIVE)]
+    full = request(messages=history)
+    assert add_breakpoints(full, five_minutes, MessageMarkers()) is True  # no breakpoint left to add
+    check_request(full, None, None)  # 1 hour, then 5 minutes: in order
+    assert add_breakpoints(request(), None) is True  # caching off: nothing read
+    assert add_breakpoints(request(cache_control=HOUR), five_minutes) is True  # the caller's: nothing read
+    # The loop's own 1-hour breakpoints: a 5-minute one put before them (as a bug would, after
+    # the request was read) is refused.
+    built = request(system="s")
+    hour = add_breakpoints(built, hourly, MessageMarkers())
+    assert built["cache_control"] == HOUR
+    built["messages"] = [_user("q", FIVE)]
+    with pytest.raises(InvalidRequest, match="the top-level cache_control is a 1-hour cache breakpoint"):
+        RequestChecker().check(built, None, None, hour=hour)
+
+
+def test_a_run_check_that_skipped_the_ttl_order_reads_every_message_when_it_next_may_break() -> None:
+    """A request holding no 1-hour breakpoint is not read for the order; the next one that may
+    hold one has every message read, those of the skipped requests too."""
+    checker = RequestChecker()
+    checker.check({"messages": [_user("a")]}, None, None, hour=True)  # read: no 5-minute one
+    five = _user("b", FIVE)
+    checker.check({"messages": [five]}, None, None, hour=False)  # another history, not read
+    with pytest.raises(InvalidRequest, match=r"messages\[2\].content\[0\] is a 1-hour cache breakpoint"):
+        checker.check({"messages": [five, REPLY, _user("c", HOUR)]}, None, None, hour=True)
 
 
 # -- eval --live --max-cost-usd ---------------------------------------------------------------------

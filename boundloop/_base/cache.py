@@ -94,7 +94,7 @@ def add_breakpoints(
     markers: MessageMarkers | None = None,
     *,
     automatic: bool = True,
-) -> None:
+) -> bool:
     """Add the loop's cache breakpoints to a built request (its `tools`, `system` and messages
     are replaced by copies where marked; what they were built from is left as it was).
 
@@ -105,14 +105,20 @@ def add_breakpoints(
     prompt once (without it: all of them, each time). `automatic=False` (a platform without
     automatic caching, `boundloop.platforms`): the breakpoint the top-level `cache_control` would
     put on the request's last block is put there as a block breakpoint, on a copy.
+
+    Returns whether the request may hold a 1-hour breakpoint (what the TTL order check,
+    `TTLOrder`, guards): False only when its tools, system prompt and messages were read and
+    hold none, and the loop's own are written for 5 minutes; True when caching is off or the
+    caller's top-level `cache_control` is sent (nothing read).
     """
     if settings is None or "cache_control" in request:
-        return
+        return True
     markers = MessageMarkers() if markers is None else markers
     head = markers.head(request, settings)
     free = MAX_BREAKPOINTS - head.count - markers.count(request["messages"])
+    hour = settings.ttl == "1h" or head.hour or markers.hour()
     if free <= 0:
-        return
+        return hour
     # 1-hour entries must come before 5-minute ones: after a 5-minute breakpoint of the caller's
     # (tools, system prompt, history), the loop's own breakpoints are written for 5 minutes.
     five = head.five or (head.control.get("ttl") == "1h" and markers.five_in(len(request["messages"])))
@@ -127,6 +133,7 @@ def add_breakpoints(
         free -= 1
     if free:
         _mark_lookback(request, head.control, FIVE_MINUTES if head.five else None, markers)
+    return hour
 
 
 @final
@@ -143,6 +150,8 @@ class Head:
     five: bool = False
     """With a 1-hour `control`: the tools or system prompt hold a 5-minute breakpoint, so every
     breakpoint after them is written for 5 minutes."""
+    hour: bool = False
+    """The tools or system prompt hold a 1-hour breakpoint."""
 
 
 def _head(request: Mapping[str, Any], settings: CacheSettings) -> Head:
@@ -156,6 +165,9 @@ def _head(request: Mapping[str, Any], settings: CacheSettings) -> Head:
     control = settings.control()
     marked: dict[str, Any] = {}
     five = False
+    hour = any(_ttl(tool) == "1h" for tool in tools) or (
+        isinstance(system, list) and any(_ttl(block) == "1h" for block in cast("list[object]", system))
+    )
     if control.get("ttl") == "1h":
         five = any(_ttl(tool) == "5m" for tool in tools) or (
             isinstance(system, list) and any(_ttl(block) == "5m" for block in cast("list[object]", system))
@@ -163,7 +175,7 @@ def _head(request: Mapping[str, Any], settings: CacheSettings) -> Head:
     if settings.prefix:
         before = five or any(_ttl(tool) == "5m" for tool in tools[:-1] if system is None)
         _mark_prefix(marked, request, FIVE_MINUTES if before else control)
-    return Head(count=count, control=control, marked=marked, five=five)
+    return Head(count=count, control=control, marked=marked, five=five, hour=hour)
 
 
 FIVE_MINUTES: Final = {"type": "ephemeral"}
@@ -262,12 +274,13 @@ def count_breakpoints(request: Mapping[str, Any], markers: MessageMarkers | None
     return count + (MessageMarkers() if markers is None else markers).count(messages)
 
 
-def _markers_in(message: Mapping[str, Any]) -> tuple[int, int]:
-    """The breakpoints in a message's blocks, and how many of them are for 5 minutes (one pass)."""
+def _markers_in(message: Mapping[str, Any]) -> tuple[int, int, int]:
+    """The breakpoints in a message's blocks, and how many of them are for 5 minutes and for 1
+    hour (one pass)."""
     content = message.get("content")
     if not isinstance(content, list):
-        return 0, 0
-    count = fives = 0
+        return 0, 0, 0
+    count = fives = hours = 0
     blocks: list[object] = content  # pyright: ignore[reportUnknownVariableType]
     for block in blocks:
         # the transcript's blocks are plain dicts, and most carry no breakpoint at all
@@ -275,9 +288,12 @@ def _markers_in(message: Mapping[str, Any]) -> tuple[int, int]:
             continue
         if _marked(block):  # pyright: ignore[reportUnknownArgumentType]
             count += 1
-        if _ttl(block) == "5m":  # pyright: ignore[reportUnknownArgumentType]
+        ttl = _ttl(block)  # pyright: ignore[reportUnknownArgumentType]
+        if ttl == "5m":
             fives += 1
-    return count, fives
+        elif ttl == "1h":
+            hours += 1
+    return count, fives, hours
 
 
 @final
@@ -316,7 +332,7 @@ class MessageMarkers:
         heads: the loop's `Heads`, which its runs share (default: the run's own).
     """
 
-    __slots__ = ("_fives", "_heads", "_messages", "_totals")
+    __slots__ = ("_fives", "_heads", "_hours", "_messages", "_totals")
 
     def __init__(self, heads: Heads | None = None) -> None:
         self._messages: list[object] = []
@@ -324,6 +340,8 @@ class MessageMarkers:
         """The breakpoints in the first k+1 messages, for each k."""
         self._fives: list[int] = []
         """The 5-minute breakpoints among them."""
+        self._hours: list[int] = []
+        """The 1-hour breakpoints among them."""
         self._heads = Heads() if heads is None else heads
 
     def head(self, request: Mapping[str, Any], settings: CacheSettings) -> Head:
@@ -340,22 +358,29 @@ class MessageMarkers:
             same = 0
             while same < limit and seen[same] is messages[same]:
                 same += 1
-        del seen[same:], self._totals[same:], self._fives[same:]
+        del seen[same:], self._totals[same:], self._fives[same:], self._hours[same:]
         total = self._totals[-1] if self._totals else 0
         fives = self._fives[-1] if self._fives else 0
+        hours = self._hours[-1] if self._hours else 0
         for message in messages[same:]:
-            marked, five = _markers_in(message)
+            marked, five, hour = _markers_in(message)
             total += marked
             fives += five
+            hours += hour
             seen.append(message)
             self._totals.append(total)
             self._fives.append(fives)
+            self._hours.append(hours)
         return total
 
     def five_in(self, end: int) -> bool:
         """A 5-minute breakpoint in the first `end` messages `count` was last given."""
         end = min(end, len(self._fives))
         return end > 0 and self._fives[end - 1] > 0
+
+    def hour(self) -> bool:
+        """A 1-hour breakpoint in the messages `count` was last given."""
+        return bool(self._hours) and self._hours[-1] > 0
 
 
 def _marked(block: object) -> bool:

@@ -13,7 +13,9 @@ loop only appends to the transcript, so each rule is a fact about what it append
 - a user turn after an assistant turn with client `tool_use` blocks opens with their
   `tool_result` blocks, one per call, ids matching, before anything else;
 - the last response's `container` is sent as `container` with the next request;
-- no 1-hour cache breakpoint comes after a 5-minute one (`_base/cache.py`'s `TTLOrder`).
+- no 1-hour cache breakpoint comes after a 5-minute one (`_base/cache.py`'s `TTLOrder`; a
+  run's check reads the order only when the request may hold a 1-hour breakpoint, as
+  `add_breakpoints` tells: one that holds none cannot break it).
 
 Consecutive messages of one role are one turn to the API (it joins them), and are read so.
 
@@ -111,16 +113,26 @@ class RequestChecker:
     __slots__ = ("_count", "_size", "_tail", "_ttl")
 
     def __init__(self) -> None:
-        self._ttl = TTLOrder()
+        self._ttl: TTLOrder | None = None
+        """The TTL order check, reading each message once; None: not read with the last request
+        (or none checked yet)."""
         self._count = 0
         self._tail: object = None
         self._size = -1
         """How many blocks the tail held: a tail the loop extended in place is checked again."""
 
     def check(
-        self, request: Mapping[str, Any], last: Message | ResponseShape | None, received: object
+        self,
+        request: Mapping[str, Any],
+        last: Message | ResponseShape | None,
+        received: object,
+        *,
+        hour: bool = True,
     ) -> None:
         """`check_request`, from the first message the previous request did not hold as is.
+        `hour=False`: the request holds no 1-hour cache breakpoint (`add_breakpoints` read it
+        all), so the TTL order is not read; the next request that may hold one has every
+        message read.
 
         Raises:
             InvalidRequest: the first rule the request breaks.
@@ -130,7 +142,16 @@ class RequestChecker:
         start = 0
         if 0 < count <= len(messages) and messages[count - 1] is self._tail:
             start = count if _size(self._tail) == self._size else count - 1
-        check_request(request, last, received, start=start, ttl=self._ttl)
+        problem = request_problem(request, last, received, start=start)
+        if not hour:
+            self._ttl = None  # not read with this request: the next one that may hold one, read whole
+        elif problem is None:
+            if self._ttl is None:
+                self._ttl = TTLOrder()
+                start = 0
+            problem = self._ttl.problem(request, start)
+        if problem is not None:
+            raise InvalidRequest(problem)
         self._count = len(messages)
         self._tail = messages[-1] if messages else None
         self._size = _size(self._tail)

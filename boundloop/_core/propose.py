@@ -135,10 +135,10 @@ def build_request(
     container = responses[-1].container_id if responses else None
     if container is not None:  # code execution's pending calls continue in the same container
         request["container"] = container
-    add_breakpoints(
+    hour = add_breakpoints(
         request, ctx.config.cache, ctx.markers, automatic=ctx.config.automatic_cache
     )  # copies: the transcript stays as is
-    ctx.request_checker.check(request, ctx.scratch.response, ctx.scratch.received)
+    ctx.request_checker.check(request, ctx.scratch.response, ctx.scratch.received, hour=hour)
     return request
 
 
