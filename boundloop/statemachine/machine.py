@@ -125,7 +125,8 @@ class _PhaseTransition(Transition):
     lists the table leaves empty (`prepare`, `before` and the machine's before/after state
     change), looks its states up by name twice and logs four times: about a third of a
     transition's cost. This `execute` does the same steps in the same order with what the edge
-    has: its conditions (all must pass), leaving the source, the model set to the destination,
+    has: its conditions (all must pass), leaving the source, the model's state attribute
+    (`model_attribute`) set to the destination's value as `Machine.set_state` sets one model's,
     entering it, the machine's `on_final` at a final state, then its `after` callbacks (a guarded
     row's `_took`). An edge or machine given any of the other callbacks (transitions'
     `add_callback`, or a machine's `before_state_change`/`after_state_change`) or an internal
@@ -147,12 +148,13 @@ class _PhaseTransition(Transition):
         states = machine.states
         states[self.source].exit(event_data)
         dest = states[self.dest]
-        machine.set_state(dest, event_data.model)
-        event_data.update(dest.value)
+        setattr(event_data.model, machine.model_attribute, dest.value)
+        event_data.state = dest  # what `event_data.update` looks up by name: the state in hand
         dest.enter(event_data)
         if dest.final:
             machine.callbacks(machine.on_final, event_data)
-        machine.callbacks(self.after, event_data)
+        if self.after:  # an unguarded row has none
+            machine.callbacks(self.after, event_data)
         return True
 
 
@@ -161,20 +163,20 @@ class _PhaseEvent(Event):
     partial handed to the machine's queue, walks the machine's `prepare_event`,
     `finalize_event` and `on_exception` lists (the table gives none) and logs twice: about a
     third of a trigger's cost. This `trigger` does the same for an unqueued machine with none
-    of them: the model's state, then its edges from that state in table order, the first whose
-    `execute` succeeds taken. A machine given any of those callbacks, a queued machine, or a
-    state the trigger has no edge from (transitions' error or warning) runs transitions' own
-    `trigger`."""
+    of them: the model's state (its `model_attribute`, a state of `machine.states`), then its
+    edges from that state in table order, the first whose `execute` succeeds taken. A machine
+    given any of those callbacks, a queued machine, or a state the trigger has no edge from
+    (transitions' error or warning) runs transitions' own `trigger`."""
 
     def trigger(self, model: Any, *args: Any, **kwargs: Any) -> bool:
         machine = self.machine
         if machine.has_queue or machine.prepare_event or machine.finalize_event or machine.on_exception:
             return bool(super().trigger(model, *args, **kwargs))
-        state = machine.get_model_state(model)
-        edges = self.transitions.get(state.name)
+        name = getattr(model, machine.model_attribute)  # the model's state, as `set_state` keeps it
+        edges = self.transitions.get(name)
         if edges is None:
             return bool(super().trigger(model, *args, **kwargs))
-        event_data = EventData(state, self, machine, model, args, kwargs)
+        event_data = EventData(machine.states[name], self, machine, model, args, kwargs)
         for edge in edges:
             event_data.transition = edge
             if edge.execute(event_data):
