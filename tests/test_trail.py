@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Sequence
+from typing import cast
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from boundloop import AgentLoop, LoopMetrics, LoopResult, Observers, tool
-from boundloop.events import Event, ToolResult, Transition
+from boundloop.events import Event, ToolResult, ToolStarted, Transition, Validation
 from boundloop.redaction import Redaction
 from tests.helpers import scripted_loop, text, tool_use
 
@@ -217,3 +218,58 @@ async def test_the_metrics_count_every_tool_result_kept_as_numbers() -> None:
     assert quiet == told
     assert quiet[("lookup", "ok")] == 1
     assert quiet[("broken", "error")] == 1
+
+
+async def test_a_quiet_run_reads_back_the_validations_and_batch_starts_a_heard_run_records() -> None:
+    heard: list[Event] = []
+    told = await _answers_loop(heard=heard).run("go", task_id="t-answers")
+    before = _transitions_alive(ToolStarted), _transitions_alive(Validation)
+    quiet = await _answers_loop().run("go", task_id="t-answers")
+    # kept as numbers: nothing built yet
+    assert (_transitions_alive(ToolStarted), _transitions_alive(Validation)) == before
+
+    def turns(events: Sequence[Event]) -> list[tuple[object, ...]]:
+        return [
+            (event.seq, event.task_id, event.step, event.kind, event.calls)
+            + (
+                (event.decision, event.stop_reason, event.reason)
+                if isinstance(event, Validation)
+                else (None,)
+            )
+            for event in events
+            if isinstance(event, ToolStarted | Validation)
+        ]
+
+    kept = turns(quiet.events)
+    assert kept == turns(told.events) == turns(heard)
+    # Two turns of calls; the second runs none (one is invalid, one a repeat).
+    assert [(entry[3], entry[5], len(cast(list[object], entry[4]))) for entry in kept] == [
+        ("validation", "execute", 2),
+        ("tool_started", None, 2),
+        ("validation", "execute", 2),
+        ("tool_started", None, 0),
+    ]
+    clock = [event.at for event in quiet.events if not isinstance(event, ToolResult)]
+    assert clock == sorted(clock)  # each one's clock reading in its place
+
+
+async def test_a_validation_that_decides_more_than_execute_is_recorded_as_it_happens() -> None:
+    """Only a validation that lets the calls run, with no stop reason or reason, is kept as its
+    numbers: one that stops the run (a response cut at max_tokens) is built with what it says."""
+    script = [tool_use(("lookup", {"key": "a"})), text("cut", stop_reason="max_tokens")]
+    results = []
+    heard: list[Event] = []
+    for on_event in (None, heard.append):
+        loop = scripted_loop(script, [lookup], observers=Observers(metrics=None, on_event=on_event))
+        results.append(await loop.run("go", task_id="t-cut"))
+    quiet, told = (
+        [
+            (event.seq, event.decision, event.stop_reason, event.reason, event.calls)
+            for event in result.events
+            if isinstance(event, Validation)
+        ]
+        for result in results
+    )
+    assert quiet == told
+    assert [entry[1] for entry in quiet] == ["execute", "stop"]
+    assert quiet[1][2] is not None

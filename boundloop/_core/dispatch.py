@@ -62,15 +62,19 @@ async def act(ctx: RunContext) -> Trigger:
     plan, records = ctx.scratch.plan, ctx.scratch.plan_records
     assert plan is not None
     state = ctx.state
-    ctx.emit(  # built by its factory (one a turn), not `ctx.event`'s keywords
-        ToolStarted.of(
-            seq=ctx.next_seq(),
-            task_id=state.task_id,
-            at=ctx.epoch + time.perf_counter(),
-            step=state.step,
-            calls=records,
+    events = ctx.events
+    if events.numbers and events:  # nothing hears it as it happens (the metrics count nothing of it)
+        events.started(ctx.next_seq(), state.step, ctx.epoch + time.perf_counter(), records)
+    else:
+        ctx.emit(  # built by its factory (one a turn), not `ctx.event`'s keywords
+            ToolStarted.of(
+                seq=ctx.next_seq(),
+                task_id=state.task_id,
+                at=ctx.epoch + time.perf_counter(),
+                step=state.step,
+                calls=records,
+            )
         )
-    )
     ctx.state.earlier_text = ""
     await dispatch(ctx, turn, plan)
     fill_copies(turn)

@@ -154,6 +154,11 @@ def _validated(
     """Record the turn's `Validation` event (built by its factory: one a turn; `reason` redacted
     before, so a redact hook that raises takes no `seq`)."""
     state = ctx.state
+    events = ctx.events
+    if events.numbers and events and decision == "execute" and stop_reason is None and reason is None:
+        # Nothing hears it as it happens (the metrics count nothing of it).
+        events.validated(ctx.next_seq(), state.step, ctx.epoch + time.perf_counter(), calls)
+        return
     ctx.emit(
         Validation.of(
             seq=ctx.next_seq(),
