@@ -353,7 +353,9 @@ class LoopResult(Generic[OutputT]):
     answer: str | None
     state: LoopState
     events: Sequence[Event]
-    """What happened in this session, in order (`boundloop.events`)."""
+    """What happened in this session, in order (`boundloop.events`). A run that nothing heard as
+    it ran (no hook, tracing, stream or store) builds some events when they are first read, from
+    its record: its tool results from `state.observations` (read them before you edit those)."""
     output: OutputT | None = None
     """The answer validated against the loop's `output_type` (a pydantic model instance, a
     TypedDict's dict, a JSON schema's JSON value); without one, the answer's text. None when

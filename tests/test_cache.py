@@ -461,3 +461,18 @@ def test_a_head_is_made_again_for_a_request_that_carries_other_tools() -> None:
         "type": "ephemeral",
         "ttl": "1h",
     }
+
+
+def test_runs_whose_requests_carry_tools_of_their_own_make_their_head_once() -> None:
+    """Two runs of one loop, each with its own tools (a loop whose MCP toolsets connect for each
+    run), asking in turn: each keeps the head made for its tools, not one made again a request."""
+    heads, settings = Heads(), CacheSettings()
+    first, second = MessageMarkers(heads), MessageMarkers(heads)
+    mine: list[JSON] = [{"name": "a", "input_schema": {"type": "object"}}]
+    theirs: list[JSON] = [{"name": "b", "input_schema": {"type": "object"}}]
+    made = first.head({"tools": mine}, settings), second.head({"tools": theirs}, settings)
+    for _ in range(3):
+        assert first.head({"tools": mine}, settings) is made[0]
+        assert second.head({"tools": theirs}, settings) is made[1]
+    assert made[0].marked["tools"][0]["name"] == "a"
+    assert made[1].marked["tools"][0]["name"] == "b"

@@ -273,3 +273,16 @@ async def test_a_validation_that_decides_more_than_execute_is_recorded_as_it_hap
     assert quiet == told
     assert [entry[1] for entry in quiet] == ["execute", "stop"]
     assert quiet[1][2] is not None
+
+
+async def test_a_quiet_runs_tool_results_are_built_from_its_observations_as_they_are_when_read() -> None:
+    """What `LoopResult.events` says: a tool result kept as its numbers is built from the run's
+    `Observation` when the events are first read, so an edit made before then is read."""
+    result = await _run()
+    first = result.state.observations[0]
+    first.content = "[scrubbed]"
+    (built, *_) = [event for event in result.events if isinstance(event, ToolResult)]
+    assert built.content is not None
+    assert built.content.json() == "[scrubbed]"
+    first.content = "edited after the read"
+    assert built.content.json() == "[scrubbed]"  # built once: later edits are not read

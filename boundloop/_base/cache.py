@@ -152,6 +152,13 @@ class Head:
     breakpoint after them is written for 5 minutes."""
     hour: bool = False
     """The tools or system prompt hold a 1-hour breakpoint."""
+    source: tuple[object, object, object] = (None, None, None)
+    """The system prompt, tools and settings it was made from (the objects themselves)."""
+
+    def made_from(self, system: object, tools: object, settings: object) -> bool:
+        """Whether it was made from these very objects."""
+        source = self.source
+        return source[0] is system and source[1] is tools and source[2] is settings
 
 
 def _head(request: Mapping[str, Any], settings: CacheSettings) -> Head:
@@ -175,7 +182,8 @@ def _head(request: Mapping[str, Any], settings: CacheSettings) -> Head:
     if settings.prefix:
         before = five or any(_ttl(tool) == "5m" for tool in tools[:-1] if system is None)
         _mark_prefix(marked, request, FIVE_MINUTES if before else control)
-    return Head(count=count, control=control, marked=marked, five=five, hour=hour)
+    source = (request.get("system"), request.get("tools"), settings)
+    return Head(count=count, control=control, marked=marked, five=five, hour=hour, source=source)
 
 
 FIVE_MINUTES: Final = {"type": "ephemeral"}
@@ -305,18 +313,15 @@ class Heads:
     __slots__ = ("_last",)
 
     def __init__(self) -> None:
-        self._last: tuple[object, object, object, Head] | None = None
-        """The system prompt, tools and settings of the last head made, and the head (one tuple,
-        replaced whole)."""
+        self._last: Head | None = None
+        """The last head made."""
 
     def head(self, request: Mapping[str, Any], settings: CacheSettings) -> Head:
         """The request's `Head`."""
-        system, tools = request.get("system"), request.get("tools")
         last = self._last
-        if last is not None and last[0] is system and last[1] is tools and last[2] is settings:
-            return last[3]
-        head = _head(request, settings)
-        self._last = (system, tools, settings, head)
+        if last is not None and last.made_from(request.get("system"), request.get("tools"), settings):
+            return last
+        head = self._last = _head(request, settings)
         return head
 
 
@@ -329,10 +334,13 @@ class MessageMarkers:
     have grown at its end; otherwise the shared prefix is looked for.
 
     Args:
-        heads: the loop's `Heads`, which its runs share (default: the run's own).
+        heads: the loop's `Heads`, which its runs share (default: the run's own). The markers
+            keep the head they were last given: runs whose requests carry tools of their own
+            (a loop with MCP toolsets, connected for each run) make theirs once a run, however
+            many run at once.
     """
 
-    __slots__ = ("_fives", "_heads", "_hours", "_messages", "_totals")
+    __slots__ = ("_fives", "_head", "_heads", "_hours", "_messages", "_totals")
 
     def __init__(self, heads: Heads | None = None) -> None:
         self._messages: list[object] = []
@@ -343,10 +351,14 @@ class MessageMarkers:
         self._hours: list[int] = []
         """The 1-hour breakpoints among them."""
         self._heads = Heads() if heads is None else heads
+        self._head: Head | None = None
 
     def head(self, request: Mapping[str, Any], settings: CacheSettings) -> Head:
         """The request's `Head` (its tools' and system prompt's breakpoints)."""
-        return self._heads.head(request, settings)
+        head = self._head
+        if head is None or not head.made_from(request.get("system"), request.get("tools"), settings):
+            head = self._head = self._heads.head(request, settings)
+        return head
 
     def count(self, messages: Sequence[Mapping[str, Any]]) -> int:
         """The breakpoints in the blocks of `messages`."""

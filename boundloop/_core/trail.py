@@ -11,7 +11,10 @@ a 160-byte `Transition` and its two floats); a tool result as the same numbers b
 wrappers); a validation that lets the calls run and the batch's start as their numbers beside
 the list of the calls' decisions, which both events hold (instead of the events and their
 floats). The events are built when first read, once: reading `LoopResult.events` gives the same
-typed events, in the same order, as a run that built each one as it happened.
+typed events, in the same order, as a run that built each one as it happened, as long as the
+state's record they are built from is not edited before they are read (the state is the run's
+record: a `LoopResult.events` read after a caller reassigns a field of an `Observation` reads
+that field's new value).
 """
 
 from __future__ import annotations
