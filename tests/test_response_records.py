@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 from collections.abc import Iterator
+from typing import Any
 
 from anthropic.types import Message, ToolUseBlock, Usage
 from pydantic import BaseModel
@@ -155,23 +156,26 @@ async def test_a_record_of_a_received_response_is_the_record_of_its_json() -> No
     assert json.loads(result.state.to_json())["responses"] == [body]
 
 
+USUAL: dict[str, Any] = {
+    "id": "msg_01",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-6",
+    "content": [{"type": "text", "text": "done"}],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 3, "output_tokens": 1},
+}
+"""A response's envelope with the usual fields only, as the API sends it."""
+
+
 async def test_an_envelope_of_the_usual_fields_and_an_unmodelled_one_keeps_that_one() -> None:
     """A response sending no optional envelope field the SDK models (no `container`, no
     `stop_details`) keeps the fields it does not model all the same; with none of either, the
     record has no other fields at all."""
-    usual = {
-        "id": "msg_01",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-4-6",
-        "content": [{"type": "text", "text": "done"}],
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 3, "output_tokens": 1},
-    }
     for body, extra in (
-        ({**usual, "novel_field": {"kept": [1, 2]}}, {"novel_field": {"kept": [1, 2]}}),
-        (usual, None),
+        ({**USUAL, "novel_field": {"kept": [1, 2]}}, {"novel_field": {"kept": [1, 2]}}),
+        (USUAL, None),
     ):
         api = FakeAPI([Body(json=body)])
         loop = AgentLoop(
@@ -191,16 +195,7 @@ async def test_an_envelope_of_the_usual_fields_and_an_unmodelled_one_keeps_that_
 async def test_a_response_whose_envelope_field_has_the_wrong_type_fails_the_run() -> None:
     """An `id` that is not a string (the SDK does not check a 200's body) is not recorded: the
     run fails with the error a stored response of that JSON gets."""
-    body = {
-        "id": 5,
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-4-6",
-        "content": [{"type": "text", "text": "done"}],
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 3, "output_tokens": 1},
-    }
+    body = {**USUAL, "id": 5}
     api = FakeAPI([Body(json=body)])
     loop = AgentLoop(
         api.client(), model="claude-sonnet-4-6", budget=Budget(max_steps=2), observers=Observers(metrics=None)

@@ -147,13 +147,13 @@ class Head:
     """The `cache_control` the loop sends."""
     marked: dict[str, Any]
     """The fixed breakpoint: `system` (or `tools`) with it, to put in the request; {}: none."""
+    source: tuple[object, object, object]
+    """The system prompt, tools and settings it was made from (the objects themselves)."""
     five: bool = False
     """With a 1-hour `control`: the tools or system prompt hold a 5-minute breakpoint, so every
     breakpoint after them is written for 5 minutes."""
     hour: bool = False
     """The tools or system prompt hold a 1-hour breakpoint."""
-    source: tuple[object, object, object] = (None, None, None)
-    """The system prompt, tools and settings it was made from (the objects themselves)."""
 
     def made_from(self, system: object, tools: object, settings: object) -> bool:
         """Whether it was made from these very objects."""
@@ -182,8 +182,8 @@ def _head(request: Mapping[str, Any], settings: CacheSettings) -> Head:
     if settings.prefix:
         before = five or any(_ttl(tool) == "5m" for tool in tools[:-1] if system is None)
         _mark_prefix(marked, request, FIVE_MINUTES if before else control)
-    source = (request.get("system"), request.get("tools"), settings)
-    return Head(count=count, control=control, marked=marked, five=five, hour=hour, source=source)
+    source = (request.get("system"), request.get("tools"), settings)  # as sent: the locals are narrowed
+    return Head(count=count, control=control, marked=marked, source=source, five=five, hour=hour)
 
 
 FIVE_MINUTES: Final = {"type": "ephemeral"}

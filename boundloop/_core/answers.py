@@ -87,6 +87,8 @@ def _unanswered(ctx: RunContext, invoked: bool, call: ToolCall, outcome: Outcome
 def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
     state = ctx.state
     redactor = ctx.config.redactor
+    events = ctx.events
+    quiet = events.numbers  # nothing but the metrics hears a tool result as it happens
     for result, key, (name, call_id) in zip(results, turn.keys, ctx.recorded(turn), strict=True):
         call = result.call
         outcome = result.outcome
@@ -109,9 +111,8 @@ def _record(ctx: RunContext, turn: Turn, results: list[CallResult]) -> None:
                 )
         # Redacted first: a redact hook that raises takes no `seq`.
         reason = None if result.reason is None else ctx.redact(result.reason)
-        events = ctx.events
-        if events.numbers and reason is None and name == call.name and call_id == call.id:
-            # Nothing hears it as it happens, and the observation says all the event does.
+        if quiet and reason is None and name == call.name and call_id == call.id:
+            # The observation says all the event does: kept as its numbers beside it.
             events.answered(
                 ctx.next_seq(), state.step, ctx.epoch + time.perf_counter(), result.duration_s, observation
             )

@@ -33,7 +33,7 @@ from typing import Any, Final, cast, final
 from anthropic.types import Message, MessageParam
 from pydantic import BaseModel
 
-from .._base.cache import TTLOrder
+from .._base.cache import TTLOrder, ttl_order_problem
 from ..errors import InvalidRequest
 from .blocks import BlockShape, block_shape, field_of
 
@@ -163,31 +163,20 @@ def _size(message: object) -> int:
     return len(content) if isinstance(content, list) else 1  # pyright: ignore[reportUnknownArgumentType]
 
 
-def check_request(
-    request: Mapping[str, Any],
-    last: Message | ResponseShape | None,
-    received: object,
-    *,
-    start: int = 0,
-    ttl: TTLOrder | None = None,
-) -> None:
-    """Check a request before it is sent (its messages from `start`, each with the one before).
+def check_request(request: Mapping[str, Any], last: Message | ResponseShape | None, received: object) -> None:
+    """Check a whole request before it is sent (a run's `RequestChecker` checks its requests in
+    turn, each from the first message the one before did not hold).
 
     Args:
         request: the keyword arguments of `messages.create`.
         last: the last response (or its shape), whose `container` the request must carry.
         received: the transcript's message made from `last` (its assistant turn), checked
             block by block against the response when the request holds it.
-        start: the first message to check (those before it were checked with the request before).
-        ttl: the run's cache-breakpoint order check, which read the messages before `start`.
 
     Raises:
         InvalidRequest: the first rule the request breaks.
     """
-    order = TTLOrder() if ttl is None else ttl
-    problem = request_problem(request, last, received, start=start) or order.problem(
-        request, start if ttl is not None else 0
-    )
+    problem = request_problem(request, last, received) or ttl_order_problem(request)
     if problem is not None:
         raise InvalidRequest(problem)
 

@@ -465,9 +465,9 @@ def test_an_explicit_empty_description_is_not_replaced_by_the_docstring() -> Non
 # -- @tool's check against a pydantic model's --------------------------------------------
 
 
-def model_check(fn: Any) -> Any:
-    """The check @tool made before it validated through a TypedDict: a model whose fields have
-    neutral names aliased to the parameters, validated, then each field read back by name."""
+def reference_model(fn: Any) -> tuple[type[pydantic.BaseModel], dict[str, str]]:
+    """The model @tool validated with before it validated through a TypedDict: fields with
+    neutral names aliased to the parameters (a ToolContext left out); and field -> parameter."""
     hints = typing.get_type_hints(fn, include_extras=True)
     fields: JSON = {}
     names: dict[str, str] = {}
@@ -479,6 +479,12 @@ def model_check(fn: Any) -> Any:
         names[f"arg{len(fields)}"] = param.name
         fields[f"arg{len(fields)}"] = (hint, pydantic.Field(default, alias=param.name))
     model = pydantic.create_model("reference", __config__=pydantic.ConfigDict(extra="forbid"), **fields)
+    return model, names
+
+
+def model_check(fn: Any) -> Any:
+    """The check @tool made with `reference_model`: validated, then each field read back by name."""
+    model, names = reference_model(fn)
 
     def check(tool_input: JSON) -> JSON:
         try:
@@ -614,15 +620,7 @@ def outcome(check: Any, tool_input: JSON) -> Any:
 
 def tool_schema_of(fn: Any) -> JSON:
     """The JSON schema of the reference model, as @tool sends it (no title)."""
-    hints = typing.get_type_hints(fn, include_extras=True)
-    fields: JSON = {}
-    for param in inspect.signature(fn).parameters.values():
-        if hints[param.name] is ToolContext:
-            continue
-        default = ... if param.default is param.empty else param.default
-        fields[f"arg{len(fields)}"] = (hints[param.name], pydantic.Field(default, alias=param.name))
-    model = pydantic.create_model("reference", __config__=pydantic.ConfigDict(extra="forbid"), **fields)
-    schema = model.model_json_schema()
+    schema = reference_model(fn)[0].model_json_schema()
     schema.pop("title", None)
     return schema
 
